@@ -1,0 +1,123 @@
+# qwen35 — top-level build.
+#
+#   make            build everything (CPU; CUDA too when nvcc is found)
+#   make test       install missing Debian packages, build, run every test
+#                   (plain build, then the unit tests again under ASan+UBSan)
+#   make demo       the main job: a generated model served by 2 stages
+#   make CUDA=0     never touch nvcc
+#   make SAN=1      sanitized build in build-san/
+#
+# Layout: model/*.c      -> $(BUILD)/libqwen35.a      (engine: GGUF, quant,
+#                                                      forward, tokenizer)
+#         proto/ stage/ coordinator/ client/ *.c (not main*.c)
+#                        -> $(BUILD)/libqwen35net.a   (daemons, wire)
+#         each folder's *.mk adds binaries: BINS += name; name_SRCS := ...;
+#         name_LIBS := ...  (see tools/tools.mk)
+#         tests/test_*.c -> one cmocka program each, linked with both libs.
+#         tests/it_*.sh  -> integration scripts, run after the programs.
+
+CC      ?= cc
+SAN     ?= 0
+OPT     ?= -O2
+CUDA    ?= auto
+GOLDEN  ?= $(abspath ../shared/golden)
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+BUILD   ?= build
+SANFLAGS :=
+endif
+
+CFLAGS  ?=
+CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
+           -Imodel -Iproto -Iclient -I$(BUILD)/gen -MMD -MP $(SANFLAGS)
+LDFLAGS += -pthread $(SANFLAGS)
+
+LIBS_MODEL := -lpcre2-8 -lm
+LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih
+
+LIBMODEL := $(BUILD)/libqwen35.a
+LIBNET   := $(BUILD)/libqwen35net.a
+
+MODEL_SRCS := $(sort $(wildcard model/*.c))
+NET_SRCS   := $(sort $(filter-out %/main.c %/main_%.c, \
+                $(wildcard proto/*.c stage/*.c coordinator/*.c client/*.c)))
+PROTO_SRCS := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(wildcard proto/*.proto))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
+
+# Filled by the *.mk fragments.
+BINS        :=
+ENGINE_LIBS :=
+TEST_LIBS   :=
+ALL_EXTRA   :=
+include $(sort $(wildcard */*.mk))
+
+TESTS := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
+
+.PHONY: all deps test test-unit test-san clean bins tests
+all: bins tests $(ALL_EXTRA)
+bins: $(addprefix $(BUILD)/bin/,$(BINS))
+tests: $(addprefix $(BUILD)/tests/,$(TESTS))
+
+deps:
+	@sh deploy/install-deps.sh
+
+# --- objects -----------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(@D)
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
+
+# Everything that may include the generated headers waits for them.
+$(call obj,$(NET_SRCS)) $(patsubst %,$(BUILD)/obj/%.o,$(basename $(wildcard tests/*.c stage/*.c coordinator/*.c client/*.c tools/*.c))): | $(PROTO_SRCS:.c=.h)
+
+$(LIBMODEL): $(call obj,$(MODEL_SRCS))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBNET): $(call obj,$(NET_SRCS) $(PROTO_SRCS))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# --- binaries ----------------------------------------------------------------
+define bin_rule
+$(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL) \
+	    $$($(1)_LIBS) $$(if $$($(1)_NET),$(LIBS_NET)) $(ENGINE_LIBS) $(LIBS_MODEL)
+endef
+$(foreach b,$(BINS),$(eval $(call bin_rule,$(b))))
+
+# --- tests -------------------------------------------------------------------
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBNET) $(LIBMODEL)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBNET) $(LIBMODEL) -lcmocka $(TEST_LIBS) $(LIBS_NET) \
+	    $(ENGINE_LIBS) $(LIBS_MODEL)
+
+# make test: the plain build runs everything, the sanitized build the unit
+# programs (the integration scripts spawn processes and time them).
+test: deps
+	$(MAKE) all
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) all
+	$(MAKE) SAN=1 CUDA=0 tests
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
+
+test-unit: tests
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

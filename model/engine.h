@@ -1,0 +1,72 @@
+/* engine.h — the backend interface every stage runs: weights of a layer
+ * range, a pool of sequence slots, and a forward pass over a batch.
+ *
+ * A q35_engine owns layers [layer_begin, layer_end) of the main stack,
+ * plus token_embd when layer_begin == 0 (it embeds token ids) and
+ * output_norm + the LM head when layer_end == n_layer (it produces
+ * logits). It touches no other tensor's pages.
+ *
+ * Backends (CPU: the reference; CUDA) implement q35_backend_ops; the
+ * engine picks one at q35_engine_open() from opts.backend.
+ */
+#ifndef Q35_ENGINE_H
+#define Q35_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+
+typedef struct q35_engine_opts {
+    const char *model_path;
+    int layer_begin, layer_end;   /* [a, b); b = -1 means n_layer */
+    int max_seqs;                 /* sequence slots */
+    int max_ctx;                  /* positions per slot */
+    int n_threads;                /* CPU worker threads */
+    const char *backend;          /* "cpu", "cuda", or NULL = cuda if available else cpu */
+    int device;                   /* CUDA device index */
+} q35_engine_opts;
+
+/* One forward pass over tokens of one or more sequences. Sequence s has
+ * n_tok[s] tokens at positions pos[s] .. pos[s]+n_tok[s]-1 in slot
+ * slot[s]; pos[s] must equal the slot's current length (continuing its
+ * state). Rows are laid out sequence after sequence (n_total rows). */
+typedef struct q35_batch {
+    int n_seq;
+    const int *slot;          /* [n_seq] */
+    const int *pos;           /* [n_seq] */
+    const int *n_tok;         /* [n_seq] */
+    int n_total;              /* sum of n_tok */
+    const int32_t *tokens;    /* [n_total] ids, read when layer_begin == 0 */
+    const float *x_in;        /* [n_total][n_embd], read when layer_begin > 0 */
+    float *x_out;             /* [n_total][n_embd], written when layer_end < n_layer */
+    /* written when layer_end == n_layer: all_logits ? [n_total][n_vocab]
+     * : [n_seq][n_vocab] (each sequence's last row) */
+    float *logits;
+    int all_logits;
+} q35_batch;
+
+typedef struct q35_engine q35_engine;
+
+/* Opens the model, binds and loads the range, allocates the slot pool.
+ * NULL on failure with the reason in err. */
+q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz);
+void q35_engine_close(q35_engine **e);
+
+const q35_config *q35_engine_config(const q35_engine *e);
+int q35_engine_layer_begin(const q35_engine *e);
+int q35_engine_layer_end(const q35_engine *e);
+bool q35_engine_has_embd(const q35_engine *e);
+bool q35_engine_has_head(const q35_engine *e);
+const char *q35_engine_backend(const q35_engine *e);   /* "cpu" / "cuda" */
+size_t q35_engine_state_bytes(const q35_engine *e);    /* slot pool memory */
+
+/* Runs the batch. Validates slots, positions (continuing each slot,
+ * < max_ctx), token ids, sizes: Q35_EINVAL / Q35_ESTATE with a message
+ * naming the sequence and field; on error no slot state changes. */
+int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz);
+
+/* Slot state: current length (next position), reset to empty. */
+int q35_engine_slot_len(const q35_engine *e, int slot);
+int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
+
+#endif

@@ -1,0 +1,69 @@
+/* quant.h — ggml tensor types: one table of block geometry and decoders,
+ * and the fused dot / matmul kernels the forward pass runs on.
+ *
+ * Type ids are ggml's (they are what a GGUF file stores). Every id ggml
+ * knows has a row in the table (name, elements per block, bytes per
+ * block) so the GGUF reader can size any tensor; `dequant` and `dot_ref`
+ * are non-NULL only for the types this project decodes.
+ */
+#ifndef Q35_QUANT_H
+#define Q35_QUANT_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+enum ggml_type {
+    GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6, GGML_TYPE_Q5_1 = 7, GGML_TYPE_Q8_0 = 8, GGML_TYPE_Q8_1 = 9,
+    GGML_TYPE_Q2_K = 10, GGML_TYPE_Q3_K = 11, GGML_TYPE_Q4_K = 12, GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_IQ2_XXS = 16, GGML_TYPE_IQ2_XS = 17,
+    GGML_TYPE_IQ3_XXS = 18, GGML_TYPE_IQ1_S = 19, GGML_TYPE_IQ4_NL = 20, GGML_TYPE_IQ3_S = 21,
+    GGML_TYPE_IQ2_S = 22, GGML_TYPE_IQ4_XS = 23, GGML_TYPE_I8 = 24, GGML_TYPE_I16 = 25,
+    GGML_TYPE_I32 = 26, GGML_TYPE_I64 = 27, GGML_TYPE_F64 = 28, GGML_TYPE_IQ1_M = 29,
+    GGML_TYPE_BF16 = 30, GGML_TYPE_TQ1_0 = 34, GGML_TYPE_TQ2_0 = 35, GGML_TYPE_MXFP4 = 39,
+    GGML_TYPE_COUNT = 40,
+};
+
+typedef struct quant_type {
+    const char *name;     /* "q4_K" as ggml spells it */
+    int blck;             /* elements per block */
+    int bytes;            /* bytes per block */
+    /* n values (a multiple of blck) from raw blocks; bit-exact with ggml. */
+    void (*dequant)(const void *blocks, float *out, int64_t n);
+    /* Scalar reference: row (n values of this type) · x, float32 accumulation. */
+    float (*dot_ref)(const void *row, const float *x, int64_t n);
+} quant_type;
+
+/* The table row for a type id, or NULL for an id ggml does not define. */
+const quant_type *quant_type_of(int type);
+
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block
+ * size, the type is unknown, or the size overflows. */
+uint64_t quant_row_bytes(int type, int64_t n);
+
+/* Fastest dot for this CPU (AVX-512, AVX2 or scalar, chosen once at first
+ * use from cpuid); NULL if the type has no decoder. */
+typedef float (*quant_dot_fn)(const void *row, const float *x, int64_t n);
+quant_dot_fn quant_dot(int type);
+
+/* Y[t][r - r0] = W[r] · X[t] for rows r in [r0, r1) and t < nx.
+ * W: row-major rows of `ncols` values of `type`, row_bytes apart.
+ * X: nx vectors of ncols floats, ldx floats apart. Y: ldy floats apart.
+ * Each weight block is decoded once for a tile of vectors, so a batch of
+ * nx tokens reads the weights once. Results for a given (r, t) do not
+ * depend on r0/r1 or nx (row splits across threads stay bit-identical).
+ * The caller splits rows across threads. */
+void quant_matmul(int type, const void *W, size_t row_bytes, int64_t ncols,
+                  int64_t r0, int64_t r1, const float *X, int64_t ldx, int nx,
+                  float *Y, int64_t ldy);
+
+/* Which kernel family quant_dot picked ("avx512", "avx2", "scalar"). */
+const char *quant_isa(void);
+
+/* fp16 / bf16 scalar conversions (exact). */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float quant_bf16_to_f32(uint16_t h);
+uint16_t quant_f32_to_bf16(float f);
+
+#endif

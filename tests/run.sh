@@ -1,0 +1,32 @@
+#!/bin/sh
+# Runs the test programs of one build folder and, with "all", the
+# integration scripts tests/it_*.sh. Usage: tests/run.sh BUILD unit|all
+# Ends with one line "N passed, N failed"; exits non-zero on any failure.
+BUILD=${1:-build}
+WHAT=${2:-all}
+export QWEN35_BUILD="$BUILD"
+export QWEN35_GOLDEN="${QWEN35_GOLDEN:-$(cd "$(dirname "$0")/../.." && pwd)/shared/golden}"
+pass=0; fail=0; failed=""
+run_one() {
+    name=$1; shift
+    start=$(date +%s)
+    if "$@"; then
+        pass=$((pass + 1)); status=ok
+    else
+        fail=$((fail + 1)); status=FAILED; failed="$failed $name"
+    fi
+    echo "== $name: $status ($(( $(date +%s) - start ))s)"
+}
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+if [ "$WHAT" = all ]; then
+    for s in tests/it_*.sh; do
+        [ -f "$s" ] || continue
+        run_one "$(basename "$s")" sh "$s"
+    done
+fi
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$(basename "$BUILD"): $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
