@@ -9,7 +9,7 @@
 #
 # Layout: model/*.c      -> $(BUILD)/libqwen35.a      (engine: GGUF, quant,
 #                                                      forward, tokenizer)
-#         proto/ stage/ coordinator/ client/ *.c (not main*.c)
+#         proto/ daemon/ stage/ coordinator/ client/ *.c (not main*.c)
 #                        -> $(BUILD)/libqwen35net.a   (daemons, wire)
 #         each folder's *.mk adds binaries: BINS += name; name_SRCS := ...;
 #         name_LIBS := ...  (see tools/tools.mk)
@@ -45,7 +45,7 @@ LIBNET   := $(BUILD)/libqwen35net.a
 
 MODEL_SRCS := $(sort $(wildcard model/*.c))
 NET_SRCS   := $(sort $(filter-out %/main.c %/main_%.c, \
-                $(wildcard proto/*.c stage/*.c coordinator/*.c client/*.c)))
+                $(wildcard proto/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c)))
 PROTO_SRCS := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(wildcard proto/*.proto))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
@@ -81,7 +81,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
 
 # Everything that may include the generated headers waits for them.
-$(call obj,$(NET_SRCS)) $(patsubst %,$(BUILD)/obj/%.o,$(basename $(wildcard tests/*.c stage/*.c coordinator/*.c client/*.c tools/*.c))): | $(PROTO_SRCS:.c=.h)
+$(call obj,$(NET_SRCS)) $(patsubst %,$(BUILD)/obj/%.o,$(basename $(wildcard tests/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c tools/*.c))): | $(PROTO_SRCS:.c=.h)
 
 $(LIBMODEL): $(call obj,$(MODEL_SRCS))
 	@mkdir -p $(@D)
