@@ -102,17 +102,27 @@ void quant_block_q3_K(const uint8_t *b, float *y)
             }
 }
 
+/* Scales and mins of Q4_K / Q5_K groups j and j + 1, as ggml forms them. */
+static void k4_pair(const uint8_t *sc, int j, float d, float dmin,
+                    float *d0, float *n0, float *d1, float *n1)
+{
+    uint8_t s, m;
+    quant_scale_min_k4(j, sc, &s, &m);
+    *d0 = d * (float)s;
+    *n0 = dmin * (float)m;
+    quant_scale_min_k4(j + 1, sc, &s, &m);
+    *d1 = d * (float)s;
+    *n1 = dmin * (float)m;
+}
+
 /* {f16 d, dmin; u8 scales[12]; u8 qs[128]}: 8 groups of 32, 4-bit values */
 void quant_block_q4_K(const uint8_t *b, float *y)
 {
     float d = quant_rdh(b), dmin = quant_rdh(b + 2);
     const uint8_t *sc = b + 4, *q = b + 16;
     for (int j = 0; j < 8; j += 2, q += 32) {
-        uint8_t s0, m0, s1, m1;
-        quant_scale_min_k4(j, sc, &s0, &m0);
-        quant_scale_min_k4(j + 1, sc, &s1, &m1);
-        float d0 = d * (float)s0, n0 = dmin * (float)m0;
-        float d1 = d * (float)s1, n1 = dmin * (float)m1;
+        float d0, n0, d1, n1;
+        k4_pair(sc, j, d, dmin, &d0, &n0, &d1, &n1);
         for (int l = 0; l < 32; l++)
             y[l] = d0 * (float)(q[l] & 0xF) - n0;
         for (int l = 0; l < 32; l++)
@@ -127,11 +137,8 @@ void quant_block_q5_K(const uint8_t *b, float *y)
     float d = quant_rdh(b), dmin = quant_rdh(b + 2);
     const uint8_t *sc = b + 4, *qh = b + 16, *q = b + 48;
     for (int j = 0; j < 8; j += 2, q += 32) {
-        uint8_t s0, m0, s1, m1;
-        quant_scale_min_k4(j, sc, &s0, &m0);
-        quant_scale_min_k4(j + 1, sc, &s1, &m1);
-        float d0 = d * (float)s0, n0 = dmin * (float)m0;
-        float d1 = d * (float)s1, n1 = dmin * (float)m1;
+        float d0, n0, d1, n1;
+        k4_pair(sc, j, d, dmin, &d0, &n0, &d1, &n1);
         for (int l = 0; l < 32; l++)
             y[l] = d0 * (float)((q[l] & 0xF) + ((qh[l] >> j) & 1) * 16) - n0;
         for (int l = 0; l < 32; l++)
