@@ -158,7 +158,7 @@ int gguf_get_i32_arr(const gguf_file *f, const char *key, int32_t *out, uint64_t
         return q35_err(err, errsz, Q35_EINVAL, "%s: key '%s': array of %llu, expected %llu",
                        f->name, key, (unsigned long long)kv->arr_n, (unsigned long long)n);
     for (uint64_t i = 0; i < n; i++) {
-        int64_t v;
+        int64_t v = 0;
         bool fits;
         arr_int(kv, i, &v, &fits);
         if (!fits || v < INT32_MIN || v > INT32_MAX)
