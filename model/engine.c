@@ -198,6 +198,12 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
                 o->model_path, o->max_ctx, e->cfg.n_ctx_train);
         goto fail;
     }
+    if (e->cfg.head_dim_v != e->cfg.head_dim) {
+        /* The output gate is the second head_dim half of each q head. */
+        q35_err(err, errsz, Q35_EINVAL, "%s: attention.value_length %u differs from key_length %u (the gated output needs them equal)",
+                o->model_path, e->cfg.head_dim_v, e->cfg.head_dim);
+        goto fail;
+    }
     e->w.layer_begin = a;
     e->w.layer_end = b;
     if (bind_all(e, err, errsz))
