@@ -6,7 +6,7 @@
  *     char err[Q35_ERRSZ];
  *     int rc = stage_cfg_load(&c, argc, argv, err, sizeof err);
  *     if (rc == OPTS_EXIT) return 0;            // --help / --man printed
- *     if (rc) { q35_log_error("%s", err); stage_cfg_free(&c); return 2; }
+ *     if (rc) { q35_log_error("%s", err); stage_cfg_free(&c); return CFG_EXIT_CONFIG; }
  *     ... c.model, c.layers.begin, c.bind ...
  *     stage_cfg_free(&c);
  * *_load() also applies log-level (q35_log_set_level) and the log ident.
@@ -18,6 +18,10 @@
 #define Q35_CFG_H
 
 #include "opts.h"
+
+/* Exit status for a bad configuration (EX_CONFIG): the units list it in
+ * RestartPreventExitStatus=, since restarting cannot fix a config file. */
+#define CFG_EXIT_CONFIG 78
 
 /* Rows both daemons share, spelled once (T: the config struct). */
 #define CFG_ROW_MAX_MSG_MB(T) \

@@ -348,6 +348,35 @@ static void bools_and_doubles(void **state)
     opts_free(&spec, &c);
 }
 
+/* The shipped examples parse (with the model path replaced). */
+static void examples_parse(void **state)
+{
+    (void)state;
+    static const char *const stages[] = {
+        "deploy/examples/two-die/stage-0.conf", "deploy/examples/two-die/stage-1.conf",
+        "deploy/examples/two-hosts/hostA-stage-0.conf", "deploy/examples/two-hosts/hostA-stage-1.conf",
+        "deploy/examples/two-hosts/hostB-stage-2.conf", "deploy/examples/two-hosts/hostB-stage-3.conf",
+    };
+    static const char *const coords[] = {
+        "deploy/examples/two-die/coordinator.conf", "deploy/examples/two-hosts/hostA-coordinator.conf",
+    };
+    char err[Q35_ERRSZ] = "";
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        stage_cfg c;
+        if (load_stage(&c, mkargs("--config", stages[i], "--model", g_model, NULL), err))
+            fail_msg("%s", err);
+        assert_int_equal(stage_cfg_check_layers(&c, 40, err, sizeof err), 0);
+        stage_cfg_free(&c);
+    }
+    for (size_t i = 0; i < sizeof coords / sizeof coords[0]; i++) {
+        coord_cfg c;
+        if (load_coord(&c, mkargs("--config", coords[i], "--model", g_model, NULL), err))
+            fail_msg("%s", err);
+        assert_int_equal(coord_cfg_check_layers(&c, 40, err, sizeof err), 0);
+        coord_cfg_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +390,7 @@ int main(void)
         cmocka_unit_test(stage_layers_against_model),
         cmocka_unit_test(help_and_man_come_from_the_table),
         cmocka_unit_test(bools_and_doubles),
+        cmocka_unit_test(examples_parse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
