@@ -79,6 +79,9 @@ int64_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
 
+/* Bytes of one element of a scalar metadata type; 0 for STR, ARR, unknown. */
+uint64_t gguf_vtype_size(int t);
+
 /* "u32", "string", "array", … for a gguf_vtype; "unknown" otherwise. */
 const char *gguf_vtype_name(int t);
 

@@ -160,20 +160,9 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *v)
     if (kv_open(w, key, GGUF_T_STR)) put_str(w, &w->kv, v, strlen(v));
 }
 
-static uint64_t elem_size(int t)
-{
-    switch (t) {
-    case GGUF_T_U8: case GGUF_T_I8: case GGUF_T_BOOL: return 1;
-    case GGUF_T_U16: case GGUF_T_I16: return 2;
-    case GGUF_T_U32: case GGUF_T_I32: case GGUF_T_F32: return 4;
-    case GGUF_T_U64: case GGUF_T_I64: case GGUF_T_F64: return 8;
-    default: return 0;
-    }
-}
-
 void gguf_w_arr(gguf_writer *w, const char *key, int elem_type, const void *data, uint64_t n)
 {
-    uint64_t es = elem_size(elem_type), bytes = 0;
+    uint64_t es = gguf_vtype_size(elem_type), bytes = 0;
     if (!es) fail(w, Q35_EINVAL, "key '%s': array element type %d is not numeric", key, elem_type);
     else if (!q35_mul(n, es, &bytes) || bytes > SIZE_MAX)
         fail(w, Q35_ERANGE, "key '%s': array of %llu elements too large", key, (unsigned long long)n);
@@ -210,7 +199,7 @@ void gguf_w_copy(gguf_writer *w, const gguf_kv *kv)
     default:   /* integers widened into v.u / v.i: the low bytes are the value */
         memcpy(b, kv->type == GGUF_T_I8 || kv->type == GGUF_T_I16 || kv->type == GGUF_T_I32 ||
                   kv->type == GGUF_T_I64 ? (const void *)&kv->v.i : (const void *)&kv->v.u, 8);
-        put(w, &w->kv, b, elem_size(kv->type));
+        put(w, &w->kv, b, gguf_vtype_size(kv->type));
         return;
     }
     put_u32(w, &w->kv, (uint32_t)kv->arr_type);
@@ -223,7 +212,7 @@ void gguf_w_copy(gguf_writer *w, const gguf_kv *kv)
             bytes += 8 + len;
         }
     } else {
-        bytes = kv->arr_n * elem_size(kv->arr_type);
+        bytes = kv->arr_n * gguf_vtype_size(kv->arr_type);
     }
     put(w, &w->kv, kv->arr_data, (size_t)bytes);
 }
