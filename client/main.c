@@ -63,7 +63,7 @@ static void usage(FILE *f)
 "  --raw                 the prompt is raw text: no chat template\n"
 "  --prompt-ids FILE     raw token ids (whitespace separated; \"-\" = stdin)\n"
 "generation:\n"
-"  -n N                  max tokens to generate (256; 0 = prefill only)\n"
+"  -n N                  max tokens to generate (256; 0 = up to the context)\n"
 "  --temp T --top-k K --top-p P --min-p P --seed S\n"
 "  --repeat-penalty R --repeat-last-n N   penalty on recently generated tokens\n"
 "  --ignore-eos          keep generating past end-of-sequence tokens\n"
