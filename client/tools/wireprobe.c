@@ -93,48 +93,42 @@ static int c_no_prompt(probe *p)
     return send_generate(p, "noprompt", &g);
 }
 
-static int c_bad_token(probe *p)
+/* A Generate of raw ids with optional sampling and logprobs. */
+static int send_ids(probe *p, const char *rid, int32_t *ids, size_t n, Q35__Sampling *s,
+                    uint32_t n_logprobs)
 {
-    int32_t ids[3] = { 1, p->n_vocab, 2 };
     Q35__TokenIds t = Q35__TOKEN_IDS__INIT;
     t.ids = ids;
-    t.n_ids = 3;
+    t.n_ids = n;
     Q35__Generate g = Q35__GENERATE__INIT;
     g.prompt_case = Q35__GENERATE__PROMPT_IDS;
     g.ids = &t;
+    g.sampling = s;
     g.max_tokens = 4;
-    return send_generate(p, "badtoken", &g);
+    g.n_logprobs = n_logprobs;
+    return send_generate(p, rid, &g);
+}
+
+static int c_bad_token(probe *p)
+{
+    int32_t ids[3] = { 1, p->n_vocab, 2 };
+    return send_ids(p, "badtoken", ids, 3, NULL, 0);
 }
 
 static int c_negative_token(probe *p)
 {
     int32_t ids[2] = { 1, -7 };
-    Q35__TokenIds t = Q35__TOKEN_IDS__INIT;
-    t.ids = ids;
-    t.n_ids = 2;
-    Q35__Generate g = Q35__GENERATE__INIT;
-    g.prompt_case = Q35__GENERATE__PROMPT_IDS;
-    g.ids = &t;
-    g.max_tokens = 4;
-    return send_generate(p, "negtoken", &g);
+    return send_ids(p, "negtoken", ids, 2, NULL, 0);
 }
 
 static int c_bad_sampling(probe *p)
 {
     int32_t ids[1] = { 1 };
-    Q35__TokenIds t = Q35__TOKEN_IDS__INIT;
-    t.ids = ids;
-    t.n_ids = 1;
     Q35__Sampling s = Q35__SAMPLING__INIT;
     s.temperature = -2;
     s.top_p = 7;
     s.top_k = -1;
-    Q35__Generate g = Q35__GENERATE__INIT;
-    g.prompt_case = Q35__GENERATE__PROMPT_IDS;
-    g.ids = &t;
-    g.sampling = &s;
-    g.max_tokens = 4;
-    return send_generate(p, "badsampling", &g);
+    return send_ids(p, "badsampling", ids, 1, &s, 0);
 }
 
 static int c_bad_utf8(probe *p)
@@ -152,14 +146,7 @@ static int c_long_prompt(probe *p)
     int32_t *ids = calloc((size_t)n, sizeof *ids);
     if (!ids) return -1;
     for (int i = 0; i < n; i++) ids[i] = i % 200;
-    Q35__TokenIds t = Q35__TOKEN_IDS__INIT;
-    t.ids = ids;
-    t.n_ids = (size_t)n;
-    Q35__Generate g = Q35__GENERATE__INIT;
-    g.prompt_case = Q35__GENERATE__PROMPT_IDS;
-    g.ids = &t;
-    g.max_tokens = 4;
-    int rc = send_generate(p, "longprompt", &g);
+    int rc = send_ids(p, "longprompt", ids, (size_t)n, NULL, 0);
     free(ids);
     return rc;
 }
@@ -192,15 +179,7 @@ static int c_bad_role(probe *p)
 static int c_many_logprobs(probe *p)
 {
     int32_t ids[1] = { 1 };
-    Q35__TokenIds t = Q35__TOKEN_IDS__INIT;
-    t.ids = ids;
-    t.n_ids = 1;
-    Q35__Generate g = Q35__GENERATE__INIT;
-    g.prompt_case = Q35__GENERATE__PROMPT_IDS;
-    g.ids = &t;
-    g.max_tokens = 4;
-    g.n_logprobs = 5000;
-    return send_generate(p, "manylogprobs", &g);
+    return send_ids(p, "manylogprobs", ids, 1, NULL, 5000);
 }
 
 /* ---- coordinator → stage cases ------------------------------------------ */
@@ -226,72 +205,52 @@ static int s_malformed(probe *p) { return c_malformed(p); }
 static int s_oversized(probe *p) { return c_oversized(p); }
 static int s_frames(probe *p) { return c_frames(p); }
 
-/* A slot's state is continued from its length: position 5 on a slot that
- * holds nothing (the last slot; the pipeline is idle) is out of order. */
+/* One sequence of n rows on slot at pos with the given ids. */
+static int send_chunk(probe *p, uint32_t slot, uint32_t pos, uint32_t n, int32_t *ids, size_t n_ids,
+                      int dtype, const void *hidden, size_t hlen)
+{
+    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
+    sc.slot = slot;
+    sc.pos = pos;
+    sc.n_tokens = n;
+    sc.token_ids = ids;
+    sc.n_token_ids = n_ids;
+    return send_forward(p, &sc, dtype, hidden, hlen);
+}
+
+/* A slot's state is continued from its length: position 100000 on slot 0
+ * (the pipeline is idle) is out of order. No hidden rows: a middle stage
+ * may name their size first, an error just the same. */
 static int s_bad_pos(probe *p)
 {
     int32_t tok[1] = { 1 };
-    float h[8] = { 0 };
-    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
-    sc.slot = 0;
-    sc.pos = 100000;
-    sc.n_tokens = 1;
-    sc.token_ids = tok;
-    sc.n_token_ids = 1;
-    /* hidden of the wrong size on purpose too would hide the position
-     * check on middle stages: send none; a middle stage may then name the
-     * hidden size first, which is an error just the same. */
-    (void)h;
-    return send_forward(p, &sc, Q35__DTYPE__DTYPE_F32, NULL, 0);
+    return send_chunk(p, 0, 100000, 1, tok, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
 }
 
 static int s_unknown_slot(probe *p)
 {
     int32_t tok[1] = { 1 };
-    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
-    sc.slot = 99999;
-    sc.pos = 0;
-    sc.n_tokens = 1;
-    sc.token_ids = tok;
-    sc.n_token_ids = 1;
-    return send_forward(p, &sc, Q35__DTYPE__DTYPE_F32, NULL, 0);
+    return send_chunk(p, 99999, 0, 1, tok, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
 }
 
+/* 3 rows claimed, 2 ids, 13 floats */
 static int s_wrong_size(probe *p)
 {
     int32_t tok[2] = { 1, 2 };
     float h[13] = { 0 };
-    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
-    sc.slot = 0;
-    sc.pos = 0;
-    sc.n_tokens = 3;              /* 3 rows claimed, 2 ids, 13 floats */
-    sc.token_ids = tok;
-    sc.n_token_ids = 2;
-    return send_forward(p, &sc, Q35__DTYPE__DTYPE_F32, h, sizeof h);
+    return send_chunk(p, 0, 0, 3, tok, 2, Q35__DTYPE__DTYPE_F32, h, sizeof h);
 }
 
 static int s_bad_dtype(probe *p)
 {
     int32_t tok[1] = { 1 };
-    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
-    sc.slot = 0;
-    sc.pos = 0;
-    sc.n_tokens = 1;
-    sc.token_ids = tok;
-    sc.n_token_ids = 1;
-    return send_forward(p, &sc, 77, NULL, 0);
+    return send_chunk(p, 0, 0, 1, tok, 1, 77, NULL, 0);
 }
 
 static int s_bad_token(probe *p)
 {
     int32_t tok[1] = { 0x7fffffff };
-    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
-    sc.slot = 0;
-    sc.pos = 0;
-    sc.n_tokens = 1;
-    sc.token_ids = tok;
-    sc.n_token_ids = 1;
-    return send_forward(p, &sc, Q35__DTYPE__DTYPE_F32, NULL, 0);
+    return send_chunk(p, 0, 0, 1, tok, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
 }
 
 static int s_free_unknown(probe *p)
