@@ -225,8 +225,8 @@ int chat_stream_feed(chat_stream *s, int32_t id, const chat_piece **pieces, int 
     if (id < 0 || id >= tok_n_vocab(s->t))
         return q35_err(err, errsz, Q35_EINVAL, "chat: id %d is outside the vocabulary (%d tokens)",
                        id, tok_n_vocab(s->t));
-    int rc, stop = id == s->eos ? CHAT_STOP_EOS : id == s->im_end ? CHAT_STOP_IM_END
-                 : id == s->eot ? CHAT_STOP_ENDOFTEXT : 0;
+    int rc, stop = id == s->im_end ? CHAT_STOP_IM_END : id == s->eot ? CHAT_STOP_ENDOFTEXT
+                 : id == s->eos ? CHAT_STOP_EOS : 0;
     if (stop || id == s->think || id == s->end_think) {
         rc = flush_mode(s);
         if (!rc && !s->state) {
