@@ -13,19 +13,8 @@
 #include "chat.h"
 #include "common.h"
 #include "tokenizer.h"
+#include "tok_test.h"
 
-static tok *T;
-
-static int setup(void **st)
-{
-    (void)st;
-    char p[1024], err[Q35_ERRSZ];
-    snprintf(p, sizeof p, "%s/tokenizer/qwen3-vocab.gguf", getenv("QWEN35_GOLDEN") ? getenv("QWEN35_GOLDEN") : "../shared/golden");
-    T = tok_open(p, err, sizeof err);
-    if (!T) fprintf(stderr, "%s\n", err);
-    return T ? 0 : -1;
-}
-static int teardown(void **st) { (void)st; tok_destroy(&T); return 0; }
 
 static const chat_msg MSGS[2] = { { "system", "You are helpful." }, { "user", "Hi" } };
 

@@ -12,14 +12,12 @@
 #include "common.h"
 #include "gguf.h"
 #include "tokenizer.h"
-
-static tok *T;
-static char path[1024];
+#include "tok_test.h"
 
 static char *slurp(const char *name, size_t *len)
 {
     char p[1100];
-    snprintf(p, sizeof p, "%s/tokenizer/%s", getenv("QWEN35_GOLDEN") ? getenv("QWEN35_GOLDEN") : "../shared/golden", name);
+    snprintf(p, sizeof p, "%s/tokenizer/%s", golden_dir(), name);
     FILE *f = fopen(p, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -32,19 +30,6 @@ static char *slurp(const char *name, size_t *len)
     *len = (size_t)n;
     return b;
 }
-
-static int setup(void **st)
-{
-    (void)st;
-    const char *g = getenv("QWEN35_GOLDEN") ? getenv("QWEN35_GOLDEN") : "../shared/golden";
-    snprintf(path, sizeof path, "%s/tokenizer/qwen3-vocab.gguf", g);
-    char err[Q35_ERRSZ];
-    T = tok_open(path, err, sizeof err);
-    if (!T) fprintf(stderr, "%s\n", err);
-    return T ? 0 : -1;
-}
-
-static int teardown(void **st) { (void)st; tok_destroy(&T); return T != NULL; }
 
 static void roundtrip(const char *s, size_t n, unsigned flags)
 {
