@@ -61,3 +61,8 @@ uninstall:
 	    elif [ -e $$f ]; then echo "uninstall: keeping edited $$f"; fi; \
 	done
 	rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true
+
+# The fake systemd the integration tests run the daemons under.
+BINS += qwen35-fake-systemd
+qwen35-fake-systemd_SRCS := tests/fake_systemd.c
+INTERNAL_BINS += qwen35-fake-systemd
