@@ -22,6 +22,16 @@
 
 #define MM_WARPS 4
 
+/* acc + w·x over 8 values, in a fixed order (results independent of tiling). */
+__device__ __forceinline__ float dot8(const float w[8], float4 x0, float4 x1, float acc)
+{
+    acc = fmaf(w[0], x0.x, acc); acc = fmaf(w[1], x0.y, acc);
+    acc = fmaf(w[2], x0.z, acc); acc = fmaf(w[3], x0.w, acc);
+    acc = fmaf(w[4], x1.x, acc); acc = fmaf(w[5], x1.y, acc);
+    acc = fmaf(w[6], x1.z, acc); acc = fmaf(w[7], x1.w, acc);
+    return acc;
+}
+
 template <int T, int NT, bool FUSED>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_mm(const cu_mm a)
 {
@@ -63,20 +73,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_mm(const cu_mm a)
                 if (t0 + t >= cnt) break;
                 const float4 *xp = (const float4 *)(xr[t] + 8 * (size_t)c);
                 const float4 x0 = xp[0], x1 = xp[1];
-                float s0 = acc[t];
-                s0 = fmaf(wv[0], x0.x, s0); s0 = fmaf(wv[1], x0.y, s0);
-                s0 = fmaf(wv[2], x0.z, s0); s0 = fmaf(wv[3], x0.w, s0);
-                s0 = fmaf(wv[4], x1.x, s0); s0 = fmaf(wv[5], x1.y, s0);
-                s0 = fmaf(wv[6], x1.z, s0); s0 = fmaf(wv[7], x1.w, s0);
-                acc[t] = s0;
-                if (FUSED) {
-                    float s1 = acc2[t];
-                    s1 = fmaf(wv2[0], x0.x, s1); s1 = fmaf(wv2[1], x0.y, s1);
-                    s1 = fmaf(wv2[2], x0.z, s1); s1 = fmaf(wv2[3], x0.w, s1);
-                    s1 = fmaf(wv2[4], x1.x, s1); s1 = fmaf(wv2[5], x1.y, s1);
-                    s1 = fmaf(wv2[6], x1.z, s1); s1 = fmaf(wv2[7], x1.w, s1);
-                    acc2[t] = s1;
-                }
+                acc[t] = dot8(wv, x0, x1, acc[t]);
+                if (FUSED) acc2[t] = dot8(wv2, x0, x1, acc2[t]);
             }
         }
 #pragma unroll
