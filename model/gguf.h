@@ -79,6 +79,13 @@ int64_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
 
+/* "u32", "string", "array", … for a gguf_vtype; "unknown" otherwise. */
+const char *gguf_vtype_name(int t);
+
+/* Printable, bounded copy of a file string (non-printables as '?', long
+ * strings cut with "..."), NUL-terminated; for error messages. */
+void gguf_str_print(gguf_str s, char *out, size_t outsz);
+
 /* Typed getters: 0 on success; Q35_EINVAL with "file: key 'k': ..." when
  * the key is absent (unless a default is given by the caller beforehand
  * and `required` is false: then *out is left untouched and 0 returned),

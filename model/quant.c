@@ -4,45 +4,75 @@
  * the GGUF reader can size any tensor; ids ggml retired (4, 5, 31-33,
  * 36-38) have none. Decoders are filled for the types this project reads.
  */
-#include "quant.h"
+#include "quant_impl.h"
 #include "common.h"
 
 #include <string.h>
 
-/* name, block size, bytes per block; decoders are attached in quant_impl */
+/* The generic plumbing, instantiated per decoded type from its block
+ * decoder: dequant loops over blocks, dot_ref decodes a block and
+ * accumulates sequentially in float32, matmul reuses each decoded block
+ * for a tile of vectors with the same order per vector as dot_ref. */
+static void dequant_blocks(int type, const void *src, float *out, int64_t n);
+static float dot_blocks(int type, const void *row, const float *x, int64_t n);
+static void mm_blocks(int type, const void *W, size_t row_bytes, int64_t ncols,
+                      int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                      int nx, float *Y, int64_t ldy);
+
+#define X(ID, name) \
+    static void dequant_##name(const void *b, float *y, int64_t n) \
+    { dequant_blocks(GGML_TYPE_##ID, b, y, n); } \
+    static float dotref_##name(const void *r, const float *x, int64_t n) \
+    { return dot_blocks(GGML_TYPE_##ID, r, x, n); } \
+    static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0, \
+                          int64_t r1, const float *X, int64_t ldx, int nx, \
+                          float *Y, int64_t ldy) \
+    { mm_blocks(GGML_TYPE_##ID, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy); }
+QUANT_DECODED(X)
+#undef X
+
+const quant_kernels quant_kernels_scalar[GGML_TYPE_COUNT] = {
+#define X(ID, name) [GGML_TYPE_##ID] = { dotref_##name, mm_##name },
+    QUANT_DECODED(X)
+#undef X
+};
+
+#define DEC(name) dequant_##name, dotref_##name, quant_block_##name
+
+/* name, block size, bytes per block, decoders */
 static const quant_type types[GGML_TYPE_COUNT] = {
-    [GGML_TYPE_F32]     = { "f32",     1,   4,   0, 0 },
-    [GGML_TYPE_F16]     = { "f16",     1,   2,   0, 0 },
-    [GGML_TYPE_Q4_0]    = { "q4_0",    32,  18,  0, 0 },
-    [GGML_TYPE_Q4_1]    = { "q4_1",    32,  20,  0, 0 },
-    [GGML_TYPE_Q5_0]    = { "q5_0",    32,  22,  0, 0 },
-    [GGML_TYPE_Q5_1]    = { "q5_1",    32,  24,  0, 0 },
-    [GGML_TYPE_Q8_0]    = { "q8_0",    32,  34,  0, 0 },
-    [GGML_TYPE_Q8_1]    = { "q8_1",    32,  36,  0, 0 },
-    [GGML_TYPE_Q2_K]    = { "q2_K",    256, 84,  0, 0 },
-    [GGML_TYPE_Q3_K]    = { "q3_K",    256, 110, 0, 0 },
-    [GGML_TYPE_Q4_K]    = { "q4_K",    256, 144, 0, 0 },
-    [GGML_TYPE_Q5_K]    = { "q5_K",    256, 176, 0, 0 },
-    [GGML_TYPE_Q6_K]    = { "q6_K",    256, 210, 0, 0 },
-    [GGML_TYPE_Q8_K]    = { "q8_K",    256, 292, 0, 0 },
-    [GGML_TYPE_IQ2_XXS] = { "iq2_xxs", 256, 66,  0, 0 },
-    [GGML_TYPE_IQ2_XS]  = { "iq2_xs",  256, 74,  0, 0 },
-    [GGML_TYPE_IQ3_XXS] = { "iq3_xxs", 256, 98,  0, 0 },
-    [GGML_TYPE_IQ1_S]   = { "iq1_s",   256, 50,  0, 0 },
-    [GGML_TYPE_IQ4_NL]  = { "iq4_nl",  32,  18,  0, 0 },
-    [GGML_TYPE_IQ3_S]   = { "iq3_s",   256, 110, 0, 0 },
-    [GGML_TYPE_IQ2_S]   = { "iq2_s",   256, 82,  0, 0 },
-    [GGML_TYPE_IQ4_XS]  = { "iq4_xs",  256, 136, 0, 0 },
-    [GGML_TYPE_I8]      = { "i8",      1,   1,   0, 0 },
-    [GGML_TYPE_I16]     = { "i16",     1,   2,   0, 0 },
-    [GGML_TYPE_I32]     = { "i32",     1,   4,   0, 0 },
-    [GGML_TYPE_I64]     = { "i64",     1,   8,   0, 0 },
-    [GGML_TYPE_F64]     = { "f64",     1,   8,   0, 0 },
-    [GGML_TYPE_IQ1_M]   = { "iq1_m",   256, 56,  0, 0 },
-    [GGML_TYPE_BF16]    = { "bf16",    1,   2,   0, 0 },
-    [GGML_TYPE_TQ1_0]   = { "tq1_0",   256, 54,  0, 0 },
-    [GGML_TYPE_TQ2_0]   = { "tq2_0",   256, 66,  0, 0 },
-    [GGML_TYPE_MXFP4]   = { "mxfp4",   32,  17,  0, 0 },
+    [GGML_TYPE_F32]     = { "f32",     1,   4,   DEC(f32) },
+    [GGML_TYPE_F16]     = { "f16",     1,   2,   DEC(f16) },
+    [GGML_TYPE_Q4_0]    = { "q4_0",    32,  18,  DEC(q4_0) },
+    [GGML_TYPE_Q4_1]    = { "q4_1",    32,  20,  DEC(q4_1) },
+    [GGML_TYPE_Q5_0]    = { "q5_0",    32,  22,  DEC(q5_0) },
+    [GGML_TYPE_Q5_1]    = { "q5_1",    32,  24,  DEC(q5_1) },
+    [GGML_TYPE_Q8_0]    = { "q8_0",    32,  34,  DEC(q8_0) },
+    [GGML_TYPE_Q8_1]    = { "q8_1",    32,  36,  0, 0, 0 },
+    [GGML_TYPE_Q2_K]    = { "q2_K",    256, 84,  DEC(q2_K) },
+    [GGML_TYPE_Q3_K]    = { "q3_K",    256, 110, DEC(q3_K) },
+    [GGML_TYPE_Q4_K]    = { "q4_K",    256, 144, DEC(q4_K) },
+    [GGML_TYPE_Q5_K]    = { "q5_K",    256, 176, DEC(q5_K) },
+    [GGML_TYPE_Q6_K]    = { "q6_K",    256, 210, DEC(q6_K) },
+    [GGML_TYPE_Q8_K]    = { "q8_K",    256, 292, 0, 0, 0 },
+    [GGML_TYPE_IQ2_XXS] = { "iq2_xxs", 256, 66,  0, 0, 0 },
+    [GGML_TYPE_IQ2_XS]  = { "iq2_xs",  256, 74,  0, 0, 0 },
+    [GGML_TYPE_IQ3_XXS] = { "iq3_xxs", 256, 98,  0, 0, 0 },
+    [GGML_TYPE_IQ1_S]   = { "iq1_s",   256, 50,  0, 0, 0 },
+    [GGML_TYPE_IQ4_NL]  = { "iq4_nl",  32,  18,  DEC(iq4_nl) },
+    [GGML_TYPE_IQ3_S]   = { "iq3_s",   256, 110, 0, 0, 0 },
+    [GGML_TYPE_IQ2_S]   = { "iq2_s",   256, 82,  0, 0, 0 },
+    [GGML_TYPE_IQ4_XS]  = { "iq4_xs",  256, 136, DEC(iq4_xs) },
+    [GGML_TYPE_I8]      = { "i8",      1,   1,   0, 0, 0 },
+    [GGML_TYPE_I16]     = { "i16",     1,   2,   0, 0, 0 },
+    [GGML_TYPE_I32]     = { "i32",     1,   4,   0, 0, 0 },
+    [GGML_TYPE_I64]     = { "i64",     1,   8,   0, 0, 0 },
+    [GGML_TYPE_F64]     = { "f64",     1,   8,   0, 0, 0 },
+    [GGML_TYPE_IQ1_M]   = { "iq1_m",   256, 56,  0, 0, 0 },
+    [GGML_TYPE_BF16]    = { "bf16",    1,   2,   DEC(bf16) },
+    [GGML_TYPE_TQ1_0]   = { "tq1_0",   256, 54,  0, 0, 0 },
+    [GGML_TYPE_TQ2_0]   = { "tq2_0",   256, 66,  0, 0, 0 },
+    [GGML_TYPE_MXFP4]   = { "mxfp4",   32,  17,  DEC(mxfp4) },
 };
 
 const quant_type *quant_type_of(int type)
@@ -61,6 +91,146 @@ uint64_t quant_row_bytes(int type, int64_t n)
     if (!q35_mul((uint64_t)(n / t->blck), (uint64_t)t->bytes, &bytes))
         return 0;
     return bytes;
+}
+
+static void dequant_blocks(int type, const void *src, float *out, int64_t n)
+{
+    const quant_type *t = &types[type];
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / t->blck; i++)
+        t->block(b + i * t->bytes, out + i * t->blck);
+}
+
+static float dot_blocks(int type, const void *row, const float *x, int64_t n)
+{
+    const quant_type *t = &types[type];
+    const uint8_t *b = row;
+    float w[256], acc = 0.0f;
+    for (int64_t i = 0; i < n / t->blck; i++, x += t->blck) {
+        t->block(b + i * t->bytes, w);
+        for (int j = 0; j < t->blck; j++)
+            acc += w[j] * x[j];
+    }
+    return acc;
+}
+
+/* Per (row, vector) the same sequence of operations as dot_blocks. */
+static void mm_blocks(int type, const void *W, size_t row_bytes, int64_t ncols,
+                      int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                      int nx, float *Y, int64_t ldy)
+{
+    enum { TILE = 8 };
+    const quant_type *t = &types[type];
+    float w[256];
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)W + (size_t)r * row_bytes;
+        for (int t0 = 0; t0 < nx; t0 += TILE) {
+            int nv = nx - t0 < TILE ? nx - t0 : TILE;
+            float acc[TILE] = { 0 };
+            for (int64_t i = 0; i < ncols / t->blck; i++) {
+                t->block(row + i * t->bytes, w);
+                for (int v = 0; v < nv; v++) {
+                    const float *x = X + (t0 + v) * ldx + i * t->blck;
+                    for (int j = 0; j < t->blck; j++)
+                        acc[v] += w[j] * x[j];
+                }
+            }
+            for (int v = 0; v < nv; v++)
+                Y[(t0 + v) * ldy + (r - r0)] = acc[v];
+        }
+    }
+}
+
+int quant_dequant(int type, const void *blocks, float *out, int64_t n,
+                  char *err, size_t errsz)
+{
+    const quant_type *t = quant_type_of(type);
+    if (!t || !t->block)
+        return q35_err(err, errsz, Q35_EINVAL, "dequantize: type %d (%s) has no decoder",
+                       type, t ? t->name : "unknown");
+    if (n < 0 || n % t->blck)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "dequantize: %lld values of %s, not whole blocks of %d",
+                       (long long)n, t->name, t->blck);
+    dequant_blocks(type, blocks, out, n);
+    return Q35_OK;
+}
+
+/* --- kernel selection ---------------------------------------------------- */
+
+enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_N };
+static const char *const isa_names[ISA_N] = { "scalar", "avx2", "avx512" };
+static const quant_kernels *const isa_tables[ISA_N] = {
+    quant_kernels_scalar, quant_kernels_scalar, quant_kernels_scalar,
+};
+static int isa_cur = -1;
+
+static bool isa_usable(int isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    default:
+        return true;
+    }
+}
+
+static int isa_best(void)
+{
+    for (int i = ISA_N - 1; i > 0; i--)
+        if (isa_usable(i))
+            return i;
+    return ISA_SCALAR;
+}
+
+/* Racing first callers compute the same answer; relaxed atomics suffice. */
+static int isa_get(void)
+{
+    int isa = __atomic_load_n(&isa_cur, __ATOMIC_RELAXED);
+    if (isa < 0) {
+        isa = isa_best();
+        __atomic_store_n(&isa_cur, isa, __ATOMIC_RELAXED);
+    }
+    return isa;
+}
+
+int quant_force_isa(const char *isa)
+{
+    if (!isa) {
+        __atomic_store_n(&isa_cur, isa_best(), __ATOMIC_RELAXED);
+        return 0;
+    }
+    for (int i = 0; i < ISA_N; i++)
+        if (!strcmp(isa, isa_names[i])) {
+            if (!isa_usable(i))
+                return -1;
+            __atomic_store_n(&isa_cur, i, __ATOMIC_RELAXED);
+            return 0;
+        }
+    return -1;
+}
+
+const char *quant_isa(void) { return isa_names[isa_get()]; }
+
+quant_dot_fn quant_dot(int type)
+{
+    if (type < 0 || type >= GGML_TYPE_COUNT)
+        return NULL;
+    return isa_tables[isa_get()][type].dot;
+}
+
+void quant_matmul(int type, const void *W, size_t row_bytes, int64_t ncols,
+                  int64_t r0, int64_t r1, const float *X, int64_t ldx, int nx,
+                  float *Y, int64_t ldy)
+{
+    quant_mm_fn mm = type >= 0 && type < GGML_TYPE_COUNT ? isa_tables[isa_get()][type].mm : NULL;
+    if (mm && r1 > r0 && nx > 0)
+        mm(W, row_bytes, ncols, r0, r1, X, ldx, nx, Y, ldy);
 }
 
 /* --- fp16 / bf16 ---------------------------------------------------------- */

@@ -32,6 +32,10 @@ typedef struct quant_type {
     void (*dequant)(const void *blocks, float *out, int64_t n);
     /* Scalar reference: row (n values of this type) · x, float32 accumulation. */
     float (*dot_ref)(const void *row, const float *x, int64_t n);
+    /* One block (blck values) from its raw bytes; NULL as above. This is
+     * the decoder table: dequant, dot_ref and the generic fast paths are
+     * all built on it. */
+    void (*block)(const uint8_t *blk, float *out);
 } quant_type;
 
 /* The table row for a type id, or NULL for an id ggml does not define. */
@@ -40,6 +44,11 @@ const quant_type *quant_type_of(int type);
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block
  * size, the type is unknown, or the size overflows. */
 uint64_t quant_row_bytes(int type, int64_t n);
+
+/* n values (a multiple of the block size) of `type` from raw blocks into
+ * out; Q35_EINVAL (message in err) for a type without a decoder or a bad n. */
+int quant_dequant(int type, const void *blocks, float *out, int64_t n,
+                  char *err, size_t errsz);
 
 /* Fastest dot for this CPU (AVX-512, AVX2 or scalar, chosen once at first
  * use from cpuid); NULL if the type has no decoder. */
@@ -59,6 +68,12 @@ void quant_matmul(int type, const void *W, size_t row_bytes, int64_t ncols,
 
 /* Which kernel family quant_dot picked ("avx512", "avx2", "scalar"). */
 const char *quant_isa(void);
+
+/* Tests and benchmarks: make quant_dot / quant_matmul use kernel family
+ * `isa` ("avx512", "avx2", "scalar") from now on, or the best one for NULL.
+ * Returns 0, or -1 (nothing changed) when the family was not built or this
+ * CPU lacks it. Not for use while other threads run kernels. */
+int quant_force_isa(const char *isa);
 
 /* fp16 / bf16 scalar conversions (exact). */
 float quant_f16_to_f32(uint16_t h);

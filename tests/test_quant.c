@@ -6,8 +6,85 @@
 #include <string.h>
 #include <cmocka.h>
 #include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "quant.h"
+
+/* The 16 golden types: file stem and id. */
+static const struct { const char *name; int type; } golden[] = {
+    { "f32", GGML_TYPE_F32 },     { "f16", GGML_TYPE_F16 },
+    { "bf16", GGML_TYPE_BF16 },   { "q8_0", GGML_TYPE_Q8_0 },
+    { "q4_0", GGML_TYPE_Q4_0 },   { "q4_1", GGML_TYPE_Q4_1 },
+    { "q5_0", GGML_TYPE_Q5_0 },   { "q5_1", GGML_TYPE_Q5_1 },
+    { "q2_K", GGML_TYPE_Q2_K },   { "q3_K", GGML_TYPE_Q3_K },
+    { "q4_K", GGML_TYPE_Q4_K },   { "q5_K", GGML_TYPE_Q5_K },
+    { "q6_K", GGML_TYPE_Q6_K },   { "iq4_nl", GGML_TYPE_IQ4_NL },
+    { "iq4_xs", GGML_TYPE_IQ4_XS }, { "mxfp4", GGML_TYPE_MXFP4 },
+};
+#define NGOLDEN (sizeof golden / sizeof *golden)
+enum { GROWS = 16, GCOLS = 512 };
+
+/* Whole file into a malloc'd buffer; fails the test if unreadable. */
+static void *slurp(const char *stem, const char *ext, size_t *len)
+{
+    const char *dir = getenv("QWEN35_GOLDEN");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/quant/%s.%s", dir ? dir : "../shared/golden", stem, ext);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s (set QWEN35_GOLDEN)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void golden_dequant_bit_exact(void **state)
+{
+    (void)state;
+    for (size_t g = 0; g < NGOLDEN; g++) {
+        const quant_type *qt = quant_type_of(golden[g].type);
+        size_t qlen, flen;
+        uint8_t *q = slurp(golden[g].name, "q", &qlen);
+        float *want = slurp(golden[g].name, "f32", &flen);
+        assert_int_equal(qlen, GROWS * quant_row_bytes(golden[g].type, GCOLS));
+        assert_int_equal(flen, sizeof(float) * GROWS * GCOLS);
+        float *got = malloc(flen);
+        assert_non_null(qt->dequant);
+        assert_int_equal(quant_dequant(golden[g].type, q, got, GROWS * GCOLS, NULL, 0), 0);
+        for (int i = 0; i < GROWS * GCOLS; i++)
+            if (memcmp(&got[i], &want[i], 4))
+                fail_msg("%s: value %d: %.9g (%08x), golden %.9g", golden[g].name, i,
+                         got[i], *(uint32_t *)&got[i], want[i]);
+        memset(got, 0, flen);
+        qt->dequant(q, got, GROWS * GCOLS);
+        assert_memory_equal(got, want, flen);
+        free(got);
+        free(want);
+        free(q);
+    }
+}
+
+static void dequant_rejects_bad_input(void **state)
+{
+    (void)state;
+    char err[128];
+    float out[64];
+    uint8_t blk[64] = { 0 };
+    assert_int_equal(quant_dequant(GGML_TYPE_IQ2_XXS, blk, out, 256, err, sizeof err), -1);
+    assert_non_null(strstr(err, "iq2_xxs"));
+    assert_int_equal(quant_dequant(GGML_TYPE_Q8_0, blk, out, 33, err, sizeof err), -1);
+    assert_non_null(strstr(err, "33"));
+    assert_int_equal(quant_dequant(77, blk, out, 32, err, sizeof err), -1);
+    assert_null(quant_dot(GGML_TYPE_Q8_K));
+    assert_null(quant_dot(-3));
+}
 
 static void table_covers_every_ggml_id(void **state)
 {
@@ -123,6 +200,8 @@ int main(void)
         cmocka_unit_test(row_bytes),
         cmocka_unit_test(f16_matches_f16c),
         cmocka_unit_test(bf16_rounds_to_nearest_even),
+        cmocka_unit_test(golden_dequant_bit_exact),
+        cmocka_unit_test(dequant_rejects_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

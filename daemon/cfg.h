@@ -1,0 +1,89 @@
+/* cfg.h — the option tables of qwen35-stage and qwen35-coordinator and
+ * their config structs (see opts.h for the rules every option follows).
+ *
+ * Usage in main():
+ *     stage_cfg c = {0};
+ *     char err[Q35_ERRSZ];
+ *     int rc = stage_cfg_load(&c, argc, argv, err, sizeof err);
+ *     if (rc == OPTS_EXIT) return 0;            // --help / --man printed
+ *     if (rc) { q35_log_error("%s", err); stage_cfg_free(&c); return 2; }
+ *     ... c.model, c.layers.begin, c.bind ...
+ *     stage_cfg_free(&c);
+ * *_load() also applies log-level (q35_log_set_level) and the log ident.
+ *
+ * To add an option: a member here, a row in the table in cfg_stage.c /
+ * cfg_coord.c (the help text, --help, man page and INI key follow).
+ */
+#ifndef Q35_CFG_H
+#define Q35_CFG_H
+
+#include "opts.h"
+
+/* Rows both daemons share, spelled once (T: the config struct). */
+#define CFG_ROW_MAX_MSG_MB(T) \
+    { "max-msg-mb", OPT_INT, offsetof(T, max_msg_mb), "N", "256", 1, 4096, NULL, false, NULL, \
+      "Largest message accepted from the wire, in MiB (ZMQ_MAXMSGSIZE)." }
+#define CFG_ROW_LOG_LEVEL(T) \
+    { "log-level", OPT_STR, offsetof(T, log_level), "LEVEL", "info", 1, 0, "error|warn|info|debug", \
+      false, opts_check_log_level, "Least severe messages logged (debug adds per-step lines)." }
+
+typedef struct stage_cfg {
+    opts_base base;          /* first: locations for error messages */
+    char *model;             /* GGUF path */
+    opt_range layers;        /* [begin, end) of the main stack */
+    char *bind;              /* ZeroMQ endpoint to bind */
+    int threads;             /* 0 = one per online CPU */
+    int max_seqs;
+    int max_ctx;
+    char *backend;           /* "auto" | "cpu" | "cuda" */
+    int device;
+    int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
+    int step_timeout_ms;     /* deadline for one forward step */
+    char *log_level;
+} stage_cfg;
+
+extern const opts_spec stage_cfg_spec;
+int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz);
+void stage_cfg_free(stage_cfg *c);
+
+/* One "stage = ENDPOINT A:B" line of a coordinator config, parsed. */
+typedef struct coord_stage {
+    char *endpoint;
+    opt_range layers;
+    const char *where;       /* "file:line" / "--stage" (points into stage_list) */
+} coord_stage;
+
+typedef struct coord_cfg {
+    opts_base base;
+    char *model;             /* GGUF: tokenizer, chat template, layer count */
+    char *listen;            /* client-facing endpoint to bind */
+    opt_list stage_list;     /* raw "ENDPOINT A:B" items, in layer order */
+    int max_queue;           /* requests waiting beyond the active ones */
+    int max_seqs;            /* sequences decoded at once */
+    int max_ctx;
+    int micro_batches;       /* in flight through the pipeline */
+    int step_timeout_ms;
+    int max_msg_mb;
+    char *log_level;
+    /* filled by coord_cfg_load from stage_list (validated: ordered,
+     * contiguous from layer 0, no overlap, no duplicate endpoint) */
+    int n_stages;
+    coord_stage *stages;     /* [n_stages] */
+} coord_cfg;
+
+extern const opts_spec coord_cfg_spec;
+int coord_cfg_load(coord_cfg *c, int argc, char **argv, char *err, size_t errsz);
+void coord_cfg_free(coord_cfg *c);
+
+/* Once the model is open: every range within its n_layer main-stack
+ * layers, and (coordinator) the last stage ending at n_layer. Messages
+ * name the config line: "coord.conf:7: stage: layers 20:48 end past the
+ * model's 40 layers (/m.gguf)". */
+int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t errsz);
+int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t errsz);
+
+/* Parses "ENDPOINT A:B" (whitespace between). 0 or Q35_EINVAL with a
+ * message without location. endpoint is a heap copy for the caller. */
+int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char *err, size_t errsz);
+
+#endif

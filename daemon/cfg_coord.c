@@ -1,0 +1,180 @@
+/* qwen35-coordinator options and the cross-check of its stage list. See cfg.h. */
+#include "cfg.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "log.h"
+
+#define F(m) offsetof(coord_cfg, m)
+
+int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char *err, size_t errsz)
+{
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    const char *e = p;
+    while (*e && !isspace((unsigned char)*e)) e++;
+    const char *r = e;
+    while (isspace((unsigned char)*r)) r++;
+    if (e == p || !*r)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not 'ENDPOINT A:B' (e.g. tcp://host:5701 0:20)", text);
+    char ep[256];
+    if ((size_t)(e - p) >= sizeof ep)
+        return q35_err(err, errsz, Q35_EINVAL, "endpoint longer than %zu characters", sizeof ep - 1);
+    memcpy(ep, p, (size_t)(e - p));
+    ep[e - p] = 0;
+    if (!opts_endpoint_ok(ep))
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "'%s' is not a ZeroMQ endpoint (tcp://HOST:PORT or ipc:///PATH)", ep);
+    char rng[64];
+    size_t rl = strlen(r);
+    while (rl && isspace((unsigned char)r[rl - 1])) rl--;
+    if (rl >= sizeof rng) return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B", r);
+    memcpy(rng, r, rl);
+    rng[rl] = 0;
+    opt_range lr;
+    int rc = opts_parse_range(rng, &lr, err, errsz);
+    if (rc) return rc;
+    if (lr.end > Q35_MAX_LAYERS)
+        return q35_err(err, errsz, Q35_ERANGE, "%d:%d is outside layers 0:%d", lr.begin, lr.end, Q35_MAX_LAYERS);
+    if (endpoint) {
+        *endpoint = strdup(ep);
+        if (!*endpoint) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    }
+    *layers = lr;
+    return 0;
+}
+
+static int check_stage(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    opt_range lr;
+    return coord_parse_stage(*(char *const *)field, NULL, &lr, err, errsz);
+}
+
+static const opt_def coord_defs[] = {
+    { "model", OPT_STR, F(model), "PATH", NULL, 1, 0, NULL, true, opts_check_readable_file,
+      "GGUF model file the stages serve: the coordinator reads its tokenizer, chat template "
+      "and layer count." },
+    { "listen", OPT_STR, F(listen), "ENDPOINT", NULL, 1, 0, NULL, true, opts_check_endpoint,
+      "ZeroMQ endpoint clients connect to: tcp://HOST:PORT or ipc:///PATH." },
+    { "stage", OPT_LIST, F(stage_list), "'ENDPOINT A:B'", NULL, 1, 0, NULL, true, check_stage,
+      "A stage and the layers [A, B) it holds; repeat once per stage, in layer order. The "
+      "ranges must start at layer 0, follow each other without gap or overlap and end at the "
+      "model's last layer." },
+    { "max-queue", OPT_INT, F(max_queue), "N", "64", 0, 100000, NULL, false, NULL,
+      "Requests that may wait for a slot; past it new requests get RESOURCE_EXHAUSTED." },
+    { "max-seqs", OPT_INT, F(max_seqs), "N", "16", 1, 4096, NULL, false, NULL,
+      "Sequences decoded at once (at most the stages' max-seqs)." },
+    { "max-ctx", OPT_INT, F(max_ctx), "N", "4096", 16, 1 << 20, NULL, false, NULL,
+      "Longest sequence (prompt + generated tokens)." },
+    { "micro-batches", OPT_INT, F(micro_batches), "N", "0", 0, 64, NULL, false, NULL,
+      "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
+    { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
+      "Deadline for a stage's reply to one step; past it the stage is treated as failed." },
+    CFG_ROW_MAX_MSG_MB(coord_cfg),
+    CFG_ROW_LOG_LEVEL(coord_cfg),
+};
+
+/* Stages in layer order, from layer 0, without gap or overlap; distinct
+ * endpoints. The end against the model's layer count is checked once the
+ * model is open (coord_cfg_check_layers). */
+static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t errsz)
+{
+    (void)s;
+    coord_cfg *c = cfgp;
+    const opt_list *l = &c->stage_list;
+    c->stages = calloc((size_t)l->n, sizeof *c->stages);
+    if (!c->stages) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    char msg[256];
+    for (int i = 0; i < l->n; i++) {
+        coord_stage *st = &c->stages[i];
+        st->where = l->where[i] ? l->where[i] : "--stage";
+        if (coord_parse_stage(l->v[i], &st->endpoint, &st->layers, msg, sizeof msg))
+            return q35_err(err, errsz, Q35_EINVAL, "%s: stage: %s", st->where, msg);
+        c->n_stages = i + 1;
+        for (int k = 0; k < i; k++)
+            if (!strcmp(c->stages[k].endpoint, st->endpoint))
+                return q35_err(err, errsz, Q35_EINVAL, "%s: stage: endpoint %s already listed at %s",
+                               st->where, st->endpoint, c->stages[k].where);
+        if (i == 0) {
+            if (st->layers.begin != 0)
+                return q35_err(err, errsz, Q35_EINVAL,
+                               "%s: stage: first stage starts at layer %d; layers 0:%d are not served",
+                               st->where, st->layers.begin, st->layers.begin);
+            continue;
+        }
+        const coord_stage *pv = &c->stages[i - 1];
+        if (st->layers.begin < pv->layers.end)
+            return q35_err(err, errsz, Q35_EINVAL,
+                           "%s: stage: layers %d:%d overlap %d:%d of the stage at %s",
+                           st->where, st->layers.begin, st->layers.end,
+                           pv->layers.begin, pv->layers.end, pv->where);
+        if (st->layers.begin > pv->layers.end)
+            return q35_err(err, errsz, Q35_EINVAL,
+                           "%s: stage: layers %d:%d leave a gap: layers %d:%d after the stage at %s "
+                           "are not served",
+                           st->where, st->layers.begin, st->layers.end,
+                           pv->layers.end, st->layers.begin, pv->where);
+    }
+    return 0;
+}
+
+const opts_spec coord_cfg_spec = {
+    .prog = "qwen35-coordinator",
+    .section = "coordinator",
+    .summary = "schedule client requests over a pipeline of qwen35-stage processes",
+    .description =
+        "qwen35-coordinator is the only client-facing process: it tokenizes prompts, applies "
+        "the chat template, batches many sequences and streams hidden states through the "
+        "stages listed in its configuration, in layer order, with several micro-batches in "
+        "flight. It keeps every sequence's tokens, so a restarted stage is refilled.\n\n"
+        "Under systemd (Type=notify) it sends READY=1 once its listen socket is bound, "
+        "reports in STATUS how many stages are up, pings the watchdog from its serving "
+        "loop, and on SIGTERM sends STOPPING=1 and lets requests in flight finish or end "
+        "with an explicit error before it exits 0.",
+    .files = "/etc/qwen35/coordinator.conf: the configuration of qwen35-coordinator.service.",
+    .example = "[coordinator]\nmodel = /var/lib/qwen35/models/qwen35moe.gguf\n"
+               "listen = tcp://0.0.0.0:5700\nstage = tcp://127.0.0.1:5701 0:20\n"
+               "stage = tcp://127.0.0.1:5702 20:40",
+    .defs = coord_defs,
+    .n_defs = (int)(sizeof coord_defs / sizeof coord_defs[0]),
+    .cross_check = coord_cross_check,
+};
+
+int coord_cfg_load(coord_cfg *c, int argc, char **argv, char *err, size_t errsz)
+{
+    q35_log_set_ident(coord_cfg_spec.prog);
+    int rc = opts_parse(&coord_cfg_spec, c, argc, argv, err, errsz);
+    if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
+    return rc;
+}
+
+void coord_cfg_free(coord_cfg *c)
+{
+    for (int i = 0; i < c->n_stages; i++) free(c->stages[i].endpoint);
+    free(c->stages);
+    c->stages = NULL;
+    c->n_stages = 0;
+    opts_free(&coord_cfg_spec, c);
+}
+
+int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t errsz)
+{
+    for (int i = 0; i < c->n_stages; i++) {
+        const coord_stage *st = &c->stages[i];
+        if (st->layers.end > n_layer)
+            return q35_err(err, errsz, Q35_ERANGE, "%s: stage: layers %d:%d end past the model's %d layers (%s)",
+                           st->where, st->layers.begin, st->layers.end, n_layer, c->model);
+    }
+    if (c->n_stages > 0 && c->stages[c->n_stages - 1].layers.end < n_layer) {
+        const coord_stage *st = &c->stages[c->n_stages - 1];
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "%s: stage: the last stage ends at layer %d; layers %d:%d of the model (%s) are not served",
+                       st->where, st->layers.end, st->layers.end, n_layer, c->model);
+    }
+    return 0;
+}

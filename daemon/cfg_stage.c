@@ -1,0 +1,77 @@
+/* qwen35-stage options. See cfg.h. */
+#include "cfg.h"
+
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "log.h"
+
+#define F(m) offsetof(stage_cfg, m)
+
+static const opt_def stage_defs[] = {
+    { "model", OPT_STR, F(model), "PATH", NULL, 1, 0, NULL, true, opts_check_readable_file,
+      "GGUF model file (qwen35moe); only the tensors of this stage's layers are read." },
+    { "layers", OPT_RANGE, F(layers), "A:B", NULL, 0, Q35_MAX_LAYERS, NULL, true, NULL,
+      "Layers [A, B) of the main stack this stage runs; the stage holding layer 0 also "
+      "embeds tokens, the one ending at the last layer also applies the LM head." },
+    { "bind", OPT_STR, F(bind), "ENDPOINT", NULL, 1, 0, NULL, true, opts_check_endpoint,
+      "ZeroMQ endpoint to serve on: tcp://HOST:PORT or ipc:///PATH." },
+    { "threads", OPT_INT, F(threads), "N", "0", 0, 1024, NULL, false, NULL,
+      "CPU worker threads; 0 = one per online CPU." },
+    { "max-seqs", OPT_INT, F(max_seqs), "N", "16", 1, 4096, NULL, false, NULL,
+      "Sequence slots (concurrent sequences) this stage keeps state for." },
+    { "max-ctx", OPT_INT, F(max_ctx), "N", "4096", 16, 1 << 20, NULL, false, NULL,
+      "Positions per sequence slot (KV cache length)." },
+    { "backend", OPT_STR, F(backend), "NAME", "auto", 1, 0, "auto|cpu|cuda", false, NULL,
+      "Compute backend; auto = cuda when built with it and a device is present, else cpu. "
+      "An explicit cuda that cannot start is an error, never a fall-back." },
+    { "device", OPT_INT, F(device), "N", "0", 0, 63, NULL, false, NULL,
+      "CUDA device index (one die per stage)." },
+    CFG_ROW_MAX_MSG_MB(stage_cfg),
+    { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
+      "Deadline for one forward step; past it the step fails with an error." },
+    CFG_ROW_LOG_LEVEL(stage_cfg),
+};
+
+const opts_spec stage_cfg_spec = {
+    .prog = "qwen35-stage",
+    .section = "stage",
+    .summary = "serve a layer range of a qwen35moe model to the coordinator",
+    .description =
+        "qwen35-stage loads the layers [A, B) of a qwen35moe GGUF model (memory-mapped; it "
+        "touches no other tensor) and serves forward steps for many sequences over ZeroMQ. "
+        "One stage runs per GPU die or CPU socket; qwen35-coordinator(1) chains them in layer "
+        "order.\n\n"
+        "Under systemd (Type=notify) it reports load progress in STATUS, sends READY=1 once the "
+        "weights are loaded and the socket is bound, pings the watchdog from its serving loop, "
+        "and on SIGTERM sends STOPPING=1, finishes or fails the steps in flight, and exits 0.\n\n"
+        "Logs go to stderr, one line per event, with syslog priority prefixes under journald.",
+    .files = "/etc/qwen35/stage-N.conf: the configuration of qwen35-stage@N.service.",
+    .example = "[stage]\nmodel = /var/lib/qwen35/models/qwen35moe.gguf\nlayers = 0:20\n"
+               "bind = tcp://0.0.0.0:5701\nbackend = cuda\ndevice = 0\nmax-seqs = 16",
+    .defs = stage_defs,
+    .n_defs = (int)(sizeof stage_defs / sizeof stage_defs[0]),
+};
+
+int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz)
+{
+    q35_log_set_ident(stage_cfg_spec.prog);
+    int rc = opts_parse(&stage_cfg_spec, c, argc, argv, err, errsz);
+    if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
+    return rc;
+}
+
+void stage_cfg_free(stage_cfg *c)
+{
+    opts_free(&stage_cfg_spec, c);
+}
+
+int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t errsz)
+{
+    if (c->layers.end > n_layer)
+        return q35_err(err, errsz, Q35_ERANGE, "%s: layers: %d:%d end past the model's %d layers (%s)",
+                       opts_where(&stage_cfg_spec, c, "layers"), c->layers.begin, c->layers.end,
+                       n_layer, c->model);
+    return 0;
+}

@@ -1,0 +1,3 @@
+# daemon/: libraries shared by qwen35-stage and qwen35-coordinator (options,
+# sd_notify, signals), built into libqwen35net. The man page generator and
+# the install rules are in deploy/deploy.mk.

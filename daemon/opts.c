@@ -1,0 +1,541 @@
+/* Table-driven options: INI (inih), command line (getopt_long), --help,
+ * man page. See opts.h. */
+#include "opts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "log.h"
+
+#define MSGSZ 256   /* inner messages, prefixed with a location into Q35_ERRSZ */
+#define FIELD(cfg, d) ((char *)(cfg) + (d)->offset)
+
+static opts_base *base_of(void *cfg) { return (opts_base *)cfg; }
+
+static int find_def(const opts_spec *s, const char *name)
+{
+    for (int i = 0; i < s->n_defs; i++)
+        if (!strcmp(s->defs[i].name, name)) return i;
+    return -1;
+}
+
+static char *xstrdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static bool has_bounds(const opt_def *d) { return d->min <= d->max; }
+
+/* Edit distance, for "did you mean": keys are short, a small table does. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb];
+}
+
+static const char *closest(const opts_spec *s, const char *name)
+{
+    const char *best = NULL;
+    int bestd = 3;   /* at most 2 edits away */
+    for (int i = 0; i < s->n_defs; i++) {
+        int dist = edit_distance(name, s->defs[i].name);
+        if (dist < bestd) { bestd = dist; best = s->defs[i].name; }
+    }
+    return best;
+}
+
+static bool choice_ok(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+static int parse_int(const opt_def *d, const char *v, int *out, char *err, size_t errsz)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno == ERANGE || x < INT_MIN || x > INT_MAX)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not an integer", v);
+    if (has_bounds(d) && (x < d->min || x > d->max))
+        return q35_err(err, errsz, Q35_ERANGE, "%lld is out of range [%.0f, %.0f]", x, d->min, d->max);
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_double(const opt_def *d, const char *v, double *out, char *err, size_t errsz)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !isfinite(x))
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a number", v);
+    if (has_bounds(d) && (x < d->min || x > d->max))
+        return q35_err(err, errsz, Q35_ERANGE, "%g is out of range [%g, %g]", x, d->min, d->max);
+    *out = x;
+    return 0;
+}
+
+static int parse_bool(const char *v, bool *out, char *err, size_t errsz)
+{
+    static const char *const yes[] = { "1", "true", "yes", "on" };
+    static const char *const no[] = { "0", "false", "no", "off" };
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i])) { *out = true; return 0; }
+        if (!strcasecmp(v, no[i])) { *out = false; return 0; }
+    }
+    return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", v);
+}
+
+int opts_parse_range(const char *s, opt_range *r, char *err, size_t errsz)
+{
+    char *end;
+    errno = 0;
+    long a = strtol(s, &end, 10);
+    if (end == s || *end != ':' || errno || a < 0 || a > INT_MAX)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B", s);
+    const char *p = end + 1;
+    long b = strtol(p, &end, 10);
+    if (end == p || *end || errno || b < 0 || b > INT_MAX)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B", s);
+    if (a >= b)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is empty: A must be below B (layers [A, B))", s);
+    r->begin = (int)a;
+    r->end = (int)b;
+    return 0;
+}
+
+static int parse_range(const opt_def *d, const char *v, opt_range *out, char *err, size_t errsz)
+{
+    opt_range r;
+    int rc = opts_parse_range(v, &r, err, errsz);
+    if (rc) return rc;
+    if (has_bounds(d) && (r.begin < d->min || r.end > d->max))
+        return q35_err(err, errsz, Q35_ERANGE, "%d:%d is outside layers %.0f:%.0f",
+                       r.begin, r.end, d->min, d->max);
+    *out = r;
+    return 0;
+}
+
+static void list_clear(opt_list *l)
+{
+    for (int i = 0; i < l->n; i++) { free(l->v[i]); free(l->where[i]); }
+    free(l->v);
+    free(l->where);
+    memset(l, 0, sizeof *l);
+}
+
+static int list_add(opt_list *l, const char *v, const char *where, char *err, size_t errsz)
+{
+    char **nv = realloc(l->v, sizeof(char *) * (size_t)(l->n + 1));
+    if (!nv) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    l->v = nv;
+    char **nw = realloc(l->where, sizeof(char *) * (size_t)(l->n + 1));
+    if (!nw) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    l->where = nw;
+    l->v[l->n] = xstrdup(v);
+    l->where[l->n] = xstrdup(where);
+    if (!l->v[l->n] || (where && !l->where[l->n])) {
+        free(l->v[l->n]);
+        free(l->where[l->n]);
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    }
+    l->n++;
+    return 0;
+}
+
+/* Sets def i from text; the message (without location) goes to msg. */
+static int set_value(const opts_spec *s, void *cfg, int i, const char *v, const char *where,
+                     char *msg, size_t msgsz)
+{
+    const opt_def *d = &s->defs[i];
+    void *f = FIELD(cfg, d);
+    int rc = 0;
+    if (!v || (!*v && d->type != OPT_STR))
+        return q35_err(msg, msgsz, Q35_EINVAL, "empty value");
+    switch (d->type) {
+    case OPT_STR:
+        if (!*v) return q35_err(msg, msgsz, Q35_EINVAL, "empty value");
+        if (d->choices && !choice_ok(d->choices, v))
+            return q35_err(msg, msgsz, Q35_EINVAL, "'%s' is not one of %s", v, d->choices);
+        {
+            char *copy = xstrdup(v);
+            if (!copy) return q35_err(msg, msgsz, Q35_ENOMEM, "out of memory");
+            free(*(char **)f);
+            *(char **)f = copy;
+        }
+        break;
+    case OPT_INT:    rc = parse_int(d, v, (int *)f, msg, msgsz); break;
+    case OPT_DOUBLE: rc = parse_double(d, v, (double *)f, msg, msgsz); break;
+    case OPT_BOOL:   rc = parse_bool(v, (bool *)f, msg, msgsz); break;
+    case OPT_RANGE:  rc = parse_range(d, v, (opt_range *)f, msg, msgsz); break;
+    case OPT_LIST:   rc = list_add((opt_list *)f, v, where, msg, msgsz); break;
+    }
+    if (rc) return rc;
+    opts_base *b = base_of(cfg);
+    free(b->where[i]);
+    b->where[i] = xstrdup(where);
+    return 0;
+}
+
+int opts_defaults(const opts_spec *s, void *cfg, char *err, size_t errsz)
+{
+    if (s->n_defs > OPTS_MAX)
+        return q35_err(err, errsz, Q35_ERANGE, "%s: %d options, at most %d", s->prog, s->n_defs, OPTS_MAX);
+    char msg[MSGSZ];
+    for (int i = 0; i < s->n_defs; i++) {
+        const opt_def *d = &s->defs[i];
+        if (!d->def) continue;
+        int rc = set_value(s, cfg, i, d->def, NULL, msg, sizeof msg);
+        if (rc) return q35_err(err, errsz, rc, "%s: default of %s: %s", s->prog, d->name, msg);
+    }
+    return 0;
+}
+
+int opts_set(const opts_spec *s, void *cfg, const char *name, const char *value,
+             const char *where, char *err, size_t errsz)
+{
+    int i = find_def(s, name);
+    if (i < 0) {
+        const char *near = closest(s, name);
+        return q35_err(err, errsz, Q35_EINVAL, "%s: unknown option '%s'%s%s%s",
+                       where ? where : s->prog, name, near ? " (did you mean '" : "",
+                       near ? near : "", near ? "'?)" : "");
+    }
+    char msg[MSGSZ];
+    int rc = set_value(s, cfg, i, value, where, msg, sizeof msg);
+    if (rc) return q35_err(err, errsz, rc, "%s: %s: %s", where ? where : s->prog, name, msg);
+    return 0;
+}
+
+/* --- INI file ------------------------------------------------------------ */
+
+typedef struct ini_ctx {
+    const opts_spec *s;
+    void *cfg;
+    const char *path;
+    FILE *fp;
+    int line;            /* lines read so far = the line being handled */
+    int long_line;       /* first line longer than INI_MAX_LINE, 0 if none */
+    int err_line;        /* first handler error, 0 if none */
+    int err_code;
+    int set_line[OPTS_MAX];
+    char msg[Q35_ERRSZ];
+} ini_ctx;
+
+/* inih reader that counts lines, so the handler knows where it is (the
+ * packaged inih is built without INI_HANDLER_LINENO). */
+static char *ini_reader_fn(char *str, int num, void *stream)
+{
+    ini_ctx *c = stream;
+    char *r = fgets(str, num, c->fp);
+    if (!r) return NULL;
+    c->line++;
+    size_t n = strlen(str);
+    if (n > 0 && str[n - 1] != '\n' && !feof(c->fp)) {
+        if (!c->long_line) c->long_line = c->line;
+        int ch;
+        while ((ch = fgetc(c->fp)) != EOF && ch != '\n') {}
+    }
+    return r;
+}
+
+static int ini_handler_fn(void *user, const char *section, const char *name, const char *value)
+{
+    ini_ctx *c = user;
+    if (c->err_line) return 1;   /* report the first error only */
+    int code = Q35_EINVAL;
+    if (!*section) {
+        snprintf(c->msg, sizeof c->msg, "key '%s' outside a section (expected [%s] first)",
+                 name, c->s->section);
+    } else if (strcmp(section, c->s->section)) {
+        snprintf(c->msg, sizeof c->msg, "section [%s] is not [%s]", section, c->s->section);
+    } else {
+        int i = find_def(c->s, name);
+        if (i < 0) {
+            const char *near = closest(c->s, name);
+            snprintf(c->msg, sizeof c->msg, "unknown key '%s' in [%s]%s%s%s", name, section,
+                     near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+        } else if (c->set_line[i] && c->s->defs[i].type != OPT_LIST) {
+            snprintf(c->msg, sizeof c->msg, "%s: already set at line %d", name, c->set_line[i]);
+        } else {
+            char where[300], msg[MSGSZ];
+            snprintf(where, sizeof where, "%s:%d", c->path, c->line);
+            code = set_value(c->s, c->cfg, i, value, where, msg, sizeof msg);
+            if (code == 0) {
+                c->set_line[i] = c->line;
+                return 1;
+            }
+            snprintf(c->msg, sizeof c->msg, "%s: %s", name, msg);
+        }
+    }
+    c->err_line = c->line;
+    c->err_code = code;
+    return 0;
+}
+
+int opts_load_file(const opts_spec *s, void *cfg, const char *path, char *err, size_t errsz)
+{
+    ini_ctx c;
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.cfg = cfg;
+    c.path = path;
+    c.fp = fopen(path, "r");
+    if (!c.fp) return q35_err(err, errsz, Q35_EIO, "%s: %s", path, strerror(errno));
+    int rc = ini_parse_stream(ini_reader_fn, &c, ini_handler_fn, &c);
+    int read_err = ferror(c.fp);
+    fclose(c.fp);
+    if (read_err) return q35_err(err, errsz, Q35_EIO, "%s: read error", path);
+    if (rc < 0) return q35_err(err, errsz, Q35_ENOMEM, "%s: out of memory", path);
+    /* The earliest of: an over-long line, a syntax error (rc, reported by
+     * inih without a handler call), a handler error. */
+    int first = 0;
+    const char *what = NULL;
+    if (c.long_line) { first = c.long_line; what = "line longer than 199 characters"; }
+    if (rc > 0 && (!first || rc < first) && rc != c.err_line) {
+        first = rc;
+        what = "syntax error (expected '[section]', 'key = value' or a comment)";
+    }
+    if (c.err_line && (!first || c.err_line <= first)) {
+        first = c.err_line;
+        what = c.msg;
+    }
+    if (first) return q35_err(err, errsz, c.err_line == first ? c.err_code : Q35_EINVAL,
+                              "%s:%d: %s", path, first, what);
+    return 0;
+}
+
+/* --- finishing ------------------------------------------------------------ */
+
+const char *opts_where(const opts_spec *s, const void *cfg, const char *name)
+{
+    int i = find_def(s, name);
+    if (i < 0) return "default";
+    const opts_base *b = cfg;
+    return b->where[i] ? b->where[i] : "default";
+}
+
+static bool is_set(const opts_spec *s, const void *cfg, int i)
+{
+    const opt_def *d = &s->defs[i];
+    const char *f = (const char *)cfg + d->offset;
+    switch (d->type) {
+    case OPT_STR:  return *(char *const *)f != NULL;
+    case OPT_LIST: return ((const opt_list *)f)->n > 0;
+    default:       return ((const opts_base *)cfg)->where[i] != NULL || d->def != NULL;
+    }
+}
+
+int opts_finish(const opts_spec *s, void *cfg, char *err, size_t errsz)
+{
+    const opts_base *b = cfg;
+    for (int i = 0; i < s->n_defs; i++) {
+        const opt_def *d = &s->defs[i];
+        if (d->required && !is_set(s, cfg, i)) {
+            if (b->config_path)
+                return q35_err(err, errsz, Q35_EINVAL, "%s: missing '%s = %s' in [%s] (or --%s)",
+                               b->config_path, d->name, d->metavar ? d->metavar : "VALUE",
+                               s->section, d->name);
+            return q35_err(err, errsz, Q35_EINVAL, "%s: missing --%s %s (or --config FILE with '%s =')",
+                           s->prog, d->name, d->metavar ? d->metavar : "VALUE", d->name);
+        }
+    }
+    char msg[MSGSZ];
+    for (int i = 0; i < s->n_defs; i++) {
+        const opt_def *d = &s->defs[i];
+        if (!d->check) continue;
+        void *f = FIELD(cfg, d);
+        if (d->type == OPT_LIST) {
+            opt_list *l = f;
+            for (int k = 0; k < l->n; k++)
+                if (d->check(d, &l->v[k], msg, sizeof msg))
+                    return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s",
+                                   l->where[k] ? l->where[k] : "default", d->name, msg);
+        } else if (is_set(s, cfg, i) && d->check(d, f, msg, sizeof msg)) {
+            return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s",
+                           b->where[i] ? b->where[i] : "default", d->name, msg);
+        }
+    }
+    if (s->cross_check) {
+        int rc = s->cross_check(s, cfg, err, errsz);
+        if (rc) return rc < 0 ? rc : Q35_EINVAL;
+    }
+    return 0;
+}
+
+void opts_free(const opts_spec *s, void *cfg)
+{
+    opts_base *b = cfg;
+    for (int i = 0; i < s->n_defs && i < OPTS_MAX; i++) {
+        const opt_def *d = &s->defs[i];
+        void *f = FIELD(cfg, d);
+        if (d->type == OPT_STR) { free(*(char **)f); *(char **)f = NULL; }
+        if (d->type == OPT_LIST) list_clear(f);
+        free(b->where[i]);
+        b->where[i] = NULL;
+    }
+    free(b->config_path);
+    b->config_path = NULL;
+}
+
+/* --- command line --------------------------------------------------------- */
+
+enum { ID_CONFIG = 1000, ID_HELP, ID_MAN, ID_NO = 2000 };
+
+int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, size_t errsz)
+{
+    opts_base *b = cfg;
+    int rc = opts_defaults(s, cfg, err, errsz);
+    if (rc) return rc;
+
+    /* getopt_long with a table built from the defs: --name VALUE,
+     * --name=VALUE, bools as --name / --no-name. */
+    struct option lo[2 * OPTS_MAX + 4];
+    char noname[OPTS_MAX][72];
+    int n = 0;
+    for (int i = 0; i < s->n_defs; i++) {
+        const opt_def *d = &s->defs[i];
+        lo[n++] = (struct option){ d->name, d->type == OPT_BOOL ? optional_argument : required_argument,
+                                   NULL, i };
+        if (d->type == OPT_BOOL) {
+            snprintf(noname[i], sizeof noname[i], "no-%s", d->name);
+            lo[n++] = (struct option){ noname[i], no_argument, NULL, ID_NO + i };
+        }
+    }
+    lo[n++] = (struct option){ "config", required_argument, NULL, ID_CONFIG };
+    lo[n++] = (struct option){ "help", no_argument, NULL, ID_HELP };
+    lo[n++] = (struct option){ "man", no_argument, NULL, ID_MAN };
+    lo[n] = (struct option){ 0, 0, 0, 0 };
+
+    /* Pass 1: --help, --man, --config (the file comes before any flag). */
+    opterr = 0;
+    optind = 0;
+    int ch, idx;
+    while ((ch = getopt_long(argc, argv, "+:", lo, &idx)) != -1) {
+        if (ch == ID_HELP) { opts_help(s, stdout); return OPTS_EXIT; }
+        if (ch == ID_MAN) { opts_man(s, stdout); return OPTS_EXIT; }
+        if (ch == ID_CONFIG) {
+            free(b->config_path);
+            b->config_path = xstrdup(optarg);
+        }
+        if (ch == '?' || ch == ':') {
+            const char *arg = argv[optind - 1];
+            if (ch == ':')
+                return q35_err(err, errsz, Q35_EINVAL, "%s: missing value", arg);
+            char name[128];
+            snprintf(name, sizeof name, "%s", arg[0] == '-' && arg[1] == '-' ? arg + 2 : arg);
+            char *eq = strchr(name, '=');
+            if (eq) *eq = 0;
+            const char *near = closest(s, name);
+            return q35_err(err, errsz, Q35_EINVAL, "%s: unknown option%s%s%s (see --help)", arg,
+                           near ? " (did you mean --" : "", near ? near : "", near ? "?)" : "");
+        }
+    }
+    if (optind < argc)
+        return q35_err(err, errsz, Q35_EINVAL, "%s: unexpected argument (options are --name VALUE; see --help)",
+                       argv[optind]);
+    if (b->config_path) {
+        rc = opts_load_file(s, cfg, b->config_path, err, errsz);
+        if (rc) return rc;
+    }
+
+    /* Pass 2: the flags override the file. */
+    bool list_from_cli[OPTS_MAX] = { false };
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, "+:", lo, &idx)) != -1) {
+        if (ch == ID_CONFIG) continue;
+        int i = ch >= ID_NO ? ch - ID_NO : ch;
+        const opt_def *d = &s->defs[i];
+        char where[96], msg[MSGSZ];
+        snprintf(where, sizeof where, "--%s", d->name);
+        const char *v = ch >= ID_NO ? "false" : (d->type == OPT_BOOL && !optarg ? "true" : optarg);
+        if (d->type == OPT_LIST && !list_from_cli[i]) {
+            list_clear((opt_list *)FIELD(cfg, d));
+            list_from_cli[i] = true;
+        }
+        rc = set_value(s, cfg, i, v, where, msg, sizeof msg);
+        if (rc) return q35_err(err, errsz, rc, "--%s: %s", d->name, msg);
+    }
+    return opts_finish(s, cfg, err, errsz);
+}
+
+/* --- validators ------------------------------------------------------------- */
+
+int opts_check_readable_file(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    const char *path = *(char *const *)field;
+    FILE *f = fopen(path, "rb");
+    if (!f) return q35_err(err, errsz, Q35_EIO, "%s: %s", path, strerror(errno));
+    char byte;
+    size_t got = fread(&byte, 1, 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return q35_err(err, errsz, Q35_EIO, "%s: not readable (a directory?)", path);
+    if (got == 0) return q35_err(err, errsz, Q35_EINVAL, "%s: empty file", path);
+    return 0;
+}
+
+bool opts_endpoint_ok(const char *s)
+{
+    if (!strncmp(s, "ipc://", 6)) return s[6] != 0;
+    if (!strncmp(s, "inproc://", 9)) return s[9] != 0;
+    if (strncmp(s, "tcp://", 6)) return false;
+    const char *hp = s + 6;
+    const char *colon = strrchr(hp, ':');
+    if (!colon || colon == hp) return false;
+    const char *port = colon + 1;
+    if (!strcmp(port, "*")) return true;
+    char *end;
+    long p = strtol(port, &end, 10);
+    return end != port && !*end && p >= 1 && p <= 65535;
+}
+
+int opts_check_endpoint(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    const char *s = *(char *const *)field;
+    if (!opts_endpoint_ok(s))
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "'%s' is not a ZeroMQ endpoint (tcp://HOST:PORT, ipc:///PATH or inproc://NAME)", s);
+    return 0;
+}
+
+int opts_check_log_level(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    const char *s = *(char *const *)field;
+    if (q35_log_parse_level(s) < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not one of error|warn|info|debug", s);
+    return 0;
+}

@@ -1,0 +1,127 @@
+/* opts.h — one table per program defines every option; the same table
+ * drives the INI parser (inih), the command line, --help and the man page.
+ *
+ * A program describes its options as an array of opt_def, each naming a
+ * field of its config struct (offsetof). That struct must start with an
+ * opts_base (locations of each value, for error messages). Sources, in
+ * order: the defaults, the file given by --config FILE (wherever it is on
+ * the command line; section [<spec->section>], keys = the long flag
+ * names), then the other flags, which override the file (a repeatable
+ * option given on the command line replaces the file's list).
+ *
+ * Every error is one line naming where: "stage-0.conf:3: unknown key
+ * 'mdoel' in [stage] (did you mean 'model'?)", "--max-seqs: 'x' is not an
+ * integer". Validators run on the final values, then the program's
+ * cross-check; both name the file and line (or flag) the value came from.
+ *
+ * Ownership: strings and lists in the config struct are heap copies owned
+ * by it; opts_free() releases them. Nothing here logs or exits.
+ */
+#ifndef Q35_OPTS_H
+#define Q35_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+enum opt_type {
+    OPT_STR,     /* char *            (choices: "a|b|c" limits the values) */
+    OPT_INT,     /* int               [min, max] */
+    OPT_DOUBLE,  /* double            [min, max] */
+    OPT_BOOL,    /* bool              true/false/yes/no/on/off/1/0; flag alone = true */
+    OPT_RANGE,   /* opt_range         "A:B" = layers [A, B), min <= A < B <= max */
+    OPT_LIST,    /* opt_list          repeatable; each item a string */
+};
+
+typedef struct opt_range { int begin, end; } opt_range;   /* [begin, end) */
+
+typedef struct opt_list {
+    int n;
+    char **v;       /* [n] items, in order */
+    char **where;   /* [n] "file:line" or "--flag" of each item */
+} opt_list;
+
+typedef struct opt_def opt_def;
+
+/* Validator of a final value: `field` points at the struct member (for an
+ * OPT_LIST, at one item's char *). Returns 0, or non-zero with a message
+ * (without location: the caller prefixes "where: name: "). */
+typedef int (*opt_check_fn)(const opt_def *d, const void *field, char *err, size_t errsz);
+
+struct opt_def {
+    const char *name;      /* long flag without "--", and INI key */
+    enum opt_type type;
+    size_t offset;         /* offsetof(config struct, member) */
+    const char *metavar;   /* "PATH", "A:B", "N" in --help and the man page */
+    const char *def;       /* default as text (parsed like any value); NULL: none */
+    double min, max;       /* bounds (INT, DOUBLE, RANGE ends); min > max: none */
+    const char *choices;   /* OPT_STR: "cpu|cuda|auto"; NULL: any */
+    bool required;         /* must be set by the file or a flag */
+    opt_check_fn check;    /* NULL: none */
+    const char *help;      /* one or two sentences */
+};
+
+#define OPTS_MAX 48        /* options per program */
+
+/* First member of every config struct that opts fills. */
+typedef struct opts_base {
+    char *config_path;          /* --config FILE, NULL if none */
+    char *where[OPTS_MAX];      /* per def: "file:line", "--flag", NULL = default */
+} opts_base;
+
+typedef struct opts_spec {
+    const char *prog;          /* "qwen35-stage" */
+    const char *section;       /* INI section: "stage" */
+    const char *summary;       /* one line (man NAME) */
+    const char *description;   /* paragraphs separated by "\n\n" (man DESCRIPTION) */
+    const char *files;         /* man FILES text, may be NULL */
+    const char *example;       /* an example config file, may be NULL */
+    const opt_def *defs;
+    int n_defs;
+    /* After every value is set and validated; name locations with
+     * opts_where(). 0 or non-zero with a complete one-line message. */
+    int (*cross_check)(const struct opts_spec *s, void *cfg, char *err, size_t errsz);
+} opts_spec;
+
+enum { OPTS_RUN = 0, OPTS_EXIT = 1 };
+
+/* Parses defaults, --config FILE and the command line into cfg (which the
+ * caller zeroed). Returns OPTS_RUN, OPTS_EXIT after printing --help /
+ * --man to stdout (exit 0), or a negative Q35_E* code with one line in
+ * err. On error cfg may hold partial values: opts_free() it. */
+int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, size_t errsz);
+
+/* Pieces of opts_parse, for tests and tools. opts_defaults() sets every
+ * default; opts_load_file() reads an INI file (locations "path:line");
+ * opts_set() sets one value from text with location `where`;
+ * opts_finish() checks required options, runs validators and the
+ * cross-check. */
+int opts_defaults(const opts_spec *s, void *cfg, char *err, size_t errsz);
+int opts_load_file(const opts_spec *s, void *cfg, const char *path, char *err, size_t errsz);
+int opts_set(const opts_spec *s, void *cfg, const char *name, const char *value,
+             const char *where, char *err, size_t errsz);
+int opts_finish(const opts_spec *s, void *cfg, char *err, size_t errsz);
+
+/* Frees the strings and lists in cfg and its locations; cfg stays zeroed. */
+void opts_free(const opts_spec *s, void *cfg);
+
+/* Where the current value of `name` came from: "file:line", "--name", or
+ * "default". */
+const char *opts_where(const opts_spec *s, const void *cfg, const char *name);
+
+/* --help text and a man(7) page generated from the table. */
+void opts_help(const opts_spec *s, FILE *out);
+void opts_man(const opts_spec *s, FILE *out);
+
+/* Validators for opt_def.check. */
+int opts_check_readable_file(const opt_def *d, const void *field, char *err, size_t errsz);
+int opts_check_endpoint(const opt_def *d, const void *field, char *err, size_t errsz);
+int opts_check_log_level(const opt_def *d, const void *field, char *err, size_t errsz);
+
+/* "tcp://host:port" / "ipc:///path" / "inproc://name" (ZeroMQ forms). */
+bool opts_endpoint_ok(const char *s);
+
+/* Parses "A:B" into *r (no bounds beyond A >= 0, A < B). */
+int opts_parse_range(const char *s, opt_range *r, char *err, size_t errsz);
+
+#endif

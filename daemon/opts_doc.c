@@ -1,0 +1,132 @@
+/* --help and man pages generated from an option table. See opts.h. */
+#include "opts.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *type_metavar(const opt_def *d)
+{
+    if (d->metavar) return d->metavar;
+    switch (d->type) {
+    case OPT_INT:    return "N";
+    case OPT_DOUBLE: return "X";
+    case OPT_BOOL:   return "BOOL";
+    case OPT_RANGE:  return "A:B";
+    default:         return "VALUE";
+    }
+}
+
+/* "default 16, 1..4096" / "required" / "repeatable" */
+static void facts(const opt_def *d, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+#define ADD(...) do { if (len < n) len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__); } while (0)
+    if (d->required) ADD("required");
+    if (d->def) ADD("%sdefault %s", len ? "; " : "", d->def);
+    if (d->choices) ADD("%sone of %s", len ? "; " : "", d->choices);
+    if (d->min <= d->max) {
+        if (d->type == OPT_INT || d->type == OPT_RANGE)
+            ADD("%s%.0f..%.0f", len ? "; " : "", d->min, d->max);
+        else if (d->type == OPT_DOUBLE)
+            ADD("%s%g..%g", len ? "; " : "", d->min, d->max);
+    }
+    if (d->type == OPT_LIST) ADD("%srepeatable", len ? "; " : "");
+#undef ADD
+}
+
+void opts_help(const opts_spec *s, FILE *out)
+{
+    fprintf(out, "Usage: %s [--config FILE] [--OPTION VALUE]...\n%s\n\n", s->prog, s->summary);
+    fprintf(out, "Options (each is also a key 'OPTION = VALUE' in the [%s] section of the\n"
+                 "--config file; the command line overrides the file):\n", s->section);
+    fprintf(out, "  --config FILE        read options from an INI file first\n");
+    for (int i = 0; i < s->n_defs; i++) {
+        const opt_def *d = &s->defs[i];
+        char flag[96], f[160];
+        if (d->type == OPT_BOOL)
+            snprintf(flag, sizeof flag, "--[no-]%s", d->name);
+        else
+            snprintf(flag, sizeof flag, "--%s %s", d->name, type_metavar(d));
+        facts(d, f, sizeof f);
+        fprintf(out, "  %-20s %s%s%s%s\n", flag, d->help, *f ? " (" : "", f, *f ? ")" : "");
+    }
+    fprintf(out, "  --help               this text\n");
+}
+
+/* roff: escape backslashes and leading dots/quotes of a line. */
+static void roff_text(FILE *out, const char *t)
+{
+    bool bol = true;
+    for (const char *p = t; *p; p++) {
+        if (bol && (*p == '.' || *p == '\'')) fputs("\\&", out);
+        if (*p == '\\') fputs("\\e", out);
+        else if (*p == '-') fputs("\\-", out);
+        else fputc(*p, out);
+        bol = *p == '\n';
+    }
+}
+
+static void roff_paragraphs(FILE *out, const char *t)
+{
+    const char *p = t;
+    while (p && *p) {
+        const char *e = strstr(p, "\n\n");
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char buf[2048];
+        snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), p);
+        fputs(".PP\n", out);
+        roff_text(out, buf);
+        fputc('\n', out);
+        p = e ? e + 2 : NULL;
+    }
+}
+
+void opts_man(const opts_spec *s, FILE *out)
+{
+    char upper[64];
+    size_t i = 0;
+    for (; s->prog[i] && i < sizeof upper - 1; i++)
+        upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
+    upper[i] = 0;
+    fprintf(out, ".\\\" Generated from the option table in daemon/; do not edit.\n");
+    fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n", upper);
+    fprintf(out, ".SH NAME\n%s \\- ", s->prog);
+    roff_text(out, s->summary);
+    fprintf(out, "\n.SH SYNOPSIS\n.B %s\n[\\fB\\-\\-config\\fR \\fIFILE\\fR] [\\fB\\-\\-\\fIOPTION\\fR \\fIVALUE\\fR]...\n",
+            s->prog);
+    fputs(".SH DESCRIPTION\n", out);
+    roff_paragraphs(out, s->description);
+    fputs(".SH OPTIONS\n", out);
+    fputs(".PP\nEvery option is also a key of the \\fB[", out);
+    roff_text(out, s->section);
+    fputs("]\\fR section of the configuration file, spelled like the long flag without "
+          "the dashes (\\fIOPTION\\fR = \\fIVALUE\\fR). Flags on the command line override the file. "
+          "An unknown key or a bad value stops the start with one line naming the file, "
+          "the line and the problem.\n", out);
+    fputs(".TP\n\\fB\\-\\-config\\fR \\fIFILE\\fR\nRead options from the INI file \\fIFILE\\fR first.\n", out);
+    for (int k = 0; k < s->n_defs; k++) {
+        const opt_def *d = &s->defs[k];
+        char f[160];
+        facts(d, f, sizeof f);
+        fputs(".TP\n\\fB\\-\\-", out);
+        roff_text(out, d->name);
+        if (d->type == OPT_BOOL) fputs("\\fR, \\fB\\-\\-no\\-", out), roff_text(out, d->name), fputs("\\fR\n", out);
+        else fputs("\\fR \\fI", out), roff_text(out, type_metavar(d)), fputs("\\fR\n", out);
+        roff_text(out, d->help);
+        if (*f) { fputs(" (", out); roff_text(out, f); fputs(")", out); }
+        fputc('\n', out);
+    }
+    fputs(".TP\n\\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n", out);
+    if (s->files) {
+        fputs(".SH FILES\n", out);
+        roff_paragraphs(out, s->files);
+    }
+    if (s->example) {
+        fputs(".SH EXAMPLE\n.PP\n.nf\n", out);
+        roff_text(out, s->example);
+        fputs("\n.fi\n", out);
+    }
+    fputs(".SH SEE ALSO\n\\fBqwen35\\-stage\\fR(1), \\fBqwen35\\-coordinator\\fR(1), "
+          "\\fBsystemd.service\\fR(5), \\fBsd_notify\\fR(3)\n", out);
+}

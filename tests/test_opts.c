@@ -1,0 +1,366 @@
+/* Option tables: INI parsing with file:line errors, command-line
+ * overrides, ranges, validators, the coordinator's stage cross-check. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common.h"
+#include "log.h"
+#include "../daemon/cfg.h"
+
+static char g_dir[] = "/tmp/q35-test-opts-XXXXXX";
+static char g_model[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(g_dir)) return -1;
+    snprintf(g_model, sizeof g_model, "%s/m.gguf", g_dir);
+    FILE *f = fopen(g_model, "w");
+    if (!f) return -1;
+    fputs("GGUF", f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd);
+}
+
+/* Writes `text` (with %M replaced by the model path) to DIR/name. */
+static const char *write_conf(const char *name, const char *text)
+{
+    static char path[300];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (const char *p = text; *p; p++) {
+        if (p[0] == '%' && p[1] == 'M') { fputs(g_model, f); p++; }
+        else fputc(*p, f);
+    }
+    fclose(f);
+    return path;
+}
+
+typedef struct { int argc; char *argv[16]; } args;
+
+static args mkargs(const char *first, ...)
+{
+    args a = { 0, { 0 } };
+    a.argv[a.argc++] = "prog";
+    va_list ap;
+    va_start(ap, first);
+    for (const char *s = first; s && a.argc < 15; s = va_arg(ap, const char *))
+        a.argv[a.argc++] = (char *)s;
+    va_end(ap);
+    return a;
+}
+
+static int load_stage(stage_cfg *c, args a, char *err)
+{
+    memset(c, 0, sizeof *c);
+    return stage_cfg_load(c, a.argc, a.argv, err, Q35_ERRSZ);
+}
+
+static int load_coord(coord_cfg *c, args a, char *err)
+{
+    memset(c, 0, sizeof *c);
+    return coord_cfg_load(c, a.argc, a.argv, err, Q35_ERRSZ);
+}
+
+/* err must start with "<conf>:<line>: " and contain `needle`. */
+static void assert_err_at(const char *err, const char *conf, int line, const char *needle)
+{
+    char prefix[400];
+    snprintf(prefix, sizeof prefix, "%s:%d: ", conf, line);
+    if (strncmp(err, prefix, strlen(prefix)) || !strstr(err, needle))
+        fail_msg("error '%s' does not start with '%s' or lacks '%s'", err, prefix, needle);
+    assert_null(strchr(err, '\n'));
+}
+
+static void stage_file_and_defaults(void **state)
+{
+    (void)state;
+    const char *conf = write_conf("s.conf",
+        "; stage 0\n[stage]\nmodel = %M\nlayers = 0:20\nbind = ipc:///tmp/x.sock\n"
+        "max-seqs = 8\n# comment\nbackend = cpu\n");
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(load_stage(&c, mkargs("--config", conf, NULL), err), 0);
+    assert_string_equal(c.model, g_model);
+    assert_int_equal(c.layers.begin, 0);
+    assert_int_equal(c.layers.end, 20);
+    assert_string_equal(c.bind, "ipc:///tmp/x.sock");
+    assert_int_equal(c.max_seqs, 8);
+    assert_int_equal(c.max_ctx, 4096);          /* default */
+    assert_string_equal(c.backend, "cpu");
+    assert_string_equal(c.log_level, "info");
+    char where[320];
+    snprintf(where, sizeof where, "%s:6", conf);
+    assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), where);
+    assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-ctx"), "default");
+    stage_cfg_free(&c);
+    assert_null(c.model);
+}
+
+static void cli_overrides_file(void **state)
+{
+    (void)state;
+    const char *conf = write_conf("s.conf",
+        "[stage]\nmodel = %M\nlayers = 0:20\nbind = ipc:///tmp/x.sock\nmax-seqs = 8\n");
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    /* --config after the flags: the file still comes first */
+    assert_int_equal(load_stage(&c, mkargs("--max-seqs", "32", "--layers=5:9",
+                                           "--log-level", "debug", "--config", conf, NULL), err), 0);
+    assert_int_equal(c.max_seqs, 32);
+    assert_int_equal(c.layers.begin, 5);
+    assert_int_equal(c.layers.end, 9);
+    assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), "--max-seqs");
+    assert_int_equal(q35_log_get_level(), Q35_LOG_DEBUG);
+    q35_log_set_level(Q35_LOG_INFO);
+    stage_cfg_free(&c);
+}
+
+static void cli_only(void **state)
+{
+    (void)state;
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(load_stage(&c, mkargs("--model", g_model, "--layers", "3:4",
+                                           "--bind", "tcp://127.0.0.1:5701", NULL), err), 0);
+    stage_cfg_free(&c);
+    /* a required option missing */
+    assert_true(load_stage(&c, mkargs("--model", g_model, "--layers", "3:4", NULL), err) < 0);
+    assert_non_null(strstr(err, "missing --bind"));
+    stage_cfg_free(&c);
+}
+
+static void ini_errors_name_file_and_line(void **state)
+{
+    (void)state;
+    static const struct { const char *text; int line; const char *needle; } cases[] = {
+        { "[stage]\nmodel = %M\nmdoel = x\n", 3, "unknown key 'mdoel' in [stage] (did you mean 'model'?)" },
+        { "[stage]\nmodel = %M\nmax-seqs = lots\n", 3, "max-seqs: 'lots' is not an integer" },
+        { "[stage]\nmax-seqs = 0\n", 2, "max-seqs: 0 is out of range [1, 4096]" },
+        { "[stage]\nmax-seqs = 99999999999\n", 2, "max-seqs: '99999999999' is not an integer" },
+        { "[stage]\nlayers = 20:10\n", 2, "layers: '20:10' is empty" },
+        { "[stage]\nlayers = 0-10\n", 2, "layers: '0-10' is not a layer range A:B" },
+        { "[stage]\nlayers = 0:999\n", 2, "layers: 0:999 is outside layers 0:256" },
+        { "[stage]\nbackend = tpu\n", 2, "backend: 'tpu' is not one of auto|cpu|cuda" },
+        { "[stage]\nlog-level = loud\n", 2, "log-level: 'loud' is not one of error|warn|info|debug" },
+        { "[stage]\nmodel =\n", 2, "model: empty value" },
+        { "[stage]\nmodel = %M\nmodel = %M\n", 3, "model: already set at line 2" },
+        { "model = %M\n", 1, "key 'model' outside a section (expected [stage] first)" },
+        { "[coordinator]\nmodel = %M\n", 2, "section [coordinator] is not [stage]" },
+        { "[stage]\nmodel %M\n", 2, "syntax error" },
+        { "[stage]\n[broken\n", 2, "syntax error" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *conf = write_conf("bad.conf", cases[i].text);
+        stage_cfg c;
+        char err[Q35_ERRSZ] = "";
+        assert_true(load_stage(&c, mkargs("--config", conf, NULL), err) < 0);
+        assert_err_at(err, conf, cases[i].line, cases[i].needle);
+        stage_cfg_free(&c);
+    }
+}
+
+static void missing_model_names_the_line(void **state)
+{
+    (void)state;
+    const char *conf = write_conf("s.conf",
+        "[stage]\nlayers = 0:20\nbind = ipc:///tmp/x.sock\nmodel = /nonexistent/m.gguf\n");
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_true(load_stage(&c, mkargs("--config", conf, NULL), err) < 0);
+    assert_err_at(err, conf, 4, "model: /nonexistent/m.gguf: No such file or directory");
+    stage_cfg_free(&c);
+    /* the flag overriding it is named instead */
+    assert_true(load_stage(&c, mkargs("--config", conf, "--model", g_dir, NULL), err) < 0);
+    assert_non_null(strstr(err, "--model: model: "));
+    stage_cfg_free(&c);
+}
+
+static void bad_flags(void **state)
+{
+    (void)state;
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_true(load_stage(&c, mkargs("--max-seqs", "-3", NULL), err) < 0);
+    assert_string_equal(err, "--max-seqs: -3 is out of range [1, 4096]");
+    stage_cfg_free(&c);
+    assert_true(load_stage(&c, mkargs("--mdoel", "x", NULL), err) < 0);
+    assert_string_equal(err, "--mdoel: unknown option (did you mean --model?) (see --help)");
+    stage_cfg_free(&c);
+    assert_true(load_stage(&c, mkargs("--bind", NULL), err) < 0);
+    assert_string_equal(err, "--bind: missing value");
+    stage_cfg_free(&c);
+    assert_true(load_stage(&c, mkargs("stray", NULL), err) < 0);
+    assert_non_null(strstr(err, "stray: unexpected argument"));
+    stage_cfg_free(&c);
+    assert_true(load_stage(&c, mkargs("--config", "/nonexistent.conf", NULL), err) < 0);
+    assert_string_equal(err, "/nonexistent.conf: No such file or directory");
+    stage_cfg_free(&c);
+    assert_true(load_stage(&c, mkargs("--model", g_model, "--layers", "0:1",
+                                      "--bind", "tcp://host", NULL), err) < 0);
+    assert_non_null(strstr(err, "--bind: bind: 'tcp://host' is not a ZeroMQ endpoint"));
+    stage_cfg_free(&c);
+}
+
+static void coordinator_stage_ranges(void **state)
+{
+    (void)state;
+    coord_cfg c;
+    char err[Q35_ERRSZ] = "";
+    const char *ok = write_conf("c.conf",
+        "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
+        "stage = tcp://a:5701 0:10\nstage = tcp://b:5701   10:24  \nstage = ipc:///tmp/s2 24:40\n");
+    assert_int_equal(load_coord(&c, mkargs("--config", ok, NULL), err), 0);
+    assert_int_equal(c.n_stages, 3);
+    assert_string_equal(c.stages[1].endpoint, "tcp://b:5701");
+    assert_int_equal(c.stages[1].layers.begin, 10);
+    assert_int_equal(c.stages[2].layers.end, 40);
+    assert_int_equal(coord_cfg_check_layers(&c, 40, err, sizeof err), 0);
+    assert_true(coord_cfg_check_layers(&c, 48, err, sizeof err) < 0);
+    assert_err_at(err, ok, 6, "the last stage ends at layer 40; layers 40:48");
+    assert_true(coord_cfg_check_layers(&c, 30, err, sizeof err) < 0);
+    assert_err_at(err, ok, 6, "layers 24:40 end past the model's 30 layers");
+    coord_cfg_free(&c);
+
+    /* the command line replaces the file's list */
+    assert_int_equal(load_coord(&c, mkargs("--config", ok, "--stage", "ipc:///tmp/one 0:40", NULL), err), 0);
+    assert_int_equal(c.n_stages, 1);
+    assert_string_equal(c.stages[0].where, "--stage");
+    coord_cfg_free(&c);
+
+    static const struct { const char *stages; int line; const char *needle; } bad[] = {
+        { "stage = tcp://a:1 0:12\nstage = tcp://b:1 10:24\n", 5, "layers 10:24 overlap 0:12 of the stage at " },
+        { "stage = tcp://a:1 0:10\nstage = tcp://b:1 12:24\n", 5, "leave a gap: layers 10:12" },
+        { "stage = tcp://a:1 2:10\n", 4, "first stage starts at layer 2" },
+        { "stage = tcp://a:1 0:10\nstage = tcp://a:1 10:24\n", 5, "endpoint tcp://a:1 already listed" },
+        { "stage = tcp://a:1\n", 4, "is not 'ENDPOINT A:B'" },
+        { "stage = a:1 0:4\n", 4, "'a:1' is not a ZeroMQ endpoint" },
+        { "stage = tcp://a:1 0:400\n", 4, "0:400 is outside layers 0:256" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "[coordinator]\nmodel = %%M\nlisten = ipc:///tmp/c.sock\n%s", bad[i].stages);
+        const char *conf = write_conf("bad.conf", text);
+        assert_true(load_coord(&c, mkargs("--config", conf, NULL), err) < 0);
+        assert_err_at(err, conf, bad[i].line, bad[i].needle);
+        coord_cfg_free(&c);
+    }
+}
+
+static void stage_layers_against_model(void **state)
+{
+    (void)state;
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    const char *conf = write_conf("s.conf",
+        "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 20:48\n");
+    assert_int_equal(load_stage(&c, mkargs("--config", conf, NULL), err), 0);
+    assert_int_equal(stage_cfg_check_layers(&c, 48, err, sizeof err), 0);
+    assert_true(stage_cfg_check_layers(&c, 40, err, sizeof err) < 0);
+    assert_err_at(err, conf, 4, "layers: 20:48 end past the model's 40 layers");
+    stage_cfg_free(&c);
+}
+
+static void help_and_man_come_from_the_table(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    opts_help(&stage_cfg_spec, f);
+    fclose(f);
+    for (int i = 0; i < stage_cfg_spec.n_defs; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s ", stage_cfg_spec.defs[i].name);
+        assert_non_null(strstr(buf, flag));
+    }
+    assert_non_null(strstr(buf, "default 16; 1..4096"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    opts_man(&coord_cfg_spec, f);
+    fclose(f);
+    assert_non_null(strstr(buf, ".TH QWEN35-COORDINATOR 1"));
+    assert_non_null(strstr(buf, "\\fB\\-\\-max\\-queue\\fR"));
+    free(buf);
+    /* --help through the parser: OPTS_EXIT, nothing else checked */
+    stage_cfg c;
+    char err[Q35_ERRSZ];
+    fflush(stdout);
+    FILE *saved = stdout;
+    stdout = fopen("/dev/null", "w");
+    int rc = load_stage(&c, mkargs("--help", "--max-seqs", "bogus", NULL), err);
+    fclose(stdout);
+    stdout = saved;
+    assert_int_equal(rc, OPTS_EXIT);
+    stage_cfg_free(&c);
+}
+
+static void bools_and_doubles(void **state)
+{
+    (void)state;
+    /* a private table exercising the types the daemons do not use yet */
+    typedef struct { opts_base base; bool fast; double temp; } t_cfg;
+    static const opt_def defs[] = {
+        { "fast", OPT_BOOL, offsetof(t_cfg, fast), NULL, "false", 1, 0, NULL, false, NULL, "fast" },
+        { "temp", OPT_DOUBLE, offsetof(t_cfg, temp), NULL, "0.7", 0, 2, NULL, false, NULL, "temp" },
+    };
+    static const opts_spec spec = { .prog = "t", .section = "t", .summary = "t", .description = "t",
+                                    .defs = defs, .n_defs = 2 };
+    t_cfg c;
+    char err[Q35_ERRSZ] = "";
+    memset(&c, 0, sizeof c);
+    args a = mkargs("--fast", "--temp=1.5", NULL);
+    assert_int_equal(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err), 0);
+    assert_true(c.fast);
+    assert_true(c.temp == 1.5);
+    opts_free(&spec, &c);
+    memset(&c, 0, sizeof c);
+    a = mkargs("--no-fast", NULL);
+    assert_int_equal(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err), 0);
+    assert_false(c.fast);
+    assert_true(c.temp == 0.7);
+    opts_free(&spec, &c);
+    memset(&c, 0, sizeof c);
+    a = mkargs("--temp", "2.5", NULL);
+    assert_true(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err) < 0);
+    assert_string_equal(err, "--temp: 2.5 is out of range [0, 2]");
+    opts_free(&spec, &c);
+    memset(&c, 0, sizeof c);
+    a = mkargs("--fast=maybe", NULL);
+    assert_true(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "--fast: 'maybe' is not a boolean"));
+    opts_free(&spec, &c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(stage_file_and_defaults),
+        cmocka_unit_test(cli_overrides_file),
+        cmocka_unit_test(cli_only),
+        cmocka_unit_test(ini_errors_name_file_and_line),
+        cmocka_unit_test(missing_model_names_the_line),
+        cmocka_unit_test(bad_flags),
+        cmocka_unit_test(coordinator_stage_ranges),
+        cmocka_unit_test(stage_layers_against_model),
+        cmocka_unit_test(help_and_man_come_from_the_table),
+        cmocka_unit_test(bools_and_doubles),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
