@@ -104,6 +104,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         fclose(ur);
     s->instance = inst;
     s->req_max = q35_wire_stage_req_max(s->cfg->n_embd, s->max_batch, s->max_seqs);
+    if (o->max_msg && o->max_msg < s->req_max)
+        s->req_max = o->max_msg;
     s->t_start = q35_now();
     snprintf(s->desc, sizeof s->desc, "layers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d",
              s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",

@@ -22,6 +22,7 @@ typedef struct stage_opts {
     int max_batch;                /* rows per forward batch */
     const char *backend;          /* "cpu" / "cuda" / NULL = auto */
     int device;
+    size_t max_msg;               /* cap on request bytes (0: derived only) */
 } stage_opts;
 
 typedef struct stage stage;
