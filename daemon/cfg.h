@@ -6,10 +6,13 @@
  *     char err[Q35_ERRSZ];
  *     int rc = stage_cfg_load(&c, argc, argv, err, sizeof err);
  *     if (rc == OPTS_EXIT) return 0;            // --help / --man printed
- *     if (rc) { q35_log_error("%s", err); stage_cfg_free(&c); return 2; }
+ *     if (rc) { q35_log_error("%s", err); stage_cfg_free(&c); return CFG_EXIT_CONFIG; }
  *     ... c.model, c.layers.begin, c.bind ...
  *     stage_cfg_free(&c);
- * *_load() also applies log-level (q35_log_set_level) and the log ident.
+ * *_load() also applies log-level (q35_log_set_level) and the log ident,
+ * and opens the model's header to check the layer ranges against it
+ * (*_cfg_check_model), so every config problem stops the start with the
+ * file and line that caused it.
  *
  * To add an option: a member here, a row in the table in cfg_stage.c /
  * cfg_coord.c (the help text, --help, man page and INI key follow).
@@ -18,6 +21,10 @@
 #define Q35_CFG_H
 
 #include "opts.h"
+
+/* Exit status for a bad configuration (EX_CONFIG): the units list it in
+ * RestartPreventExitStatus=, since restarting cannot fix a config file. */
+#define CFG_EXIT_CONFIG 78
 
 /* Rows both daemons share, spelled once (T: the config struct). */
 #define CFG_ROW_MAX_MSG_MB(T) \
@@ -74,6 +81,16 @@ typedef struct coord_cfg {
 extern const opts_spec coord_cfg_spec;
 int coord_cfg_load(coord_cfg *c, int argc, char **argv, char *err, size_t errsz);
 void coord_cfg_free(coord_cfg *c);
+
+/* Opens c->model (header and tensor table only, via gguf_open and
+ * q35_config_load) and runs *_cfg_check_layers with its layer count;
+ * errors name the line of the model key or of the range. */
+int stage_cfg_check_model(const stage_cfg *c, char *err, size_t errsz);
+int coord_cfg_check_model(const coord_cfg *c, char *err, size_t errsz);
+
+/* Shared by both: the main-stack layer count of `model`, errors prefixed
+ * with `where` (the model key's location). */
+int cfg_model_layers(const char *where, const char *model, int *n_layer, char *err, size_t errsz);
 
 /* Once the model is open: every range within its n_layer main-stack
  * layers, and (coordinator) the last stage ending at n_layer. Messages

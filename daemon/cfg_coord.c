@@ -149,6 +149,7 @@ int coord_cfg_load(coord_cfg *c, int argc, char **argv, char *err, size_t errsz)
 {
     q35_log_set_ident(coord_cfg_spec.prog);
     int rc = opts_parse(&coord_cfg_spec, c, argc, argv, err, errsz);
+    if (rc == 0) rc = coord_cfg_check_model(c, err, errsz);
     if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
     return rc;
 }
@@ -177,4 +178,11 @@ int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t er
                        st->where, st->layers.end, st->layers.end, n_layer, c->model);
     }
     return 0;
+}
+
+int coord_cfg_check_model(const coord_cfg *c, char *err, size_t errsz)
+{
+    int n_layer;
+    int rc = cfg_model_layers(opts_where(&coord_cfg_spec, c, "model"), c->model, &n_layer, err, errsz);
+    return rc ? rc : coord_cfg_check_layers(c, n_layer, err, errsz);
 }

@@ -58,6 +58,7 @@ int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz)
 {
     q35_log_set_ident(stage_cfg_spec.prog);
     int rc = opts_parse(&stage_cfg_spec, c, argc, argv, err, errsz);
+    if (rc == 0) rc = stage_cfg_check_model(c, err, errsz);
     if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
     return rc;
 }
@@ -74,4 +75,11 @@ int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t er
                        opts_where(&stage_cfg_spec, c, "layers"), c->layers.begin, c->layers.end,
                        n_layer, c->model);
     return 0;
+}
+
+int stage_cfg_check_model(const stage_cfg *c, char *err, size_t errsz)
+{
+    int n_layer;
+    int rc = cfg_model_layers(opts_where(&stage_cfg_spec, c, "model"), c->model, &n_layer, err, errsz);
+    return rc ? rc : stage_cfg_check_layers(c, n_layer, err, errsz);
 }

@@ -59,6 +59,12 @@ bool q35_engine_has_embd(const q35_engine *e);
 bool q35_engine_has_head(const q35_engine *e);
 const char *q35_engine_backend(const q35_engine *e);   /* "cpu" / "cuda" */
 size_t q35_engine_state_bytes(const q35_engine *e);    /* slot pool memory */
+int q35_engine_max_seqs(const q35_engine *e);
+int q35_engine_max_ctx(const q35_engine *e);
+/* Weight bytes one decoded token reads in this range: every attention /
+ * SSM / router / shared-expert matrix, expert_used_count experts per
+ * layer, the LM head, one embedding row (benchmarks, planning). */
+uint64_t q35_engine_decode_bytes(const q35_engine *e);
 
 /* Runs the batch. Validates slots, positions (continuing each slot,
  * < max_ctx), token ids, sizes: Q35_EINVAL / Q35_ESTATE with a message

@@ -15,16 +15,19 @@
 #include "../daemon/cfg.h"
 
 static char g_dir[] = "/tmp/q35-test-opts-XXXXXX";
-static char g_model[256];
+static char g_model[512];   /* the golden tiny model: 8 layers */
+static char g_junk[256];    /* a readable file that is not a GGUF */
 
 static int setup(void **state)
 {
     (void)state;
     if (!mkdtemp(g_dir)) return -1;
-    snprintf(g_model, sizeof g_model, "%s/m.gguf", g_dir);
-    FILE *f = fopen(g_model, "w");
+    const char *golden = getenv("QWEN35_GOLDEN");
+    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", golden ? golden : "../shared/golden");
+    snprintf(g_junk, sizeof g_junk, "%s/junk.gguf", g_dir);
+    FILE *f = fopen(g_junk, "w");
     if (!f) return -1;
-    fputs("GGUF", f);
+    fputs("GGUF but not really", f);
     fclose(f);
     return 0;
 }
@@ -92,14 +95,14 @@ static void stage_file_and_defaults(void **state)
 {
     (void)state;
     const char *conf = write_conf("s.conf",
-        "; stage 0\n[stage]\nmodel = %M\nlayers = 0:20\nbind = ipc:///tmp/x.sock\n"
+        "; stage 0\n[stage]\nmodel = %M\nlayers = 0:8\nbind = ipc:///tmp/x.sock\n"
         "max-seqs = 8\n# comment\nbackend = cpu\n");
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     assert_int_equal(load_stage(&c, mkargs("--config", conf, NULL), err), 0);
     assert_string_equal(c.model, g_model);
     assert_int_equal(c.layers.begin, 0);
-    assert_int_equal(c.layers.end, 20);
+    assert_int_equal(c.layers.end, 8);
     assert_string_equal(c.bind, "ipc:///tmp/x.sock");
     assert_int_equal(c.max_seqs, 8);
     assert_int_equal(c.max_ctx, 4096);          /* default */
@@ -121,11 +124,11 @@ static void cli_overrides_file(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     /* --config after the flags: the file still comes first */
-    assert_int_equal(load_stage(&c, mkargs("--max-seqs", "32", "--layers=5:9",
+    assert_int_equal(load_stage(&c, mkargs("--max-seqs", "32", "--layers=5:7",
                                            "--log-level", "debug", "--config", conf, NULL), err), 0);
     assert_int_equal(c.max_seqs, 32);
     assert_int_equal(c.layers.begin, 5);
-    assert_int_equal(c.layers.end, 9);
+    assert_int_equal(c.layers.end, 7);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), "--max-seqs");
     assert_int_equal(q35_log_get_level(), Q35_LOG_DEBUG);
     q35_log_set_level(Q35_LOG_INFO);
@@ -225,21 +228,21 @@ static void coordinator_stage_ranges(void **state)
     char err[Q35_ERRSZ] = "";
     const char *ok = write_conf("c.conf",
         "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
-        "stage = tcp://a:5701 0:10\nstage = tcp://b:5701   10:24  \nstage = ipc:///tmp/s2 24:40\n");
+        "stage = tcp://a:5701 0:2\nstage = tcp://b:5701   2:5  \nstage = ipc:///tmp/s2 5:8\n");
     assert_int_equal(load_coord(&c, mkargs("--config", ok, NULL), err), 0);
     assert_int_equal(c.n_stages, 3);
     assert_string_equal(c.stages[1].endpoint, "tcp://b:5701");
-    assert_int_equal(c.stages[1].layers.begin, 10);
-    assert_int_equal(c.stages[2].layers.end, 40);
-    assert_int_equal(coord_cfg_check_layers(&c, 40, err, sizeof err), 0);
-    assert_true(coord_cfg_check_layers(&c, 48, err, sizeof err) < 0);
-    assert_err_at(err, ok, 6, "the last stage ends at layer 40; layers 40:48");
-    assert_true(coord_cfg_check_layers(&c, 30, err, sizeof err) < 0);
-    assert_err_at(err, ok, 6, "layers 24:40 end past the model's 30 layers");
+    assert_int_equal(c.stages[1].layers.begin, 2);
+    assert_int_equal(c.stages[2].layers.end, 8);
+    assert_int_equal(coord_cfg_check_layers(&c, 8, err, sizeof err), 0);
+    assert_true(coord_cfg_check_layers(&c, 10, err, sizeof err) < 0);
+    assert_err_at(err, ok, 6, "the last stage ends at layer 8; layers 8:10");
+    assert_true(coord_cfg_check_layers(&c, 6, err, sizeof err) < 0);
+    assert_err_at(err, ok, 6, "layers 5:8 end past the model's 6 layers");
     coord_cfg_free(&c);
 
     /* the command line replaces the file's list */
-    assert_int_equal(load_coord(&c, mkargs("--config", ok, "--stage", "ipc:///tmp/one 0:40", NULL), err), 0);
+    assert_int_equal(load_coord(&c, mkargs("--config", ok, "--stage", "ipc:///tmp/one 0:8", NULL), err), 0);
     assert_int_equal(c.n_stages, 1);
     assert_string_equal(c.stages[0].where, "--stage");
     coord_cfg_free(&c);
@@ -263,18 +266,28 @@ static void coordinator_stage_ranges(void **state)
     }
 }
 
-static void stage_layers_against_model(void **state)
+static void layers_against_the_model(void **state)
 {
     (void)state;
     stage_cfg c;
+    coord_cfg cc;
     char err[Q35_ERRSZ] = "";
     const char *conf = write_conf("s.conf",
-        "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 20:48\n");
-    assert_int_equal(load_stage(&c, mkargs("--config", conf, NULL), err), 0);
-    assert_int_equal(stage_cfg_check_layers(&c, 48, err, sizeof err), 0);
-    assert_true(stage_cfg_check_layers(&c, 40, err, sizeof err) < 0);
-    assert_err_at(err, conf, 4, "layers: 20:48 end past the model's 40 layers");
+        "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 4:12\n");
+    assert_true(load_stage(&c, mkargs("--config", conf, NULL), err) < 0);
+    assert_err_at(err, conf, 4, "layers: 4:12 end past the model's 8 layers");
     stage_cfg_free(&c);
+    /* a readable file that is no GGUF: the model line is named */
+    conf = write_conf("s.conf", "[stage]\nbind = ipc:///tmp/x.sock\nlayers = 0:2\nmodel = JUNK\n");
+    assert_true(load_stage(&c, mkargs("--config", conf, "--model", g_junk, NULL), err) < 0);
+    assert_non_null(strstr(err, "--model: model: "));
+    stage_cfg_free(&c);
+    /* the coordinator's stages must reach the model's last layer */
+    conf = write_conf("c.conf", "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
+                                "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:6\n");
+    assert_true(load_coord(&cc, mkargs("--config", conf, NULL), err) < 0);
+    assert_err_at(err, conf, 5, "the last stage ends at layer 6; layers 6:8 of the model");
+    coord_cfg_free(&cc);
 }
 
 static void help_and_man_come_from_the_table(void **state)
@@ -348,6 +361,38 @@ static void bools_and_doubles(void **state)
     opts_free(&spec, &c);
 }
 
+/* The shipped examples parse (with the model path replaced; their splits
+ * are for a 40-layer model, checked against 40 instead of the file). */
+static void examples_parse(void **state)
+{
+    (void)state;
+    static const char *const stages[] = {
+        "deploy/examples/two-die/stage-0.conf", "deploy/examples/two-die/stage-1.conf",
+        "deploy/examples/two-hosts/hostA-stage-0.conf", "deploy/examples/two-hosts/hostA-stage-1.conf",
+        "deploy/examples/two-hosts/hostB-stage-2.conf", "deploy/examples/two-hosts/hostB-stage-3.conf",
+    };
+    static const char *const coords[] = {
+        "deploy/examples/two-die/coordinator.conf", "deploy/examples/two-hosts/hostA-coordinator.conf",
+    };
+    char err[Q35_ERRSZ] = "";
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        stage_cfg c;
+        args a = mkargs("--config", stages[i], "--model", g_model, NULL);
+        memset(&c, 0, sizeof c);
+        if (opts_parse(&stage_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(stage_cfg_check_layers(&c, 40, err, sizeof err), 0);
+        stage_cfg_free(&c);
+    }
+    for (size_t i = 0; i < sizeof coords / sizeof coords[0]; i++) {
+        coord_cfg c;
+        args a = mkargs("--config", coords[i], "--model", g_model, NULL);
+        memset(&c, 0, sizeof c);
+        if (opts_parse(&coord_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(coord_cfg_check_layers(&c, 40, err, sizeof err), 0);
+        coord_cfg_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,9 +403,10 @@ int main(void)
         cmocka_unit_test(missing_model_names_the_line),
         cmocka_unit_test(bad_flags),
         cmocka_unit_test(coordinator_stage_ranges),
-        cmocka_unit_test(stage_layers_against_model),
+        cmocka_unit_test(layers_against_the_model),
         cmocka_unit_test(help_and_man_come_from_the_table),
         cmocka_unit_test(bools_and_doubles),
+        cmocka_unit_test(examples_parse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

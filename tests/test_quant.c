@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 
 #include "quant.h"
 
@@ -22,6 +23,13 @@ static const struct { const char *name; int type; } golden[] = {
     { "q6_K", GGML_TYPE_Q6_K },   { "iq4_nl", GGML_TYPE_IQ4_NL },
     { "iq4_xs", GGML_TYPE_IQ4_XS }, { "mxfp4", GGML_TYPE_MXFP4 },
 };
+static uint32_t rng = 12345;
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
+    return rng;
+}
+
 #define NGOLDEN (sizeof golden / sizeof *golden)
 enum { GROWS = 16, GCOLS = 512 };
 
@@ -69,6 +77,182 @@ static void golden_dequant_bit_exact(void **state)
         free(want);
         free(q);
     }
+}
+
+/* --- fast paths ------------------------------------------------------------ */
+
+static const char *const isas[] = { "scalar", "avx2", "avx512" };
+
+static float frand(void) { return (float)((int32_t)next_u32()) / 2147483648.0f; }
+
+/* Random valid blocks: random bytes, with the scale fields (f16 at the
+ * listed offsets, or the E8M0 exponent) set to sane values. */
+static void random_row(int type, uint8_t *row, int64_t n)
+{
+    const quant_type *t = quant_type_of(type);
+    int64_t nb = n / t->blck;
+    for (int64_t i = 0; i < nb * t->bytes; i++)
+        row[i] = (uint8_t)next_u32();
+    static const struct { int type, off[2]; } f16s[] = {
+        { GGML_TYPE_Q8_0, { 0, -1 } },  { GGML_TYPE_Q4_0, { 0, -1 } },
+        { GGML_TYPE_Q4_1, { 0, 2 } },   { GGML_TYPE_Q5_0, { 0, -1 } },
+        { GGML_TYPE_Q5_1, { 0, 2 } },   { GGML_TYPE_Q2_K, { 80, 82 } },
+        { GGML_TYPE_Q3_K, { 108, -1 } }, { GGML_TYPE_Q4_K, { 0, 2 } },
+        { GGML_TYPE_Q5_K, { 0, 2 } },   { GGML_TYPE_Q6_K, { 208, -1 } },
+        { GGML_TYPE_IQ4_NL, { 0, -1 } }, { GGML_TYPE_IQ4_XS, { 0, -1 } },
+    };
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = row + b * t->bytes;
+        if (type == GGML_TYPE_F32) {
+            float f = frand();
+            memcpy(blk, &f, 4);
+        } else if (type == GGML_TYPE_F16) {
+            uint16_t h = quant_f32_to_f16(frand());
+            memcpy(blk, &h, 2);
+        } else if (type == GGML_TYPE_BF16) {
+            uint16_t h = quant_f32_to_bf16(frand());
+            memcpy(blk, &h, 2);
+        } else if (type == GGML_TYPE_MXFP4) {
+            blk[0] = (uint8_t)(120 + next_u32() % 8);
+        }
+        for (size_t k = 0; k < sizeof f16s / sizeof *f16s; k++)
+            if (f16s[k].type == type)
+                for (int j = 0; j < 2; j++)
+                    if (f16s[k].off[j] >= 0) {
+                        uint16_t h = quant_f32_to_f16(frand() * 0.01f);
+                        memcpy(blk + f16s[k].off[j], &h, 2);
+                    }
+    }
+}
+
+/* |got - exact| <= 1e-5 * sum |w_i x_i|: float32 accumulation error is
+ * relative to the magnitude of the terms, not of their (cancelling) sum. */
+static void check_dot(const char *what, int type, const void *row, const float *x,
+                      int64_t n, float got)
+{
+    float *w = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(quant_dequant(type, row, w, n, NULL, 0), 0);
+    double exact = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        exact += (double)w[i] * x[i];
+        mag += fabs((double)w[i] * x[i]);
+    }
+    free(w);
+    if (!(fabs(got - exact) <= 1e-5 * mag + 1e-30))
+        fail_msg("%s %s n=%lld: %.9g, exact %.9g (terms %.3g)", what,
+                 quant_type_of(type)->name, (long long)n, got, exact, mag);
+}
+
+/* Sizes per block size, including tails that are not whole 64-value groups. */
+static int64_t test_len(const quant_type *t, int i)
+{
+    static const int64_t k256[] = { 256, 512, 2048, 4096 };
+    static const int64_t k32[] = { 32, 96, 512, 2080 };
+    static const int64_t k1[] = { 7, 100, 1000, 4096 };
+    return (t->blck == 256 ? k256 : t->blck == 32 ? k32 : k1)[i];
+}
+
+static void dots_match_exact(void **state)
+{
+    (void)state;
+    enum { NMAX = 4096 };
+    uint8_t *row = malloc(NMAX * 8);
+    float *x = malloc(sizeof(float) * NMAX);
+    for (size_t ia = 0; ia < 3; ia++) {
+        if (quant_force_isa(isas[ia]))
+            continue;
+        for (size_t g = 0; g < NGOLDEN; g++) {
+            int type = golden[g].type;
+            const quant_type *t = quant_type_of(type);
+            quant_dot_fn dot = quant_dot(type);
+            assert_non_null(dot);
+            for (int li = 0; li < 4; li++)
+                for (int rep = 0; rep < 3; rep++) {
+                    int64_t n = test_len(t, li);
+                    random_row(type, row, n);
+                    for (int64_t i = 0; i < n; i++)
+                        x[i] = frand();
+                    check_dot(isas[ia], type, row, x, n, dot(row, x, n));
+                    check_dot("dot_ref", type, row, x, n, t->dot_ref(row, x, n));
+                }
+            /* the reference quantizer's rows */
+            size_t qlen, flen;
+            uint8_t *q = slurp(golden[g].name, "q", &qlen);
+            free(slurp(golden[g].name, "f32", &flen));
+            uint64_t rb = quant_row_bytes(type, GCOLS);
+            for (int r = 0; r < GROWS; r++) {
+                for (int i = 0; i < GCOLS; i++)
+                    x[i] = frand();
+                check_dot(isas[ia], type, q + r * rb, x, GCOLS, dot(q + r * rb, x, GCOLS));
+            }
+            free(q);
+        }
+    }
+    quant_force_isa(NULL);
+    free(row);
+    free(x);
+}
+
+/* quant_matmul gives, per (row, vector), exactly the bits of quant_dot, for
+ * any number of vectors and any row range. */
+static void matmul_matches_dot(void **state)
+{
+    (void)state;
+    enum { ROWS = 9, NXMAX = 13 };
+    static const int nxs[] = { 1, 2, 3, 4, 5, 8, 13 };
+    for (size_t ia = 0; ia < 3; ia++) {
+        if (quant_force_isa(isas[ia]))
+            continue;
+        for (size_t g = 0; g < NGOLDEN; g++) {
+            int type = golden[g].type;
+            const quant_type *t = quant_type_of(type);
+            for (int li = 0; li < 4; li += 3) {
+                int64_t n = test_len(t, li) + (li == 3 && t->blck == 32 ? 32 : 0);
+                size_t rb = quant_row_bytes(type, n) + 3;   /* rows need not be packed */
+                uint8_t *W = malloc(rb * ROWS);
+                float *X = malloc(sizeof(float) * (size_t)(n + 5) * NXMAX);
+                float *Y = malloc(sizeof(float) * (ROWS + 1) * NXMAX * 2);
+                for (int r = 0; r < ROWS; r++)
+                    random_row(type, W + r * rb, n);
+                for (int64_t i = 0; i < (n + 5) * NXMAX; i++)
+                    X[i] = frand();
+                for (size_t k = 0; k < sizeof nxs / sizeof *nxs; k++) {
+                    int nx = nxs[k];
+                    int64_t ldx = n + 5, ldy = ROWS + 1;
+                    quant_matmul(type, W, rb, n, 0, ROWS, X, ldx, nx, Y, ldy);
+                    for (int tv = 0; tv < nx; tv++)
+                        for (int r = 0; r < ROWS; r++) {
+                            float want = quant_dot(type)(W + r * rb, X + tv * ldx, n);
+                            float got = Y[tv * ldy + r];
+                            if (memcmp(&want, &got, 4))
+                                fail_msg("%s %s n=%lld nx=%d row %d vec %d: matmul %.9g, dot %.9g",
+                                         isas[ia], t->name, (long long)n, nx, r, tv, got, want);
+                        }
+                    /* a row range [3, 7) lands at Y[.][0..4) with the same bits */
+                    float *Y2 = Y + (ROWS + 1) * NXMAX;
+                    quant_matmul(type, W, rb, n, 3, 7, X, ldx, nx, Y2, ldy);
+                    for (int tv = 0; tv < nx; tv++)
+                        assert_memory_equal(Y2 + tv * ldy, Y + tv * ldy + 3, 4 * sizeof(float));
+                }
+                free(W);
+                free(X);
+                free(Y);
+            }
+        }
+    }
+    quant_force_isa(NULL);
+}
+
+static void force_isa_rejects_unknown(void **state)
+{
+    (void)state;
+    const char *best = quant_isa();
+    assert_int_equal(quant_force_isa("sse9"), -1);
+    assert_string_equal(quant_isa(), best);
+    assert_int_equal(quant_force_isa("scalar"), 0);
+    assert_string_equal(quant_isa(), "scalar");
+    assert_int_equal(quant_force_isa(NULL), 0);
+    assert_string_equal(quant_isa(), best);
 }
 
 static void dequant_rejects_bad_input(void **state)
@@ -139,12 +323,6 @@ static float hw_f16_to_f32(uint16_t h)
     return _cvtsh_ss(h);
 }
 
-static uint32_t rng = 12345;
-static uint32_t next_u32(void)
-{
-    rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
-    return rng;
-}
 
 /* Every half, and a few million floats, against the F16C instructions. */
 static void f16_matches_f16c(void **state)
@@ -202,6 +380,9 @@ int main(void)
         cmocka_unit_test(bf16_rounds_to_nearest_even),
         cmocka_unit_test(golden_dequant_bit_exact),
         cmocka_unit_test(dequant_rejects_bad_input),
+        cmocka_unit_test(dots_match_exact),
+        cmocka_unit_test(matmul_matches_dot),
+        cmocka_unit_test(force_isa_rejects_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,101 @@
+/* cpu.h — internals shared by the CPU backend's files (cpu_backend.c: slot
+ * pool, scratch, the layer loop, the LM head; cpu_attn.c, cpu_ssm.c,
+ * cpu_moe.c: one block each). Not a public header. */
+#ifndef Q35_CPU_H
+#define Q35_CPU_H
+
+#include <math.h>
+#include "backend.h"
+#include "pool.h"
+
+/* State of one slot for one owned layer (only the fields of its kind). */
+typedef struct cpu_layer_state {
+    float *conv;     /* [K-1][C] the last K-1 conv inputs, oldest first (SSM) */
+    float *S;        /* [nv][dk][hv] delta-rule state (SSM) */
+    float *k;        /* [max_ctx][nkv][hd] keys after norm + RoPE (attention) */
+    float *v;        /* [max_ctx][nkv][hd_v] values (attention) */
+} cpu_layer_state;
+
+/* Batch rows: row r belongs to slot row_slot[r] at position row_pos[r];
+ * the rows of one sequence are consecutive (seq_row0[s] .. + n_tok[s]). */
+typedef struct cpu_rows {
+    int n;                    /* rows in the batch */
+    int n_seq;
+    const int *seq_slot;      /* [n_seq] */
+    const int *seq_n;         /* [n_seq] */
+    int *seq_row0;            /* [n_seq] */
+    int *row_slot, *row_pos;  /* [n] */
+} cpu_rows;
+
+/* Scratch activations, sized for `cap` rows (grown on demand). */
+typedef struct cpu_scratch {
+    int cap;
+    float *x, *h, *tmp;       /* [cap][E] residual stream, normed input, block output */
+    float *qg;                /* [cap][2·hd·nh] attention q + gate */
+    float *kx, *vx;           /* [cap][hd·nkv], [cap][hd_v·nkv] */
+    float *o;                 /* [cap][hd_v·nh] gated attention output */
+    float *mix, *conv;        /* [cap][C] SSM projections, after conv + SiLU */
+    float *z, *y;             /* [cap][vd] SSM gate, gated-normed output */
+    float *beta, *alpha;      /* [cap][nv] */
+    float *router;            /* [cap][X] */
+    int *top_i;               /* [cap][K] chosen experts per row */
+    float *top_w;             /* [cap][K] their renormalised weights */
+    int *pair_at;             /* [cap][K] grouped index of (row, k) */
+    float *shg, *shu;         /* [cap][Fs] shared expert gate, up (then act) */
+    float *shgate;            /* [cap] sigmoid input of the shared expert */
+    float *xe;                /* [cap·K][E] rows gathered by expert */
+    float *ge, *ue;           /* [cap·K][F] expert gate, up (then act) */
+    float *de;                /* [cap·K][E] expert outputs */
+    int *seq_row0, *row_slot, *row_pos;
+} cpu_scratch;
+
+struct q35_backend {
+    const q35_weights *w;
+    const q35_config *c;
+    q35_backend_opts o;
+    pool *pool;
+    int n_own;                /* owned layers */
+    float *state;             /* the slot pool, one allocation */
+    size_t state_bytes;
+    cpu_layer_state *ls;      /* [max_seqs][n_own] */
+    cpu_scratch s;
+    float *thr;               /* [n_threads][thr_stride] per-thread scratch */
+    size_t thr_stride;
+    /* expert grouping of the current MoE block */
+    int *e_cnt, *e_off;       /* [X], [X+1] */
+    int *e_list;              /* [X] experts used by the batch, ascending */
+    int n_active;
+};
+
+/* One matrix product Y[t] = W · X[t] for t < nx over all rows of W. */
+typedef struct cpu_mm {
+    const q35_tensor *t;
+    const void *W;            /* NULL: t->data; else an expert's matrix */
+    const float *X;
+    int64_t ldx;
+    int nx;
+    float *Y;
+    int64_t ldy;
+} cpu_mm;
+
+/* Runs the products on the pool, each thread a row share of every one
+ * (one barrier for all of them). */
+void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm);
+
+/* y = x / sqrt(mean(x²) + eps) · w over n values (x and y may alias). */
+void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps);
+
+static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* The blocks (x is the residual stream [rows][E], h the normed input). */
+void cpu_attention(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
+void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
+void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
+
+static inline const q35_layer_weights *cpu_layer(const q35_backend *b, int il)
+{ return &b->w->layers[il - b->w->layer_begin]; }
+static inline cpu_layer_state *cpu_state(q35_backend *b, int slot, int il)
+{ return &b->ls[(size_t)slot * (size_t)b->n_own + (size_t)(il - b->w->layer_begin)]; }
+
+#endif

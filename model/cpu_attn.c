@@ -1,0 +1,158 @@
+/* cpu_attn.c — the full-attention block of DESIGN.md §1: q/k RMS norm per
+ * head, partial NEOX RoPE with IMRoPE sections, causal attention over the
+ * slot's KV cache with blocked GQA, output gated by sigmoid. */
+#include "cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct attn_job {
+    q35_backend *b;
+    int il;
+    const cpu_rows *r;
+} attn_job;
+
+/* Does rotary pair j rotate with the text position (IMRoPE sections)?
+ * For text all three position streams equal p; pairs outside the three
+ * sections get position 0, i.e. no rotation. */
+static bool rope_pair_rotates(const int32_t sec[4], int j)
+{
+    int sum = sec[0] + sec[1] + sec[2] + sec[3];
+    int sector = sum > 0 ? j % sum : j;
+    return (sector % 3 == 0 && sector < 3 * sec[0])
+        || (sector % 3 == 1 && sector < 3 * sec[1])
+        || (sector % 3 == 2 && sector < 3 * sec[2]);
+}
+
+/* cs[2j], cs[2j+1] = cos, sin of pair j's angle at position p. */
+static void rope_angles(const q35_config *c, int p, float *cs)
+{
+    int half = (int)c->n_rot / 2;
+    for (int j = 0; j < half; j++) {
+        double pos = rope_pair_rotates(c->rope_sections, j) ? p : 0;
+        double theta = pos * pow((double)c->rope_base, -2.0 * j / (double)c->n_rot);
+        cs[2 * j] = (float)cos(theta);
+        cs[2 * j + 1] = (float)sin(theta);
+    }
+}
+
+/* NEOX pairing: dims j and j + n_rot/2 rotate together; dims past n_rot stay. */
+static void rope_apply(float *v, const float *cs, int n_rot)
+{
+    int half = n_rot / 2;
+    for (int j = 0; j < half; j++) {
+        float x0 = v[j], x1 = v[j + half], co = cs[2 * j], si = cs[2 * j + 1];
+        v[j] = x0 * co - x1 * si;
+        v[j + half] = x0 * si + x1 * co;
+    }
+}
+
+/* Per row: q and k normed and rotated in place, k and v written to the
+ * slot's cache at the row's position (before any row attends: a row
+ * reads the keys of the earlier rows of its own sequence). */
+static void qk_prepare_worker(void *arg, int ith, int nth)
+{
+    const attn_job *j = arg;
+    q35_backend *b = j->b;
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, j->il);
+    cpu_scratch *s = &b->s;
+    int hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
+    float *cs = b->thr + (size_t)ith * b->thr_stride;
+    int64_t r0, r1;
+    pool_range(j->r->n, ith, nth, 1, &r0, &r1);
+    for (int64_t row = r0; row < r1; row++) {
+        int p = j->r->row_pos[row];
+        rope_angles(c, p, cs);
+        float *qg = s->qg + row * 2 * hd * nh;     /* [nh][q hd | gate hd] */
+        for (int hh = 0; hh < nh; hh++) {
+            float *q = qg + (size_t)hh * 2 * hd;
+            cpu_rms(q, q, l->attn_q_norm.data, hd, c->rms_eps);
+            rope_apply(q, cs, c->n_rot);
+        }
+        cpu_layer_state *st = cpu_state(b, j->r->row_slot[row], j->il);
+        for (int g = 0; g < nkv; g++) {
+            float *k = s->kx + (row * nkv + g) * hd;
+            cpu_rms(k, k, l->attn_k_norm.data, hd, c->rms_eps);
+            rope_apply(k, cs, c->n_rot);
+            memcpy(st->k + ((size_t)p * nkv + g) * hd, k, (size_t)hd * sizeof(float));
+            memcpy(st->v + ((size_t)p * nkv + g) * hdv, s->vx + (row * nkv + g) * hdv,
+                   (size_t)hdv * sizeof(float));
+        }
+    }
+}
+
+/* One (row, query head) per unit: softmax(q·K / sqrt(hd)) · V over
+ * positions 0..p of the slot, then ⊙ sigmoid(gate). */
+static void attend_worker(void *arg, int ith, int nth)
+{
+    const attn_job *j = arg;
+    q35_backend *b = j->b;
+    const q35_config *c = b->c;
+    cpu_scratch *s = &b->s;
+    int hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
+    int group = nh / nkv;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *sc = b->thr + (size_t)ith * b->thr_stride;     /* [max_ctx] scores */
+    int64_t u0, u1;
+    pool_range((int64_t)j->r->n * nh, ith, nth, 1, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t row = u / nh;
+        int hh = (int)(u % nh), g = hh / group;           /* blocked GQA */
+        int p = j->r->row_pos[row];
+        const cpu_layer_state *st = cpu_state(b, j->r->row_slot[row], j->il);
+        const float *q = s->qg + (row * nh + hh) * 2 * hd, *gate = q + hd;
+        float mx = -INFINITY;
+        for (int t = 0; t <= p; t++) {
+            const float *k = st->k + ((size_t)t * nkv + g) * hd;
+            float d = 0;
+            for (int i = 0; i < hd; i++)
+                d += q[i] * k[i];
+            sc[t] = d * scale;
+            if (sc[t] > mx)
+                mx = sc[t];
+        }
+        float sum = 0;
+        for (int t = 0; t <= p; t++) {
+            sc[t] = expf(sc[t] - mx);
+            sum += sc[t];
+        }
+        float inv = 1.0f / sum;
+        float *o = s->o + (row * nh + hh) * hdv;
+        memset(o, 0, (size_t)hdv * sizeof(float));
+        for (int t = 0; t <= p; t++) {
+            const float *v = st->v + ((size_t)t * nkv + g) * hdv;
+            float a = sc[t] * inv;
+            for (int i = 0; i < hdv; i++)
+                o[i] += a * v[i];
+        }
+        for (int i = 0; i < hdv; i++)
+            o[i] *= cpu_sigmoid(gate[i]);             /* sigmoid gate (not silu) */
+    }
+}
+
+void cpu_attention(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x)
+{
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, il);
+    cpu_scratch *s = &b->s;
+    int n = r->n;
+    int64_t E = c->n_embd, hd = c->head_dim, hdv = c->head_dim_v;
+    int64_t nh = c->n_head, nkv = c->n_head_kv;
+
+    cpu_mm proj[3] = {
+        { &l->attn_q, NULL, h, E, n, s->qg, 2 * hd * nh },   /* [E, 2·hd·nh] */
+        { &l->attn_k, NULL, h, E, n, s->kx, hd * nkv },      /* [E, hd·nkv] */
+        { &l->attn_v, NULL, h, E, n, s->vx, hdv * nkv },     /* [E, hd_v·nkv] */
+    };
+    cpu_matmuls(b, 3, proj);
+
+    attn_job j = { b, il, r };
+    pool_run(b->pool, qk_prepare_worker, &j);
+    pool_run(b->pool, attend_worker, &j);
+
+    cpu_mm out = { &l->attn_output, NULL, s->o, hdv * nh, n, s->tmp, E };   /* [hd_v·nh, E] */
+    cpu_matmuls(b, 1, &out);
+    for (int64_t i = 0; i < (int64_t)n * E; i++)
+        x[i] += s->tmp[i];
+}

@@ -1,0 +1,317 @@
+/* cpu_backend.c — the CPU backend (the reference): the slot pool, scratch,
+ * the per-token loop of DESIGN.md §1 over a whole batch of rows, the LM
+ * head. The blocks live in cpu_attn.c, cpu_ssm.c and cpu_moe.c. */
+#include "cpu.h"
+#include "common.h"
+#include "quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers shared by the blocks ---------------------------------------- */
+
+void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * scale * w[i];
+}
+
+typedef struct mm_job { int n; const cpu_mm *mm; } mm_job;
+
+static void mm_worker(void *arg, int ith, int nth)
+{
+    const mm_job *j = arg;
+    for (int i = 0; i < j->n; i++) {
+        const cpu_mm *m = &j->mm[i];
+        const q35_tensor *t = m->t;
+        int64_t r0, r1;
+        pool_range(t->ne[1], ith, nth, 8, &r0, &r1);
+        if (r1 > r0 && m->nx > 0)
+            quant_matmul(t->type, m->W ? m->W : t->data, t->row_bytes, t->ne[0], r0, r1,
+                         m->X, m->ldx, m->nx, m->Y + r0, m->ldy);
+    }
+}
+
+void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
+{
+    mm_job j = { n, mm };
+    pool_run(b->pool, mm_worker, &j);
+}
+
+/* ---- slot pool ------------------------------------------------------------ */
+
+static size_t layer_state_floats(const q35_config *c, int kind, int max_ctx)
+{
+    if (kind == Q35_LAYER_SSM)
+        return (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch
+             + (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+    return (size_t)max_ctx * c->n_head_kv * (c->head_dim + c->head_dim_v);
+}
+
+static void cpu_destroy(q35_backend **pb);
+
+static void scratch_free(cpu_scratch *s)
+{
+    float **f[] = { &s->x, &s->h, &s->tmp, &s->qg, &s->kx, &s->vx, &s->o, &s->mix, &s->conv, &s->z,
+                    &s->y, &s->beta, &s->alpha, &s->router, &s->top_w, &s->shg, &s->shu,
+                    &s->shgate, &s->xe, &s->ge, &s->ue, &s->de };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        free(*f[i]);
+        *f[i] = NULL;
+    }
+    int **g[] = { &s->top_i, &s->pair_at, &s->seq_row0, &s->row_slot, &s->row_pos };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        free(*g[i]);
+        *g[i] = NULL;
+    }
+    s->cap = 0;
+}
+
+static void *alloc_rows(size_t rows, size_t width, size_t elem, bool *ok)
+{
+    uint64_t n;
+    if (!q35_mul(rows, width ? width : 1, &n) || !q35_mul(n, elem, &n)) {
+        *ok = false;
+        return NULL;
+    }
+    /* 64-byte alignment for the vector kernels; size rounded to match. */
+    void *p = aligned_alloc(64, (size_t)((n + 63) & ~(uint64_t)63));
+    if (!p)
+        *ok = false;
+    return p;
+}
+
+/* Grows the scratch to hold n rows; Q35_ENOMEM (state untouched) if not. */
+static int scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
+{
+    cpu_scratch *s = &b->s;
+    if (n <= s->cap)
+        return 0;
+    scratch_free(s);
+    const q35_config *c = b->c;
+    size_t E = c->n_embd, K = c->n_expert_used, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    size_t r = (size_t)n, f4 = sizeof(float), i4 = sizeof(int);
+    bool ok = true;
+    s->x = alloc_rows(r, E, f4, &ok);
+    s->h = alloc_rows(r, E, f4, &ok);
+    s->tmp = alloc_rows(r, E, f4, &ok);
+    s->qg = alloc_rows(r, 2 * (size_t)c->head_dim * c->n_head, f4, &ok);
+    s->kx = alloc_rows(r, (size_t)c->head_dim * c->n_head_kv, f4, &ok);
+    s->vx = alloc_rows(r, (size_t)c->head_dim_v * c->n_head_kv, f4, &ok);
+    s->o = alloc_rows(r, (size_t)c->head_dim_v * c->n_head, f4, &ok);
+    s->mix = alloc_rows(r, c->ssm_conv_ch, f4, &ok);
+    s->conv = alloc_rows(r, c->ssm_conv_ch, f4, &ok);
+    s->z = alloc_rows(r, c->ssm_d_inner, f4, &ok);
+    s->y = alloc_rows(r, c->ssm_d_inner, f4, &ok);
+    s->beta = alloc_rows(r, c->ssm_dt_rank, f4, &ok);
+    s->alpha = alloc_rows(r, c->ssm_dt_rank, f4, &ok);
+    s->router = alloc_rows(r, c->n_expert, f4, &ok);
+    s->top_i = alloc_rows(r, K, i4, &ok);
+    s->top_w = alloc_rows(r, K, f4, &ok);
+    s->pair_at = alloc_rows(r, K, i4, &ok);
+    s->shg = alloc_rows(r, Fs, f4, &ok);
+    s->shu = alloc_rows(r, Fs, f4, &ok);
+    s->shgate = alloc_rows(r, 1, f4, &ok);
+    s->xe = alloc_rows(r * K, E, f4, &ok);
+    s->ge = alloc_rows(r * K, F, f4, &ok);
+    s->ue = alloc_rows(r * K, F, f4, &ok);
+    s->de = alloc_rows(r * K, E, f4, &ok);
+    s->seq_row0 = alloc_rows(r, 1, i4, &ok);
+    s->row_slot = alloc_rows(r, 1, i4, &ok);
+    s->row_pos = alloc_rows(r, 1, i4, &ok);
+    if (!ok) {
+        scratch_free(s);
+        return q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory for a batch of %d rows", n);
+    }
+    s->cap = n;
+    return 0;
+}
+
+static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
+                             char *err, size_t errsz)
+{
+    q35_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory");
+        return NULL;
+    }
+    b->w = w;
+    b->c = w->cfg;
+    b->o = *o;
+    b->n_own = w->layer_end - w->layer_begin;
+    const q35_config *c = b->c;
+
+    /* The slot pool: one allocation, sizes checked for overflow. */
+    uint64_t per_slot = 0;
+    for (int il = w->layer_begin; il < w->layer_end; il++)
+        per_slot += layer_state_floats(c, c->layer_kind[il], o->max_ctx);
+    uint64_t total;
+    if (!q35_mul(per_slot, (uint64_t)o->max_seqs, &total) || !q35_mul(total, sizeof(float), &total)
+        || total > SIZE_MAX / 2) {
+        q35_err(err, errsz, Q35_ERANGE, "cpu backend: slot pool of %d x %llu floats overflows",
+                o->max_seqs, (unsigned long long)per_slot);
+        goto fail;
+    }
+    b->state_bytes = (size_t)total;
+    b->state = calloc(1, b->state_bytes ? b->state_bytes : 1);
+    b->ls = calloc((size_t)o->max_seqs * (size_t)(b->n_own > 0 ? b->n_own : 1), sizeof *b->ls);
+    if (!b->state || !b->ls) {
+        q35_err(err, errsz, Q35_ENOMEM, "cpu backend: cannot allocate the slot pool (%zu bytes for %d slots x %d positions)",
+                b->state_bytes, o->max_seqs, o->max_ctx);
+        goto fail;
+    }
+    float *p = b->state;
+    for (int s = 0; s < o->max_seqs; s++)
+        for (int il = w->layer_begin; il < w->layer_end; il++) {
+            cpu_layer_state *st = cpu_state(b, s, il);
+            if (c->layer_kind[il] == Q35_LAYER_SSM) {
+                st->conv = p;
+                p += (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
+                st->S = p;
+                p += (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+            } else {
+                st->k = p;
+                p += (size_t)o->max_ctx * c->n_head_kv * c->head_dim;
+                st->v = p;
+                p += (size_t)o->max_ctx * c->n_head_kv * c->head_dim_v;
+            }
+        }
+
+    b->pool = pool_new(o->n_threads, err, errsz);
+    if (!b->pool)
+        goto fail;
+    size_t ts = (size_t)o->max_ctx;
+    size_t ssm_ts = 2 * (size_t)c->ssm_d_state + 3 * (size_t)c->ssm_hv;
+    if (ssm_ts > ts)
+        ts = ssm_ts;
+    if (c->n_rot > ts)
+        ts = c->n_rot;     /* RoPE cos/sin of one row */
+    b->thr_stride = (ts + 15) & ~(size_t)15;
+    b->thr = calloc((size_t)o->n_threads * b->thr_stride, sizeof(float));
+    b->e_cnt = calloc(c->n_expert, sizeof(int));
+    b->e_off = calloc(c->n_expert + 1, sizeof(int));
+    b->e_list = calloc(c->n_expert, sizeof(int));
+    if (!b->thr || !b->e_cnt || !b->e_off || !b->e_list) {
+        q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory");
+        goto fail;
+    }
+    return b;
+fail:
+    cpu_destroy(&b);
+    return NULL;
+}
+
+static void cpu_destroy(q35_backend **pb)
+{
+    if (!pb || !*pb)
+        return;
+    q35_backend *b = *pb;
+    pool_destroy(&b->pool);
+    scratch_free(&b->s);
+    free(b->state);
+    free(b->ls);
+    free(b->thr);
+    free(b->e_cnt);
+    free(b->e_off);
+    free(b->e_list);
+    free(b);
+    *pb = NULL;
+}
+
+static size_t cpu_state_bytes(const q35_backend *b) { return b->state_bytes; }
+
+static void cpu_slot_reset(q35_backend *b, int slot)
+{
+    const q35_config *c = b->c;
+    for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
+        if (c->layer_kind[il] != Q35_LAYER_SSM)
+            continue;   /* a KV cache is overwritten before it is read */
+        cpu_layer_state *st = cpu_state(b, slot, il);
+        memset(st->conv, 0, (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch * sizeof(float));
+        memset(st->S, 0, (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv * sizeof(float));
+    }
+}
+
+/* ---- the forward pass ----------------------------------------------------- */
+
+static void embed(const q35_backend *b, const int32_t *tokens, int n, float *x)
+{
+    const q35_tensor *t = &b->w->token_embd;
+    const quant_type *qt = quant_type_of(t->type);
+    for (int r = 0; r < n; r++)
+        qt->dequant((const char *)t->data + (size_t)tokens[r] * t->row_bytes,
+                    x + (size_t)r * t->ne[0], t->ne[0]);
+}
+
+/* logits = output · rms(x, output_norm) for every row, or each
+ * sequence's last row. */
+static void lm_head(q35_backend *b, const cpu_rows *r, const q35_batch *bt, const float *x, float *h)
+{
+    const q35_weights *w = b->w;
+    int64_t E = b->c->n_embd, V = b->c->n_vocab;
+    int m = bt->all_logits ? r->n : r->n_seq;
+    for (int i = 0; i < m; i++) {
+        int row = bt->all_logits ? i : r->seq_row0[i] + r->seq_n[i] - 1;
+        cpu_rms(h + (size_t)i * E, x + (size_t)row * E, w->output_norm.data, E, b->c->rms_eps);
+    }
+    cpu_mm mm = { &w->output, NULL, h, E, m, bt->logits, V };
+    cpu_matmuls(b, 1, &mm);
+}
+
+static int cpu_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+{
+    const q35_config *c = b->c;
+    const q35_weights *w = b->w;
+    int n = bt->n_total, rc;
+    if ((rc = scratch_reserve(b, n, err, errsz)))
+        return rc;
+    cpu_scratch *s = &b->s;
+    int64_t E = c->n_embd;
+
+    cpu_rows r = { n, bt->n_seq, bt->slot, bt->n_tok, s->seq_row0, s->row_slot, s->row_pos };
+    for (int q = 0, row = 0; q < bt->n_seq; q++) {
+        r.seq_row0[q] = row;
+        for (int t = 0; t < bt->n_tok[q]; t++, row++) {
+            r.row_slot[row] = bt->slot[q];
+            r.row_pos[row] = bt->pos[q] + t;
+        }
+    }
+
+    float *x = s->x, *h = s->h;
+    if (w->has_embd)
+        embed(b, bt->tokens, n, x);
+    else
+        memcpy(x, bt->x_in, (size_t)n * E * sizeof(float));
+
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
+        const q35_layer_weights *l = cpu_layer(b, il);
+        for (int i = 0; i < n; i++)
+            cpu_rms(h + i * E, x + i * E, l->attn_norm.data, E, c->rms_eps);
+        if (l->kind == Q35_LAYER_ATTN)
+            cpu_attention(b, il, &r, h, x);
+        else
+            cpu_ssm(b, il, &r, h, x);
+        for (int i = 0; i < n; i++)
+            cpu_rms(h + i * E, x + i * E, l->post_attention_norm.data, E, c->rms_eps);
+        cpu_moe(b, il, &r, h, x);
+    }
+
+    if (w->has_head)
+        lm_head(b, &r, bt, x, h);
+    else
+        memcpy(bt->x_out, x, (size_t)n * E * sizeof(float));
+    return 0;
+}
+
+const q35_backend_ops q35_backend_cpu = {
+    .name = "cpu",
+    .init = cpu_init,
+    .destroy = cpu_destroy,
+    .state_bytes = cpu_state_bytes,
+    .forward = cpu_forward,
+    .slot_reset = cpu_slot_reset,
+};

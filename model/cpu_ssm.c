@@ -1,0 +1,151 @@
+/* cpu_ssm.c — the Gated DeltaNet block of DESIGN.md §1: causal conv over
+ * all 2·kd+vd channels + SiLU, L2-normed q/k, the gated delta rule with
+ * V-head u reading K-head u mod nk (tiled), read-after-write output scaled
+ * once by 1/sqrt(dk), RMS norm gated by silu(z). */
+#include "cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct ssm_job {
+    q35_backend *b;
+    int il;
+    const cpu_rows *r;
+} ssm_job;
+
+/* Conv per (sequence, channel): the window is the slot's last K-1 inputs
+ * followed by this batch's rows; the state keeps the newest K-1 after. */
+static void conv_worker(void *arg, int ith, int nth)
+{
+    const ssm_job *j = arg;
+    q35_backend *b = j->b;
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, j->il);
+    cpu_scratch *s = &b->s;
+    int64_t C = c->ssm_conv_ch;
+    int K = (int)c->ssm_d_conv;
+    const float *wc = l->ssm_conv1d.data;               /* [K, C]: channel c at wc[c·K] */
+    int64_t c0, c1;
+    pool_range(C, ith, nth, 16, &c0, &c1);
+    for (int q = 0; q < j->r->n_seq; q++) {
+        int row0 = j->r->seq_row0[q], n = j->r->seq_n[q];
+        float *cst = cpu_state(b, j->r->seq_slot[q], j->il)->conv;   /* [K-1][C] */
+        for (int64_t ch = c0; ch < c1; ch++) {
+            const float *w = wc + ch * K;
+            for (int t = 0; t < n; t++) {
+                float acc = 0;
+                for (int k = 0; k < K; k++) {
+                    int i = t - (K - 1) + k;     /* input index; < 0 is the state */
+                    float in = i < 0 ? cst[(size_t)(K - 1 + i) * C + ch]
+                                     : s->mix[(size_t)(row0 + i) * C + ch];
+                    acc += w[k] * in;
+                }
+                s->conv[(size_t)(row0 + t) * C + ch] = cpu_silu(acc);
+            }
+            /* New state: inputs n-(K-1) .. n-1; reading forward is safe
+             * because the source index is never below the target. */
+            for (int k = 0; k < K - 1; k++) {
+                int i = n - (K - 1) + k;
+                cst[(size_t)k * C + ch] = i < 0 ? cst[(size_t)(K - 1 + i) * C + ch]
+                                                : s->mix[(size_t)(row0 + i) * C + ch];
+            }
+        }
+    }
+}
+
+static void l2norm(float *y, const float *x, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    double nrm = sqrt(ss);
+    float inv = (float)(1.0 / (nrm > eps ? nrm : eps));
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * inv;
+}
+
+static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* One (sequence, V-head) per unit, scanning the sequence's rows in order. */
+static void delta_worker(void *arg, int ith, int nth)
+{
+    const ssm_job *j = arg;
+    q35_backend *b = j->b;
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, j->il);
+    cpu_scratch *s = &b->s;
+    int dk = c->ssm_d_state, hv = c->ssm_hv, nk = c->ssm_n_group, nv = c->ssm_dt_rank;
+    int64_t C = c->ssm_conv_ch, kd = c->ssm_kd, vd = c->ssm_d_inner;
+    const float *a = l->ssm_a.data, *dt_bias = l->ssm_dt_bias.data, *nw = l->ssm_norm.data;
+    float *tq = b->thr + (size_t)ith * b->thr_stride;   /* [dk] q, [dk] k, [hv] pred, y */
+    float *tk = tq + dk, *delta = tk + dk, *y = delta + hv;
+    float qscale = 1.0f / sqrtf((float)dk);
+    int64_t u0, u1;
+    pool_range((int64_t)j->r->n_seq * nv, ith, nth, 1, &u0, &u1);
+    for (int64_t unit = u0; unit < u1; unit++) {
+        int q = (int)(unit / nv), u = (int)(unit % nv), rk = u % nk;   /* tiled K-head */
+        float *S = cpu_state(b, j->r->seq_slot[q], j->il)->S + (size_t)u * dk * hv;  /* [dk][hv] */
+        for (int t = 0; t < j->r->seq_n[q]; t++) {
+            int64_t row = j->r->seq_row0[q] + t;
+            const float *cv = s->conv + row * C;
+            l2norm(tq, cv + (int64_t)rk * dk, dk, c->rms_eps);
+            l2norm(tk, cv + kd + (int64_t)rk * dk, dk, c->rms_eps);
+            const float *v = cv + 2 * kd + (int64_t)u * hv;
+            float beta = cpu_sigmoid(s->beta[row * nv + u]);
+            float decay = expf(a[u] * softplus(s->alpha[row * nv + u] + dt_bias[u]));
+
+            /* S ← exp(g)·S; pred = kᵀS */
+            memset(delta, 0, (size_t)hv * sizeof(float));
+            for (int i = 0; i < dk; i++) {
+                float *Si = S + (size_t)i * hv, ki = tk[i];
+                for (int e = 0; e < hv; e++) {
+                    Si[e] *= decay;
+                    delta[e] += ki * Si[e];
+                }
+            }
+            /* δ = (v − pred)·β; S ← S + k ⊗ δ; y = (q/sqrt(dk))ᵀ S (after the write) */
+            for (int e = 0; e < hv; e++)
+                delta[e] = (v[e] - delta[e]) * beta;
+            memset(y, 0, (size_t)hv * sizeof(float));
+            for (int i = 0; i < dk; i++) {
+                float *Si = S + (size_t)i * hv, ki = tk[i], qi = tq[i] * qscale;
+                for (int e = 0; e < hv; e++) {
+                    Si[e] += ki * delta[e];
+                    y[e] += qi * Si[e];
+                }
+            }
+            /* y ← rms(y, ssm_norm) ⊙ silu(z) per V-head (silu here, not sigmoid) */
+            float *out = s->y + row * vd + (int64_t)u * hv;
+            const float *z = s->z + row * vd + (int64_t)u * hv;
+            cpu_rms(out, y, nw, hv, c->rms_eps);
+            for (int e = 0; e < hv; e++)
+                out[e] *= cpu_silu(z[e]);
+        }
+    }
+}
+
+void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x)
+{
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, il);
+    cpu_scratch *s = &b->s;
+    int n = r->n;
+    int64_t E = c->n_embd, C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
+
+    cpu_mm proj[4] = {
+        { &l->attn_qkv, NULL, h, E, n, s->mix, C },          /* [E, 2·kd+vd] */
+        { &l->attn_gate, NULL, h, E, n, s->z, vd },          /* [E, vd] */
+        { &l->ssm_beta, NULL, h, E, n, s->beta, nv },        /* [E, nv] */
+        { &l->ssm_alpha, NULL, h, E, n, s->alpha, nv },      /* [E, nv] */
+    };
+    cpu_matmuls(b, 4, proj);
+
+    ssm_job j = { b, il, r };
+    pool_run(b->pool, conv_worker, &j);
+    pool_run(b->pool, delta_worker, &j);
+
+    cpu_mm out = { &l->ssm_out, NULL, s->y, vd, n, s->tmp, E };   /* [vd, E] */
+    cpu_matmuls(b, 1, &out);
+    for (int64_t i = 0; i < (int64_t)n * E; i++)
+        x[i] += s->tmp[i];
+}

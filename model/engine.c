@@ -1,0 +1,377 @@
+/* engine.c — the engine of engine.h: opens the GGUF, binds the tensors of
+ * a layer range (views into the mmap: no page of another tensor is
+ * touched), tracks slot lengths, validates batches and hands them to the
+ * backend chosen at open (backend.h). */
+#include "engine.h"
+#include "backend.h"
+#include "common.h"
+#include "gguf.h"
+#include "quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct q35_engine {
+    gguf_file *f;
+    q35_config cfg;
+    q35_weights w;
+    const q35_backend_ops *ops;
+    q35_backend *be;
+    int max_seqs, max_ctx;
+    int *slot_len;            /* [max_seqs] next position of each slot */
+    unsigned char *seen;      /* [max_seqs] scratch for duplicate-slot checks */
+};
+
+/* ---- backend choice ------------------------------------------------------ */
+
+const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errsz)
+{
+    const q35_backend_ops *cuda = &q35_backend_cuda ? &q35_backend_cuda : NULL;
+    if (!name)
+        return cuda ? cuda : &q35_backend_cpu;
+    if (!strcmp(name, "cpu"))
+        return &q35_backend_cpu;
+    if (!strcmp(name, "cuda")) {
+        if (!cuda)
+            q35_err(err, errsz, Q35_EINVAL, "backend 'cuda': not built into this binary");
+        return cuda;
+    }
+    q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu or cuda)", name);
+    return NULL;
+}
+
+/* ---- binding -------------------------------------------------------------- */
+
+static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
+                int64_t ne0, int64_t ne1, int64_t ne2, char *err, size_t errsz)
+{
+    int64_t ne[3] = { ne0, ne1, ne2 };
+    const gguf_tensor *g = q35_bind(f, name, n_dims, ne, err, errsz);
+    if (!g)
+        return Q35_EINVAL;
+    memset(t, 0, sizeof *t);
+    t->name = g->name;
+    t->type = g->type;
+    t->n_dims = n_dims;
+    for (int i = 0; i < 4; i++)
+        t->ne[i] = i < n_dims ? ne[i] : 1;
+    t->row_bytes = (size_t)quant_row_bytes(g->type, ne0);
+    t->expert_stride = n_dims == 3 ? t->row_bytes * (size_t)ne1 : 0;
+    t->data = g->data;
+    t->nbytes = g->nbytes;
+    /* Vectors the CPU reads as plain floats must be F32. */
+    if (n_dims == 1 && g->type != GGML_TYPE_F32)
+        return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
+                       gguf_name(f), name, g->type);
+    return 0;
+}
+
+#define BINDL(field, suffix, nd, a, b, c) do {                                  \
+        snprintf(name, sizeof name, "blk.%d." suffix, il);                       \
+        if ((rc = bind(f, &lw->field, name, nd, a, b, c, err, errsz)))          \
+            return rc;                                                           \
+    } while (0)
+
+static int bind_moe(const gguf_file *f, const q35_config *c, int il,
+                    q35_layer_weights *lw, char *err, size_t errsz)
+{
+    char name[GGUF_NAME_MAX + 16];
+    int rc;
+    int64_t E = c->n_embd, X = c->n_expert, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    BINDL(ffn_gate_inp, "ffn_gate_inp.weight", 2, E, X, 1);
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
+    if (gguf_find_tensor(f, name)) {
+        /* Fused: rows [0, F) of each expert are gate, [F, 2F) up. */
+        if ((rc = bind(f, &lw->ffn_gate_exps, name, 3, E, 2 * F, X, err, errsz)))
+            return rc;
+        lw->ffn_gate_exps.ne[1] = F;
+        lw->ffn_up_exps = lw->ffn_gate_exps;
+        lw->ffn_up_exps.data = (const char *)lw->ffn_gate_exps.data
+                               + lw->ffn_gate_exps.row_bytes * (size_t)F;
+    } else {
+        BINDL(ffn_gate_exps, "ffn_gate_exps.weight", 3, E, F, X);
+        BINDL(ffn_up_exps, "ffn_up_exps.weight", 3, E, F, X);
+    }
+    BINDL(ffn_down_exps, "ffn_down_exps.weight", 3, F, E, X);
+    BINDL(ffn_gate_inp_shexp, "ffn_gate_inp_shexp.weight", 1, E, 1, 1);
+    BINDL(ffn_gate_shexp, "ffn_gate_shexp.weight", 2, E, Fs, 1);
+    BINDL(ffn_up_shexp, "ffn_up_shexp.weight", 2, E, Fs, 1);
+    BINDL(ffn_down_shexp, "ffn_down_shexp.weight", 2, Fs, E, 1);
+    return 0;
+}
+
+static int bind_layer(const gguf_file *f, const q35_config *c, int il,
+                      q35_layer_weights *lw, char *err, size_t errsz)
+{
+    char name[GGUF_NAME_MAX + 16];
+    int rc;
+    int64_t E = c->n_embd;
+    lw->kind = c->layer_kind[il];
+    BINDL(attn_norm, "attn_norm.weight", 1, E, 1, 1);
+    BINDL(post_attention_norm, "post_attention_norm.weight", 1, E, 1, 1);
+    if (lw->kind == Q35_LAYER_ATTN) {
+        int64_t hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
+        BINDL(attn_q, "attn_q.weight", 2, E, 2 * hd * nh, 1);
+        BINDL(attn_k, "attn_k.weight", 2, E, hd * nkv, 1);
+        BINDL(attn_v, "attn_v.weight", 2, E, hdv * nkv, 1);
+        BINDL(attn_q_norm, "attn_q_norm.weight", 1, hd, 1, 1);
+        BINDL(attn_k_norm, "attn_k_norm.weight", 1, hd, 1, 1);
+        BINDL(attn_output, "attn_output.weight", 2, hdv * nh, E, 1);
+    } else {
+        int64_t C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
+        BINDL(attn_qkv, "attn_qkv.weight", 2, E, C, 1);
+        BINDL(attn_gate, "attn_gate.weight", 2, E, vd, 1);
+        BINDL(ssm_conv1d, "ssm_conv1d.weight", 2, c->ssm_d_conv, C, 1);
+        if (lw->ssm_conv1d.type != GGML_TYPE_F32)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
+                           gguf_name(f), lw->ssm_conv1d.name, lw->ssm_conv1d.type);
+        BINDL(ssm_dt_bias, "ssm_dt.bias", 1, nv, 1, 1);
+        BINDL(ssm_a, "ssm_a", 1, nv, 1, 1);
+        BINDL(ssm_beta, "ssm_beta.weight", 2, E, nv, 1);
+        BINDL(ssm_alpha, "ssm_alpha.weight", 2, E, nv, 1);
+        BINDL(ssm_norm, "ssm_norm.weight", 1, c->ssm_hv, 1, 1);
+        BINDL(ssm_out, "ssm_out.weight", 2, vd, E, 1);
+    }
+    return bind_moe(f, c, il, lw, err, errsz);
+}
+
+static int bind_all(q35_engine *e, char *err, size_t errsz)
+{
+    const q35_config *c = &e->cfg;
+    q35_weights *w = &e->w;
+    int64_t E = c->n_embd, V = c->n_vocab;
+    int rc;
+    w->cfg = c;
+    w->has_embd = w->layer_begin == 0;
+    w->has_head = w->layer_end == (int)c->n_layer;
+    if (w->has_embd && (rc = bind(e->f, &w->token_embd, "token_embd.weight", 2, E, V, 1, err, errsz)))
+        return rc;
+    if (w->has_head) {
+        if ((rc = bind(e->f, &w->output_norm, "output_norm.weight", 1, E, 1, 1, err, errsz)))
+            return rc;
+        const char *head = gguf_find_tensor(e->f, "output.weight") ? "output.weight"
+                                                                     : "token_embd.weight";
+        if ((rc = bind(e->f, &w->output, head, 2, E, V, 1, err, errsz)))
+            return rc;
+    }
+    int n = w->layer_end - w->layer_begin;
+    w->layers = calloc((size_t)(n > 0 ? n : 1), sizeof *w->layers);
+    if (!w->layers)
+        return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+    for (int il = w->layer_begin; il < w->layer_end; il++)
+        if ((rc = bind_layer(e->f, c, il, &w->layers[il - w->layer_begin], err, errsz)))
+            return rc;
+    return 0;
+}
+
+/* ---- open / close --------------------------------------------------------- */
+
+q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
+{
+    if (!o || !o->model_path) {
+        q35_err(err, errsz, Q35_EINVAL, "engine: no model path");
+        return NULL;
+    }
+    if (o->max_seqs < 1 || o->max_seqs > 65536 || o->max_ctx < 1) {
+        q35_err(err, errsz, Q35_EINVAL, "engine: max_seqs %d / max_ctx %d, expected >= 1 (max_seqs <= 65536)",
+                o->max_seqs, o->max_ctx);
+        return NULL;
+    }
+    q35_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+        return NULL;
+    }
+    e->f = gguf_open(o->model_path, err, errsz);
+    if (!e->f || q35_config_load(e->f, &e->cfg, err, errsz))
+        goto fail;
+    int nl = (int)e->cfg.n_layer;
+    int a = o->layer_begin, b = o->layer_end < 0 ? nl : o->layer_end;
+    if (a < 0 || b > nl || a > b || (a == b && nl > 0)) {
+        q35_err(err, errsz, Q35_EINVAL, "%s: layer range [%d, %d): expected 0 <= a < b <= %d",
+                o->model_path, o->layer_begin, o->layer_end, nl);
+        goto fail;
+    }
+    if ((uint32_t)o->max_ctx > e->cfg.n_ctx_train && e->cfg.n_ctx_train > 0) {
+        q35_err(err, errsz, Q35_EINVAL, "%s: max_ctx %d exceeds the model's context_length %u",
+                o->model_path, o->max_ctx, e->cfg.n_ctx_train);
+        goto fail;
+    }
+    if (e->cfg.head_dim_v != e->cfg.head_dim) {
+        /* The output gate is the second head_dim half of each q head. */
+        q35_err(err, errsz, Q35_EINVAL, "%s: attention.value_length %u differs from key_length %u (the gated output needs them equal)",
+                o->model_path, e->cfg.head_dim_v, e->cfg.head_dim);
+        goto fail;
+    }
+    e->w.layer_begin = a;
+    e->w.layer_end = b;
+    if (bind_all(e, err, errsz))
+        goto fail;
+    e->ops = q35_backend_find(o->backend, err, errsz);
+    if (!e->ops)
+        goto fail;
+    e->max_seqs = o->max_seqs;
+    e->max_ctx = o->max_ctx;
+    e->slot_len = calloc((size_t)o->max_seqs, sizeof *e->slot_len);
+    e->seen = calloc((size_t)o->max_seqs, 1);
+    if (!e->slot_len || !e->seen) {
+        q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+        goto fail;
+    }
+    q35_backend_opts bo = {
+        .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
+        .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
+    };
+    e->be = e->ops->init(&e->w, &bo, err, errsz);
+    if (!e->be && !o->backend && e->ops != &q35_backend_cpu) {
+        /* "cuda if available": linked in but no usable device. */
+        e->ops = &q35_backend_cpu;
+        e->be = e->ops->init(&e->w, &bo, err, errsz);
+    }
+    if (!e->be)
+        goto fail;
+    return e;
+fail:
+    q35_engine_close(&e);
+    return NULL;
+}
+
+void q35_engine_close(q35_engine **pe)
+{
+    if (!pe || !*pe)
+        return;
+    q35_engine *e = *pe;
+    if (e->be)
+        e->ops->destroy(&e->be);
+    free(e->w.layers);
+    free(e->slot_len);
+    free(e->seen);
+    gguf_close(&e->f);
+    free(e);
+    *pe = NULL;
+}
+
+const q35_config *q35_engine_config(const q35_engine *e) { return &e->cfg; }
+int q35_engine_layer_begin(const q35_engine *e) { return e->w.layer_begin; }
+int q35_engine_layer_end(const q35_engine *e) { return e->w.layer_end; }
+bool q35_engine_has_embd(const q35_engine *e) { return e->w.has_embd; }
+bool q35_engine_has_head(const q35_engine *e) { return e->w.has_head; }
+const char *q35_engine_backend(const q35_engine *e) { return e->ops->name; }
+size_t q35_engine_state_bytes(const q35_engine *e) { return e->ops->state_bytes(e->be); }
+int q35_engine_max_seqs(const q35_engine *e) { return e->max_seqs; }
+int q35_engine_max_ctx(const q35_engine *e) { return e->max_ctx; }
+
+/* ---- forward -------------------------------------------------------------- */
+
+static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
+{
+    const q35_config *c = &e->cfg;
+    if (!b || b->n_seq < 1 || b->n_seq > e->max_seqs || !b->slot || !b->pos || !b->n_tok)
+        return q35_err(err, errsz, Q35_EINVAL, "batch: n_seq %d, expected 1..%d with slot/pos/n_tok arrays",
+                       b ? b->n_seq : 0, e->max_seqs);
+    int64_t total = 0;
+    int rc = 0;
+    for (int s = 0; s < b->n_seq && !rc; s++) {
+        int sl = b->slot[s], p = b->pos[s], n = b->n_tok[s];
+        if (sl < 0 || sl >= e->max_seqs)
+            rc = q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d, expected 0..%d",
+                         s, sl, e->max_seqs - 1);
+        else if (e->seen[sl])
+            rc = q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d appears twice", s, sl);
+        else if (n < 1)
+            rc = q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): n_tok %d, expected >= 1",
+                         s, sl, n);
+        else if (p != e->slot_len[sl])
+            rc = q35_err(err, errsz, Q35_ESTATE,
+                         "batch: sequence %d (slot %d): position %d does not continue the slot (next position %d)",
+                         s, sl, p, e->slot_len[sl]);
+        else if ((int64_t)p + n > e->max_ctx)
+            rc = q35_err(err, errsz, Q35_ERANGE,
+                         "batch: sequence %d (slot %d): positions %d..%d past the context of %d (context full)",
+                         s, sl, p, p + n - 1, e->max_ctx);
+        if (!rc)
+            e->seen[sl] = 1;
+        total += n;
+    }
+    for (int s = 0; s < b->n_seq; s++)
+        if (b->slot[s] >= 0 && b->slot[s] < e->max_seqs)
+            e->seen[b->slot[s]] = 0;
+    if (rc)
+        return rc;
+    if (total != b->n_total)
+        return q35_err(err, errsz, Q35_EINVAL, "batch: n_total %d, but the sequences hold %lld tokens",
+                       b->n_total, (long long)total);
+    if (e->w.has_embd) {
+        if (!b->tokens)
+            return q35_err(err, errsz, Q35_EINVAL, "batch: no token ids for the first stage");
+        for (int i = 0; i < b->n_total; i++)
+            if (b->tokens[i] < 0 || (uint32_t)b->tokens[i] >= c->n_vocab)
+                return q35_err(err, errsz, Q35_EINVAL, "batch: token %d: id %d, expected 0..%u",
+                               i, b->tokens[i], c->n_vocab - 1);
+    } else if (!b->x_in) {
+        return q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from %d",
+                       e->w.layer_begin);
+    }
+    if (e->w.has_head && !b->logits)
+        return q35_err(err, errsz, Q35_EINVAL, "batch: no logits buffer for the last stage");
+    if (!e->w.has_head && !b->x_out)
+        return q35_err(err, errsz, Q35_EINVAL, "batch: no hidden output buffer (x_out) for layers to %d",
+                       e->w.layer_end);
+    return 0;
+}
+
+int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
+{
+    int rc = check_batch(e, b, err, errsz);
+    if (rc)
+        return rc;
+    if ((rc = e->ops->forward(e->be, b, err, errsz)))
+        return rc;
+    for (int s = 0; s < b->n_seq; s++)
+        e->slot_len[b->slot[s]] += b->n_tok[s];
+    return 0;
+}
+
+int q35_engine_slot_len(const q35_engine *e, int slot)
+{
+    if (slot < 0 || slot >= e->max_seqs)
+        return Q35_EINVAL;
+    return e->slot_len[slot];
+}
+
+int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    e->ops->slot_reset(e->be, slot);
+    e->slot_len[slot] = 0;
+    return 0;
+}
+
+uint64_t q35_engine_decode_bytes(const q35_engine *e)
+{
+    const q35_weights *w = &e->w;
+    uint64_t n = 0;
+    if (w->has_embd)
+        n += w->token_embd.row_bytes;
+    if (w->has_head)
+        n += w->output_norm.nbytes + w->output.nbytes;
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
+        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
+        const q35_tensor *dense[] = {
+            &l->attn_norm, &l->post_attention_norm, &l->attn_q, &l->attn_k, &l->attn_v,
+            &l->attn_q_norm, &l->attn_k_norm, &l->attn_output, &l->attn_qkv, &l->attn_gate,
+            &l->ssm_conv1d, &l->ssm_dt_bias, &l->ssm_a, &l->ssm_beta, &l->ssm_alpha,
+            &l->ssm_norm, &l->ssm_out, &l->ffn_gate_inp, &l->ffn_gate_inp_shexp,
+            &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
+        };
+        for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++)
+            if (dense[i]->data)
+                n += dense[i]->nbytes;
+        const q35_tensor *exps[] = { &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps };
+        for (int i = 0; i < 3; i++)
+            n += (uint64_t)e->cfg.n_expert_used * exps[i]->row_bytes * (uint64_t)exps[i]->ne[1];
+    }
+    return n;
+}

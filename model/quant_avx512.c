@@ -1,0 +1,375 @@
+/* quant_avx512.c — AVX-512 dot and matmul kernels (float32 activations,
+ * float32 accumulation), built with AVX-512F/BW/VL/DQ flags (quant.mk) and
+ * only called after quant.c checked the CPU.
+ *
+ * Every decoder here yields exactly the dequantized weights (the same
+ * float operations as quant_ref.c), so a row's result depends only on the
+ * accumulation order, which is fixed: 16-value chunk c of a row goes to
+ * accumulator c % 4, the four are summed ((0+1)+(2+3)) and reduced. The
+ * dot and every matmul tile size follow that order, so quant_matmul is
+ * bit-identical to quant_dot for any nx and any row split.
+ *
+ * A type's "body" walks the row 64 values at a time and hands each group
+ * of four decoded vectors to EMIT4, which either multiply-adds them into
+ * NV vectors' accumulators or, NV == 0, stores them to a row buffer.
+ * Bodies are always inlined with NV constant, so no branch survives.
+ */
+#include "quant_impl.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define NV_MAX 4        /* vectors per matmul tile: 4 x 4 accumulators */
+#define BUF_MAX 16384   /* widest row decoded once into a buffer */
+
+typedef __m512 acc_t[4];
+
+#define EMIT4(w0, w1, w2, w3, off) do {                                        \
+    if (NV == 0) {                                                             \
+        _mm512_storeu_ps(buf + (off), w0);                                     \
+        _mm512_storeu_ps(buf + (off) + 16, w1);                                \
+        _mm512_storeu_ps(buf + (off) + 32, w2);                                \
+        _mm512_storeu_ps(buf + (off) + 48, w3);                                \
+    }                                                                          \
+    for (int v_ = 0; v_ < NV; v_++) {                                          \
+        const float *xv_ = x + v_ * ldx + (off);                               \
+        acc[v_][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xv_), acc[v_][0]);      \
+        acc[v_][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xv_ + 16), acc[v_][1]); \
+        acc[v_][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(xv_ + 32), acc[v_][2]); \
+        acc[v_][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(xv_ + 48), acc[v_][3]); \
+    }                                                                          \
+} while (0)
+
+#define BODY_ARGS const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
+                  const int NV, acc_t *acc, float *buf
+
+static inline float h2f(const uint8_t *p) { return _cvtsh_ss(quant_rd16(p)); }
+static inline __m512i bytes16(const uint8_t *p)
+{ return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+static const float iota16[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+static const float iota32hi[16] = { 16, 17, 18, 19, 20, 21, 22, 23,
+                                    24, 25, 26, 27, 28, 29, 30, 31 };
+/* Q3_K values idx - 4 for idx 0..7, twice: bit 3 of the index is noise */
+static const float q3vals[16] = { -4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3 };
+
+/* (c ? a : b) bitwise, the vpternlog immediate */
+#define SEL_C_A_B 0xE4
+
+/* --- bodies: full 64-value groups; the caller handles n % 64 ------------- */
+
+INLINE void body_f32(BODY_ARGS)
+{
+    const float *w = (const float *)row;
+    for (int64_t i = 0; i + 64 <= n; i += 64)
+        EMIT4(_mm512_loadu_ps(w + i), _mm512_loadu_ps(w + i + 16),
+              _mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(w + i + 48), i);
+}
+
+INLINE __m512 f16x16(const uint8_t *p)
+{ return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+INLINE void body_f16(BODY_ARGS)
+{
+    for (int64_t i = 0; i + 64 <= n; i += 64)
+        EMIT4(f16x16(row + 2 * i), f16x16(row + 2 * i + 32),
+              f16x16(row + 2 * i + 64), f16x16(row + 2 * i + 96), i);
+}
+
+INLINE __m512 bf16x16(const uint8_t *p)
+{
+    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+
+INLINE void body_bf16(BODY_ARGS)
+{
+    for (int64_t i = 0; i + 64 <= n; i += 64)
+        EMIT4(bf16x16(row + 2 * i), bf16x16(row + 2 * i + 32),
+              bf16x16(row + 2 * i + 64), bf16x16(row + 2 * i + 96), i);
+}
+
+INLINE __m512 q8x16(const uint8_t *p, __m512 d)
+{
+    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+}
+
+/* two 34-byte blocks {f16 d; i8 qs[32]} per group */
+INLINE void body_q8_0(BODY_ARGS)
+{
+    for (int64_t i = 0; i + 64 <= n; i += 64) {
+        const uint8_t *b = row + (i / 32) * 34;
+        __m512 d0 = _mm512_set1_ps(h2f(b)), d1 = _mm512_set1_ps(h2f(b + 34));
+        EMIT4(q8x16(b + 2, d0), q8x16(b + 18, d0), q8x16(b + 36, d1), q8x16(b + 52, d1), i);
+    }
+}
+
+/* d*i - m for i in 0..15, rounded as the scalar decoder rounds */
+INLINE __m512 lin_table(const float *iota, float d, float m)
+{
+    return _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(iota), _mm512_set1_ps(d)),
+                         _mm512_set1_ps(m));
+}
+
+/* Q4_K: a group is two 32-value sub-blocks sharing 32 bytes (low nibbles,
+ * then high); each sub-block's 16 possible values are one lookup table. */
+INLINE void body_q4_K(BODY_ARGS)
+{
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 144;
+        float d = h2f(b), dmin = h2f(b + 2);
+        for (int p = 0; p < 4; p++) {
+            uint8_t s0, m0, s1, m1;
+            quant_scale_min_k4(2 * p, b + 4, &s0, &m0);
+            quant_scale_min_k4(2 * p + 1, b + 4, &s1, &m1);
+            __m512 t0 = lin_table(iota16, d * (float)s0, dmin * (float)m0);
+            __m512 t1 = lin_table(iota16, d * (float)s1, dmin * (float)m1);
+            __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
+            EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
+                  _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t1),
+                  _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t1), i + 64 * p);
+        }
+    }
+}
+
+/* Q5_K: as Q4_K with a fifth bit from qh; 32-entry tables (two vectors),
+ * index bit 4 = the qh bit, moved there by a shift. */
+INLINE __m512i shl_var(__m512i v, int s)
+{
+    return s >= 0 ? _mm512_sll_epi32(v, _mm_cvtsi32_si128(s))
+                  : _mm512_srl_epi32(v, _mm_cvtsi32_si128(-s));
+}
+
+INLINE void body_q5_K(BODY_ARGS)
+{
+    const __m512i low4 = _mm512_set1_epi32(0x0F);
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 176;
+        float d = h2f(b), dmin = h2f(b + 2);
+        __m512i h0 = bytes16(b + 16), h1 = bytes16(b + 32);
+        for (int p = 0; p < 4; p++) {
+            uint8_t s0, m0, s1, m1;
+            quant_scale_min_k4(2 * p, b + 4, &s0, &m0);
+            quant_scale_min_k4(2 * p + 1, b + 4, &s1, &m1);
+            float d0 = d * (float)s0, n0 = dmin * (float)m0;
+            float d1 = d * (float)s1, n1 = dmin * (float)m1;
+            __m512 t0l = lin_table(iota16, d0, n0), t0h = lin_table(iota32hi, d0, n0);
+            __m512 t1l = lin_table(iota16, d1, n1), t1h = lin_table(iota32hi, d1, n1);
+            __m512i q0 = bytes16(b + 48 + 32 * p), q1 = bytes16(b + 64 + 32 * p);
+            int sl = 4 - 2 * p, sh = 3 - 2 * p;   /* qh bit 2p / 2p+1 -> bit 4 */
+            __m512i i0 = _mm512_ternarylogic_epi32(q0, shl_var(h0, sl), low4, SEL_C_A_B);
+            __m512i i1 = _mm512_ternarylogic_epi32(q1, shl_var(h1, sl), low4, SEL_C_A_B);
+            __m512i i2 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q0, 4), shl_var(h0, sh),
+                                                   low4, SEL_C_A_B);
+            __m512i i3 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q1, 4), shl_var(h1, sh),
+                                                   low4, SEL_C_A_B);
+            EMIT4(_mm512_permutex2var_ps(t0l, i0, t0h), _mm512_permutex2var_ps(t0l, i1, t0h),
+                  _mm512_permutex2var_ps(t1l, i2, t1h), _mm512_permutex2var_ps(t1l, i3, t1h),
+                  i + 64 * p);
+        }
+    }
+}
+
+/* Q3_K: each 16 values share a scale; index = 2 low bits | hmask bit << 2,
+ * value = scale * (index - 4) from an 8-entry table. */
+INLINE void body_q3_K(BODY_ARGS)
+{
+    const __m512i low2 = _mm512_set1_epi32(3);
+    const __m512 vals = _mm512_loadu_ps(q3vals);
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 110;
+        float d = h2f(b + 108);
+        __m512i hm[2] = { bytes16(b), bytes16(b + 16) };
+        for (int h = 0; h < 2; h++) {
+            __m512i q[2] = { bytes16(b + 32 + 32 * h), bytes16(b + 48 + 32 * h) };
+            for (int jj = 0; jj < 4; jj += 2) {
+                __m512 w[4];
+                for (int k = 0; k < 4; k++) {
+                    int j = jj + k / 2, lh = k % 2;
+                    float dl = d * (float)quant_scale_q3k(8 * h + 2 * j + lh, b + 96);
+                    __m512i idx = _mm512_ternarylogic_epi32(
+                        _mm512_srl_epi32(q[lh], _mm_cvtsi32_si128(2 * j)),
+                        shl_var(hm[lh], 2 - (4 * h + j)), low2, SEL_C_A_B);
+                    w[k] = _mm512_permutexvar_ps(idx, _mm512_mul_ps(_mm512_set1_ps(dl), vals));
+                }
+                EMIT4(w[0], w[1], w[2], w[3], i + 128 * h + 32 * jj);
+            }
+        }
+    }
+}
+
+/* Q6_K: 6-bit values assembled 64 at a time in bytes (low nibbles | two
+ * qh bits << 4, minus 32), widened 16 at a time and scaled (d * sc) * q. */
+INLINE void body_q6_K(BODY_ARGS)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i off = _mm512_set1_epi8(32);
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 210;
+        __m512 d = _mm512_set1_ps(h2f(b + 208));
+        __m512 ds = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                          _mm_loadu_si128((const __m128i *)(b + 192)))));
+        for (int h = 0; h < 2; h++) {
+            __m512i L = _mm512_loadu_si512(b + 64 * h);
+            __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+            __m512i H2 = _mm512_inserti64x4(_mm512_castsi256_si512(H), H, 1);
+            for (int hi = 0; hi < 2; hi++) {
+                __m512i nib = hi ? _mm512_and_si512(_mm512_srli_epi16(L, 4), m4)
+                                 : _mm512_and_si512(L, m4);
+                /* values 0..31 take qh bits 4hi.., values 32..63 bits 4hi+2.. */
+                __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * hi)),
+                                                 _mm256_set1_epi16((short)(4 * hi + 2)), 1);
+                __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(H2, cnt), m2);
+                __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(hb, 4)), off);
+                int s = 8 * h + 4 * hi;
+                /* lane k of q: values 16k..16k+15, scale s + k */
+#define Q6W(k) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(             \
+                   _mm512_extracti32x4_epi32(q, k))),                              \
+                   _mm512_permutexvar_ps(_mm512_set1_epi32(s + k), ds))
+                __m512 w[4] = { Q6W(0), Q6W(1), Q6W(2), Q6W(3) };
+#undef Q6W
+                EMIT4(w[0], w[1], w[2], w[3], i + 128 * h + 64 * hi);
+            }
+        }
+    }
+}
+
+/* Any other decoded type: the scalar block decoder into a small buffer. */
+INLINE void body_generic(int type, BODY_ARGS)
+{
+    const quant_type *t = quant_type_of(type);
+    float tmp[256];
+    int per = t->blck >= 64 ? t->blck : 64;      /* values decoded per step */
+    for (int64_t i = 0; i + per <= n; i += per) {
+        for (int j = 0; j < per; j += t->blck)
+            t->block(row + ((i + j) / t->blck) * t->bytes, tmp + j);
+        for (int j = 0; j < per; j += 64)
+            EMIT4(_mm512_loadu_ps(tmp + j), _mm512_loadu_ps(tmp + j + 16),
+                  _mm512_loadu_ps(tmp + j + 32), _mm512_loadu_ps(tmp + j + 48), i + j);
+    }
+    /* 256-value blocks always fill whole steps; others stop at a multiple of 64 */
+}
+
+/* The last n % 64 values, for any type: decoded by the scalar decoder into
+ * a zero-padded group; x is read under a mask, never past its end. */
+INLINE void tail_any(int type, BODY_ARGS)
+{
+    const quant_type *t = quant_type_of(type);
+    int64_t i0 = n - n % 64;
+    int rem = (int)(n - i0);
+    if (!rem)
+        return;
+    float tmp[64] = { 0 };
+    for (int j = 0; j < rem; j += t->blck)
+        t->block(row + ((i0 + j) / t->blck) * t->bytes, tmp + j);
+    if (NV == 0)
+        memcpy(buf + i0, tmp, sizeof tmp);
+    for (int c = 0; c * 16 < rem; c++) {
+        __mmask16 m = rem - 16 * c >= 16 ? 0xFFFF : (__mmask16)((1u << (rem - 16 * c)) - 1);
+        __m512 w = _mm512_loadu_ps(tmp + 16 * c);
+        for (int v = 0; v < NV; v++)
+            acc[v][c] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + v * ldx + i0 + 16 * c),
+                                        acc[v][c]);
+    }
+}
+
+INLINE float acc_sum(acc_t a)
+{
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]),
+                                              _mm512_add_ps(a[2], a[3])));
+}
+
+/* Whole row (body + tail) for NV vectors. */
+#define ROW_FN(name, ID, BODY)                                                 \
+INLINE void row_##name(BODY_ARGS)                                              \
+{                                                                              \
+    BODY(row, n, x, ldx, NV, acc, buf);                                        \
+    if (n % 64)                                                                \
+        tail_any(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf);                \
+}
+
+#define GEN_BODY(name, ID) \
+    INLINE void gbody_##name(BODY_ARGS) { body_generic(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf); }
+
+ROW_FN(f32, F32, body_f32)
+
+/* One tile: nv (1..4) vectors against one row, results to Y. */
+#define TILE_FN(name)                                                          \
+static void tile_##name(const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
+                        int nv, float *y, int64_t ldy)                          \
+{                                                                              \
+    acc_t acc[NV_MAX];                                                         \
+    for (int v = 0; v < NV_MAX; v++)                                           \
+        for (int k = 0; k < 4; k++)                                            \
+            acc[v][k] = _mm512_setzero_ps();                                   \
+    switch (nv) {                                                              \
+    case 1: row_##name(row, n, x, ldx, 1, acc, NULL); break;                   \
+    case 2: row_##name(row, n, x, ldx, 2, acc, NULL); break;                   \
+    case 3: row_##name(row, n, x, ldx, 3, acc, NULL); break;                   \
+    default: row_##name(row, n, x, ldx, 4, acc, NULL); break;                  \
+    }                                                                          \
+    for (int v = 0; v < nv; v++)                                               \
+        y[v * ldy] = acc_sum(acc[v]);                                          \
+}
+
+TILE_FN(f32)
+
+/* dot and matmul of a type. Matmul with 4+ vectors decodes each row once
+ * into a buffer and runs the f32 tiles on it: the same weights, the same
+ * order, so the same bits as the fused tiles. */
+#define KERNELS(name, ID)                                                      \
+static void decode_##name(const uint8_t *row, int64_t n, float *buf)           \
+{                                                                              \
+    row_##name(row, n, NULL, 0, 0, NULL, buf);                                 \
+}                                                                              \
+static float dot_##name(const void *row, const float *x, int64_t n)            \
+{                                                                              \
+    float y;                                                                   \
+    tile_##name(row, n, x, 0, 1, &y, 0);                                       \
+    return y;                                                                  \
+}                                                                              \
+static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \
+                      int64_t r1, const float *X, int64_t ldx, int nx,         \
+                      float *Y, int64_t ldy)                                   \
+{                                                                              \
+    float buf[BUF_MAX + 64] __attribute__((aligned(64)));                      \
+    int decode = nx >= NV_MAX && nc <= BUF_MAX && GGML_TYPE_##ID != GGML_TYPE_F32; \
+    for (int64_t r = r0; r < r1; r++) {                                        \
+        const uint8_t *row = (const uint8_t *)W + (size_t)r * rb;              \
+        if (decode)                                                            \
+            decode_##name(row, nc, buf);                                       \
+        for (int t = 0; t < nx; t += NV_MAX) {                                 \
+            int nv = nx - t < NV_MAX ? nx - t : NV_MAX;                        \
+            if (decode)                                                        \
+                tile_f32((const uint8_t *)buf, nc, X + t * ldx, ldx, nv,       \
+                         Y + t * ldy + (r - r0), ldy);                         \
+            else                                                               \
+                tile_##name(row, nc, X + t * ldx, ldx, nv,                     \
+                            Y + t * ldy + (r - r0), ldy);                      \
+        }                                                                      \
+    }                                                                          \
+}
+
+/* Fused types have their own body; the rest use the generic one. */
+#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
+                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
+#define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
+                   X(q2_K, Q2_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
+
+#define X(name, ID) ROW_FN(name, ID, body_##name) TILE_FN(name)
+FUSED(X)
+#undef X
+#define X(name, ID) GEN_BODY(name, ID) ROW_FN(name, ID, gbody_##name) TILE_FN(name)
+GENERIC(X)
+#undef X
+#define X(name, ID) KERNELS(name, ID)
+X(f32, F32) FUSED(X) GENERIC(X)
+#undef X
+
+const quant_kernels quant_kernels_avx512[GGML_TYPE_COUNT] = {
+#define X(name, ID) [GGML_TYPE_##ID] = { dot_##name, mm_##name },
+    X(f32, F32) FUSED(X) GENERIC(X)
+#undef X
+};

@@ -1,0 +1,161 @@
+/* forward_util.h — helpers for the forward-pass tests (test_forward*.c):
+ * golden files, engine chains split by layer range, greedy decoding.
+ * Include after cmocka.h. Failures abort the test through cmocka. */
+#ifndef Q35_FORWARD_UTIL_H
+#define Q35_FORWARD_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "engine.h"
+
+#define FU_UNUSED __attribute__((unused))
+
+static FU_UNUSED const char *fu_golden_dir(void)
+{
+    const char *g = getenv("QWEN35_GOLDEN");
+    return g ? g : "../shared/golden";
+}
+
+static FU_UNUSED void *fu_alloc(size_t n)
+{
+    void *p = calloc(1, n ? n : 1);
+    if (!p)
+        fail_msg("out of memory (%zu bytes)", n);
+    return p;
+}
+
+static FU_UNUSED void *fu_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("%s: cannot open", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = fu_alloc((size_t)n);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n)
+        fail_msg("%s: short read", path);
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+/* Reads up to max whitespace-separated ids; returns how many. */
+static FU_UNUSED int fu_read_ids(const char *path, int32_t *ids, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("%s: cannot open", path);
+    int n = 0, v;
+    while (n < max && fscanf(f, "%d", &v) == 1)
+        ids[n++] = v;
+    fclose(f);
+    return n;
+}
+
+static FU_UNUSED double fu_max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m))
+            m = d;             /* NaN propagates as the max */
+    }
+    return m;
+}
+
+static FU_UNUSED q35_engine *fu_open(const char *model, int a, int b, int max_seqs, int max_ctx,
+                                     int threads)
+{
+    char err[Q35_ERRSZ] = "";
+    q35_engine_opts o = { .model_path = model, .layer_begin = a, .layer_end = b,
+                          .max_seqs = max_seqs, .max_ctx = max_ctx, .n_threads = threads,
+                          .backend = "cpu" };
+    q35_engine *e = q35_engine_open(&o, err, sizeof err);
+    if (!e)
+        fail_msg("open %s [%d,%d): %s", model, a, b, err);
+    return e;
+}
+
+static FU_UNUSED int32_t fu_argmax(const float *v, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+/* One model as 1 or 2 engines (split at layer `split`, 0 = none). */
+typedef struct fu_chain {
+    q35_engine *e[2];
+    int n, V, E;
+} fu_chain;
+
+static FU_UNUSED void fu_chain_open(fu_chain *ch, const char *model, int split, int max_seqs,
+                                    int max_ctx, int threads)
+{
+    memset(ch, 0, sizeof *ch);
+    if (split) {
+        ch->e[0] = fu_open(model, 0, split, max_seqs, max_ctx, threads);
+        ch->e[1] = fu_open(model, split, -1, max_seqs, max_ctx, threads);
+        ch->n = 2;
+    } else {
+        ch->e[0] = fu_open(model, 0, -1, max_seqs, max_ctx, threads);
+        ch->n = 1;
+    }
+    ch->V = (int)q35_engine_config(ch->e[0])->n_vocab;
+    ch->E = (int)q35_engine_config(ch->e[0])->n_embd;
+}
+
+static FU_UNUSED void fu_chain_close(fu_chain *ch)
+{
+    for (int i = 0; i < ch->n; i++)
+        q35_engine_close(&ch->e[i]);
+}
+
+/* A batch through every engine of the chain (hidden rows handed over). */
+static FU_UNUSED void fu_chain_batch(fu_chain *ch, q35_batch *b)
+{
+    char err[Q35_ERRSZ] = "";
+    float *hid = ch->n > 1 ? fu_alloc((size_t)b->n_total * ch->E * sizeof(float)) : NULL;
+    for (int i = 0; i < ch->n; i++) {
+        b->x_in = hid;
+        b->x_out = hid;
+        if (q35_engine_forward(ch->e[i], b, err, sizeof err))
+            fail_msg("forward: %s", err);
+    }
+    free(hid);
+}
+
+/* n tokens at pos.. of a slot, `ub` per pass; every row's logits. */
+static FU_UNUSED void fu_chain_run(fu_chain *ch, int slot, const int32_t *tok, int n, int pos,
+                                   int ub, float *logits)
+{
+    for (int p = 0; p < n; p += ub) {
+        int k = n - p < ub ? n - p : ub, ps = pos + p;
+        q35_batch b = { .n_seq = 1, .slot = &slot, .pos = &ps, .n_tok = &k, .n_total = k,
+                        .tokens = tok + p, .logits = logits + (size_t)p * ch->V, .all_logits = 1 };
+        fu_chain_batch(ch, &b);
+    }
+}
+
+/* Greedy: n_gen tokens from the logits `last` of position pos-1. */
+static FU_UNUSED void fu_chain_greedy(fu_chain *ch, int slot, int pos, const float *last, int n_gen,
+                                      int32_t *gen)
+{
+    float *l = fu_alloc((size_t)ch->V * sizeof(float));
+    memcpy(l, last, (size_t)ch->V * sizeof(float));
+    for (int i = 0; i < n_gen; i++) {
+        gen[i] = fu_argmax(l, ch->V);
+        if (i + 1 < n_gen)
+            fu_chain_run(ch, slot, &gen[i], 1, pos + i, 1, l);
+    }
+    free(l);
+}
+
+#endif

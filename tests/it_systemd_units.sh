@@ -1,0 +1,48 @@
+#!/bin/sh
+# The systemd units: `systemd-analyze verify` prints nothing (it only warns
+# on unknown keys and bad values, so any output counts as a failure) and
+# `systemd-analyze security --offline=yes` rates every service's exposure
+# at 4.0 or below. Units are checked as `make install` writes them.
+set -u
+BUILD=${QWEN35_BUILD:-build}
+T=$(mktemp -d /tmp/q35-it-units-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fail=0
+mkdir -p "$T/bin" "$T/units"
+# verify checks that ExecStart= is executable: the built daemons when they
+# exist, else stand-ins (the unit syntax is what is checked here).
+for b in qwen35-stage qwen35-coordinator; do
+    if [ -x "$BUILD/bin/$b" ]; then ln -s "$(cd "$BUILD/bin" && pwd)/$b" "$T/bin/$b"
+    else printf '#!/bin/sh\n' > "$T/bin/$b"; chmod +x "$T/bin/$b"; fi
+done
+for u in deploy/systemd/*; do
+    sed "s|@BINDIR@|$T/bin|g" "$u" > "$T/units/$(basename "$u")"
+done
+cd "$T/units" || exit 1
+for u in *; do
+    out=$(systemd-analyze verify --man=no "./$u" 2>&1)
+    if [ -n "$out" ]; then
+        echo "FAIL verify $u:"; echo "$out"; fail=1
+    else
+        echo "ok   verify $u"
+    fi
+done
+# The check itself must see a typo (else an empty output proves nothing).
+sed 's/^WatchdogSec=/WatchdogSecs=/' qwen35-coordinator.service > "$T/typo.service"
+if [ -z "$(systemd-analyze verify --man=no "$T/typo.service" 2>&1)" ]; then
+    echo "FAIL verify stays silent on an unknown key"; fail=1
+fi
+cp qwen35-stage@.service qwen35-stage@0.service
+for u in qwen35-stage@0.service qwen35-coordinator.service; do
+    out=$(systemd-analyze security --offline=yes --threshold=40 "./$u" 2>&1)
+    rc=$?
+    score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+    if [ $rc -ne 0 ] || [ -z "$score" ]; then
+        echo "FAIL security $u: exposure ${score:-?} > 4.0 (rc $rc)"
+        printf '%s\n' "$out" | grep -E '^✗' | head -20
+        fail=1
+    else
+        echo "ok   security $u: exposure $score"
+    fi
+done
+exit $fail
