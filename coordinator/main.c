@@ -23,7 +23,7 @@ int main(int argc, char **argv)
     if (rc) {
         q35_log_error("%s", err);
         coord_cfg_free(&cf);
-        return 2;
+        return CFG_EXIT_CONFIG;
     }
     notify_init();
     if (sig_install(err, sizeof err)) {

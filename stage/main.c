@@ -8,8 +8,15 @@
 #include "common.h"
 #include "log.h"
 #include "../daemon/notify.h"
+#include "../daemon/preload.h"
 #include "../daemon/signals.h"
 #include "stage.h"
+
+static void on_progress(void *ud, uint64_t done, uint64_t total)
+{
+    (void)ud;
+    notify_progress("loading", done, total);
+}
 
 int main(int argc, char **argv)
 {
@@ -21,7 +28,7 @@ int main(int argc, char **argv)
     if (rc) {
         q35_log_error("%s", err);
         stage_cfg_free(&c);
-        return 2;
+        return CFG_EXIT_CONFIG;
     }
     notify_init();
     if (sig_install(err, sizeof err)) {
@@ -38,7 +45,10 @@ int main(int argc, char **argv)
         .max_msg = (size_t)c.max_msg_mb << 20,
     };
     notify_status("loading layers %d:%d of %s", c.layers.begin, c.layers.end, c.model);
-    stage *s = stage_new(&o, err, sizeof err);
+    stage *s = NULL;
+    if (preload_range(c.model, c.layers.begin, c.layers.end, on_progress, NULL, NULL, err,
+                      sizeof err) == 0)
+        s = stage_new(&o, err, sizeof err);
     if (!s || stage_bind(s, c.bind, err, sizeof err)) {
         q35_log_error("%s", err);
         stage_destroy(&s);
