@@ -13,6 +13,7 @@
 static uint64_t g_wd_usec;
 static double g_wd_last = -1e30;
 static int g_last_pct = -1;
+static double g_last_progress = -1e30;
 static pthread_mutex_t g_progress_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void notify_send(const char *state)
@@ -29,6 +30,7 @@ void notify_init(void)
     g_wd_usec = sd_watchdog_enabled(0, &usec) > 0 ? usec : 0;
     g_wd_last = -1e30;
     g_last_pct = -1;
+    g_last_progress = -1e30;
     if (g_wd_usec)
         q35_log_debug("watchdog every %.1f s, pinging every %.1f s",
                       (double)g_wd_usec / 1e6, (double)g_wd_usec / 4e6);
@@ -71,11 +73,16 @@ void notify_progress(const char *what, uint64_t done, uint64_t total)
 {
     if (!notify_active() || total == 0) return;
     int pct = done >= total ? 100 : (int)((double)done * 100.0 / (double)total);
+    double now = q35_now();
     pthread_mutex_lock(&g_progress_lock);
-    bool changed = pct != g_last_pct;
-    if (changed) g_last_pct = pct;
+    /* a new percent, at most twice a second, but always the end */
+    bool send = pct != g_last_pct && (pct == 100 || now - g_last_progress >= 0.5);
+    if (send) {
+        g_last_pct = pct;
+        g_last_progress = now;
+    }
     pthread_mutex_unlock(&g_progress_lock);
-    if (!changed) return;
+    if (!send) return;
     char msg[160];
     double t = (double)total;
     if (t >= 1e9)

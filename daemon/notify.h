@@ -27,7 +27,8 @@ void notify_ready(const char *status_fmt, ...) __attribute__((format(printf, 1, 
  * "serving 3/16 slots", "draining 2 requests". */
 void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* STATUS for a load in progress, at most once per whole percent:
+/* STATUS for a load in progress, on a new whole percent at most twice a
+ * second (and always at 100%):
  * "loading 37% of 5.1 GB" (what = "loading"). Also re-arms the start
  * timeout (EXTEND_TIMEOUT_USEC, 90 s) so a slow disk does not kill a load
  * that is still moving. Thread-safe. */

@@ -73,7 +73,7 @@ int preload_range(const char *model, int layer_begin, int layer_end,
     if (fd < 0) { rc = q35_err(err, errsz, Q35_EIO, "%s: %s", model, strerror(errno)); goto out; }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     uint64_t done = 0;
-    if (progress) progress(ud, 0, total);
+    if (progress && progress(ud, 0, total)) goto stopped;
     for (int i = 0; i < ns; i++) {
         uint64_t off = spans[i].off, left = spans[i].len;
         while (left > 0) {
@@ -88,10 +88,13 @@ int preload_range(const char *model, int layer_begin, int layer_end,
             off += (uint64_t)got;
             left -= (uint64_t)got;
             done += (uint64_t)got;
-            if (progress) progress(ud, done, total);
+            if (progress && progress(ud, done, total)) goto stopped;
         }
     }
     if (total_out) *total_out = total;
+    goto out;
+stopped:
+    rc = q35_err(err, errsz, Q35_ESTATE, "%s: load interrupted", model);
 out:
     if (fd >= 0) close(fd);
     free(buf);

@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Called after each chunk (and once at 0 and at total); may be NULL. */
-typedef void (*preload_progress_fn)(void *ud, uint64_t done, uint64_t total);
+/* Called after each chunk (and once at 0 and at total); may be NULL.
+ * Returning non-zero stops the load (a stop request arrived): preload
+ * then returns Q35_ESTATE with "interrupted" in err. */
+typedef int (*preload_progress_fn)(void *ud, uint64_t done, uint64_t total);
 
 /* Opens `model` (validating it like the engine does), reads the range's
  * tensor bytes through the page cache. layer_end = -1 means n_layer.

@@ -25,8 +25,7 @@
 #define KV_MIN_BYTES     14            /* key len 8 + key 1 + type 4 + value 1 */
 #define TENSOR_MIN_BYTES 33            /* len 8 + name 1 + n_dims 4 + ne 8 + type 4 + offset 8 */
 
-/* Bytes of one element of a scalar metadata type; 0 for STR/ARR/unknown. */
-static uint64_t vtype_size(uint32_t t)
+uint64_t gguf_vtype_size(int t)
 {
     switch (t) {
     case GGUF_T_U8: case GGUF_T_I8: case GGUF_T_BOOL: return 1;
@@ -115,7 +114,7 @@ static int rd_str(cursor *c, gguf_str *s)
 
 static int read_scalar(cursor *c, gguf_kv *kv)
 {
-    uint64_t n = vtype_size((uint32_t)kv->type);
+    uint64_t n = gguf_vtype_size(kv->type);
     uint8_t b[8] = {0};
     int rc = rd(c, b, n);
     if (rc) return rc;
@@ -158,7 +157,7 @@ static int read_array(cursor *c, gguf_kv *kv)
     kv->arr_data = c->base + c->pos;
     if (et != GGUF_T_STR) {
         uint64_t bytes;
-        if (!q35_mul(n, vtype_size(et), &bytes) || bytes > left(c))
+        if (!q35_mul(n, gguf_vtype_size((int)et), &bytes) || bytes > left(c))
             return q35_err(c->err, c->errsz, Q35_EINVAL,
                            "%s: %s: array of %llu %s past the end of the file "
                            "(offset %llu, %llu bytes left)", c->name, c->what,

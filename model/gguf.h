@@ -79,6 +79,9 @@ int64_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
 
+/* Bytes of one element of a scalar metadata type; 0 for STR, ARR, unknown. */
+uint64_t gguf_vtype_size(int t);
+
 /* "u32", "string", "array", … for a gguf_vtype; "unknown" otherwise. */
 const char *gguf_vtype_name(int t);
 
@@ -103,7 +106,13 @@ int gguf_arr_strs(const gguf_kv *kv, gguf_str *out);
  * infos, then tensor data in the order declared, padded to alignment.
  * Memory use is independent of tensor sizes. */
 typedef struct gguf_writer gguf_writer;
+/* Creates PATH.tmp; finish renames it to PATH (or removes it on error).
+ * Key/tensor declaration calls return void: the first bad argument is
+ * remembered and returned by gguf_w_data / gguf_writer_finish. */
 gguf_writer *gguf_writer_new(const char *path, char *err, size_t errsz);
+/* Same, into memory: on a successful finish *out (malloc'd, the caller
+ * frees it) and *size hold the image; untouched on failure. */
+gguf_writer *gguf_writer_new_mem(char **out, size_t *size, char *err, size_t errsz);
 void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v);
 void gguf_w_i32(gguf_writer *w, const char *key, int32_t v);
 void gguf_w_f32(gguf_writer *w, const char *key, float v);
@@ -111,12 +120,18 @@ void gguf_w_bool(gguf_writer *w, const char *key, bool v);
 void gguf_w_str(gguf_writer *w, const char *key, const char *v);
 void gguf_w_arr(gguf_writer *w, const char *key, int elem_type, const void *data, uint64_t n); /* numeric */
 void gguf_w_arr_str(gguf_writer *w, const char *key, const gguf_str *v, uint64_t n);
+/* Copies a kv (any type, arrays of strings too) from a file being read. */
+void gguf_w_copy(gguf_writer *w, const gguf_kv *kv);
 /* Declares a tensor (ne[0] = row length); data written later, in order. */
 void gguf_w_tensor(gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne);
 /* Appends raw bytes of the current tensor (call repeatedly; the writer
  * moves to the next tensor once the declared byte size is reached). */
 int gguf_w_data(gguf_writer *w, const void *bytes, size_t n, char *err, size_t errsz);
-/* Flushes, checks every tensor got all its bytes, closes; frees *w. */
+/* Flushes, checks every tensor got all its bytes, closes; frees *w and
+ * sets it to NULL (also on error: a failed writer needs no other cleanup). */
 int gguf_writer_finish(gguf_writer **w, char *err, size_t errsz);
+/* Abandons a writer: removes PATH.tmp (or frees the memory image), frees
+ * *w and sets it to NULL. Safe on NULL. */
+void gguf_writer_discard(gguf_writer **w);
 
 #endif

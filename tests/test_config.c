@@ -62,7 +62,16 @@ static void check_golden(const char *model)
     for (int i = 0; i < 8; i++)
         assert_int_equal(c.layer_kind[i], (i == 3 || i == 7) ? Q35_LAYER_ATTN : Q35_LAYER_SSM);
 
-    int64_t q[2] = { 256, 1024 }, bad[2] = { 256, 2048 }, exps[3] = { 256, 256, 16 };
+    int64_t q[2] = { 256, 1024 }, bad[2] = { 256, 2048 }, conv[2] = { 4, 512 };
+    const gguf_tensor *t = q35_bind(f, "blk.3.attn_q.weight", 2, q, err, sizeof err);
+    if (!t) fail_msg("%s", err);
+    assert_string_equal(t->name, "blk.3.attn_q.weight");
+    assert_non_null(q35_bind(f, "blk.0.ssm_conv1d.weight", 2, conv, err, sizeof err));
+    int64_t exps[3] = { 256, 256, 16 }, a[1] = { 4 }, a2[2] = { 4, 1 };
+    assert_non_null(q35_bind(f, "blk.0.ffn_up_exps.weight", 3, exps, err, sizeof err));
+    /* a 1-d tensor matches a shape given with trailing 1s */
+    assert_non_null(q35_bind(f, "blk.0.ssm_a", 1, a, err, sizeof err));
+    assert_non_null(q35_bind(f, "blk.0.ssm_a", 2, a2, err, sizeof err));
     assert_null(q35_bind(f, "blk.3.attn_q.weight", 2, bad, err, sizeof err));
     assert_non_null(strstr(err, ": tensor 'blk.3.attn_q.weight': shape [256, 1024], expected [256, 2048]"));
     assert_null(q35_bind(f, "blk.0.attn_q.weight", 2, q, err, sizeof err));

@@ -77,6 +77,11 @@ static void messages(void **state)
     assert_string_equal(next_msg(), "STATUS=loading 37% of 0.0 MB\nEXTEND_TIMEOUT_USEC=90000000");
     notify_progress("loading", 371, 1000);          /* same percent: nothing */
     assert_string_equal(next_msg(), "");
+    notify_progress("loading", 38, 100);            /* within 0.5 s: nothing */
+    assert_string_equal(next_msg(), "");
+    notify_progress("loading", 100, 100);           /* but always the end */
+    assert_string_equal(next_msg(), "STATUS=loading 100% of 0.0 MB\nEXTEND_TIMEOUT_USEC=90000000");
+    notify_init();                                  /* a new load */
     notify_progress("loading", 1850000000ull, 5100000000ull);
     assert_string_equal(next_msg(), "STATUS=loading 36% of 5.1 GB\nEXTEND_TIMEOUT_USEC=90000000");
     notify_ready("serving %d/%d slots", 0, 16);

@@ -17,13 +17,20 @@ static char g_model[512];
 
 typedef struct { uint64_t last, total; int calls; int backwards; } prog;
 
-static void on_progress(void *ud, uint64_t done, uint64_t total)
+static int on_progress(void *ud, uint64_t done, uint64_t total)
 {
     prog *p = ud;
     if (done < p->last) p->backwards++;
     p->last = done;
     p->total = total;
     p->calls++;
+    return 0;
+}
+
+static int stop_at_once(void *ud, uint64_t done, uint64_t total)
+{
+    (void)ud; (void)done; (void)total;
+    return 1;
 }
 
 /* Bytes of the tensors named with one of the prefixes / the layer range. */
@@ -72,6 +79,8 @@ static void errors(void **state)
     char err[Q35_ERRSZ] = "";
     assert_true(preload_range(g_model, 4, 12, NULL, NULL, NULL, err, sizeof err) < 0);
     assert_non_null(strstr(err, "layers 4:12 outside the model's 8 layers"));
+    assert_int_equal(preload_range(g_model, 0, 8, stop_at_once, NULL, NULL, err, sizeof err), Q35_ESTATE);
+    assert_non_null(strstr(err, "load interrupted"));
     assert_true(preload_range("/nonexistent.gguf", 0, 1, NULL, NULL, NULL, err, sizeof err) < 0);
     assert_non_null(strstr(err, "/nonexistent.gguf"));
 }

@@ -1,0 +1,129 @@
+#!/bin/sh
+# make bench-pipeline — what pipelining buys: a generated mini Q4_K_M model
+# (12 layers of the real 35B-A3B sizes, 64 experts, the Qwen3 vocabulary),
+# served (a) by 1 stage x 1 thread holding every layer and (b) by 2 stages
+# x 1 thread split so both read about the same weight bytes per token
+# (qwen35-info --plan 2). 8 concurrent streams of 64 generated tokens each.
+# Prints aggregate decode tokens/s of both and their ratio (target >= 1.6),
+# and each stage's time idle waiting on the wire as a share of its busy
+# time while all 8 streams decode (target <= 5%).
+#
+# Aggregate decode tokens/s = tokens generated after each stream's first
+# token / (last token's time - first stream's first token time).
+#
+# Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/…; generated
+# when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64).
+set -eu
+P35_ME=bench-pipeline
+. "$(dirname "$0")/pipeline.sh"
+
+GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
+MODEL=${BENCH_MODEL:-${QWEN35_BUILD:-build}/models/mini-12L-64x-q4_k_m.gguf}
+STREAMS=${BENCH_STREAMS:-8}
+TOKENS=${BENCH_TOKENS:-64}
+N_LAYER=12
+
+if [ ! -f "$MODEL" ]; then
+    [ -x "$BIN/qwen35-mkmodel" ] || p35_die "$BIN/qwen35-mkmodel missing (run make first)"
+    mkdir -p "$(dirname "$MODEL")"
+    VOCAB=$GOLDEN/tokenizer/qwen3-vocab.gguf
+    set -- --preset mini --layers $N_LAYER --experts 64 --types q4_k_m -o "$MODEL.tmp"
+    [ -f "$VOCAB" ] && set -- "$@" --vocab-from "$VOCAB"
+    echo "bench-pipeline: generating $MODEL: qwen35-mkmodel $*"
+    "$BIN/qwen35-mkmodel" "$@"
+    mv "$MODEL.tmp" "$MODEL"
+fi
+
+# The split: qwen35-info --plan 2 prints the two ranges and their bytes.
+[ -x "$BIN/qwen35-info" ] || p35_die "$BIN/qwen35-info missing"
+PLAN=$("$BIN/qwen35-info" --plan 2 "$MODEL") || p35_die "qwen35-info --plan 2 $MODEL failed"
+echo "bench-pipeline: qwen35-info --plan 2:"
+printf '%s\n' "$PLAN" | sed 's/^/  /'
+R0=$(printf '%s\n' "$PLAN" | grep -o '[0-9][0-9]*:[0-9][0-9]*' | sed -n 1p)
+R1=$(printf '%s\n' "$PLAN" | grep -o '[0-9][0-9]*:[0-9][0-9]*' | sed -n 2p)
+[ -n "$R0" ] && [ -n "$R1" ] || p35_die "no two layer ranges A:B in the plan above"
+echo "bench-pipeline: split: stage 0 = layers $R0, stage 1 = layers $R1"
+
+p35_init
+OUTS=$(for i in $(seq 1 "$STREAMS"); do printf '%s ' "$P35_RUN/o$i"; done)
+# prompts: 8 different short id sequences (ids from the vocabulary's first 5000)
+for i in $(seq 1 "$STREAMS"); do
+    awk -v s="$i" 'BEGIN { srand(s); for (k = 0; k < 12; k++) printf "%d ", 100 + int(rand() * 5000); print "" }' \
+        >"$P35_RUN/p$i.ids"
+done
+
+# run LABEL: 8 streams against the running pipeline; prints the rate and
+# leaves "RATE" in $RATE and the stages' wire-idle shares in $IDLE.
+run() {
+    label=$1
+    pids=""
+    for i in $(seq 1 "$STREAMS"); do
+        p35_bg_client "$P35_RUN/o$i" --prompt-ids "$P35_RUN/p$i.ids" -n "$TOKENS" --ignore-eos \
+            --json --seed "$i" --timeout 120000
+        pids="$pids $P35_LAST"
+    done
+    # stage stats while every stream decodes: from all streams' first token
+    # to the first stream's end
+    for i in $(seq 1 "$STREAMS"); do p35_wait_file "$P35_RUN/o$i" '"event":"piece"' 600 || true; done
+    st0=$(p35_client --status --json)
+    t_end=$(( $(date +%s) + 600 ))
+    # shellcheck disable=SC2086
+    until grep -l '"event":"final"\|"event":"error"' $OUTS >/dev/null 2>&1; do
+        [ "$(date +%s)" -ge "$t_end" ] && break
+        sleep 0.05
+    done
+    st1=$(p35_client --status --json)
+    for p in $pids; do wait "$p" || p35_die "$label: a stream failed: $(cat "$P35_RUN"/o*.err)"; done
+    RATE=$(awk -F'"t":' '
+        /"event":"piece"/ {
+            t = $2 + 0
+            s = $0; sub(/.*"ids":\[/, "", s); sub(/\].*/, "", s)
+            n = s == "" ? 0 : split(s, parts, ",")
+            if (!(FILENAME in first)) {      # a stream first token: not decode
+                first[FILENAME] = t; n--
+                if (t0 == 0 || t < t0) t0 = t
+            }
+            cnt += n
+            if (t > t1) t1 = t
+        }
+        END { if (t1 > t0) printf "%.2f", cnt / (t1 - t0); else print "0" }' $OUTS)
+    IDLE=""
+    i=0
+    for b in $(printf '%s' "$st0" | grep -o '"busy_s":[-0-9.e+]*' | cut -d: -f2); do
+        b1=$(printf '%s' "$st1" | grep -o '"busy_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "$((i + 1))p")
+        d0=$(printf '%s' "$st0" | grep -o '"idle_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "$((i + 1))p")
+        d1=$(printf '%s' "$st1" | grep -o '"idle_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "$((i + 1))p")
+        share=$(awk -v b0="$b" -v b1="$b1" -v i0="$d0" -v i1="$d1" \
+            'BEGIN { if (b1 > b0) printf "%.1f", 100 * (i1 - i0) / (b1 - b0); else print "n/a" }')
+        busy=$(awk -v b0="$b" -v b1="$b1" -v i0="$d0" -v i1="$d1" \
+            'BEGIN { w = (b1 - b0) + (i1 - i0); if (w > 0) printf "%.1f", 100 * (b1 - b0) / w; else print "n/a" }')
+        IDLE="$IDLE stage$i: busy ${busy}%, wire-idle ${share}% of busy;"
+        i=$((i + 1))
+    done
+    echo "bench-pipeline: $label: $STREAMS streams x $TOKENS tokens: aggregate decode $RATE tokens/s;$IDLE"
+    # the token record of the last run, for the cross-check below
+    # shellcheck disable=SC2086
+    cat $OUTS | grep -o '"ids":\[[0-9,]*\]' | sort >"$P35_RUN/ids.$label"
+}
+
+p35_stage all "$MODEL" "0:$N_LAYER" --threads 1 --max-seqs "$STREAMS" --max-ctx 256
+p35_coord "$MODEL" all -- --max-seqs "$STREAMS" --max-ctx 256
+p35_wait_ready 600
+run "1 stage x 1 thread"
+RATE1=$RATE
+p35_stop
+p35_clear_logs
+
+p35_stage s0 "$MODEL" "$R0" --threads 1 --max-seqs "$STREAMS" --max-ctx 256
+p35_stage s1 "$MODEL" "$R1" --threads 1 --max-seqs "$STREAMS" --max-ctx 256
+p35_coord "$MODEL" s0 s1 -- --max-seqs "$STREAMS" --max-ctx 256
+p35_wait_ready 600
+run "2 stages x 1 thread"
+RATE2=$RATE
+IDLE2=$IDLE
+
+cmp -s "$P35_RUN/ids.1 stage x 1 thread" "$P35_RUN/ids.2 stages x 1 thread" ||
+    echo "bench-pipeline: WARNING: the two configurations generated different tokens"
+RATIO=$(awk -v a="$RATE2" -v b="$RATE1" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+echo "bench-pipeline: result: 1 stage $RATE1 tokens/s, 2 stages $RATE2 tokens/s, ratio ${RATIO}x (target >= 1.6x)"
+echo "bench-pipeline: 2 stages while all streams decode:$IDLE2 (target wire-idle <= 5%)"

@@ -1,0 +1,732 @@
+/* client.c — the client library (qwen35_client.h): a DEALER socket to the
+ * coordinator's ROUTER, ClientRequest out, a stream of Event in.
+ *
+ * Requests in flight live in a small table keyed by their id (sent as a
+ * decimal string). One pump loop receives events, hands them to each
+ * request's callback, and watches the link: a socket monitor reports a
+ * disconnect at once; silence is probed with Status requests and ends in
+ * an error after idle_timeout_ms. Nothing waits without a bound.
+ */
+#include "qwen35_client.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Largest Event accepted: 512 rows of logits of a 262144-token vocab. */
+#define EVENT_MAX_VOCAB 262144u
+#define EVENT_MAX_ROWS  512u
+#define TICK_MS 100                 /* interrupt flag checked this often */
+
+typedef struct inflight {
+    uint64_t id;
+    q35c_event_fn fn;
+    void *user;
+    int logit_rows;                 /* rows delivered so far (first_pos) */
+    bool cancel_sent;
+} inflight;
+
+struct q35c_client {
+    void *ctx, *sock, *mon;
+    char endpoint[256];
+    q35c_opts o;
+    volatile sig_atomic_t interrupted;
+    uint64_t next_id, next_probe;
+    inflight *req;
+    int n_req, cap_req;
+    double last_rx, last_probe;
+    bool link_lost;                 /* monitor saw a disconnect */
+    /* status_get: the reply being waited for */
+    char status_id[32];
+    q35c_status *status_out;
+    bool status_done;
+    char status_err[Q35_ERRSZ];
+    int status_rc;
+};
+
+const char *q35c_finish_name(q35c_finish f)
+{
+    switch (f) {
+    case Q35C_FINISH_STOP:      return "stop";
+    case Q35C_FINISH_LENGTH:    return "length";
+    case Q35C_FINISH_CANCELLED: return "cancelled";
+    case Q35C_FINISH_DEADLINE:  return "deadline";
+    case Q35C_FINISH_ERROR:     return "error";
+    default:                    return "none";
+    }
+}
+
+void q35c_request_init(q35c_request *r)
+{
+    memset(r, 0, sizeof *r);
+    r->think = true;
+    r->max_tokens = 256;
+    r->top_p = 1.0f;
+    r->repeat_penalty = 1.0f;
+}
+
+/* --- connection ------------------------------------------------------- */
+
+q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts, char *err, size_t errsz)
+{
+    if (!endpoint || !*endpoint) {
+        q35_err(err, errsz, Q35_EINVAL, "no coordinator endpoint given");
+        return NULL;
+    }
+    if (strlen(endpoint) >= sizeof ((q35c_client *)0)->endpoint) {
+        q35_err(err, errsz, Q35_EINVAL, "endpoint '%.64s…': longer than 255 bytes", endpoint);
+        return NULL;
+    }
+    q35c_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    c->o.connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 3000;
+    c->o.idle_timeout_ms = opts && opts->idle_timeout_ms > 0 ? opts->idle_timeout_ms : 15000;
+    c->next_id = 1;
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://q35c-monitor-%p", (void *)c);
+    if (!(c->ctx = zmq_ctx_new()) || !(c->sock = zmq_socket(c->ctx, ZMQ_DEALER))) {
+        q35_err(err, errsz, Q35_EIO, "zmq socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    if (q35_wire_sockopts(c->sock, (int64_t)q35_wire_event_max(EVENT_MAX_VOCAB, EVENT_MAX_ROWS),
+                          err, errsz))
+        goto fail;
+    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) ||
+        !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) || zmq_connect(c->mon, mon_ep)) {
+        q35_err(err, errsz, Q35_EIO, "zmq socket monitor: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    int zero = 0;
+    zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(c->sock, endpoint)) {
+        q35_err(err, errsz, Q35_EINVAL, "endpoint '%s': %s (expected tcp://HOST:PORT or ipc://PATH)",
+                endpoint, zmq_strerror(errno));
+        goto fail;
+    }
+    return c;
+fail:
+    q35c_destroy(&c);
+    return NULL;
+}
+
+void q35c_destroy(q35c_client **cp)
+{
+    q35c_client *c = cp ? *cp : NULL;
+    if (!c) return;
+    if (c->sock) {
+        zmq_socket_monitor(c->sock, NULL, 0);
+        zmq_close(c->sock);
+    }
+    if (c->mon) zmq_close(c->mon);
+    if (c->ctx) zmq_ctx_term(c->ctx);
+    free(c->req);
+    free(c);
+    *cp = NULL;
+}
+
+void q35c_interrupt(q35c_client *c)
+{
+    if (c) c->interrupted = 1;
+}
+
+int q35c_in_flight(const q35c_client *c)
+{
+    return c ? c->n_req : 0;
+}
+
+/* Reads the monitor's pending events: [u16 event][u32 value] + endpoint. */
+static void drain_monitor(q35c_client *c)
+{
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        uint16_t ev = 0;
+        if (zmq_msg_size(&m) >= 6) memcpy(&ev, zmq_msg_data(&m), sizeof ev);
+        bool more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        while (more) {   /* the endpoint frame */
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, c->mon, 0) < 0) more = false;
+            else more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        if (ev == ZMQ_EVENT_DISCONNECTED) c->link_lost = true;
+        else if (ev == ZMQ_EVENT_CONNECTED) c->link_lost = false;
+    }
+}
+
+/* Sends one ClientRequest, waiting at most the connect timeout for a
+ * connection to exist (DEALER with ZMQ_IMMEDIATE: not writable before). */
+static int send_req(q35c_client *c, const Q35__ClientRequest *m, char *err, size_t errsz)
+{
+    double t_end = q35_now() + c->o.connect_timeout_ms / 1000.0;
+    for (;;) {
+        if (q35_wire_send(c->sock, NULL, 0, &m->base, ZMQ_DONTWAIT) == 0) return 0;
+        if (errno != EAGAIN && errno != EINTR)
+            return q35_err(err, errsz, Q35_EIO, "coordinator at %s: send: %s", c->endpoint,
+                           zmq_strerror(errno));
+        double left = t_end - q35_now();
+        if (left <= 0)
+            return q35_err(err, errsz, Q35_EIO,
+                           "coordinator at %s: no connection within %d ms "
+                           "(is qwen35-coordinator running and listening there?)",
+                           c->endpoint, c->o.connect_timeout_ms);
+        zmq_pollitem_t pi = { .socket = c->sock, .events = ZMQ_POLLOUT };
+        zmq_poll(&pi, 1, (long)(left * 1000) + 1);
+    }
+}
+
+/* --- requests --------------------------------------------------------- */
+
+static int check_request(const q35c_request *r, char *err, size_t errsz)
+{
+    int n_in = (r->prompt != NULL) + (r->n_messages > 0) + (r->n_prompt_ids > 0);
+    if (n_in != 1)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "request: give exactly one of prompt, messages, prompt_ids (got %d)", n_in);
+    if (r->n_messages < 0 || (r->n_messages && !r->messages))
+        return q35_err(err, errsz, Q35_EINVAL, "request: messages: n_messages %d", r->n_messages);
+    for (int i = 0; i < r->n_messages; i++)
+        if (!r->messages[i].role || !r->messages[i].content)
+            return q35_err(err, errsz, Q35_EINVAL, "request: messages[%d]: role or content missing", i);
+    if (r->n_prompt_ids < 0 || (r->n_prompt_ids && !r->prompt_ids))
+        return q35_err(err, errsz, Q35_EINVAL, "request: prompt_ids: n_prompt_ids %d", r->n_prompt_ids);
+    for (int i = 0; i < r->n_prompt_ids; i++)
+        if (r->prompt_ids[i] < 0)
+            return q35_err(err, errsz, Q35_EINVAL, "request: prompt_ids[%d]: %d is negative", i,
+                           r->prompt_ids[i]);
+    if (r->raw_prompt && r->system)
+        return q35_err(err, errsz, Q35_EINVAL, "request: system: no chat template for a raw prompt");
+    if (r->max_tokens < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "request: max_tokens: %d is negative", r->max_tokens);
+    if (r->n_stop < 0 || (r->n_stop && !r->stop))
+        return q35_err(err, errsz, Q35_EINVAL, "request: stop: n_stop %d", r->n_stop);
+    for (int i = 0; i < r->n_stop; i++)
+        if (!r->stop[i] || !r->stop[i][0])
+            return q35_err(err, errsz, Q35_EINVAL, "request: stop[%d]: empty", i);
+    if (!isfinite(r->temperature) || r->temperature < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "request: temperature: %g (want >= 0)", r->temperature);
+    if (r->top_k < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "request: top_k: %d (want >= 0)", r->top_k);
+    if (!(r->top_p >= 0 && r->top_p <= 1))
+        return q35_err(err, errsz, Q35_EINVAL, "request: top_p: %g (want 0..1)", r->top_p);
+    if (!(r->min_p >= 0 && r->min_p <= 1))
+        return q35_err(err, errsz, Q35_EINVAL, "request: min_p: %g (want 0..1)", r->min_p);
+    if (!isfinite(r->repeat_penalty) || r->repeat_penalty < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "request: repeat_penalty: %g (want >= 0)",
+                       r->repeat_penalty);
+    if (r->repeat_last_n < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "request: repeat_last_n: %d (want >= 0)",
+                       r->repeat_last_n);
+    if (r->n_logprobs < 0 || r->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
+        return q35_err(err, errsz, Q35_EINVAL, "request: n_logprobs: %d (want 0..%d)", r->n_logprobs,
+                       Q35_WIRE_MAX_LOGPROBS);
+    return 0;
+}
+
+static inflight *find_req(q35c_client *c, uint64_t id)
+{
+    for (int i = 0; i < c->n_req; i++)
+        if (c->req[i].id == id) return &c->req[i];
+    return NULL;
+}
+
+static void drop_req(q35c_client *c, uint64_t id)
+{
+    inflight *r = find_req(c, id);
+    if (r) *r = c->req[--c->n_req];
+}
+
+int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *user,
+                uint64_t *id_out, char *err, size_t errsz)
+{
+    int rc = check_request(r, err, errsz);
+    if (rc) return rc;
+    uint64_t id = r->id ? r->id : c->next_id++;
+    if (find_req(c, id))
+        return q35_err(err, errsz, Q35_EINVAL, "request: id %" PRIu64 " is already in flight", id);
+    if (c->n_req == c->cap_req) {
+        int cap = c->cap_req ? 2 * c->cap_req : 8;
+        inflight *p = realloc(c->req, (size_t)cap * sizeof *p);
+        if (!p) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        c->req = p;
+        c->cap_req = cap;
+    }
+
+    /* The chat conversation: system first (unless the messages have one),
+     * then the messages or the one user turn. */
+    int n_chat = 0;
+    Q35__ChatMessage *cm = NULL, **cmp = NULL;
+    if (!r->raw_prompt && (r->prompt || r->n_messages)) {
+        int n = r->n_messages + 2;
+        cm = calloc((size_t)n, sizeof *cm);
+        cmp = calloc((size_t)n, sizeof *cmp);
+        if (!cm || !cmp) {
+            free(cm);
+            free(cmp);
+            return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        }
+        bool has_sys = r->n_messages && !strcmp(r->messages[0].role, "system");
+        if (r->system && !has_sys) {
+            q35__chat_message__init(&cm[n_chat]);
+            cm[n_chat].role = "system";
+            cm[n_chat++].content = (char *)r->system;
+        }
+        for (int i = 0; i < r->n_messages; i++) {
+            q35__chat_message__init(&cm[n_chat]);
+            cm[n_chat].role = (char *)r->messages[i].role;
+            cm[n_chat++].content = (char *)r->messages[i].content;
+        }
+        if (r->prompt) {
+            q35__chat_message__init(&cm[n_chat]);
+            cm[n_chat].role = "user";
+            cm[n_chat++].content = (char *)r->prompt;
+        }
+        for (int i = 0; i < n_chat; i++) cmp[i] = &cm[i];
+    }
+    Q35__ChatMessages chat = Q35__CHAT_MESSAGES__INIT;
+    Q35__TokenIds ids = Q35__TOKEN_IDS__INIT;
+    Q35__Sampling samp = Q35__SAMPLING__INIT;
+    Q35__Generate gen = Q35__GENERATE__INIT;
+    Q35__ClientRequest m = Q35__CLIENT_REQUEST__INIT;
+    char idstr[24];
+    snprintf(idstr, sizeof idstr, "%" PRIu64, id);
+    m.request_id = idstr;
+    m.body_case = Q35__CLIENT_REQUEST__BODY_GENERATE;
+    m.generate = &gen;
+    if (r->n_prompt_ids) {
+        ids.n_ids = (size_t)r->n_prompt_ids;
+        ids.ids = (int32_t *)r->prompt_ids;
+        gen.prompt_case = Q35__GENERATE__PROMPT_IDS;
+        gen.ids = &ids;
+    } else if (r->raw_prompt) {
+        gen.prompt_case = Q35__GENERATE__PROMPT_TEXT;
+        gen.text = (char *)r->prompt;
+    } else {
+        chat.n_messages = (size_t)n_chat;
+        chat.messages = cmp;
+        gen.prompt_case = Q35__GENERATE__PROMPT_CHAT;
+        gen.chat = &chat;
+    }
+    samp.temperature = r->temperature;
+    samp.top_k = r->top_k;
+    samp.top_p = r->top_p;
+    samp.min_p = r->min_p;
+    samp.repeat_penalty = r->repeat_penalty;
+    samp.repeat_last_n = r->repeat_last_n;
+    samp.seed = r->seed;
+    gen.sampling = &samp;
+    gen.max_tokens = (uint32_t)r->max_tokens;
+    gen.n_stop = (size_t)r->n_stop;
+    gen.stop = (char **)r->stop;
+    gen.no_think = !r->think;
+    gen.deadline_ms = r->deadline_ms;
+    gen.n_logprobs = (uint32_t)r->n_logprobs;
+    gen.logits = r->logits;
+    gen.ignore_eos = r->ignore_eos;
+
+    drain_monitor(c);
+    if (c->n_req == 0) {
+        c->link_lost = false;
+        c->last_rx = c->last_probe = q35_now();
+    }
+    rc = send_req(c, &m, err, errsz);
+    free(cm);
+    free(cmp);
+    if (rc) return rc;
+    c->req[c->n_req++] = (inflight){ .id = id, .fn = fn, .user = user };
+    if (id_out) *id_out = id;
+    return 0;
+}
+
+static int send_simple(q35c_client *c, const char *idstr, int body, char *err, size_t errsz)
+{
+    Q35__Cancel cancel = Q35__CANCEL__INIT;
+    Q35__StatusRequest status = Q35__STATUS_REQUEST__INIT;
+    Q35__ClientRequest m = Q35__CLIENT_REQUEST__INIT;
+    m.request_id = (char *)idstr;
+    m.body_case = body;
+    if (body == Q35__CLIENT_REQUEST__BODY_CANCEL) m.cancel = &cancel;
+    else m.status = &status;
+    return send_req(c, &m, err, errsz);
+}
+
+int q35c_cancel(q35c_client *c, uint64_t id, char *err, size_t errsz)
+{
+    inflight *r = find_req(c, id);
+    if (!r)
+        return q35_err(err, errsz, Q35_EINVAL, "cancel: request %" PRIu64 " is not in flight", id);
+    if (r->cancel_sent) return 0;
+    char idstr[24];
+    snprintf(idstr, sizeof idstr, "%" PRIu64, id);
+    int rc = send_simple(c, idstr, Q35__CLIENT_REQUEST__BODY_CANCEL, err, errsz);
+    if (rc == 0 && (r = find_req(c, id))) r->cancel_sent = true;
+    return rc;
+}
+
+/* --- events ----------------------------------------------------------- */
+
+static q35c_finish finish_of(int reason)
+{
+    switch (reason) {
+    case Q35__FINISH_REASON__FINISH_STOP:      return Q35C_FINISH_STOP;
+    case Q35__FINISH_REASON__FINISH_LENGTH:    return Q35C_FINISH_LENGTH;
+    case Q35__FINISH_REASON__FINISH_CANCELLED: return Q35C_FINISH_CANCELLED;
+    case Q35__FINISH_REASON__FINISH_DEADLINE:  return Q35C_FINISH_DEADLINE;
+    default:                                   return Q35C_FINISH_ERROR;
+    }
+}
+
+/* Calls the request's callback; a non-zero answer cancels it. */
+static void deliver(q35c_client *c, uint64_t id, const q35c_event *ev)
+{
+    inflight *r = find_req(c, id);
+    if (!r || !r->fn) return;
+    if (r->fn(ev, r->user) && ev->kind != Q35C_EV_FINAL && ev->kind != Q35C_EV_ERROR)
+        q35c_cancel(c, id, NULL, 0);
+}
+
+/* Ends every request in flight with an ERROR event. */
+static void fail_all(q35c_client *c, const char *code, const char *msg)
+{
+    while (c->n_req) {
+        uint64_t id = c->req[0].id;
+        q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
+                          .code = code, .message = msg };
+        deliver(c, id, &ev);
+        drop_req(c, id);
+    }
+}
+
+static void fill_status(q35c_status *s, const Q35__StatusReply *m)
+{
+    snprintf(s->model, sizeof s->model, "%s", m->model ? m->model : "");
+    s->n_layer = (int)m->n_layer;
+    s->active = (int)m->active;
+    s->queued = (int)m->queued;
+    s->max_queue = (int)m->max_queue;
+    s->slots_used = (int)m->slots_in_use;
+    s->slots_total = (int)m->max_seqs;
+    s->tokens_per_s = m->tokens_per_s;
+    s->uptime_s = m->uptime_s;
+    s->requests_done = m->requests_done;
+    s->tokens_generated = m->tokens_generated;
+    s->n_stages = (int)m->n_stages;
+    for (size_t i = 0; i < m->n_stages; i++) {
+        const Q35__StageStatus *g = m->stages[i];
+        q35c_stage_status *o = &s->stages[i];
+        snprintf(o->endpoint, sizeof o->endpoint, "%s", g->endpoint ? g->endpoint : "");
+        snprintf(o->backend, sizeof o->backend, "%s", g->backend ? g->backend : "");
+        snprintf(o->problem, sizeof o->problem, "%s", g->problem ? g->problem : "");
+        o->up = g->up;
+        o->layer_begin = (int)g->layer_begin;
+        o->layer_end = (int)g->layer_end;
+        o->slots_used = (int)g->slots_in_use;
+        o->slots_total = (int)g->max_seqs;
+        o->busy_pct = g->busy_pct;
+        o->busy_s = g->busy_s;
+        o->idle_s = g->idle_s;
+        o->wire_idle_pct = g->busy_s > 0 ? 100.0 * g->idle_s / g->busy_s : 0;
+        o->tokens = g->n_tokens;
+    }
+}
+
+static void on_status(q35c_client *c, const Q35__Event *e)
+{
+    if (!c->status_id[0] || strcmp(e->request_id, c->status_id)) return;   /* a probe's */
+    c->status_done = true;
+    if (e->body_case == Q35__EVENT__BODY_ERROR) {
+        c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EIO, "coordinator: %s: %s",
+                               q35_wire_code_name(e->error->code),
+                               e->error->message ? e->error->message : "");
+        return;
+    }
+    if (e->body_case != Q35__EVENT__BODY_STATUS) {
+        c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EINVAL,
+                               "coordinator: status answered with event body %d", e->body_case);
+        return;
+    }
+    const Q35__StatusReply *m = e->status;
+    q35c_status *s = calloc(1, sizeof *s);
+    if (s && m->n_stages) s->stages = calloc(m->n_stages, sizeof *s->stages);
+    if (!s || (m->n_stages && !s->stages)) {
+        free(s);
+        c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_ENOMEM, "out of memory");
+        return;
+    }
+    fill_status(s, m);
+    c->status_out = s;
+    c->status_rc = 0;
+}
+
+static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
+{
+    inflight *r = find_req(c, id);
+    if (p->logits.len) {
+        size_t row_bytes = p->n_logit_rows ? p->logits.len / p->n_logit_rows : 0;
+        if (!p->n_logit_rows || p->logits.len % p->n_logit_rows || row_bytes % 4 || !row_bytes) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "coordinator sent %zu bytes of logits for %u rows",
+                     p->logits.len, p->n_logit_rows);
+            q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
+                              .code = "DATA_LOSS", .message = msg };
+            deliver(c, id, &ev);
+            drop_req(c, id);
+            return;
+        }
+        /* The bytes field is not aligned for float: copy. */
+        float *lg = malloc(p->logits.len);
+        if (lg) {
+            memcpy(lg, p->logits.data, p->logits.len);
+            q35c_event ev = { .kind = Q35C_EV_LOGITS, .id = id, .logits = lg,
+                              .n_rows = (int)p->n_logit_rows, .n_vocab = (int)(row_bytes / 4),
+                              .first_pos = r->logit_rows };
+            r->logit_rows += (int)p->n_logit_rows;
+            deliver(c, id, &ev);
+            free(lg);
+        }
+    }
+    if (!p->n_token_ids && !(p->text && p->text[0])) return;
+    float *lp = NULL;
+    if (p->n_logprobs == p->n_token_ids && p->n_logprobs && (lp = malloc(p->n_logprobs * sizeof *lp)))
+        for (size_t i = 0; i < p->n_logprobs; i++) lp[i] = p->logprobs[i]->logprob;
+    q35c_event ev = { .kind = Q35C_EV_PIECE, .id = id, .text = p->text ? p->text : "",
+                      .text_len = p->text ? strlen(p->text) : 0, .ids = p->token_ids,
+                      .n_ids = (int)p->n_token_ids, .logprobs = lp, .reasoning = p->reasoning };
+    deliver(c, id, &ev);
+    free(lp);
+}
+
+/* Handles one Event payload. Events for unknown ids (a request already
+ * ended, a probe) only count as signs of life. */
+static void on_event(q35c_client *c, const void *buf, size_t len)
+{
+    q35_wire_budget b;
+    q35_wire_budget_init(&b, q35_wire_budget_for(len));
+    Q35__Event *e = q35_wire_unpack(&q35__event__descriptor, buf, len, &b, NULL, 0);
+    if (!e) return;
+    char *end;
+    uint64_t id = strtoull(e->request_id, &end, 10);
+    if (e->body_case == Q35__EVENT__BODY_STATUS || (c->status_id[0] && !strcmp(e->request_id, c->status_id))) {
+        on_status(c, e);
+    } else if (*end || !e->request_id[0] || !find_req(c, id)) {
+        /* not ours (any more) */
+    } else if (e->body_case == Q35__EVENT__BODY_PIECE) {
+        on_piece(c, id, e->piece);
+    } else if (e->body_case == Q35__EVENT__BODY_FINAL) {
+        const Q35__Usage *u = e->final->usage;
+        q35c_event ev = { .kind = Q35C_EV_FINAL, .id = id, .finish = finish_of(e->final->reason) };
+        if (u) {
+            ev.prompt_tokens = (int)u->prompt_tokens;
+            ev.completion_tokens = (int)u->completion_tokens;
+            ev.ttft_s = u->ttft_s;
+            ev.decode_tps = u->tokens_per_s;
+        }
+        if (ev.finish == Q35C_FINISH_ERROR) {
+            ev.code = "UNKNOWN";
+            ev.message = "the coordinator ended the request with an unknown finish reason";
+        }
+        deliver(c, id, &ev);
+        drop_req(c, id);
+    } else if (e->body_case == Q35__EVENT__BODY_ERROR) {
+        q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
+                          .code = q35_wire_code_name(e->error->code),
+                          .message = e->error->message ? e->error->message : "" };
+        deliver(c, id, &ev);
+        drop_req(c, id);
+    }
+    q35_wire_free(e, &b);
+}
+
+/* Receives and dispatches until done(c, arg) or timeout_ms (-1: none).
+ * Watches the link for the requests in flight. */
+static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void *), void *arg,
+                char *err, size_t errsz)
+{
+    double t_end = timeout_ms < 0 ? INFINITY : q35_now() + timeout_ms / 1000.0;
+    double idle = c->o.idle_timeout_ms / 1000.0;
+    while (!done(c, arg)) {
+        if (c->interrupted) {
+            c->interrupted = 0;
+            for (int i = 0; i < c->n_req; i++) q35c_cancel(c, c->req[i].id, NULL, 0);
+        }
+        double now = q35_now();
+        if (now >= t_end) return 0;
+        drain_monitor(c);
+        if (c->link_lost) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "coordinator at %s disconnected", c->endpoint);
+            fail_all(c, "UNAVAILABLE", msg);
+            if (c->status_id[0] && !c->status_done) {
+                c->status_done = true;
+                c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EIO, "%s", msg);
+            }
+            c->link_lost = false;
+            continue;
+        }
+        if (now - c->last_rx > idle) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "coordinator at %s silent for %d ms", c->endpoint,
+                     c->o.idle_timeout_ms);
+            fail_all(c, "UNAVAILABLE", msg);
+            if (c->status_id[0] && !c->status_done) {
+                c->status_done = true;
+                c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EIO, "%s", msg);
+            }
+            c->last_rx = now;
+            continue;
+        }
+        if (now - c->last_rx > idle / 3 && now - c->last_probe > idle / 3) {
+            char pid[32];
+            snprintf(pid, sizeof pid, "probe-%" PRIu64, c->next_probe++);
+            send_simple(c, pid, Q35__CLIENT_REQUEST__BODY_STATUS, NULL, 0);
+            c->last_probe = now;
+        }
+        double wait = fmin(t_end - now, TICK_MS / 1000.0);
+        zmq_pollitem_t pi = { .socket = c->sock, .events = ZMQ_POLLIN };
+        int n = zmq_poll(&pi, 1, (long)(wait * 1000) + 1);
+        if (n < 0 && errno != EINTR)
+            return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
+        while (n > 0) {
+            q35_wire_msg m;
+            if (q35_wire_recv(c->sock, &m, ZMQ_DONTWAIT)) break;
+            c->last_rx = q35_now();
+            if (m.n >= 1 && !m.too_many) {
+                size_t len;
+                const void *p = q35_wire_frame(&m, m.n - 1, &len);
+                on_event(c, p, len);
+            }
+            q35_wire_msg_close(&m);
+        }
+    }
+    return 0;
+}
+
+static bool none_in_flight(q35c_client *c, void *arg)
+{
+    (void)arg;
+    return c->n_req == 0;
+}
+
+int q35c_run(q35c_client *c, int timeout_ms, char *err, size_t errsz)
+{
+    return pump(c, timeout_ms, none_in_flight, NULL, err, errsz);
+}
+
+/* --- generate: submit + run, with the outcome kept ------------------------ */
+
+typedef struct outcome {
+    q35c_event_fn fn;
+    void *user;
+    uint64_t id;
+    bool ended, by_callback;
+    q35c_finish finish;
+    int completion_tokens;
+    char code[32];
+    char message[Q35_ERRSZ];
+} outcome;
+
+static int outcome_fn(const q35c_event *ev, void *user)
+{
+    outcome *o = user;
+    int rc = o->fn ? o->fn(ev, o->user) : 0;
+    if (rc) o->by_callback = true;
+    if (ev->kind == Q35C_EV_FINAL || ev->kind == Q35C_EV_ERROR) {
+        o->ended = true;
+        o->finish = ev->kind == Q35C_EV_ERROR ? Q35C_FINISH_ERROR : ev->finish;
+        o->completion_tokens = ev->completion_tokens;
+        snprintf(o->code, sizeof o->code, "%s", ev->code ? ev->code : "");
+        snprintf(o->message, sizeof o->message, "%s", ev->message ? ev->message : "");
+    }
+    return rc;
+}
+
+static bool outcome_ended(q35c_client *c, void *arg)
+{
+    (void)c;
+    return ((outcome *)arg)->ended;
+}
+
+static int code_of(const char *wire)
+{
+    if (!strcmp(wire, "INVALID_ARGUMENT") || !strcmp(wire, "FAILED_PRECONDITION")) return Q35_EINVAL;
+    if (!strcmp(wire, "RESOURCE_EXHAUSTED")) return Q35_EBUSY;
+    if (!strcmp(wire, "OUT_OF_RANGE")) return Q35_ERANGE;
+    return Q35_EIO;
+}
+
+int q35c_generate(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *user,
+                  char *err, size_t errsz)
+{
+    outcome o = { .fn = fn, .user = user };
+    int rc = q35c_submit(c, r, outcome_fn, &o, &o.id, err, errsz);
+    if (rc) return rc;
+    if ((rc = pump(c, -1, outcome_ended, &o, err, errsz))) return rc;
+    switch (o.finish) {
+    case Q35C_FINISH_STOP:
+    case Q35C_FINISH_LENGTH:
+    case Q35C_FINISH_CANCELLED:
+        return 0;
+    case Q35C_FINISH_DEADLINE:
+        return q35_err(err, errsz, Q35_ESTATE, "request %" PRIu64 ": deadline of %u ms passed after %d tokens",
+                       o.id, r->deadline_ms, o.completion_tokens);
+    default:
+        return q35_err(err, errsz, code_of(o.code), "request %" PRIu64 ": %s: %s", o.id,
+                       o.code[0] ? o.code : "ERROR", o.message);
+    }
+}
+
+/* --- status ----------------------------------------------------------- */
+
+static bool status_ended(q35c_client *c, void *arg)
+{
+    (void)arg;
+    return c->status_done;
+}
+
+int q35c_status_get(q35c_client *c, q35c_status **out, char *err, size_t errsz)
+{
+    *out = NULL;
+    snprintf(c->status_id, sizeof c->status_id, "status-%" PRIu64, c->next_probe++);
+    c->status_done = false;
+    c->status_out = NULL;
+    c->status_rc = 0;
+    drain_monitor(c);
+    if (c->n_req == 0) c->link_lost = false;
+    int rc = send_simple(c, c->status_id, Q35__CLIENT_REQUEST__BODY_STATUS, err, errsz);
+    if (rc == 0) {
+        c->last_rx = q35_now();
+        rc = pump(c, c->o.idle_timeout_ms, status_ended, NULL, err, errsz);
+        if (rc == 0 && !c->status_done)
+            rc = q35_err(err, errsz, Q35_EIO, "coordinator at %s: no status reply within %d ms",
+                         c->endpoint, c->o.idle_timeout_ms);
+        else if (rc == 0 && c->status_rc)
+            rc = q35_err(err, errsz, c->status_rc, "%s", c->status_err);
+    }
+    if (rc == 0) *out = c->status_out;
+    else if (c->status_out) q35c_status_destroy(&c->status_out);
+    c->status_id[0] = 0;
+    c->status_out = NULL;
+    return rc;
+}
+
+void q35c_status_destroy(q35c_status **s)
+{
+    if (!s || !*s) return;
+    free((*s)->stages);
+    free(*s);
+    *s = NULL;
+}

@@ -1,0 +1,221 @@
+/* qwen35_client.h — the C client library of a qwen35 pipeline.
+ *
+ * One DEALER socket talks to the coordinator's ROUTER (proto/qwen35.proto:
+ * ClientRequest out, ClientReply in). A client object belongs to one
+ * thread; it may hold many requests in flight at once.
+ *
+ *   char err[Q35_ERRSZ];
+ *   q35c_client *c = q35c_new("ipc:///run/qwen35/coord", NULL, err, sizeof err);
+ *   q35c_request r; q35c_request_init(&r);
+ *   r.prompt = "Why is the sky blue?";
+ *   int rc = q35c_generate(c, &r, on_event, user, err, sizeof err);
+ *   q35c_destroy(&c);
+ *
+ * Errors: functions return 0 or a negative Q35_E* code (model/common.h)
+ * and write one line into the caller's err buffer. Nothing here prints,
+ * exits or blocks forever: every wait is bounded by the timeouts of
+ * q35c_opts, so an absent or dead coordinator is a clear error.
+ */
+#ifndef QWEN35_CLIENT_H
+#define QWEN35_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "common.h"
+
+typedef struct q35c_client q35c_client;
+
+typedef struct q35c_opts {
+    /* A request is refused with Q35_EIO when no connection to the
+     * coordinator exists this long after it was submitted. */
+    int connect_timeout_ms;       /* default 3000 */
+    /* Requests in flight end with an ERROR event (UNAVAILABLE) when the
+     * coordinator disconnects, or answers neither events nor the liveness
+     * probes (Status requests, sent after a third of this of silence) for
+     * this long. */
+    int idle_timeout_ms;          /* default 15000 */
+} q35c_opts;
+
+/* --- requests ------------------------------------------------------------ */
+
+typedef struct q35c_message {
+    const char *role;             /* "system", "user", "assistant" */
+    const char *content;
+} q35c_message;
+
+typedef struct q35c_request {
+    /* Exactly one input: */
+    const char *prompt;           /* one user turn (chat template applied) */
+    const q35c_message *messages; /* a whole conversation (template applied) */
+    int n_messages;
+    const int32_t *prompt_ids;    /* raw ids, no template */
+    int n_prompt_ids;
+    bool raw_prompt;              /* prompt is raw text: tokenized as is
+                                     (special tokens parsed), no template */
+
+    const char *system;           /* system message for prompt/messages; NULL: none */
+    bool think;                   /* reasoning on (default true) */
+    int max_tokens;               /* default 256; 0 = up to the context */
+    bool ignore_eos;              /* keep going past end-of-sequence tokens */
+    const char *const *stop;      /* stop strings (not part of the output) */
+    int n_stop;
+
+    /* sampling (defaults: greedy) */
+    float temperature;            /* 0 = greedy */
+    int top_k;                    /* 0 = off */
+    float top_p;                  /* 1 = off */
+    float min_p;                  /* 0 = off */
+    float repeat_penalty;         /* 1 = off */
+    int repeat_last_n;            /* window of the penalty; 0 = the coordinator's default */
+    uint64_t seed;
+
+    uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */
+    int n_logprobs;               /* 0 = none; else chosen token's logprob + top n-1..20 */
+    bool logits;                  /* full logits: every prompt position and
+                                     every generated token */
+    uint64_t id;                  /* 0: the library picks one */
+} q35c_request;
+
+/* Fills the defaults above. */
+void q35c_request_init(q35c_request *r);
+
+/* --- events -------------------------------------------------------------- */
+
+typedef enum q35c_event_kind {
+    Q35C_EV_PIECE = 1,            /* text with its token ids */
+    Q35C_EV_LOGITS,               /* logits rows (request.logits) */
+    Q35C_EV_FINAL,                /* last event of a request */
+    Q35C_EV_ERROR,                /* last event of a request that failed */
+} q35c_event_kind;
+
+typedef enum q35c_finish {
+    Q35C_FINISH_NONE = 0,
+    Q35C_FINISH_STOP,             /* eos / end of turn / stop string */
+    Q35C_FINISH_LENGTH,           /* max_tokens */
+    Q35C_FINISH_CANCELLED,
+    Q35C_FINISH_DEADLINE,
+    Q35C_FINISH_ERROR,
+} q35c_finish;
+
+const char *q35c_finish_name(q35c_finish f);   /* "stop", "length", … */
+
+typedef struct q35c_event {
+    q35c_event_kind kind;
+    uint64_t id;                  /* the request's id */
+    /* PIECE */
+    const char *text;             /* UTF-8, not NUL-terminated: text_len */
+    size_t text_len;
+    const int32_t *ids;           /* [n_ids] */
+    int n_ids;
+    const float *logprobs;        /* [n_ids] chosen tokens' logprobs, or NULL */
+    bool reasoning;               /* inside <think> … </think> */
+    /* LOGITS: n_rows rows of n_vocab floats, first_pos = the position of
+     * the first row in the sequence (prompt positions come first) */
+    const float *logits;
+    int n_rows, n_vocab, first_pos;
+    /* FINAL */
+    q35c_finish finish;
+    int prompt_tokens, completion_tokens;
+    double ttft_s;                /* submission to first token */
+    double decode_tps;            /* completion tokens / decode time */
+    /* ERROR (and FINAL with finish ERROR) */
+    const char *code;             /* e.g. "UNAVAILABLE", "INVALID_ARGUMENT" */
+    const char *message;
+} q35c_event;
+
+/* Called once per event, in arrival order. Pointers in ev live until the
+ * callback returns. Returning non-zero cancels the request (its FINAL
+ * event, finish CANCELLED, still comes). */
+typedef int (*q35c_event_fn)(const q35c_event *ev, void *user);
+
+/* --- status -------------------------------------------------------------- */
+
+typedef struct q35c_stage_status {
+    char endpoint[256];
+    int layer_begin, layer_end;   /* [a, b) */
+    bool up;
+    char backend[16];
+    char problem[256];            /* why it is not routed to, when down */
+    int slots_used, slots_total;
+    double busy_pct;              /* busy / uptime over the stage's life */
+    double busy_s, idle_s;        /* computing; waiting with nothing to do */
+    double wire_idle_pct;         /* idle_s as a share of busy_s, in % */
+    uint64_t tokens;
+} q35c_stage_status;
+
+typedef struct q35c_status {
+    char model[256];
+    int n_layer;
+    int active, queued, max_queue;
+    int slots_used, slots_total;
+    double tokens_per_s;          /* recent aggregate generation rate */
+    double uptime_s;
+    uint64_t requests_done, tokens_generated;
+    int n_stages;
+    q35c_stage_status *stages;    /* [n_stages] */
+} q35c_status;
+
+/* --- calls --------------------------------------------------------------- */
+
+/* Connects a DEALER to the coordinator at endpoint (tcp://host:port or
+ * ipc://path). opts may be NULL (defaults). Connecting never blocks: an
+ * absent coordinator shows as Q35_EIO from the first call that needs it.
+ * Returns NULL on failure (bad endpoint) with the reason in err. */
+q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts,
+                      char *err, size_t errsz);
+
+/* Closes the socket (linger 0: requests in flight are abandoned; the
+ * coordinator frees their slots when it notices) and NULLs *c. */
+void q35c_destroy(q35c_client **c);
+
+/* Sends a request and returns at once; its events are delivered by
+ * q35c_run(). *id receives the request id. Q35_EINVAL for a bad request
+ * (named field), Q35_EIO when the coordinator cannot be reached. */
+int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn,
+                void *user, uint64_t *id, char *err, size_t errsz);
+
+/* Delivers events until no request is in flight, or until timeout_ms
+ * passes (-1: no limit besides the idle timeout). Requests whose link
+ * fails end with an ERROR event (code "UNAVAILABLE"). Returns 0, or
+ * Q35_EIO when the client itself failed. */
+int q35c_run(q35c_client *c, int timeout_ms, char *err, size_t errsz);
+
+/* Number of requests still in flight. */
+int q35c_in_flight(const q35c_client *c);
+
+/* q35c_submit + q35c_run for that request. Returns 0 when the request
+ * ended with FINAL stop/length (or was cancelled by the callback),
+ * otherwise a negative code with the error event's message in err. */
+int q35c_generate(q35c_client *c, const q35c_request *r, q35c_event_fn fn,
+                  void *user, char *err, size_t errsz);
+
+/* Asks the coordinator to cancel request id (its FINAL event follows). */
+int q35c_cancel(q35c_client *c, uint64_t id, char *err, size_t errsz);
+
+/* Async-signal-safe: the next q35c_run cancels every request in flight
+ * (a CLI's SIGINT handler calls this). */
+void q35c_interrupt(q35c_client *c);
+
+/* Asks the coordinator for the pipeline's state; waits at most the
+ * connect + idle timeouts. On success *out is a new status to free with
+ * q35c_status_destroy. */
+int q35c_status_get(q35c_client *c, q35c_status **out, char *err, size_t errsz);
+void q35c_status_destroy(q35c_status **s);
+
+/* --- printing (client/json.c) --------------------------------------------- */
+
+/* One JSON object per line: {"event":"piece","id":…,"text":…,"ids":[…],
+ * "reasoning":…[,"logprobs":[…]],"t":…}, {"event":"logits","id":…,
+ * "first_pos":…,"rows":…,"n_vocab":…,"t":…} (the values go to
+ * --logits-out, not JSON), {"event":"final","id":…,"finish":…,
+ * "prompt_tokens":…,"completion_tokens":…,"ttft_s":…,"decode_tps":…,"t":…},
+ * {"event":"error","id":…,"code":…,"message":…,"t":…}. "t" is the wall
+ * clock (Unix seconds) when the event was printed. */
+void q35c_event_write_json(FILE *f, const q35c_event *ev);
+void q35c_status_write_json(FILE *f, const q35c_status *s);
+/* A table for people: one line per stage. */
+void q35c_status_write_text(FILE *f, const q35c_status *s);
+
+#endif

@@ -1,0 +1,299 @@
+/* Sequences and batches on the tiny Q4_K_M model: interleaved slots equal
+ * each sequence alone; one batch of one token from m sequences equals one
+ * sequence at a time; mixed batches (several sequences of several tokens)
+ * too; bad slots, positions, sizes and a full context are clear errors
+ * that change no state; reset slots start over. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "engine.h"
+#include "forward_util.h"
+
+#define N_TOK 64
+
+static char model[512];
+static int32_t toks[N_TOK];
+
+static int setup(void **s)
+{
+    (void)s;
+    snprintf(model, sizeof model, "%s/models/tiny-Q4_K_M.gguf", fu_golden_dir());
+    char path[600];
+    snprintf(path, sizeof path, "%s/tokens64.txt", fu_golden_dir());
+    return fu_read_ids(path, toks, N_TOK) == N_TOK ? 0 : -1;
+}
+
+/* Two sequences in slots 0 and 1, fed alternately in chunks, give exactly
+ * what each gives alone in a fresh engine with the same chunks. */
+static void test_interleaved_equals_alone(void **s)
+{
+    (void)s;
+    const int na = 30, nb = 34, ca = 4, cb = 5;
+    const int32_t *ta = toks, *tb = toks + na;
+    fu_chain ch;
+    fu_chain_open(&ch, model, 3, 2, 64, 2);       /* split too: state per range */
+    int V = ch.V;
+    float *la = fu_alloc((size_t)na * V * 4), *lb = fu_alloc((size_t)nb * V * 4);
+    for (int pa = 0, pb = 0; pa < na || pb < nb;) {
+        if (pa < na) {
+            int k = na - pa < ca ? na - pa : ca;
+            fu_chain_run(&ch, 0, ta + pa, k, pa, k, la + (size_t)pa * V);
+            pa += k;
+        }
+        if (pb < nb) {
+            int k = nb - pb < cb ? nb - pb : cb;
+            fu_chain_run(&ch, 1, tb + pb, k, pb, k, lb + (size_t)pb * V);
+            pb += k;
+        }
+    }
+    fu_chain_close(&ch);
+    float *ra = fu_alloc((size_t)na * V * 4), *rb = fu_alloc((size_t)nb * V * 4);
+    fu_chain_open(&ch, model, 0, 1, 64, 1);
+    fu_chain_run(&ch, 0, ta, na, 0, ca, ra);
+    fu_chain_close(&ch);
+    fu_chain_open(&ch, model, 0, 1, 64, 1);
+    fu_chain_run(&ch, 0, tb, nb, 0, cb, rb);
+    fu_chain_close(&ch);
+    assert_memory_equal(la, ra, (size_t)na * V * 4);
+    assert_memory_equal(lb, rb, (size_t)nb * V * 4);
+    free(la); free(lb); free(ra); free(rb);
+}
+
+/* m sequences with different prompts, then decode steps: one batch of m
+ * single tokens vs each sequence alone. */
+static void test_batched_decode(void **s)
+{
+    (void)s;
+    enum { M = 5, STEPS = 6 };
+    fu_chain bat, one;
+    fu_chain_open(&bat, model, 0, M, 64, 2);
+    fu_chain_open(&one, model, 0, M, 64, 1);
+    int V = bat.V;
+    int plen[M], slot[M], pos[M], n1[M];
+    float *lb = fu_alloc((size_t)M * V * 4), *lo = fu_alloc((size_t)M * V * 4);
+    float *pl = fu_alloc((size_t)N_TOK * V * 4);
+    int32_t nb[M], no[M];
+    for (int q = 0; q < M; q++) {
+        plen[q] = 3 + 5 * q;
+        slot[q] = M - 1 - q;           /* slots need not follow sequence order */
+        fu_chain_run(&bat, slot[q], toks + 7 * q, plen[q], 0, plen[q], pl);
+        nb[q] = fu_argmax(pl + (size_t)(plen[q] - 1) * V, V);
+        fu_chain_run(&one, slot[q], toks + 7 * q, plen[q], 0, 2, pl);
+        no[q] = fu_argmax(pl + (size_t)(plen[q] - 1) * V, V);
+        assert_int_equal(nb[q], no[q]);
+    }
+    double worst = 0;
+    for (int step = 0; step < STEPS; step++) {
+        for (int q = 0; q < M; q++) {
+            pos[q] = plen[q] + step;
+            n1[q] = 1;
+        }
+        q35_batch b = { .n_seq = M, .slot = slot, .pos = pos, .n_tok = n1, .n_total = M,
+                        .tokens = nb, .logits = lb, .all_logits = 0 };
+        fu_chain_batch(&bat, &b);
+        for (int q = 0; q < M; q++)
+            fu_chain_run(&one, slot[q], &no[q], 1, pos[q], 1, lo + (size_t)q * V);
+        double d = fu_max_diff(lb, lo, (size_t)M * V);
+        if (d > worst)
+            worst = d;
+        assert_true(d <= 1e-4);
+        for (int q = 0; q < M; q++) {
+            nb[q] = fu_argmax(lb + (size_t)q * V, V);
+            no[q] = fu_argmax(lo + (size_t)q * V, V);
+            assert_int_equal(nb[q], no[q]);
+        }
+    }
+    print_message("batched decode of %d sequences vs one at a time: max diff %.3g\n", M, worst);
+    fu_chain_close(&bat);
+    fu_chain_close(&one);
+    free(lb); free(lo); free(pl);
+}
+
+/* One batch: sequence A continues with 5 tokens, B starts with 3, C
+ * continues with 1; all rows' logits equal those of separate passes. */
+static void test_mixed_batch(void **s)
+{
+    (void)s;
+    fu_chain mix, sep;
+    fu_chain_open(&mix, model, 5, 3, 64, 2);
+    fu_chain_open(&sep, model, 0, 3, 64, 1);
+    int V = mix.V;
+    float *tmp = fu_alloc((size_t)N_TOK * V * 4);
+    fu_chain_run(&mix, 0, toks, 10, 0, 10, tmp);      /* A: 10 tokens */
+    fu_chain_run(&mix, 2, toks + 20, 6, 0, 6, tmp);   /* C: 6 tokens */
+    fu_chain_run(&sep, 0, toks, 10, 0, 10, tmp);
+    fu_chain_run(&sep, 2, toks + 20, 6, 0, 6, tmp);
+
+    int slot[3] = { 0, 1, 2 }, pos[3] = { 10, 0, 6 }, nt[3] = { 5, 3, 1 };
+    int32_t tk[9] = { toks[10], toks[11], toks[12], toks[13], toks[14],
+                      toks[40], toks[41], toks[42], toks[26] };
+    float *lm = fu_alloc((size_t)9 * V * 4), *ls = fu_alloc((size_t)9 * V * 4);
+    q35_batch b = { .n_seq = 3, .slot = slot, .pos = pos, .n_tok = nt, .n_total = 9,
+                    .tokens = tk, .logits = lm, .all_logits = 1 };
+    fu_chain_batch(&mix, &b);
+    for (int q = 0, row = 0; q < 3; row += nt[q], q++)
+        fu_chain_run(&sep, slot[q], tk + row, nt[q], pos[q], 1, ls + (size_t)row * V);
+    double d = fu_max_diff(lm, ls, (size_t)9 * V);
+    print_message("mixed batch vs separate: max diff %.3g\n", d);
+    assert_true(d <= 1e-4);
+
+    /* Last-row-only logits are the same rows. */
+    for (int q = 0; q < 3; q++)
+        pos[q] += nt[q];
+    int32_t t2[9];
+    memcpy(t2, tk, sizeof t2);
+    float *last = fu_alloc((size_t)3 * V * 4);
+    q35_batch b2 = { .n_seq = 3, .slot = slot, .pos = pos, .n_tok = nt, .n_total = 9,
+                     .tokens = t2, .logits = last, .all_logits = 0 };
+    fu_chain_batch(&mix, &b2);
+    b2.logits = lm;
+    b2.all_logits = 1;
+    fu_chain_batch(&sep, &b2);
+    for (int q = 0, row = 0; q < 3; row += nt[q], q++)
+        assert_true(fu_max_diff(last + (size_t)q * V, lm + (size_t)(row + nt[q] - 1) * V, V) <= 1e-4);
+    fu_chain_close(&mix);
+    fu_chain_close(&sep);
+    free(tmp); free(lm); free(ls); free(last);
+}
+
+static void expect_error(q35_engine *e, q35_batch *b, int code, const char *needle)
+{
+    char err[Q35_ERRSZ] = "";
+    int rc = q35_engine_forward(e, b, err, sizeof err);
+    if (rc != code || !strstr(err, needle))
+        fail_msg("expected %s with '%s', got %s: '%s'", q35_strcode(code), needle,
+                 q35_strcode(rc), err);
+}
+
+static void test_errors(void **s)
+{
+    (void)s;
+    q35_engine *e = fu_open(model, 0, -1, 2, 8, 1);
+    int V = (int)q35_engine_config(e)->n_vocab;
+    float *l = fu_alloc((size_t)10 * V * 4), *ref = fu_alloc((size_t)10 * V * 4);
+    int slot = 0, pos = 0, n = 3;
+    int32_t tk[10];
+    memcpy(tk, toks, sizeof tk);
+    q35_batch b = { .n_seq = 1, .slot = &slot, .pos = &pos, .n_tok = &n, .n_total = 3,
+                    .tokens = tk, .logits = l, .all_logits = 1 };
+
+    slot = 2;  expect_error(e, &b, Q35_EINVAL, "slot 2");
+    slot = -1; expect_error(e, &b, Q35_EINVAL, "slot -1");
+    slot = 0;
+    pos = 1;   expect_error(e, &b, Q35_ESTATE, "position 1 does not continue");
+    pos = 0;
+    n = 0;     expect_error(e, &b, Q35_EINVAL, "n_tok 0");
+    n = 9; b.n_total = 9;
+    expect_error(e, &b, Q35_ERANGE, "context full");
+    n = 3; b.n_total = 4;
+    expect_error(e, &b, Q35_EINVAL, "n_total 4");
+    b.n_total = 3;
+    tk[1] = V;  expect_error(e, &b, Q35_EINVAL, "token 1: id 512");
+    tk[1] = -3; expect_error(e, &b, Q35_EINVAL, "id -3");
+    tk[1] = toks[1];
+    b.logits = NULL; expect_error(e, &b, Q35_EINVAL, "logits");
+    b.logits = l;
+    int slots2[2] = { 1, 1 }, pos2[2] = { 0, 0 }, n2[2] = { 1, 2 };
+    q35_batch dup = { .n_seq = 2, .slot = slots2, .pos = pos2, .n_tok = n2, .n_total = 3,
+                      .tokens = tk, .logits = l, .all_logits = 1 };
+    expect_error(e, &dup, Q35_EINVAL, "appears twice");
+    assert_int_equal(q35_engine_slot_len(e, 0), 0);
+    assert_int_equal(q35_engine_slot_len(e, 1), 0);
+
+    /* After the errors the slot still runs from scratch, and fills. */
+    char err[Q35_ERRSZ];
+    assert_int_equal(q35_engine_forward(e, &b, err, sizeof err), 0);
+    memcpy(ref, l, (size_t)3 * V * 4);
+    assert_int_equal(q35_engine_slot_len(e, 0), 3);
+    pos = 3; n = 5; b.n_total = 5; b.tokens = tk + 3;
+    assert_int_equal(q35_engine_forward(e, &b, err, sizeof err), 0);
+    assert_int_equal(q35_engine_slot_len(e, 0), 8);
+    pos = 8; n = 1; b.n_total = 1;
+    expect_error(e, &b, Q35_ERANGE, "context full");
+    assert_int_equal(q35_engine_slot_len(e, 0), 8);
+
+    /* Reset: the same tokens give the same logits again. */
+    assert_int_equal(q35_engine_slot_reset(e, 0, err, sizeof err), 0);
+    assert_int_equal(q35_engine_slot_len(e, 0), 0);
+    assert_int_equal(q35_engine_slot_reset(e, 7, err, sizeof err), Q35_EINVAL);
+    pos = 0; n = 3; b.n_total = 3; b.tokens = tk;
+    assert_int_equal(q35_engine_forward(e, &b, err, sizeof err), 0);
+    assert_memory_equal(l, ref, (size_t)3 * V * 4);
+    q35_engine_close(&e);
+    assert_null(e);
+
+    /* A middle range needs hidden rows in and out. */
+    e = fu_open(model, 2, 5, 1, 8, 1);
+    assert_false(q35_engine_has_embd(e));
+    assert_false(q35_engine_has_head(e));
+    slot = 0; pos = 0; n = 1; b.n_total = 1;
+    b.x_in = NULL;
+    expect_error(e, &b, Q35_EINVAL, "x_in");
+    q35_engine_close(&e);
+    free(l); free(ref);
+}
+
+static void test_bad_ranges(void **s)
+{
+    (void)s;
+    const int r[][2] = { { 3, 3 }, { 0, 9 }, { 5, 2 }, { -1, 4 } };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        char err[Q35_ERRSZ] = "";
+        q35_engine_opts o = { .model_path = model, .layer_begin = r[i][0], .layer_end = r[i][1],
+                              .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "cpu" };
+        assert_null(q35_engine_open(&o, err, sizeof err));
+        assert_non_null(strstr(err, "layer range"));
+    }
+    char err[Q35_ERRSZ] = "";
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1,
+                          .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "tpu" };
+    assert_null(q35_engine_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "backend 'tpu'"));
+    o.backend = "cpu";
+    o.max_ctx = 1 << 30;
+    assert_null(q35_engine_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "context_length"));
+    o.model_path = "/nonexistent/model.gguf";
+    o.max_ctx = 8;
+    assert_null(q35_engine_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "/nonexistent/model.gguf"));
+}
+
+/* The slot pool size is what the layers need: SSM conv + S per SSM
+ * layer, K and V for max_ctx positions per attention layer. */
+static void test_state_bytes(void **s)
+{
+    (void)s;
+    q35_engine *e = fu_open(model, 0, -1, 3, 16, 1);
+    const q35_config *c = q35_engine_config(e);
+    size_t ssm = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch
+               + (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+    size_t att = (size_t)16 * c->n_head_kv * (c->head_dim + c->head_dim_v);
+    assert_int_equal(q35_engine_state_bytes(e), 3 * (6 * ssm + 2 * att) * sizeof(float));
+    q35_engine_close(&e);
+    e = fu_open(model, 4, 7, 3, 16, 1);   /* layers 4, 5, 6: all SSM */
+    assert_int_equal(q35_engine_state_bytes(e), 3 * (3 * ssm) * sizeof(float));
+    q35_engine_close(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interleaved_equals_alone),
+        cmocka_unit_test(test_batched_decode),
+        cmocka_unit_test(test_mixed_batch),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_bad_ranges),
+        cmocka_unit_test(test_state_bytes),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
