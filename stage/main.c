@@ -12,10 +12,11 @@
 #include "../daemon/signals.h"
 #include "stage.h"
 
-static void on_progress(void *ud, uint64_t done, uint64_t total)
+static int on_progress(void *ud, uint64_t done, uint64_t total)
 {
     (void)ud;
     notify_progress("loading", done, total);
+    return sig_stop_requested();
 }
 
 int main(int argc, char **argv)
