@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct run_opts {
     const char *model, *tokens_file, *logits_out, *backend;
@@ -207,6 +208,19 @@ static int chain_forward(chain *ch, const int32_t *tok, int n, int pos, float *l
     return 0;
 }
 
+/* Resident set size in MiB (pages of the model actually touched + heap). */
+static double rss_mib(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
 static int32_t argmax(const float *v, int n)
 {
     int32_t best = 0;
@@ -256,8 +270,8 @@ static int run(const run_opts *o)
             memmove(logits, logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
     }
     double t1 = q35_now();
-    fprintf(stderr, "qwen35-run: prefill %d tokens in %.3f s (%.1f tok/s)\n",
-            n_tok, t1 - t0, n_tok / (t1 - t0));
+    fprintf(stderr, "qwen35-run: prefill %d tokens in %.3f s (%.1f tok/s), RSS %.1f MiB\n",
+            n_tok, t1 - t0, n_tok / (t1 - t0), rss_mib());
     if (lf && fclose(lf)) {
         lf = NULL;
         fprintf(stderr, "qwen35-run: %s: %s\n", o->logits_out, strerror(errno));
