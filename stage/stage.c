@@ -91,7 +91,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->x_in = malloc(hid * sizeof(float));
     s->x_out = malloc(hid * sizeof(float));
     s->logits = s->last ? malloc((size_t)s->max_logit_rows * s->cfg->n_vocab * sizeof(float)) : NULL;
-    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab) : NULL;
+    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs) : NULL;
     if (!s->x_in || !s->x_out || (s->last && (!s->logits || !s->smp))) {
         q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d batch rows", s->max_batch);
         goto fail;
@@ -290,9 +290,9 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     const Q35__Sampling *sp = c->sampling;
     if (!sp)
         return 0;
-    if (!finite_in(sp->temperature, 0, 1000))
+    if (!finite_in(sp->temperature, 0, 100))
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.temperature"),
-                    "%s: %g, expected 0 (greedy) .. 1000", f, sp->temperature);
+                    "%s: %g, expected 0 (greedy) .. 100", f, sp->temperature);
     if (sp->top_k < 0)
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.top_k"),
                     "%s: %d, expected >= 0", f, sp->top_k);
@@ -305,6 +305,13 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     if (!finite_in(sp->repeat_penalty, 0, 100))
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_penalty"),
                     "%s: %g, expected 0 .. 100", f, sp->repeat_penalty);
+    if (sp->repeat_last_n < 0 || sp->repeat_last_n > s->max_ctx)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_last_n"),
+                    "%s: %d, expected 0 .. %d", f, sp->repeat_last_n, s->max_ctx);
+    smp_params p = stage_sample_params(c);
+    char err[Q35_ERRSZ];
+    if (smp_check(&p, (int32_t)s->cfg->n_vocab, err, sizeof err))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling"), "%s: %s", f, err);
     return 0;
 #undef FIELD
 }
@@ -528,7 +535,9 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
                     q35__top_logprob__init(&o->tops[i * Q35_WIRE_MAX_LOGPROBS + k]);
                     sm->top[k] = &o->tops[i * Q35_WIRE_MAX_LOGPROBS + k];
                 }
-                stage_sample_seq(s->smp, lastrow, c, sm);
+                char err[Q35_ERRSZ];
+                if (stage_sample_seq(s->smp, (float *)lastrow, c, sm, err, sizeof err))
+                    return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward", "seqs[%zu]: %s", i, err);
                 o->psm[o->fr.n_sampled++] = sm;
             }
             row += c->n_tokens;
