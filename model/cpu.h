@@ -78,6 +78,11 @@ typedef struct cpu_mm {
     int64_t ldy;
 } cpu_mm;
 
+/* Runs fn on the pool, or inline on the calling thread when the work
+ * (bytes it streams) is too small to pay for waking the workers. Results
+ * are the same either way (see pool.h). */
+void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes);
+
 /* Runs the products on the pool, each thread a row share of every one
  * (one barrier for all of them). */
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm);

@@ -36,10 +36,24 @@ static void mm_worker(void *arg, int ith, int nth)
     }
 }
 
+#define CPU_PAR_MIN_BYTES (128.0 * 1024)
+
+void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes)
+{
+    if (work_bytes < CPU_PAR_MIN_BYTES)
+        fn(arg, 0, 1);
+    else
+        pool_run(b->pool, fn, arg);
+}
+
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
 {
     mm_job j = { n, mm };
-    pool_run(b->pool, mm_worker, &j);
+    double work = 0;
+    for (int i = 0; i < n; i++)
+        work += (double)mm[i].t->row_bytes * (double)mm[i].t->ne[1]
+              + 4.0 * (double)mm[i].nx * ((double)mm[i].t->ne[0] + (double)mm[i].t->ne[1]);
+    cpu_run(b, mm_worker, &j, work);
 }
 
 /* ---- slot pool ------------------------------------------------------------ */

@@ -155,6 +155,14 @@ static int c_long_prompt(probe *p)
     return rc;
 }
 
+static int c_ctx_prompt(probe *p)
+{
+    int n = 5000;   /* past the --max-ctx of the test pipelines, small on the wire */
+    int32_t ids[5000];
+    for (int i = 0; i < n; i++) ids[i] = i % 200;
+    return send_ids(p, "ctxprompt", ids, (size_t)n, NULL, 0);
+}
+
 static int c_cancel_unknown(probe *p)
 {
     Q35__Cancel c = Q35__CANCEL__INIT;
@@ -302,6 +310,7 @@ static const pcase cases[] = {
     { "bad-sampling", COORD, WANT_ERROR, "temperature -2, top_p 7, top_k -1", c_bad_sampling },
     { "bad-utf8", COORD, WANT_ERROR, "a text prompt that is not UTF-8", c_bad_utf8 },
     { "long-prompt", COORD, WANT_ERROR_OR_DROP, "a prompt of 2^20 ids", c_long_prompt },
+    { "ctx-prompt", COORD, WANT_ERROR, "a prompt of 5000 ids (past max-ctx)", c_ctx_prompt },
     { "cancel-unknown", COORD, WANT_ERROR, "cancel of an id never submitted", c_cancel_unknown },
     { "bad-role", COORD, WANT_ERROR, "a chat message with role 'wizard'", c_bad_role },
     { "many-logprobs", COORD, WANT_ERROR, "n_logprobs 5000", c_many_logprobs },
