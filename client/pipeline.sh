@@ -204,3 +204,18 @@ p35_busy_between() {
     done
     echo "$_p_out"
 }
+
+# Test verdicts: p35_fail MESSAGE counts a failure and goes on;
+# p35_result SUMMARY ends the script (exit 1 when anything failed).
+P35_FAILS=0
+p35_fail() {
+    echo "FAIL: $*" >&2
+    P35_FAILS=$((P35_FAILS + 1))
+}
+p35_result() {
+    if [ "$P35_FAILS" -ne 0 ]; then
+        echo "$P35_ME: $P35_FAILS failures" >&2
+        exit 1
+    fi
+    echo "$P35_ME: $*"
+}

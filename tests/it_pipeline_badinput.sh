@@ -13,11 +13,6 @@ G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 [ -x "$BIN/qwen35-wireprobe" ] || p35_die "$BIN/qwen35-wireprobe missing"
 p35_init
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 256
@@ -28,20 +23,20 @@ p35_wait_ready 30
 alive() {
     for n in s0 s1 coord; do
         eval "pid=\$P35_PID_$n"
-        kill -0 "$pid" 2>/dev/null || { fail "$n died after $1"; return 1; }
+        kill -0 "$pid" 2>/dev/null || { p35_fail "$n died after $1"; return 1; }
     done
 }
 
 serving() {
-    got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids) || { fail "request failed after $1"; return; }
-    [ "$got" = "$GOLD" ] || fail "after $1: greedy [$got] != golden"
+    got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids) || { p35_fail "request failed after $1"; return; }
+    [ "$got" = "$GOLD" ] || p35_fail "after $1: greedy [$got] != golden"
 }
 
 probe() {   # probe CASE ENDPOINT
     if out=$("$BIN/qwen35-wireprobe" --endpoint "$2" --case "$1" --n-vocab 512 --timeout 5000); then
         echo "ok   $out"
     else
-        fail "$out"
+        p35_fail "$out"
     fi
     alive "$1" || true
 }
@@ -57,7 +52,6 @@ for s in s0 s1; do
     serving "the $s probes"
 done
 st=$(p35_client --status --json)
-printf '%s' "$st" | grep -q '"up":false' && fail "a stage is down after the probes: $st"
+printf '%s' "$st" | grep -q '"up":false' && p35_fail "a stage is down after the probes: $st"
 
-[ $fails -eq 0 ] || { echo "it_pipeline_badinput: $fails failures" >&2; exit 1; }
-echo "it_pipeline_badinput: every bad message answered, every process serving"
+p35_result "every bad message answered, every process serving"

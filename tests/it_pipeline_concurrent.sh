@@ -13,11 +13,6 @@ P35_ME=it_pipeline_concurrent
 G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 p35_init
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 
 start() {   # start MAX_SEQS [coordinator options…]
     s=$1
@@ -41,7 +36,7 @@ wait_freed() {   # wait_freed WHAT SECONDS
     while :; do
         u=$(usage_now)
         case "$u" in *[1-9]*) ;; *) echo "$1: slots freed ($u)"; return 0 ;; esac
-        [ "$(date +%s)" -ge "$t_end" ] && { fail "$1: slots still in use after $2 s: $u"; return 1; }
+        [ "$(date +%s)" -ge "$t_end" ] && { p35_fail "$1: slots still in use after $2 s: $u"; return 1; }
         sleep 0.2
     done
 }
@@ -81,7 +76,7 @@ run_req() {   # run_req I OUT [bg]
     fi
 }
 for i in 0 1 2 3 4 5 6 7; do
-    run_req $i "$T.seq$i" || fail "sequential request $i failed: $(cat "$T.seq$i")"
+    run_req $i "$T.seq$i" || p35_fail "sequential request $i failed: $(cat "$T.seq$i")"
 done
 t0=$(date +%s.%N)
 pids=""
@@ -91,37 +86,37 @@ for i in 0 1 2 3 4 5 6 7; do
 done
 i=0
 for p in $pids; do
-    wait "$p" || fail "concurrent request $i: exit $? ($(cat "$T.con$i.err"))"
+    wait "$p" || p35_fail "concurrent request $i: exit $? ($(cat "$T.con$i.err"))"
     i=$((i + 1))
 done
 echo "8 concurrent requests in $(echo "$(date +%s.%N) $t0" | awk '{ printf "%.2f", $1 - $2 }') s"
 for i in 0 1 2 3 4 5 6 7; do
     if ! cmp -s "$T.seq$i" "$T.con$i"; then
-        fail "request $i: concurrent [$(cat "$T.con$i")] != sequential [$(cat "$T.seq$i")]"
+        p35_fail "request $i: concurrent [$(cat "$T.con$i")] != sequential [$(cat "$T.seq$i")]"
     elif [ "$(wc -w <"$T.seq$i")" -ne 20 ]; then
-        fail "request $i: $(wc -w <"$T.seq$i") ids, expected 20"
+        p35_fail "request $i: $(wc -w <"$T.seq$i") ids, expected 20"
     fi
 done
-[ $fails -eq 0 ] && echo "8 concurrent clients = 8 sequential runs"
+[ $P35_FAILS -eq 0 ] && echo "8 concurrent clients = 8 sequential runs"
 distinct=$(cat "$T".seq? | sort -u | wc -l)
-[ "$distinct" -ge 6 ] || fail "only $distinct distinct answers among 8 different requests"
+[ "$distinct" -ge 6 ] || p35_fail "only $distinct distinct answers among 8 different requests"
 
 # --- cancel: SIGINT to the client, which sends Cancel
 p35_bg_client "$T.cancel" --prompt-ids "$G/tokens64.txt" -n 0 --ignore-eos --json
 pid=$P35_LAST
-p35_wait_file "$T.cancel" '"event":"piece"' 20 || fail "cancel: no first token within 20 s"
-[ "$(usage_now)" != "0 0 0 0" ] || fail "cancel: no slot in use while the request runs"
+p35_wait_file "$T.cancel" '"event":"piece"' 20 || p35_fail "cancel: no first token within 20 s"
+[ "$(usage_now)" != "0 0 0 0" ] || p35_fail "cancel: no slot in use while the request runs"
 kill -INT "$pid"
 rc=0
 wait "$pid" || rc=$?
-grep -q '"finish":"cancelled"' "$T.cancel" || fail "cancel: no final event with finish cancelled: $(tail -n 1 "$T.cancel")"
-[ $rc -eq 0 ] || fail "cancel: client exit $rc"
+grep -q '"finish":"cancelled"' "$T.cancel" || p35_fail "cancel: no final event with finish cancelled: $(tail -n 1 "$T.cancel")"
+[ $rc -eq 0 ] || p35_fail "cancel: client exit $rc"
 wait_freed cancel 5 || true
 
 # --- a client that vanishes mid-stream
 p35_bg_client "$T.vanish" --prompt-ids "$G/tokens64.txt" -n 0 --ignore-eos --json
 pid=$P35_LAST
-p35_wait_file "$T.vanish" '"event":"piece"' 20 || fail "vanish: no first token within 20 s"
+p35_wait_file "$T.vanish" '"event":"piece"' 20 || p35_fail "vanish: no first token within 20 s"
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 wait_freed "vanished client" 10 || true
@@ -131,9 +126,9 @@ t0=$(date +%s.%N)
 rc=0
 p35_client --prompt-ids "$G/tokens64.txt" -n 0 --ignore-eos --json --deadline 700 >"$T.dl" 2>"$T.dl.err" || rc=$?
 dt=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.2f", $1 - $2 }')
-grep -q '"finish":"deadline"' "$T.dl" || fail "deadline: no final with finish deadline: $(tail -n 1 "$T.dl")"
-[ $rc -ne 0 ] || fail "deadline: exit code 0 for a request that missed its deadline"
-awk -v d="$dt" 'BEGIN { exit !(d < 5) }' || fail "deadline: 700 ms deadline took $dt s"
+grep -q '"finish":"deadline"' "$T.dl" || p35_fail "deadline: no final with finish deadline: $(tail -n 1 "$T.dl")"
+[ $rc -ne 0 ] || p35_fail "deadline: exit code 0 for a request that missed its deadline"
+awk -v d="$dt" 'BEGIN { exit !(d < 5) }' || p35_fail "deadline: 700 ms deadline took $dt s"
 echo "deadline 700 ms: ended after $dt s ($(grep -c '"event":"piece"' "$T.dl") pieces), exit $rc"
 wait_freed deadline 5 || true
 
@@ -149,13 +144,12 @@ for i in 1 2 3 4; do
 done
 p35_wait_file "$T.q4" '"event"' 10 || true
 grep -h '"code":"RESOURCE_EXHAUSTED"' "$T".q? >/dev/null ||
-    fail "queue: no RESOURCE_EXHAUSTED with 2 slots, queue 1 and 4 requests: $(cat "$T".q? | grep -v piece | head -n 4)"
+    p35_fail "queue: no RESOURCE_EXHAUSTED with 2 slots, queue 1 and 4 requests: $(cat "$T".q? | grep -v piece | head -n 4)"
 for p in $pids; do kill -INT "$p" 2>/dev/null || true; done
 for p in $pids; do wait "$p" 2>/dev/null || true; done
 wait_freed "queue" 5 || true
 got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids)
 [ "$got" = "$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')" ] ||
-    fail "after the queue test: greedy [$got] differs from the golden continuation"
+    p35_fail "after the queue test: greedy [$got] differs from the golden continuation"
 
-[ $fails -eq 0 ] || { echo "it_pipeline_concurrent: $fails failures" >&2; exit 1; }
-echo "it_pipeline_concurrent: ok"
+p35_result "ok"

@@ -13,11 +13,6 @@ G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 p35_init
 T=$P35_RUN/t
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 STEP_OPT=""
 "$BIN/qwen35-coordinator" --help 2>&1 | grep -q -- "--step-timeout-ms" && STEP_OPT="--step-timeout-ms 3000"
@@ -43,7 +38,7 @@ fault() {
         pids="$pids $P35_LAST"
     done
     for i in 1 2 3; do
-        p35_wait_file "$T.$name$i" '"event":"piece"' 20 || fail "$name: stream $i never started"
+        p35_wait_file "$T.$name$i" '"event":"piece"' 20 || p35_fail "$name: stream $i never started"
     done
     t0=$(now)
     eval "$action"
@@ -51,12 +46,12 @@ fault() {
     for p in $pids; do
         # 10 s for the error, checked by polling the output
         if ! p35_wait_file "$T.$name$i" '"event":"error"\|"finish":"error"' 10; then
-            fail "$name: client $i got no error event within 10 s after the fault ($(tail -n 1 "$T.$name$i"))"
+            p35_fail "$name: client $i got no error event within 10 s after the fault ($(tail -n 1 "$T.$name$i"))"
             kill -KILL "$p" 2>/dev/null || true
         fi
         rc=0
         wait "$p" || rc=$?
-        [ $rc -ne 0 ] || fail "$name: client $i exited 0 after an error event"
+        [ $rc -ne 0 ] || p35_fail "$name: client $i exited 0 after an error event"
         i=$((i + 1))
     done
     echo "$name: 3 clients got error events within $(since "$t0") s: $(grep -ho '"message":"[^"]*"' "$T.${name}1" | head -n 1)"
@@ -64,8 +59,8 @@ fault() {
 
 check_serving() {   # check_serving WHAT
     got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 20000) ||
-        { fail "$1: request failed after recovery"; return; }
-    [ "$got" = "$GOLD" ] || fail "$1: after recovery greedy [$got] != golden [$GOLD]"
+        { p35_fail "$1: request failed after recovery"; return; }
+    [ "$got" = "$GOLD" ] || p35_fail "$1: after recovery greedy [$got] != golden [$GOLD]"
     echo "$1: serving again, greedy continuation exact"
 }
 
@@ -94,19 +89,18 @@ fi
 # coordinator killed: the client library notices the disconnect
 p35_bg_client "$T.coord" --prompt-ids "$G/tokens64.txt" -n 0 --ignore-eos --json
 pid=$P35_LAST
-p35_wait_file "$T.coord" '"event":"piece"' 20 || fail "coordinator kill: stream never started"
+p35_wait_file "$T.coord" '"event":"piece"' 20 || p35_fail "coordinator kill: stream never started"
 t0=$(now)
 p35_kill coord KILL
 rc=0
 wait "$pid" || rc=$?
 dt=$(since "$t0")
-grep -q '"code":"UNAVAILABLE"' "$T.coord" || fail "coordinator kill: no UNAVAILABLE error event ($(tail -n 1 "$T.coord"))"
-[ $rc -ne 0 ] || fail "coordinator kill: client exit 0"
-awk -v d="$dt" 'BEGIN { exit !(d < 5) }' || fail "coordinator kill: client took $dt s"
+grep -q '"code":"UNAVAILABLE"' "$T.coord" || p35_fail "coordinator kill: no UNAVAILABLE error event ($(tail -n 1 "$T.coord"))"
+[ $rc -ne 0 ] || p35_fail "coordinator kill: client exit 0"
+awk -v d="$dt" 'BEGIN { exit !(d < 5) }' || p35_fail "coordinator kill: client took $dt s"
 echo "coordinator kill: client ended with UNAVAILABLE after $dt s"
 p35_coord "$M" s0 s1 -- --max-seqs 8 --max-ctx 4096
 p35_wait_ready 30
 check_serving coordinator-restart
 
-[ $fails -eq 0 ] || { echo "it_pipeline_faults: $fails failures" >&2; exit 1; }
-echo "it_pipeline_faults: ok"
+p35_result "ok"

@@ -13,12 +13,6 @@ p35_init
 TOK=$G/tokens64.txt
 N_GEN=16
 SAMPLING="--temp 0.9 --top-k 50 --top-p 0.9 --min-p 0.05 --seed 1234"
-fails=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 
 # max |a - b| over the first N floats of two f32 files; "bad" on NaN/Inf.
 maxdiff() {
@@ -37,19 +31,19 @@ run_samples=0
 # check MODEL CONFIG-NAME: the three requests against the running pipeline.
 check() {
     m=$1 name=$2 base=$(basename "$1" .gguf)
-    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids) || { fail "$name: greedy request failed"; return; }
-    [ "$got" = "$(cat "$P35_RUN/$base.ref")" ] || fail "$name: greedy ids [$got], qwen35-run [$(cat "$P35_RUN/$base.ref")]"
+    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids) || { p35_fail "$name: greedy request failed"; return; }
+    [ "$got" = "$(cat "$P35_RUN/$base.ref")" ] || p35_fail "$name: greedy ids [$got], qwen35-run [$(cat "$P35_RUN/$base.ref")]"
     [ "$got" = "$(tr -s ' \n' ' ' <"$G/expect/$base.greedy.txt" | sed 's/ $//;s/^ //')" ] ||
-        fail "$name: greedy ids [$got] differ from expect/$base.greedy.txt"
+        p35_fail "$name: greedy ids [$got] differ from expect/$base.greedy.txt"
     # shellcheck disable=SC2086
-    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids $SAMPLING) || { fail "$name: sampled request failed"; return; }
-    [ "$got" = "$(cat "$P35_RUN/$base.sref")" ] || fail "$name: sampled ids [$got], reference [$(cat "$P35_RUN/$base.sref")]"
+    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids $SAMPLING) || { p35_fail "$name: sampled request failed"; return; }
+    [ "$got" = "$(cat "$P35_RUN/$base.sref")" ] || p35_fail "$name: sampled ids [$got], reference [$(cat "$P35_RUN/$base.sref")]"
     rm -f "$P35_RUN/logits.f32"
     p35_client --prompt-ids "$TOK" -n 1 --ignore-eos --ids --logits-out "$P35_RUN/logits.f32" >/dev/null ||
-        { fail "$name: logits request failed"; return; }
+        { p35_fail "$name: logits request failed"; return; }
     d=$(maxdiff "$P35_RUN/logits.f32" "$G/expect/$base.logits.f32" $((64 * 512)))
     if [ "$d" = bad ] || awk -v d="$d" 'BEGIN { exit !(d > 0.001) }'; then
-        fail "$name: logits max |diff| $d vs expect/$base.logits.f32 (limit 1e-3)"
+        p35_fail "$name: logits max |diff| $d vs expect/$base.logits.f32 (limit 1e-3)"
     else
         echo "$name: greedy, sampled ok; logits max |diff| $d"
     fi
@@ -96,7 +90,7 @@ for q in Q8_0 Q4_K_M Q3_K_M; do
         echo "$base: qwen35-run has no sampling flags: seeded runs compared with the 1-stage pipeline"
     fi
     [ "$(cat "$P35_RUN/$base.sref")" != "$(cat "$P35_RUN/$base.ref")" ] ||
-        fail "$base: sampling ($SAMPLING) gave the greedy ids: the seeded check would prove nothing"
+        p35_fail "$base: sampling ($SAMPLING) gave the greedy ids: the seeded check would prove nothing"
     pipeline "$m"
     if [ $q = Q8_0 ]; then
         for a in 1 2 3 4 5 6 7; do pipeline "$m" $a; done
@@ -108,5 +102,4 @@ for q in Q8_0 Q4_K_M Q3_K_M; do
         pipeline "$m" 3 6
     fi
 done
-[ $fails -eq 0 ] || { echo "it_pipeline_golden: $fails failures" >&2; exit 1; }
-echo "it_pipeline_golden: all configurations equal"
+p35_result "all configurations equal"
