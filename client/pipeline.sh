@@ -156,7 +156,7 @@ p35_wait_ready() {
             eval "_p_pid=\${P35_PID_$_p_n:-}"
             kill -0 "$_p_pid" 2>/dev/null || p35_die "$_p_n exited while starting (see its log below)"
         done
-        _p_st=$(p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null)
+        _p_st=$(p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null) || _p_st=""
         if [ -n "$_p_st" ] && ! printf '%s' "$_p_st" | grep -q '"up":false' \
            && printf '%s' "$_p_st" | grep -q '"up":true'; then
             return 0
@@ -179,4 +179,27 @@ p35_kill() {
 # p35_field JSON KEY: the first numeric value of "KEY": in JSON.
 p35_field() {
     printf '%s' "$1" | grep -o "\"$2\":[-0-9.e+]*" | head -n 1 | cut -d: -f2
+}
+
+# p35_busy_between STATUS0 STATUS1 [busy]: each stage's share of time
+# computing between two --status --json snapshots (busy / (busy + idle)),
+# and (without "busy") its idle time waiting for work as a share of its
+# busy time. The coordinator
+# refreshes stage stats about once a second: take the second snapshot a
+# little after the work ends.
+p35_busy_between() {
+    _p_i=1
+    _p_out=""
+    for _p_b0 in $(printf '%s' "$1" | grep -o '"busy_s":[-0-9.e+]*' | cut -d: -f2); do
+        _p_b1=$(printf '%s' "$2" | grep -o '"busy_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "${_p_i}p")
+        _p_d0=$(printf '%s' "$1" | grep -o '"idle_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "${_p_i}p")
+        _p_d1=$(printf '%s' "$2" | grep -o '"idle_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "${_p_i}p")
+        _p_out="$_p_out$(awk -v s=$((_p_i - 1)) -v only="${3:-}" -v b0="$_p_b0" -v b1="$_p_b1" -v i0="$_p_d0" -v i1="$_p_d1" 'BEGIN {
+            b = b1 - b0; d = i1 - i0
+            if (b <= 0) { printf " stage %d: no work seen;", s; exit }
+            if (only == "busy") printf " stage %d: busy %.1f%%;", s, 100 * b / (b + d)
+            else printf " stage %d: busy %.1f%%, idle %.1f%% of busy;", s, 100 * b / (b + d), 100 * d / b }')"
+        _p_i=$((_p_i + 1))
+    done
+    echo "$_p_out"
 }

@@ -67,8 +67,8 @@ static bool in_range(float v, float lo, float hi) { return isfinite(v) && v >= l
 /* Sampling checks, as the last stage will apply them. */
 static int check_sampling(const Q35__Sampling *s, int max_ctx, char *err, size_t errsz)
 {
-    if (!in_range(s->temperature, 0, 1000))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.temperature: %g, expected 0 .. 1000", s->temperature);
+    if (!in_range(s->temperature, 0, 100))
+        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.temperature: %g, expected 0 .. 100", s->temperature);
     if (s->top_k < 0)
         return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.top_k: %d, expected >= 0", s->top_k);
     if (!in_range(s->top_p, 0, 1))
@@ -152,8 +152,9 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         reply_error(c, ident, ident_len, rid, Q35__CODE__ALREADY_EXISTS, "request_id '%s' is already running on this connection", rid);
         return;
     }
-    bool room = c->chain_known && c->n_active + c->n_queued < c->max_seqs;
-    if (c->n_queued >= c->o.max_queue && !room) {
+    /* waiting requests: up to the free slots (admitted this turn) plus max-queue */
+    int free_slots = (c->chain_known ? c->max_seqs : c->o.max_seqs) - c->n_active;
+    if (c->n_queued >= c->o.max_queue + (free_slots > 0 ? free_slots : 0)) {
         reply_error(c, ident, ident_len, rid, Q35__CODE__RESOURCE_EXHAUSTED,
                     "queue full: %d requests waiting (max-queue %d), %d/%d slots busy",
                     c->n_queued, c->o.max_queue, c->n_active, c->chain_known ? c->max_seqs : c->o.max_seqs);

@@ -26,7 +26,8 @@ struct stage {
     char file_name[256];
     uint64_t instance;
     size_t req_max;             /* ZMQ_MAXMSGSIZE of requests */
-    void *zctx, *sock;
+    void *zctx, *sock, *mon;        /* ROUTER and its monitor */
+    int n_peers;                    /* connections accepted minus lost */
     float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
     stage_sampler *smp;
     /* stats */
@@ -91,7 +92,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->x_in = malloc(hid * sizeof(float));
     s->x_out = malloc(hid * sizeof(float));
     s->logits = s->last ? malloc((size_t)s->max_logit_rows * s->cfg->n_vocab * sizeof(float)) : NULL;
-    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab) : NULL;
+    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs) : NULL;
     if (!s->x_in || !s->x_out || (s->last && (!s->logits || !s->smp))) {
         q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d batch rows", s->max_batch);
         goto fail;
@@ -121,8 +122,12 @@ void stage_destroy(stage **ps)
     stage *s = *ps;
     if (!s)
         return;
-    if (s->sock)
+    if (s->sock) {
+        zmq_socket_monitor(s->sock, NULL, 0);
         zmq_close(s->sock);
+    }
+    if (s->mon)
+        zmq_close(s->mon);
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     q35_engine_close(&s->eng);
@@ -290,9 +295,9 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     const Q35__Sampling *sp = c->sampling;
     if (!sp)
         return 0;
-    if (!finite_in(sp->temperature, 0, 1000))
+    if (!finite_in(sp->temperature, 0, 100))
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.temperature"),
-                    "%s: %g, expected 0 (greedy) .. 1000", f, sp->temperature);
+                    "%s: %g, expected 0 (greedy) .. 100", f, sp->temperature);
     if (sp->top_k < 0)
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.top_k"),
                     "%s: %d, expected >= 0", f, sp->top_k);
@@ -305,6 +310,13 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     if (!finite_in(sp->repeat_penalty, 0, 100))
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_penalty"),
                     "%s: %g, expected 0 .. 100", f, sp->repeat_penalty);
+    if (sp->repeat_last_n < 0 || sp->repeat_last_n > s->max_ctx)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_last_n"),
+                    "%s: %d, expected 0 .. %d", f, sp->repeat_last_n, s->max_ctx);
+    smp_params p = stage_sample_params(c);
+    char err[Q35_ERRSZ];
+    if (smp_check(&p, (int32_t)s->cfg->n_vocab, err, sizeof err))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling"), "%s: %s", f, err);
     return 0;
 #undef FIELD
 }
@@ -528,7 +540,9 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
                     q35__top_logprob__init(&o->tops[i * Q35_WIRE_MAX_LOGPROBS + k]);
                     sm->top[k] = &o->tops[i * Q35_WIRE_MAX_LOGPROBS + k];
                 }
-                stage_sample_seq(s->smp, lastrow, c, sm);
+                char err[Q35_ERRSZ];
+                if (stage_sample_seq(s->smp, (float *)lastrow, c, sm, err, sizeof err))
+                    return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward", "seqs[%zu]: %s", i, err);
                 o->psm[o->fr.n_sampled++] = sm;
             }
             row += c->n_tokens;
@@ -595,18 +609,48 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
     int rc = q35_wire_sockopts(s->sock, (int64_t)s->req_max, err, errsz);
     if (rc)
         return rc;
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://q35-stage-mon-%p", (void *)s);
+    int linger = 0;
+    if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s->mon, mon))
+        return q35_err(err, errsz, Q35_EIO, "socket monitor: %s", zmq_strerror(errno));
     if (zmq_bind(s->sock, endpoint) != 0)
         return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
     return 0;
 }
 
+/* When the last peer is gone (the coordinator died or its link timed out
+ * on heartbeats), nobody can continue the sequences: free every slot. */
+static void on_monitor(stage *s)
+{
+    q35_wire_msg m;
+    while (q35_wire_recv(s->mon, &m, ZMQ_DONTWAIT) == 0) {
+        size_t len;
+        const uint8_t *p = q35_wire_frame(&m, 0, &len);
+        uint16_t ev = 0;
+        if (len >= 2)
+            memcpy(&ev, p, 2);
+        q35_wire_msg_close(&m);
+        if (ev == ZMQ_EVENT_ACCEPTED)
+            s->n_peers++;
+        else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0)
+            for (int i = 0; i < s->max_seqs; i++)
+                q35_engine_slot_reset(s->eng, i, NULL, 0);
+    }
+}
+
 int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz)
 {
-    zmq_pollitem_t it[2] = { { .socket = s->sock, .events = ZMQ_POLLIN },
+    zmq_pollitem_t it[3] = { { .socket = s->sock, .events = ZMQ_POLLIN },
+                             { .socket = s->mon, .events = ZMQ_POLLIN },
                              { .fd = wake_fd, .events = ZMQ_POLLIN } };
     double t0 = q35_now();
-    int n = zmq_poll(it, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    int n = zmq_poll(it, wake_fd >= 0 ? 3 : 2, timeout_ms);
     s->idle_s += q35_now() - t0;
+    if (n > 0 && (it[1].revents & ZMQ_POLLIN))
+        on_monitor(s);
     if (n < 0) {
         if (errno == EINTR)
             return 0;

@@ -194,6 +194,19 @@ static const mut corpus[] = {
     { "data section missing", F_CUT_DATA, 0, 0, 0, "past the end of the file" },
 };
 
+/* With QWEN35_CORPUS_DIR set (make fuzz), the images become fuzz seeds. */
+static void dump(size_t i, img b)
+{
+    const char *dir = getenv("QWEN35_CORPUS_DIR");
+    if (!dir) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/corrupt-%02zu.gguf", dir, i);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b.p, 1, b.n, fp), b.n);
+    fclose(fp);
+}
+
 static void valid_image_parses(void **s)
 {
     (void)s;
@@ -206,6 +219,7 @@ static void valid_image_parses(void **s)
     assert_int_equal(gguf_n_tensors(f), 2);
     assert_int_equal(gguf_find_tensor(f, "b")->nbytes, 68);
     gguf_close(&f);
+    dump(99, b);
     free(b.p);
 }
 
@@ -224,6 +238,7 @@ static void corpus_rejected(void **s)
         memcpy(copy, b.p, b.n);
         gguf_file *f = gguf_parse(copy, b.n, "bad.gguf", err, sizeof err);
         if (f) fail_msg("case '%s': accepted", m->what);
+        dump(i, b);
         if (!strstr(err, expect) || strncmp(err, "bad.gguf: ", 10))
             fail_msg("case '%s':\n  got      \"%s\"\n  expected \"%s\"", m->what, err, expect);
         free(copy);
