@@ -28,6 +28,8 @@
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define V_LOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
+#define V_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define KT quant_kernels_avx512
 
 /* Types with their own body below; the others use the generic one. */
@@ -53,29 +55,6 @@ static const float q3vals[16] = { -4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0,
 #define SEL_C_A_B 0xE4
 
 /* --- bodies: full 64-value groups; the caller handles n % 64 ------------- */
-
-INLINE __m512 f16x16(const uint8_t *p)
-{ return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-
-INLINE void body_f16(BODY_ARGS)
-{
-    for (int64_t i = 0; i + 64 <= n; i += 64)
-        EMIT4(f16x16(row + 2 * i), f16x16(row + 2 * i + 32),
-              f16x16(row + 2 * i + 64), f16x16(row + 2 * i + 96), i);
-}
-
-INLINE __m512 bf16x16(const uint8_t *p)
-{
-    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
-}
-
-INLINE void body_bf16(BODY_ARGS)
-{
-    for (int64_t i = 0; i + 64 <= n; i += 64)
-        EMIT4(bf16x16(row + 2 * i), bf16x16(row + 2 * i + 32),
-              bf16x16(row + 2 * i + 64), bf16x16(row + 2 * i + 96), i);
-}
 
 INLINE __m512 q8x16(const uint8_t *p, __m512 d)
 {

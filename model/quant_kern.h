@@ -22,6 +22,7 @@
  *   V_HSUM(v)         horizontal sum (fixed order)
  *   V_LOADN(p, k)     first k (< VL) floats from p, the rest 0; reads
  *                     nothing past p + k
+ *   V_F16(p) V_BF16(p) VL halves / bfloat16s at p, widened exactly
  *   FUSED(X) GENERIC(X)  X(name, ID) lists: own body_<name> / generic
  *   KT                the kernel table's name
  */
@@ -60,6 +61,21 @@ INLINE void body_f32(BODY_ARGS)
     for (int64_t i = 0; i + G <= n; i += G)
         EMIT4(V_LOAD(w + i), V_LOAD(w + i + VL), V_LOAD(w + i + 2 * VL),
               V_LOAD(w + i + 3 * VL), i);
+}
+
+/* 16-bit floats: V_F16(p) / V_BF16(p) widen VL of them at p. */
+INLINE void body_f16(BODY_ARGS)
+{
+    for (int64_t i = 0; i + G <= n; i += G)
+        EMIT4(V_F16(row + 2 * i), V_F16(row + 2 * (i + VL)),
+              V_F16(row + 2 * (i + 2 * VL)), V_F16(row + 2 * (i + 3 * VL)), i);
+}
+
+INLINE void body_bf16(BODY_ARGS)
+{
+    for (int64_t i = 0; i + G <= n; i += G)
+        EMIT4(V_BF16(row + 2 * i), V_BF16(row + 2 * (i + VL)),
+              V_BF16(row + 2 * (i + 2 * VL)), V_BF16(row + 2 * (i + 3 * VL)), i);
 }
 
 /* Any decoded type: its scalar block decoder into a small buffer. */
@@ -122,6 +138,25 @@ INLINE void row_##name(BODY_ARGS)                                              \
 #define GEN_BODY(name, ID) \
     INLINE void gbody_##name(BODY_ARGS) { body_generic(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf); }
 
+/* Accumulators of nv vectors: set to zero, or copied (nv constant). */
+INLINE void acc_zero(acc_t *a, int nv)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            a[v][k] = V_ZERO();
+}
+
+INLINE void acc_copy(acc_t *dst, const acc_t *src, int nv)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            dst[v][k] = src[v][k];
+}
+
 /* One tile: NVC vectors against one row, results to y (ldy apart); one
  * function per NVC so the accumulators stay in registers. */
 #define TILE_NV(name, NVC)                                                     \
@@ -129,11 +164,7 @@ static void tile##NVC##_##name(const uint8_t *row, int64_t n, const float *x,  \
                                int64_t ldx, float *y, int64_t ldy)             \
 {                                                                              \
     acc_t acc[NVC];                                                            \
-    _Pragma("GCC unroll 4")                                                    \
-    for (int v = 0; v < NVC; v++)                                              \
-        _Pragma("GCC unroll 4")                                                \
-        for (int k = 0; k < 4; k++)                                            \
-            acc[v][k] = V_ZERO();                                              \
+    acc_zero(acc, NVC);                                                        \
     row_##name(row, n, x, ldx, NVC, acc, NULL);                                \
     _Pragma("GCC unroll 4")                                                    \
     for (int v = 0; v < NVC; v++)                                              \
@@ -162,17 +193,9 @@ static void seg##NVC(const float *w, int64_t n, const float *x, int64_t ldx,   \
                      acc_t *mem)                                               \
 {                                                                              \
     acc_t acc[NVC];                                                            \
-    _Pragma("GCC unroll 4")                                                    \
-    for (int v = 0; v < NVC; v++)                                              \
-        _Pragma("GCC unroll 4")                                                \
-        for (int k = 0; k < 4; k++)                                            \
-            acc[v][k] = mem[v][k];                                             \
+    acc_copy(acc, mem, NVC);                                                   \
     row_f32((const uint8_t *)w, n, x, ldx, NVC, acc, NULL);                    \
-    _Pragma("GCC unroll 4")                                                    \
-    for (int v = 0; v < NVC; v++)                                              \
-        _Pragma("GCC unroll 4")                                                \
-        for (int k = 0; k < 4; k++)                                            \
-            mem[v][k] = acc[v][k];                                             \
+    acc_copy(mem, acc, NVC);                                                   \
 }
 SEG_NV(1) SEG_NV(2) SEG_NV(3) SEG_NV(4)
 
@@ -194,8 +217,7 @@ static void mm_segmented(decode_fn decode, int blck, int bytes, const void *W,
             int nr = r1 - rr < RBLK ? (int)(r1 - rr) : RBLK;
             for (int i = 0; i < nr; i++)
                 for (int v = 0; v < nvg; v++)
-                    for (int k = 0; k < 4; k++)
-                        mem[i][v][k] = V_ZERO();
+                    acc_zero(&mem[i][v], 1);
             for (int64_t s0 = 0; s0 < nc; s0 += SEG) {
                 int64_t ns = nc - s0 < SEG ? nc - s0 : SEG;
                 const float *w[RBLK];
