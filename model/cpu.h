@@ -46,7 +46,7 @@ typedef struct cpu_scratch {
     float *xe;                /* [cap·K][E] rows gathered by expert */
     float *ge, *ue;           /* [cap·K][F] expert gate, up (then act) */
     float *de;                /* [cap·K][E] expert outputs */
-    int *seq_row0, *row_slot, *row_pos;
+    int *seq_slot, *seq_n, *seq_row0, *row_slot, *row_pos;   /* a chunk's rows */
 } cpu_scratch;
 
 struct q35_backend {

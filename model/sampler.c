@@ -15,6 +15,7 @@ struct smp {
     cand *c;                 /* [n_vocab] candidates */
     int32_t *win;            /* [penalty_window] sorted copy of the window */
     int32_t topk[256];
+    float mx;                /* max logit after bias and penalties */
 };
 
 smp_params smp_defaults(void)
@@ -179,66 +180,140 @@ static size_t select_mass(cand *c, size_t m, double need)
     return hi > lo ? lo + 1 : (lo ? lo : 1);
 }
 
-/* Top-n of all logits by (logit desc, id asc) into out (sorted). */
+/* Top-n of all logits by (logit desc, id asc) into ids (sorted). Scanning
+ * ids upwards, a logit equal to the current n-th never enters. */
 static int top_n(const float *l, int32_t n, int k, int32_t *ids)
 {
     int have = 0;
+    float thr = -INFINITY;
     for (int32_t i = 0; i < n; i++) {
-        if (have == k && !before(l[i], i, l[ids[have - 1]], ids[have - 1])) continue;
+        if (have == k && l[i] <= thr) continue;
         int j = have < k ? have++ : k - 1;                   /* insertion into a sorted list */
-        while (j > 0 && before(l[i], i, l[ids[j - 1]], ids[j - 1])) { ids[j] = ids[j - 1]; j--; }
+        while (j > 0 && l[i] > l[ids[j - 1]]) { ids[j] = ids[j - 1]; j--; }
         ids[j] = i;
+        if (have == k) thr = l[ids[k - 1]];
     }
     return have;
 }
 
+/* Max and first argmax; rejects NaN and +inf. Written with GCC vector
+ * types: a scalar `x > m ? x : m` does not vectorize (NaN semantics). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static int scan(const float *l, int32_t n, float *mx_out, int32_t *arg_out, char *err, size_t errsz)
+{
+    v4f m = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+    v4i bad = { 0 };
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f x;
+        memcpy(&x, l + i, sizeof x);
+        v4i gt = x > m;                    /* false for NaN */
+        m = (v4f)(((v4i)x & gt) | ((v4i)m & ~gt));
+        bad |= x != x;
+    }
+    float mx = -INFINITY;
+    int nan = 0;
+    for (int j = 0; j < 4; j++) { mx = m[j] > mx ? m[j] : mx; nan |= bad[j]; }
+    for (; i < n; i++) { mx = l[i] > mx ? l[i] : mx; nan |= l[i] != l[i]; }
+    if (nan || mx == INFINITY) {
+        for (i = 0; i < n && !isnan(l[i]) && l[i] != INFINITY; i++) {}
+        return q35_err(err, errsz, Q35_EINVAL, "sampler: logits[%d] = %s", i, isnan(l[i]) ? "nan" : "inf");
+    }
+    if (mx == -INFINITY) return q35_err(err, errsz, Q35_EINVAL, "sampler: every token is banned (all logits -inf)");
+    for (i = 0; l[i] != mx; i++) {}
+    *mx_out = mx; *arg_out = i;
+    return 0;
+}
+
+/* select_mass for many candidates: a histogram of the weight by logit
+ * (bucket 0 holds the highest) finds the bucket where the mass is reached;
+ * whole buckets before it are kept, only that bucket is selected in. */
+static size_t select_mass_hist(cand *c, size_t m, double need, float mx, float lo)
+{
+    enum { NB = 1024 };
+    double mass[NB] = { 0 };
+    float scale = mx > lo ? (NB - 1) / (mx - lo) : 0;
+    for (size_t i = 0; i < m; i++) {
+        int b = (int)((mx - c[i].l) * scale);
+        mass[b < NB ? b : NB - 1] += c[i].w;
+    }
+    int B = 0;
+    double before = 0;
+    while (B < NB - 1 && before + mass[B] < need) before += mass[B++];
+    size_t kept = 0, mid = 0;              /* c: [kept | bucket B | dropped] */
+    for (size_t i = 0; i < m; i++) {
+        int b = (int)((mx - c[i].l) * scale);
+        b = b < NB ? b : NB - 1;
+        if (b > B) continue;
+        cand t = c[i];
+        if (b < B) { c[i] = c[kept + mid]; c[kept + mid] = c[kept]; c[kept++] = t; }
+        else { c[i] = c[kept + mid]; c[kept + mid++] = t; }
+    }
+    return kept + select_mass(c + kept, mid, need - before);
+}
+
 /* Runs bias, penalties and truncation; leaves the kept candidates in
- * s->c[0..*m) with w = exp((l - max) / temp). Greedy gives one. */
+ * s->c[0..*m) with w = exp((l - max) / temp). Greedy gives one.
+ * top-p and min-p keep best-first prefixes of the candidate order, so the
+ * result is the shorter one; without top-k, only logits that can be in it
+ * are gathered: those above the min-p threshold and above the point where
+ * even n tokens together could not hold the (1 - p) mass top-p drops. */
 static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, size_t *m,
                   char *err, size_t errsz)
 {
     const smp_params *p = &s->p;
-    int32_t n = s->n_vocab;
+    int32_t n = s->n_vocab, arg = 0;
     for (int32_t i = 0; i < p->n_bias; i++) logits[p->bias[i].id] += p->bias[i].bias;
     int rc = penalize(s, logits, hist, n_hist, err, errsz);
-    if (rc) return rc;
-    float mx = -INFINITY;
-    int32_t arg = -1;
-    for (int32_t i = 0; i < n; i++) {
-        float x = logits[i];
-        if (x > mx) { mx = x; arg = i; }
-        else if (isnan(x)) arg = -2 - i;
-        if (arg < -1) break;
-    }
-    if (arg < -1 || mx == INFINITY)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: logits[%d] = %s", arg < -1 ? -2 - arg : arg,
-                       arg < -1 ? "nan" : "inf");
-    if (arg < 0) return q35_err(err, errsz, Q35_EINVAL, "sampler: every token is banned (all logits -inf)");
+    if (rc || (rc = scan(logits, n, &s->mx, &arg, err, errsz))) return rc;
+    float mx = s->mx;
     if (p->temp <= 0) {
         s->c[0] = (cand){ mx, arg, 1 };
         *m = 1;
         return 0;
     }
     size_t k = p->top_k > 0 && p->top_k < n ? (size_t)p->top_k : (size_t)n, mm = 0;
-    if (k <= 256) {                        /* small k: straight from logits, sorted insert */
+    float lmin_p = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
+    double z = -1;                         /* top-p normalizer over the top-k set */
+    if (k <= 256) {                        /* small k: one scan, already sorted */
         mm = (size_t)top_n(logits, n, (int)k, s->topk);
         for (size_t i = 0; i < mm; i++) s->c[i] = (cand){ logits[s->topk[i]], s->topk[i], 0 };
-    } else {
-        for (int32_t i = 0; i < n; i++)
-            if (logits[i] > -INFINITY) s->c[mm++] = (cand){ logits[i], i, 0 };
+        while (mm > 1 && s->c[mm - 1].l == -INFINITY) mm--;
+    } else if (k < (size_t)n) {
+        for (int32_t i = 0; i < n; i++) {
+            s->c[mm] = (cand){ logits[i], i, 0 };
+            mm += logits[i] > -INFINITY;
+        }
         if (k < mm) { select_k(s->c, mm, k); mm = k; }
+    } else {
+        float lmin = lmin_p;
+        if (p->top_p < 1) {
+            z = smp_expsum(logits, (size_t)n, mx, 1);
+            float cut = mx + logf((float)(0.5 * (1 - p->top_p) * z / n));
+            lmin = cut > lmin ? cut : lmin;
+        }
+        for (int32_t i = 0; i < n; i++) {  /* branchless: survivors are unpredictable */
+            s->c[mm] = (cand){ logits[i], i, 0 };
+            mm += (logits[i] >= lmin) & (logits[i] > -INFINITY);
+        }
     }
-    while (mm > 1 && s->c[mm - 1].l == -INFINITY) mm--;   /* banned ones from a sorted top-k */
     if (p->top_p < 1) {
-        double z = 0;
-        for (size_t i = 0; i < mm; i++) { s->c[i].w = expf(s->c[i].l - mx); z += s->c[i].w; }
-        mm = select_mass(s->c, mm, (double)p->top_p * z);
+        double zc = 0;
+        float lo = mx;
+        for (size_t i = 0; i < mm; i++) {
+            s->c[i].w = expf(s->c[i].l - mx);
+            zc += s->c[i].w;
+            lo = s->c[i].l < lo ? s->c[i].l : lo;
+        }
+        double need = (double)p->top_p * (z < 0 ? zc : z);
+        mm = mm > 4096 ? select_mass_hist(s->c, mm, need, mx, lo) : select_mass(s->c, mm, need);
     }
     if (p->min_p > 0) {
-        float lmin = mx + logf(p->min_p);
         size_t j = 0;
         for (size_t i = 0; i < mm; i++)
-            if (s->c[i].l >= lmin) s->c[j++] = s->c[i];
+            if (s->c[i].l >= lmin_p) s->c[j++] = s->c[i];
         mm = j;                            /* the max always survives */
     }
     for (size_t i = 0; i < mm; i++) s->c[i].w = expf((s->c[i].l - mx) / p->temp);
@@ -268,11 +343,7 @@ int smp_sample(smp *s, float *logits, const int32_t *hist, size_t n_hist, int64_
     out->n_top = 0;
     out->logprob = 0;
     if (s->p.logprobs || s->p.n_top) {
-        float mx = -INFINITY;
-        for (int32_t i = 0; i < s->n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
-        double z = 0;
-        for (int32_t i = 0; i < s->n_vocab; i++) z += expf(logits[i] - mx);
-        float lse = mx + (float)log(z);
+        float lse = s->mx + (float)log(smp_expsum(logits, (size_t)s->n_vocab, s->mx, 1));
         out->logprob = logits[id] - lse;
         out->n_top = top_n(logits, s->n_vocab, s->p.n_top, out->top_id);
         for (int i = 0; i < out->n_top; i++) out->top_logprob[i] = logits[out->top_id[i]] - lse;

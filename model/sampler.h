@@ -76,6 +76,10 @@ int smp_sample(smp *s, float *logits, const int32_t *hist, size_t n_hist, int64_
 int smp_candidates(smp *s, float *logits, const int32_t *hist, size_t n_hist,
                    int32_t *ids, size_t *n, char *err, size_t errsz);
 
+/* sum of exp((l[i] - mx) * scale) over l[0..n) (finite or -inf, <= mx),
+ * vectorized: the normalizer of a softmax. */
+double smp_expsum(const float *l, size_t n, float mx, float scale);
+
 /* The uniform draw in [0, 1) for (seed, pos). */
 double smp_uniform(uint64_t seed, int64_t pos);
 

@@ -134,7 +134,7 @@ static void long_words_and_runs(void **st)
 
 /* A tiny GGUF v3 image (kvs only) built by hand: the tokenizer sees it
  * through gguf_parse like any file. */
-typedef struct img { uint8_t b[4096]; size_t n; } img;
+typedef struct img { uint8_t b[16384]; size_t n; } img;
 static void put(img *m, const void *p, size_t n) { memcpy(m->b + m->n, p, n); m->n += n; }
 static void put_u32(img *m, uint32_t v) { put(m, &v, 4); }
 static void put_u64(img *m, uint64_t v) { put(m, &v, 8); }
@@ -181,6 +181,63 @@ static void bad_vocabularies_are_clear_errors(void **st)
     gguf_close(&f);
 }
 
+/* GPT-2 byte-level form of one byte, as UTF-8. */
+static void byte_char(int b, char *out)
+{
+    int n = 0, cp = -1;
+    for (int x = 0; x < 256; x++) {
+        bool keep = (x >= '!' && x <= '~') || (x >= 0xa1 && x <= 0xac) || x >= 0xae;
+        int c = keep ? x : 256 + n++;
+        if (x == b) cp = c;
+    }
+    if (cp < 0x80) { out[0] = (char)cp; out[1] = 0; }
+    else { out[0] = (char)(0xc0 | cp >> 6); out[1] = (char)(0x80 | (cp & 0x3f)); out[2] = 0; }
+}
+
+/* qwen35 keeps combining marks in letter runs, qwen2 splits them off: with
+ * merges e + U+0301 -> one token, the two pre-tokenizers give 1 vs 2 ids. */
+static void qwen2_and_qwen35_differ_on_combining_marks(void **st)
+{
+    (void)st;
+    static char names[258][16];
+    const char *toks[258];
+    for (int b = 0; b < 256; b++) { byte_char(b, names[b]); toks[b] = names[b]; }
+    char cc[4], x81[4];
+    byte_char(0xcc, cc); byte_char(0x81, x81);
+    snprintf(names[256], sizeof names[256], "%s%s", cc, x81);          /* U+0301 */
+    snprintf(names[257], sizeof names[257], "e%s%s", cc, x81);         /* e + U+0301 */
+    toks[256] = names[256]; toks[257] = names[257];
+    char m0[32], m1[32];
+    snprintf(m0, sizeof m0, "%s %s", cc, x81);
+    snprintf(m1, sizeof m1, "e %s", names[256]);
+    const char *merges[2] = { m0, m1 };
+    const char *pres[2] = { "qwen2", "qwen35" };
+    size_t want[2] = { 2, 1 };
+    for (int k = 0; k < 2; k++) {
+        static img m;
+        m.n = 0;
+        put(&m, "GGUF", 4); put_u32(&m, 3); put_u64(&m, 0); put_u64(&m, 4);
+        kv_str(&m, "tokenizer.ggml.model", "gpt2");
+        kv_str(&m, "tokenizer.ggml.pre", pres[k]);
+        kv_strs(&m, "tokenizer.ggml.tokens", toks, 258);
+        kv_strs(&m, "tokenizer.ggml.merges", merges, 2);
+        char err[Q35_ERRSZ];
+        gguf_file *f = gguf_parse(m.b, m.n, "v.gguf", err, sizeof err);
+        assert_non_null(f);
+        tok *t = tok_new(f, err, sizeof err);
+        if (!t) fprintf(stderr, "%s\n", err);
+        assert_non_null(t);
+        assert_string_equal(tok_pre(t), pres[k]);
+        tok_ids ids = {0};
+        assert_int_equal(tok_encode(t, "e\xcc\x81", 3, 0, &ids, err, sizeof err), 0);
+        assert_int_equal(ids.n, want[k]);
+        assert_int_equal(ids.v[ids.n - 1], k ? 257 : 256);
+        tok_ids_free(&ids);
+        tok_destroy(&t);
+        gguf_close(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +246,7 @@ int main(void)
         cmocka_unit_test(arbitrary_bytes_round_trip),
         cmocka_unit_test(long_words_and_runs),
         cmocka_unit_test(bad_vocabularies_are_clear_errors),
+        cmocka_unit_test(qwen2_and_qwen35_differ_on_combining_marks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
