@@ -31,7 +31,7 @@ p35_die() {
 p35_stop() {
     for _p_n in $P35_NAMES; do
         eval "_p_pid=\${P35_PID_$_p_n:-}"
-        [ -n "$_p_pid" ] && kill -TERM "$_p_pid" 2>/dev/null
+        if [ -n "$_p_pid" ]; then kill -TERM "$_p_pid" 2>/dev/null || true; fi
     done
     for _p_n in $P35_NAMES; do
         eval "_p_pid=\${P35_PID_$_p_n:-}"
@@ -40,7 +40,7 @@ p35_stop() {
         while kill -0 "$_p_pid" 2>/dev/null && [ $_p_i -lt 50 ]; do sleep 0.1; _p_i=$((_p_i + 1)); done
         if kill -0 "$_p_pid" 2>/dev/null; then
             echo "$P35_ME: $_p_n (pid $_p_pid) ignored SIGTERM for 5 s: killed" >&2
-            kill -KILL "$_p_pid" 2>/dev/null
+            kill -KILL "$_p_pid" 2>/dev/null || true
         fi
         wait "$_p_pid" 2>/dev/null || true
         eval "P35_PID_$_p_n="
@@ -55,8 +55,9 @@ p35_clear_logs() {
 
 p35_cleanup() {
     _p_rc=$?
+    set +e   # a failing kill or wait must never cut the cleanup short
     trap - EXIT INT TERM HUP
-    for j in $P35_CLIENTS; do kill -KILL "$j" 2>/dev/null; done
+    for _p_j in $P35_CLIENTS; do kill -KILL "$_p_j" 2>/dev/null; done
     p35_stop
     if [ "$_p_rc" -ne 0 ] || [ "$P35_KEEP_LOGS" = 1 ]; then
         for _p_n in $P35_NAMES; do
@@ -170,7 +171,7 @@ p35_wait_ready() {
 p35_kill() {
     eval "_p_pid=\${P35_PID_$1:-}"
     [ -n "$_p_pid" ] || return 0
-    kill "-${2:-KILL}" "$_p_pid" 2>/dev/null
+    kill "-${2:-KILL}" "$_p_pid" 2>/dev/null || true
     case ${2:-KILL} in
     KILL|TERM) wait "$_p_pid" 2>/dev/null || true; eval "P35_PID_$1=" ;;
     esac
@@ -202,4 +203,19 @@ p35_busy_between() {
         _p_i=$((_p_i + 1))
     done
     echo "$_p_out"
+}
+
+# Test verdicts: p35_fail MESSAGE counts a failure and goes on;
+# p35_result SUMMARY ends the script (exit 1 when anything failed).
+P35_FAILS=0
+p35_fail() {
+    echo "FAIL: $*" >&2
+    P35_FAILS=$((P35_FAILS + 1))
+}
+p35_result() {
+    if [ "$P35_FAILS" -ne 0 ]; then
+        echo "$P35_ME: $P35_FAILS failures" >&2
+        exit 1
+    fi
+    echo "$P35_ME: $*"
 }

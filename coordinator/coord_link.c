@@ -14,7 +14,7 @@
 
 #define HELLO_RETRY_S     0.3
 #define HELLO_RETRY_BAD_S 2.0
-#define STATS_EVERY_S     1.0
+#define STATS_EVERY_S     0.5
 
 int link_open(coord *c, link *l, char *err, size_t errsz)
 {

@@ -26,7 +26,8 @@ struct stage {
     char file_name[256];
     uint64_t instance;
     size_t req_max;             /* ZMQ_MAXMSGSIZE of requests */
-    void *zctx, *sock;
+    void *zctx, *sock, *mon;        /* ROUTER and its monitor */
+    int n_peers;                    /* connections accepted minus lost */
     float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
     stage_sampler *smp;
     /* stats */
@@ -121,8 +122,12 @@ void stage_destroy(stage **ps)
     stage *s = *ps;
     if (!s)
         return;
-    if (s->sock)
+    if (s->sock) {
+        zmq_socket_monitor(s->sock, NULL, 0);
         zmq_close(s->sock);
+    }
+    if (s->mon)
+        zmq_close(s->mon);
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     q35_engine_close(&s->eng);
@@ -604,18 +609,48 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
     int rc = q35_wire_sockopts(s->sock, (int64_t)s->req_max, err, errsz);
     if (rc)
         return rc;
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://q35-stage-mon-%p", (void *)s);
+    int linger = 0;
+    if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s->mon, mon))
+        return q35_err(err, errsz, Q35_EIO, "socket monitor: %s", zmq_strerror(errno));
     if (zmq_bind(s->sock, endpoint) != 0)
         return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
     return 0;
 }
 
+/* When the last peer is gone (the coordinator died or its link timed out
+ * on heartbeats), nobody can continue the sequences: free every slot. */
+static void on_monitor(stage *s)
+{
+    q35_wire_msg m;
+    while (q35_wire_recv(s->mon, &m, ZMQ_DONTWAIT) == 0) {
+        size_t len;
+        const uint8_t *p = q35_wire_frame(&m, 0, &len);
+        uint16_t ev = 0;
+        if (len >= 2)
+            memcpy(&ev, p, 2);
+        q35_wire_msg_close(&m);
+        if (ev == ZMQ_EVENT_ACCEPTED)
+            s->n_peers++;
+        else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0)
+            for (int i = 0; i < s->max_seqs; i++)
+                q35_engine_slot_reset(s->eng, i, NULL, 0);
+    }
+}
+
 int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz)
 {
-    zmq_pollitem_t it[2] = { { .socket = s->sock, .events = ZMQ_POLLIN },
+    zmq_pollitem_t it[3] = { { .socket = s->sock, .events = ZMQ_POLLIN },
+                             { .socket = s->mon, .events = ZMQ_POLLIN },
                              { .fd = wake_fd, .events = ZMQ_POLLIN } };
     double t0 = q35_now();
-    int n = zmq_poll(it, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    int n = zmq_poll(it, wake_fd >= 0 ? 3 : 2, timeout_ms);
     s->idle_s += q35_now() - t0;
+    if (n > 0 && (it[1].revents & ZMQ_POLLIN))
+        on_monitor(s);
     if (n < 0) {
         if (errno == EINTR)
             return 0;

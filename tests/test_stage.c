@@ -421,13 +421,93 @@ static void socket_loop_survives_bad_messages(void **state)
     assert_true(r->stats->n_errors >= 2);
     q35__stage_reply__free_unpacked(r, NULL);
 
+    /* a sequence in slot 1, then the only peer goes: its slots are freed */
+    float *h = calloc(3 * 256, sizeof(float));
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = 1;
+    c.n_tokens = 3;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    fb.hidden.data = (uint8_t *)h;
+    fb.hidden.len = 3 * 256 * 4;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    rq.forward = &fb;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    r = recv_reply(d);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
+    q35__stage_reply__free_unpacked(r, NULL);
+    free(h);
     zmq_close(d);
     zmq_ctx_term(ctx);
+    usleep(300 * 1000);
     g_stop = 1;
     pthread_join(th, NULL);
+    assert_int_equal(q35_engine_slot_len(stage_engine(s), 1), 0);
     stage_destroy(&s);
     unlink(path);
     rmdir(dir);
+}
+
+/* Random corruptions of a valid request: every one answered (a reply or
+ * an error), never a crash, and the stage still serves afterwards. */
+static void mutated_requests_always_answered(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4);
+    int32_t ids[5] = { 1, 2, 3, 4, 5 };
+    Q35__Sampling sp = Q35__SAMPLING__INIT;
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = 1;
+    c.n_tokens = 5;
+    c.n_token_ids = 5;
+    c.token_ids = ids;
+    c.sampling = &sp;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    r.forward = &fb;
+    size_t n = q35__stage_request__get_packed_size(&r);
+    uint8_t *good = malloc(n), *bad = malloc(n + 8);
+    q35__stage_request__pack(&r, good);
+    uint64_t x = 88172645463325252ull;
+    int answered = 0, forwards = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(bad, good, n);
+        size_t len = n;
+        int k = 1 + (int)(x % 4);
+        for (int j = 0; j < k; j++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            size_t at = x % len;
+            switch ((x >> 32) % 3) {
+            case 0: bad[at] = (uint8_t)(x >> 40); break;        /* flip a byte */
+            case 1: len = at + 1; break;                        /* truncate */
+            case 2: bad[at] ^= (uint8_t)(1u << ((x >> 48) % 8)); break;
+            }
+        }
+        uint8_t *out;
+        size_t out_len;
+        assert_int_equal(stage_handle(a, bad, len, &out, &out_len), 0);
+        Q35__StageReply *rep = q35__stage_reply__unpack(NULL, out_len, out);
+        assert_non_null(rep);
+        answered++;
+        forwards += rep->body_case == Q35__STAGE_REPLY__BODY_FORWARD;
+        q35__stage_reply__free_unpacked(rep, NULL);
+        free(out);
+        for (int sl = 0; sl < 4; sl++)
+            q35_engine_slot_reset((q35_engine *)stage_engine(a), sl, NULL, 0);
+    }
+    assert_int_equal(answered, 3000);
+    assert_true(forwards < 3000);
+    Q35__StageReply *rep = forward(a, &pc, 1, NULL, 0, 0);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    free(good);
+    free(bad);
+    stage_destroy(&a);
 }
 
 int main(void)
@@ -437,6 +517,7 @@ int main(void)
         cmocka_unit_test(chain_matches_golden),
         cmocka_unit_test(every_bad_field_is_named),
         cmocka_unit_test(socket_loop_survives_bad_messages),
+        cmocka_unit_test(mutated_requests_always_answered),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
