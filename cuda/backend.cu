@@ -632,7 +632,7 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t e
     CU(cudaSetDevice(b->dev));
     const int B = b->B, E = c->n_embd, V = c->n_vocab;
     const bool all = bt->all_logits != 0;
-    const int cap = all ? b->LB : B;          /* rows per pass */
+    const int cap = all && b->has_head ? b->LB : B;   /* rows per pass */
     /* Defensive bounds (the engine validated; these keep the device safe). */
     for (int s = 0; s < bt->n_seq; s++)
         if (bt->slot[s] < 0 || bt->slot[s] >= b->max_seqs || bt->pos[s] < 0 || bt->n_tok[s] < 0 ||
