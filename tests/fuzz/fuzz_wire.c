@@ -230,6 +230,25 @@ static void seed1(const char *dir, const char *name, int target, const ProtobufC
     fclose(f);
 }
 
+/* The whole-model stage's reply to req, as a StageReply seed. */
+static void seed_reply(const char *dir, const char *name, const Q35__StageRequest *req)
+{
+    size_t n = q35__stage_request__get_packed_size(req), out_len;
+    uint8_t *in = malloc(n ? n : 1), *out;
+    if (!in)
+        die("seed", "out of memory");
+    q35__stage_request__pack(req, in);
+    if (stage_handle(stages[0], in, n, &out, &out_len) || out_len > 0xffff)
+        die("seed", name);
+    free(in);
+    FILE *f = seed_open(dir, name);
+    uint8_t hdr[3] = { 5, (uint8_t)(out_len & 0xff), (uint8_t)(out_len >> 8) };
+    fwrite(hdr, 1, 3, f);
+    fwrite(out, 1, out_len, f);
+    fclose(f);
+    free(out);
+}
+
 static void fwd_req(Q35__StageRequest *r, Q35__ForwardBatch *fb)
 {
     q35__stage_request__init(r);
@@ -411,36 +430,13 @@ static void write_seeds(const char *dir)
     cr.status = &sr;
     seed1(dir, "client-status", 4, &cr.base);
 
-    /* stage replies: the real handshake of the whole-model stage, and the
-     * replies to the seeds above */
+    /* stage replies: the whole-model stage's real answers to a hello and
+     * to the prefill above */
     r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     r.hello = &h;
-    uint8_t hbuf[256], *out;
-    size_t out_len;
-    size_t hn = q35__stage_request__pack(&r, hbuf);
-    if (stage_handle(stages[0], hbuf, hn, &out, &out_len))
-        die("seed", "no handshake");
-    f = seed_open(dir, "reply-handshake");
-    uint8_t hdr[3] = { 5, (uint8_t)(out_len & 0xff), (uint8_t)(out_len >> 8) };
-    fwrite(hdr, 1, 3, f);
-    fwrite(out, 1, out_len, f);
-    fclose(f);
-    free(out);
+    seed_reply(dir, "reply-handshake", &r);
     fwd_req(&r, &fb);
-    hn = q35__stage_request__get_packed_size(&r);
-    uint8_t *fbuf = malloc(hn);
-    if (!fbuf)
-        die("seed", "out of memory");
-    q35__stage_request__pack(&r, fbuf);
-    if (stage_handle(stages[0], fbuf, hn, &out, &out_len) || out_len > 0xffff)
-        die("seed", "no forward reply");
-    free(fbuf);
-    f = seed_open(dir, "reply-forward");
-    uint8_t hdr2[3] = { 5, (uint8_t)(out_len & 0xff), (uint8_t)(out_len >> 8) };
-    fwrite(hdr2, 1, 3, f);
-    fwrite(out, 1, out_len, f);
-    fclose(f);
-    free(out);
+    seed_reply(dir, "reply-forward", &r);
     reset_stages();
     Q35__Error e = Q35__ERROR__INIT;
     e.code = Q35__CODE__FAILED_PRECONDITION;
