@@ -138,16 +138,16 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
             s->model[0] ? s->model : "?", s->n_layer, s->active, s->queued, s->max_queue,
             (unsigned long long)s->requests_done, s->slots_used, s->slots_total,
             (unsigned long long)s->tokens_generated, s->tokens_per_s);
-    fprintf(f, "%-5s %-36s %-9s %-4s %-7s %-11s %7s %9s %10s\n", "stage", "endpoint", "layers",
-            "up", "backend", "slots", "busy%", "wireidle%", "tokens");
+    fprintf(f, "%-5s %-36s %-9s %-4s %-7s %-11s %7s %10s\n", "stage", "endpoint", "layers",
+            "up", "backend", "slots", "busy%", "tokens");
     for (int i = 0; i < s->n_stages; i++) {
         const q35c_stage_status *g = &s->stages[i];
         char layers[32], slots[32];
         snprintf(layers, sizeof layers, "%d:%d", g->layer_begin, g->layer_end);
         snprintf(slots, sizeof slots, "%d/%d", g->slots_used, g->slots_total);
-        fprintf(f, "%-5d %-36s %-9s %-4s %-7s %-11s %7.1f %9.1f %10llu\n", i, g->endpoint, layers,
+        fprintf(f, "%-5d %-36s %-9s %-4s %-7s %-11s %7.1f %10llu\n", i, g->endpoint, layers,
                 g->up ? "yes" : "NO", g->backend[0] ? g->backend : "?", slots, g->busy_pct,
-                g->wire_idle_pct, (unsigned long long)g->tokens);
+                (unsigned long long)g->tokens);
         if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
     }
 }

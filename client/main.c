@@ -332,9 +332,9 @@ static int parse_args(cli *c, int argc, char **argv)
     long v;
     int o;
     while ((o = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
-        const char *name = o == 'n' ? "-n" : NULL;
-        for (const struct option *lo = longopts; !name && lo->name; lo++)
-            if (lo->val == o) name = lo->name;
+        char name[40] = "-n";
+        for (const struct option *lo = longopts; lo->name; lo++)
+            if (lo->val == o) snprintf(name, sizeof name, "--%s", lo->name);
         switch (o) {
         case O_ENDPOINT: c->endpoint = optarg; break;
         case O_CHAT: c->chat = true; break;

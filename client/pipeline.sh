@@ -13,6 +13,8 @@
 #   p35_kill s0 [SIGNAL]                  one process by its name
 #
 # Process ids are kept per name (P35_PID_<name>); logs in $P35_RUN/<name>.log.
+# Variables of these functions start with _p_ so they never clobber the
+# caller's.
 # BIN: the binaries (default ${QWEN35_BUILD:-build}/bin).
 
 BIN=${BIN:-${QWEN35_BUILD:-build}/bin}
@@ -27,50 +29,51 @@ p35_die() {
 # Stops every process started so far: TERM (the daemons drain and exit),
 # KILL whatever is left after 5 s. The temp dir stays.
 p35_stop() {
-    for n in $P35_NAMES; do
-        eval "pid=\${P35_PID_$n:-}"
-        [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
+    for _p_n in $P35_NAMES; do
+        eval "_p_pid=\${P35_PID_$_p_n:-}"
+        if [ -n "$_p_pid" ]; then kill -TERM "$_p_pid" 2>/dev/null || true; fi
     done
-    for n in $P35_NAMES; do
-        eval "pid=\${P35_PID_$n:-}"
-        [ -n "$pid" ] || continue
-        i=0
-        while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-        if kill -0 "$pid" 2>/dev/null; then
-            echo "$P35_ME: $n (pid $pid) ignored SIGTERM for 5 s: killed" >&2
-            kill -KILL "$pid" 2>/dev/null
+    for _p_n in $P35_NAMES; do
+        eval "_p_pid=\${P35_PID_$_p_n:-}"
+        [ -n "$_p_pid" ] || continue
+        _p_i=0
+        while kill -0 "$_p_pid" 2>/dev/null && [ $_p_i -lt 50 ]; do sleep 0.1; _p_i=$((_p_i + 1)); done
+        if kill -0 "$_p_pid" 2>/dev/null; then
+            echo "$P35_ME: $_p_n (pid $_p_pid) ignored SIGTERM for 5 s: killed" >&2
+            kill -KILL "$_p_pid" 2>/dev/null || true
         fi
-        wait "$pid" 2>/dev/null
-        eval "P35_PID_$n="
+        wait "$_p_pid" 2>/dev/null || true
+        eval "P35_PID_$_p_n="
     done
 }
 
 # p35_restart_logs: clears the logs between configurations of one script.
 p35_clear_logs() {
-    for n in $P35_NAMES; do rm -f "$P35_RUN/$n.log"; done
+    for _p_n in $P35_NAMES; do rm -f "$P35_RUN/$_p_n.log"; done
     P35_NAMES=""
 }
 
 p35_cleanup() {
-    rc=$?
+    _p_rc=$?
+    set +e   # a failing kill or wait must never cut the cleanup short
     trap - EXIT INT TERM HUP
-    for j in $P35_CLIENTS; do kill -KILL "$j" 2>/dev/null; done
+    for _p_j in $P35_CLIENTS; do kill -KILL "$_p_j" 2>/dev/null; done
     p35_stop
-    if [ "$rc" -ne 0 ] || [ "$P35_KEEP_LOGS" = 1 ]; then
-        for n in $P35_NAMES; do
-            [ -s "$P35_RUN/$n.log" ] || continue
-            echo "--- $n.log (last lines)" >&2
-            tail -n 15 "$P35_RUN/$n.log" >&2
+    if [ "$_p_rc" -ne 0 ] || [ "$P35_KEEP_LOGS" = 1 ]; then
+        for _p_n in $P35_NAMES; do
+            [ -s "$P35_RUN/$_p_n.log" ] || continue
+            echo "--- $_p_n.log (last lines)" >&2
+            tail -n 15 "$P35_RUN/$_p_n.log" >&2
         done
     fi
     [ -n "${P35_RUN:-}" ] && rm -rf "$P35_RUN"
-    exit "$rc"
+    exit "$_p_rc"
 }
 
 p35_init() {
     P35_ME=${P35_ME:-$(basename "$0")}
-    for b in qwen35-stage qwen35-coordinator qwen35-client; do
-        [ -x "$BIN/$b" ] || p35_die "$BIN/$b missing (run make first)"
+    for _p_b in qwen35-stage qwen35-coordinator qwen35-client; do
+        [ -x "$BIN/$_p_b" ] || p35_die "$BIN/$_p_b missing (run make first)"
     done
     P35_RUN=$(mktemp -d /tmp/q35-pipe-XXXXXX) || p35_die "mktemp failed"
     P35_EP="ipc://$P35_RUN/coord.sock"
@@ -82,41 +85,41 @@ p35_init() {
 
 # p35_stage NAME MODEL A:B [options…]   (A:B numeric: the coordinator is told it too)
 p35_stage() {
-    n=$1 m=$2 l=$3
+    _p_n=$1 _p_m=$2 _p_l=$3
     shift 3
-    "$BIN/qwen35-stage" --model "$m" --layers "$l" --bind "ipc://$P35_RUN/$n.sock" "$@" \
-        >>"$P35_RUN/$n.log" 2>&1 &
-    eval "P35_PID_$n=\$!; P35_LAYERS_$n=\$l"
-    case " $P35_NAMES " in *" $n "*) ;; *) P35_NAMES="$P35_NAMES $n" ;; esac
+    "$BIN/qwen35-stage" --model "$_p_m" --layers "$_p_l" --bind "ipc://$P35_RUN/$_p_n.sock" "$@" \
+        >>"$P35_RUN/$_p_n.log" 2>&1 &
+    eval "P35_PID_$_p_n=\$!; P35_LAYERS_$_p_n=\$_p_l"
+    case " $P35_NAMES " in *" $_p_n "*) ;; *) P35_NAMES="$P35_NAMES $_p_n" ;; esac
 }
 
 # p35_coord MODEL STAGE-NAMES… [-- coordinator options…]
 # --stage takes 'ENDPOINT A:B' or ENDPOINT alone, as this coordinator's
 # --help says.
 p35_coord() {
-    m=$1
+    _p_m=$1
     shift
-    with_range=0
-    "$BIN/qwen35-coordinator" --help 2>&1 | grep -q "ENDPOINT A:B" && with_range=1
-    n_args=$#
-    i=0
-    in_opts=0
-    while [ $i -lt $n_args ]; do
-        a=$1
+    _p_wr=0
+    "$BIN/qwen35-coordinator" --help 2>&1 | grep -q "ENDPOINT A:B" && _p_wr=1
+    _p_nargs=$#
+    _p_i=0
+    _p_inopts=0
+    while [ $_p_i -lt $_p_nargs ]; do
+        _p_a=$1
         shift
-        i=$((i + 1))
-        if [ $in_opts = 1 ]; then
-            set -- "$@" "$a"
-        elif [ "$a" = -- ]; then
-            in_opts=1
-        elif [ $with_range = 1 ]; then
-            eval "l=\$P35_LAYERS_$a"
-            set -- "$@" --stage "ipc://$P35_RUN/$a.sock $l"
+        _p_i=$((_p_i + 1))
+        if [ $_p_inopts = 1 ]; then
+            set -- "$@" "$_p_a"
+        elif [ "$_p_a" = -- ]; then
+            _p_inopts=1
+        elif [ $_p_wr = 1 ]; then
+            eval "_p_l=\$P35_LAYERS_$_p_a"
+            set -- "$@" --stage "ipc://$P35_RUN/$_p_a.sock $_p_l"
         else
-            set -- "$@" --stage "ipc://$P35_RUN/$a.sock"
+            set -- "$@" --stage "ipc://$P35_RUN/$_p_a.sock"
         fi
     done
-    "$BIN/qwen35-coordinator" --model "$m" --listen "$P35_EP" "$@" >>"$P35_RUN/coord.log" 2>&1 &
+    "$BIN/qwen35-coordinator" --model "$_p_m" --listen "$P35_EP" "$@" >>"$P35_RUN/coord.log" 2>&1 &
     P35_PID_coord=$!
     case " $P35_NAMES " in *" coord "*) ;; *) P35_NAMES="$P35_NAMES coord" ;; esac
 }
@@ -126,55 +129,93 @@ p35_client() {
 }
 
 # p35_bg_client OUT [client opts…]: a client in the background, stdout in
-# OUT, stderr in OUT.err; its pid in $P35_LAST (wait for it to get its
+# OUT, stderr in OUT.err; its _p_pid in $P35_LAST (wait for it to get its
 # exit code).
 P35_CLIENTS=""
 p35_bg_client() {
-    out=$1
+    _p_out=$1
     shift
-    "$BIN/qwen35-client" --endpoint "$P35_EP" "$@" >"$out" 2>"$out.err" &
+    "$BIN/qwen35-client" --endpoint "$P35_EP" "$@" >"$_p_out" 2>"$_p_out.err" &
     P35_LAST=$!
     P35_CLIENTS="$P35_CLIENTS $P35_LAST"
 }
 
 # p35_wait_file FILE PATTERN SECONDS: until FILE holds a line matching PATTERN.
 p35_wait_file() {
-    t_end=$(( $(date +%s) + $3 ))
+    _p_tend=$(( $(date +%s) + $3 ))
     until grep -q "$2" "$1" 2>/dev/null; do
-        [ "$(date +%s)" -ge "$t_end" ] && return 1
+        [ "$(date +%s)" -ge "$_p_tend" ] && return 1
         sleep 0.05
     done
 }
 
 # Waits until the coordinator answers --status with every stage up.
 p35_wait_ready() {
-    t_end=$(( $(date +%s) + ${1:-60} ))
+    _p_tend=$(( $(date +%s) + ${1:-60} ))
     while :; do
-        for n in $P35_NAMES; do
-            eval "pid=\${P35_PID_$n:-}"
-            kill -0 "$pid" 2>/dev/null || p35_die "$n exited while starting (see its log below)"
+        for _p_n in $P35_NAMES; do
+            eval "_p_pid=\${P35_PID_$_p_n:-}"
+            kill -0 "$_p_pid" 2>/dev/null || p35_die "$_p_n exited while starting (see its log below)"
         done
-        st=$(p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null)
-        if [ -n "$st" ] && ! printf '%s' "$st" | grep -q '"up":false' \
-           && printf '%s' "$st" | grep -q '"up":true'; then
+        _p_st=$(p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null) || _p_st=""
+        if [ -n "$_p_st" ] && ! printf '%s' "$_p_st" | grep -q '"up":false' \
+           && printf '%s' "$_p_st" | grep -q '"up":true'; then
             return 0
         fi
-        [ "$(date +%s)" -ge "$t_end" ] && p35_die "pipeline not ready after ${1:-60} s: $st"
+        [ "$(date +%s)" -ge "$_p_tend" ] && p35_die "pipeline not ready after ${1:-60} s: $_p_st"
         sleep 0.2
     done
 }
 
 # p35_kill NAME [SIGNAL]: signals one process and reaps it (KILL/TERM).
 p35_kill() {
-    eval "pid=\${P35_PID_$1:-}"
-    [ -n "$pid" ] || return 0
-    kill "-${2:-KILL}" "$pid" 2>/dev/null
+    eval "_p_pid=\${P35_PID_$1:-}"
+    [ -n "$_p_pid" ] || return 0
+    kill "-${2:-KILL}" "$_p_pid" 2>/dev/null || true
     case ${2:-KILL} in
-    KILL|TERM) wait "$pid" 2>/dev/null; eval "P35_PID_$1=" ;;
+    KILL|TERM) wait "$_p_pid" 2>/dev/null || true; eval "P35_PID_$1=" ;;
     esac
 }
 
 # p35_field JSON KEY: the first numeric value of "KEY": in JSON.
 p35_field() {
     printf '%s' "$1" | grep -o "\"$2\":[-0-9.e+]*" | head -n 1 | cut -d: -f2
+}
+
+# p35_busy_between STATUS0 STATUS1 [busy]: each stage's share of time
+# computing between two --status --json snapshots (busy / (busy + idle)),
+# and (without "busy") its idle time waiting for work as a share of its
+# busy time. The coordinator
+# refreshes stage stats about once a second: take the second snapshot a
+# little after the work ends.
+p35_busy_between() {
+    _p_i=1
+    _p_out=""
+    for _p_b0 in $(printf '%s' "$1" | grep -o '"busy_s":[-0-9.e+]*' | cut -d: -f2); do
+        _p_b1=$(printf '%s' "$2" | grep -o '"busy_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "${_p_i}p")
+        _p_d0=$(printf '%s' "$1" | grep -o '"idle_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "${_p_i}p")
+        _p_d1=$(printf '%s' "$2" | grep -o '"idle_s":[-0-9.e+]*' | cut -d: -f2 | sed -n "${_p_i}p")
+        _p_out="$_p_out$(awk -v s=$((_p_i - 1)) -v only="${3:-}" -v b0="$_p_b0" -v b1="$_p_b1" -v i0="$_p_d0" -v i1="$_p_d1" 'BEGIN {
+            b = b1 - b0; d = i1 - i0
+            if (b <= 0) { printf " stage %d: no work seen;", s; exit }
+            if (only == "busy") printf " stage %d: busy %.1f%%;", s, 100 * b / (b + d)
+            else printf " stage %d: busy %.1f%%, idle %.1f%% of busy;", s, 100 * b / (b + d), 100 * d / b }')"
+        _p_i=$((_p_i + 1))
+    done
+    echo "$_p_out"
+}
+
+# Test verdicts: p35_fail MESSAGE counts a failure and goes on;
+# p35_result SUMMARY ends the script (exit 1 when anything failed).
+P35_FAILS=0
+p35_fail() {
+    echo "FAIL: $*" >&2
+    P35_FAILS=$((P35_FAILS + 1))
+}
+p35_result() {
+    if [ "$P35_FAILS" -ne 0 ]; then
+        echo "$P35_ME: $P35_FAILS failures" >&2
+        exit 1
+    fi
+    echo "$P35_ME: $*"
 }

@@ -215,7 +215,7 @@ void q35c_status_destroy(q35c_status **s);
  * clock (Unix seconds) when the event was printed. */
 void q35c_event_write_json(FILE *f, const q35c_event *ev);
 void q35c_status_write_json(FILE *f, const q35c_status *s);
-/* A table for people: one line per stage. */
+/* A table for people: one line per stage (busy% over its uptime). */
 void q35c_status_write_text(FILE *f, const q35c_status *s);
 
 #endif

@@ -46,7 +46,7 @@ typedef struct cpu_scratch {
     float *xe;                /* [cap·K][E] rows gathered by expert */
     float *ge, *ue;           /* [cap·K][F] expert gate, up (then act) */
     float *de;                /* [cap·K][E] expert outputs */
-    int *seq_row0, *row_slot, *row_pos;
+    int *seq_slot, *seq_n, *seq_row0, *row_slot, *row_pos;   /* a chunk's rows */
 } cpu_scratch;
 
 struct q35_backend {
@@ -77,6 +77,11 @@ typedef struct cpu_mm {
     float *Y;
     int64_t ldy;
 } cpu_mm;
+
+/* Runs fn on the pool, or inline on the calling thread when the work
+ * (bytes it streams) is too small to pay for waking the workers. Results
+ * are the same either way (see pool.h). */
+void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes);
 
 /* Runs the products on the pool, each thread a row share of every one
  * (one barrier for all of them). */

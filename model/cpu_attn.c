@@ -148,8 +148,11 @@ void cpu_attention(q35_backend *b, int il, const cpu_rows *r, const float *h, fl
     cpu_matmuls(b, 3, proj);
 
     attn_job j = { b, il, r };
-    pool_run(b->pool, qk_prepare_worker, &j);
-    pool_run(b->pool, attend_worker, &j);
+    cpu_run(b, qk_prepare_worker, &j, 4.0 * n * (nh + 2 * nkv) * hd * 4);
+    double ctx = 0;      /* keys and values each row reads */
+    for (int i = 0; i < n; i++)
+        ctx += r->row_pos[i] + 1;
+    cpu_run(b, attend_worker, &j, ctx * nh * (hd + hdv) * 4);
 
     cpu_mm out = { &l->attn_output, NULL, s->o, hdv * nh, n, s->tmp, E };   /* [hd_v·nh, E] */
     cpu_matmuls(b, 1, &out);

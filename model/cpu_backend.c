@@ -36,10 +36,24 @@ static void mm_worker(void *arg, int ith, int nth)
     }
 }
 
+#define CPU_PAR_MIN_BYTES (128.0 * 1024)
+
+void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes)
+{
+    if (work_bytes < CPU_PAR_MIN_BYTES)
+        fn(arg, 0, 1);
+    else
+        pool_run(b->pool, fn, arg);
+}
+
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
 {
     mm_job j = { n, mm };
-    pool_run(b->pool, mm_worker, &j);
+    double work = 0;
+    for (int i = 0; i < n; i++)
+        work += (double)mm[i].t->row_bytes * (double)mm[i].t->ne[1]
+              + 4.0 * (double)mm[i].nx * ((double)mm[i].t->ne[0] + (double)mm[i].t->ne[1]);
+    cpu_run(b, mm_worker, &j, work);
 }
 
 /* ---- slot pool ------------------------------------------------------------ */
@@ -63,7 +77,7 @@ static void scratch_free(cpu_scratch *s)
         free(*f[i]);
         *f[i] = NULL;
     }
-    int **g[] = { &s->top_i, &s->pair_at, &s->seq_row0, &s->row_slot, &s->row_pos };
+    int **g[] = { &s->top_i, &s->pair_at, &s->seq_slot, &s->seq_n, &s->seq_row0, &s->row_slot, &s->row_pos };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         free(*g[i]);
         *g[i] = NULL;
@@ -120,6 +134,8 @@ static int scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
     s->ge = alloc_rows(r * K, F, f4, &ok);
     s->ue = alloc_rows(r * K, F, f4, &ok);
     s->de = alloc_rows(r * K, E, f4, &ok);
+    s->seq_slot = alloc_rows(r, 1, i4, &ok);
+    s->seq_n = alloc_rows(r, 1, i4, &ok);
     s->seq_row0 = alloc_rows(r, 1, i4, &ok);
     s->row_slot = alloc_rows(r, 1, i4, &ok);
     s->row_pos = alloc_rows(r, 1, i4, &ok);
@@ -247,63 +263,90 @@ static void embed(const q35_backend *b, const int32_t *tokens, int n, float *x)
                     x + (size_t)r * t->ne[0], t->ne[0]);
 }
 
-/* logits = output · rms(x, output_norm) for every row, or each
- * sequence's last row. */
-static void lm_head(q35_backend *b, const cpu_rows *r, const q35_batch *bt, const float *x, float *h)
+/* logits[i] = output · rms(x[row0 + i], output_norm) for i < m. */
+static void lm_head(q35_backend *b, const float *x, int row0, int m, float *h, float *logits)
 {
     const q35_weights *w = b->w;
     int64_t E = b->c->n_embd, V = b->c->n_vocab;
-    int m = bt->all_logits ? r->n : r->n_seq;
-    for (int i = 0; i < m; i++) {
-        int row = bt->all_logits ? i : r->seq_row0[i] + r->seq_n[i] - 1;
-        cpu_rms(h + (size_t)i * E, x + (size_t)row * E, w->output_norm.data, E, b->c->rms_eps);
-    }
-    cpu_mm mm = { &w->output, NULL, h, E, m, bt->logits, V };
+    for (int i = 0; i < m; i++)
+        cpu_rms(h + (size_t)i * E, x + (size_t)(row0 + i) * E, w->output_norm.data, E, b->c->rms_eps);
+    cpu_mm mm = { &w->output, NULL, h, E, m, logits, V };
     cpu_matmuls(b, 1, &mm);
 }
 
-static int cpu_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+/* One chunk of rows through every owned layer (x holds their inputs). */
+static void forward_rows(q35_backend *b, const cpu_rows *r, float *x, float *h)
 {
     const q35_config *c = b->c;
-    const q35_weights *w = b->w;
-    int n = bt->n_total, rc;
-    if ((rc = scratch_reserve(b, n, err, errsz)))
-        return rc;
-    cpu_scratch *s = &b->s;
     int64_t E = c->n_embd;
-
-    cpu_rows r = { n, bt->n_seq, bt->slot, bt->n_tok, s->seq_row0, s->row_slot, s->row_pos };
-    for (int q = 0, row = 0; q < bt->n_seq; q++) {
-        r.seq_row0[q] = row;
-        for (int t = 0; t < bt->n_tok[q]; t++, row++) {
-            r.row_slot[row] = bt->slot[q];
-            r.row_pos[row] = bt->pos[q] + t;
-        }
-    }
-
-    float *x = s->x, *h = s->h;
-    if (w->has_embd)
-        embed(b, bt->tokens, n, x);
-    else
-        memcpy(x, bt->x_in, (size_t)n * E * sizeof(float));
-
-    for (int il = w->layer_begin; il < w->layer_end; il++) {
+    for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         const q35_layer_weights *l = cpu_layer(b, il);
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < r->n; i++)
             cpu_rms(h + i * E, x + i * E, l->attn_norm.data, E, c->rms_eps);
         if (l->kind == Q35_LAYER_ATTN)
-            cpu_attention(b, il, &r, h, x);
+            cpu_attention(b, il, r, h, x);
         else
-            cpu_ssm(b, il, &r, h, x);
-        for (int i = 0; i < n; i++)
+            cpu_ssm(b, il, r, h, x);
+        for (int i = 0; i < r->n; i++)
             cpu_rms(h + i * E, x + i * E, l->post_attention_norm.data, E, c->rms_eps);
-        cpu_moe(b, il, &r, h, x);
+        cpu_moe(b, il, r, h, x);
     }
+}
 
-    if (w->has_head)
-        lm_head(b, &r, bt, x, h);
-    else
-        memcpy(bt->x_out, x, (size_t)n * E * sizeof(float));
+/* The batch runs in chunks of at most CPU_MAX_ROWS rows (a sequence may
+ * straddle two chunks: the second continues the state the first left),
+ * so scratch memory stays bounded whatever the batch size. */
+#define CPU_MAX_ROWS 256
+
+static int cpu_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+{
+    const q35_weights *w = b->w;
+    int64_t E = b->c->n_embd, V = b->c->n_vocab;
+    int cap = bt->n_total < CPU_MAX_ROWS ? bt->n_total : CPU_MAX_ROWS, rc;
+    if ((rc = scratch_reserve(b, cap, err, errsz)))
+        return rc;
+    cpu_scratch *s = &b->s;
+    int q = 0, t = 0;            /* next token: t-th of sequence q */
+    for (int row0 = 0; row0 < bt->n_total;) {
+        cpu_rows r = { 0, 0, s->seq_slot, s->seq_n, s->seq_row0, s->row_slot, s->row_pos };
+        while (q < bt->n_seq && r.n < cap) {
+            int take = bt->n_tok[q] - t < cap - r.n ? bt->n_tok[q] - t : cap - r.n;
+            s->seq_slot[r.n_seq] = bt->slot[q];
+            s->seq_n[r.n_seq] = take;
+            s->seq_row0[r.n_seq++] = r.n;
+            for (int k = 0; k < take; k++, r.n++) {
+                s->row_slot[r.n] = bt->slot[q];
+                s->row_pos[r.n] = bt->pos[q] + t + k;
+            }
+            t += take;
+            if (t == bt->n_tok[q]) {
+                q++;
+                t = 0;
+            }
+        }
+        if (w->has_embd)
+            embed(b, bt->tokens + row0, r.n, s->x);
+        else
+            memcpy(s->x, bt->x_in + row0 * E, (size_t)r.n * E * sizeof(float));
+        forward_rows(b, &r, s->x, s->h);
+        if (!w->has_head) {
+            memcpy(bt->x_out + row0 * E, s->x, (size_t)r.n * E * sizeof(float));
+        } else if (bt->all_logits) {
+            lm_head(b, s->x, 0, r.n, s->h, bt->logits + row0 * V);
+        } else {
+            /* Every chunk sequence but an unfinished last one ends here:
+             * they are sequences q - done .. q - 1 of the batch. Their
+             * last rows move to the front (row k never lies past the
+             * last row of chunk sequence k). */
+            int done = r.n_seq - (t ? 1 : 0);
+            for (int k = 0; k < done; k++)
+                memmove(s->x + (size_t)k * E, s->x + (size_t)(s->seq_row0[k] + s->seq_n[k] - 1) * E,
+                        (size_t)E * sizeof(float));
+            if (done)
+                lm_head(b, s->x, 0, done, s->h, bt->logits + (size_t)(q - done) * V);
+        }
+        row0 += r.n;
+    }
     return 0;
 }
 

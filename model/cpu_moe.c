@@ -163,6 +163,8 @@ void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x
     group_rows(b, n, h);
 
     moe_job j = { b, il, r, x };
-    pool_run(b->pool, gate_up_worker, &j);
-    pool_run(b->pool, down_worker, &j);
+    const q35_tensor *tg = &l->ffn_gate_exps, *td = &l->ffn_down_exps;
+    double per_expert = (double)tg->row_bytes * tg->ne[1] * 2 + (double)td->row_bytes * td->ne[1];
+    cpu_run(b, gate_up_worker, &j, b->n_active * per_expert * 2 / 3);
+    cpu_run(b, down_worker, &j, b->n_active * per_expert / 3 + (double)l->ffn_down_shexp.nbytes);
 }

@@ -141,8 +141,8 @@ void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x
     cpu_matmuls(b, 4, proj);
 
     ssm_job j = { b, il, r };
-    pool_run(b->pool, conv_worker, &j);
-    pool_run(b->pool, delta_worker, &j);
+    cpu_run(b, conv_worker, &j, 4.0 * n * C * (c->ssm_d_conv + 2));
+    cpu_run(b, delta_worker, &j, 4.0 * 4 * n * nv * c->ssm_d_state * c->ssm_hv);
 
     cpu_mm out = { &l->ssm_out, NULL, s->y, vd, n, s->tmp, E };   /* [vd, E] */
     cpu_matmuls(b, 1, &out);

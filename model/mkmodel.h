@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 typedef struct mkmodel_opts {
-    const char *preset;      /* "tiny" (golden sizes), "mini" (35B-A3B per-layer sizes), "35b-a3b" */
+    const char *preset;      /* "tiny" (golden sizes), "mini" (35B-A3B per-layer sizes), "35b-a3b",
+                                "micro" (n_embd 64, 2 layers: SSM + attention, ~100 KB) */
     int n_layer;             /* 0: the preset's */
     int n_expert;            /* 0: the preset's; expert_used_count is capped to it */
     const char *types;       /* "f32", "q8_0", "q4_k_m" (default), "q3_k_m" */

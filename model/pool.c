@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_SPIN 20000   /* polls before sleeping (~tens of µs) */
+#define POOL_SPIN 4000    /* polls before sleeping (~50-100 µs) */
 
 typedef struct worker { pool *p; int ith; } worker;
 

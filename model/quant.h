@@ -75,6 +75,13 @@ const char *quant_isa(void);
  * CPU lacks it. Not for use while other threads run kernels. */
 int quant_force_isa(const char *isa);
 
+/* Random valid blocks for n values of `type` (whole blocks): random
+ * quants, scales chosen so the values stay within about +-amp (> 0), no
+ * NaN or Inf. Deterministic from *state, which it advances (xorshift64).
+ * For tests, benchmarks and generated models. Q35_EINVAL for a type
+ * without a decoder or a bad n. */
+int quant_fill_random(int type, void *dst, int64_t n, float amp, uint64_t *state);
+
 /* fp16 / bf16 scalar conversions (exact). */
 float quant_f16_to_f32(uint16_t h);
 uint16_t quant_f32_to_f16(float f);

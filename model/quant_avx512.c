@@ -32,6 +32,7 @@ typedef __m512 acc_t[4];
         _mm512_storeu_ps(buf + (off) + 32, w2);                                \
         _mm512_storeu_ps(buf + (off) + 48, w3);                                \
     }                                                                          \
+    _Pragma("GCC unroll 4")                                                    \
     for (int v_ = 0; v_ < NV; v_++) {                                          \
         const float *xv_ = x + v_ * ldx + (off);                               \
         acc[v_][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xv_), acc[v_][0]);      \
@@ -106,26 +107,39 @@ INLINE void body_q8_0(BODY_ARGS)
     }
 }
 
-/* d*i - m for i in 0..15, rounded as the scalar decoder rounds */
-INLINE __m512 lin_table(const float *iota, float d, float m)
+/* d*i - m for i in 0..15 (iota), rounded as the scalar decoder rounds;
+ * d and m come from memory as embedded broadcasts. */
+INLINE __m512 lin_table(const float *iota, const float *d, const float *m)
 {
-    return _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(iota), _mm512_set1_ps(d)),
-                         _mm512_set1_ps(m));
+    return _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(iota), _mm512_set1_ps(*d)),
+                         _mm512_set1_ps(*m));
+}
+
+/* Q4_K / Q5_K: tab[j] = d * scale j, tab[8 + j] = dmin * min j, from the
+ * 12 packed 6-bit fields, unpacked with 32-bit masks four at a time. */
+INLINE void k4_scales(const uint8_t *b, float *tab)
+{
+    uint32_t u0 = quant_rd32(b + 4), u1 = quant_rd32(b + 8), u2 = quant_rd32(b + 12);
+    __m128i sm = _mm_setr_epi32((int)(u0 & 0x3f3f3f3f),
+                                (int)((u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4),
+                                (int)(u1 & 0x3f3f3f3f),
+                                (int)(((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4));
+    __m512 dm = _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1);
+    _mm512_store_ps(tab, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm)), dm));
 }
 
 /* Q4_K: a group is two 32-value sub-blocks sharing 32 bytes (low nibbles,
  * then high); each sub-block's 16 possible values are one lookup table. */
 INLINE void body_q4_K(BODY_ARGS)
 {
+    float tab[16] __attribute__((aligned(64)));
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 144;
-        float d = h2f(b), dmin = h2f(b + 2);
+        k4_scales(b, tab);
+#pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            uint8_t s0, m0, s1, m1;
-            quant_scale_min_k4(2 * p, b + 4, &s0, &m0);
-            quant_scale_min_k4(2 * p + 1, b + 4, &s1, &m1);
-            __m512 t0 = lin_table(iota16, d * (float)s0, dmin * (float)m0);
-            __m512 t1 = lin_table(iota16, d * (float)s1, dmin * (float)m1);
+            __m512 t0 = lin_table(iota16, &tab[2 * p], &tab[8 + 2 * p]);
+            __m512 t1 = lin_table(iota16, &tab[2 * p + 1], &tab[9 + 2 * p]);
             __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
             EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
                   _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t1),
@@ -138,25 +152,22 @@ INLINE void body_q4_K(BODY_ARGS)
  * index bit 4 = the qh bit, moved there by a shift. */
 INLINE __m512i shl_var(__m512i v, int s)
 {
-    return s >= 0 ? _mm512_sll_epi32(v, _mm_cvtsi32_si128(s))
-                  : _mm512_srl_epi32(v, _mm_cvtsi32_si128(-s));
+    return s >= 0 ? _mm512_slli_epi32(v, (unsigned)s) : _mm512_srli_epi32(v, (unsigned)-s);
 }
 
 INLINE void body_q5_K(BODY_ARGS)
 {
     const __m512i low4 = _mm512_set1_epi32(0x0F);
+    float tab[16] __attribute__((aligned(64)));
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 176;
-        float d = h2f(b), dmin = h2f(b + 2);
+        k4_scales(b, tab);
         __m512i h0 = bytes16(b + 16), h1 = bytes16(b + 32);
+#pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            uint8_t s0, m0, s1, m1;
-            quant_scale_min_k4(2 * p, b + 4, &s0, &m0);
-            quant_scale_min_k4(2 * p + 1, b + 4, &s1, &m1);
-            float d0 = d * (float)s0, n0 = dmin * (float)m0;
-            float d1 = d * (float)s1, n1 = dmin * (float)m1;
+            const float *d0 = &tab[2 * p], *n0 = &tab[8 + 2 * p];
             __m512 t0l = lin_table(iota16, d0, n0), t0h = lin_table(iota32hi, d0, n0);
-            __m512 t1l = lin_table(iota16, d1, n1), t1h = lin_table(iota32hi, d1, n1);
+            __m512 t1l = lin_table(iota16, d0 + 1, n0 + 1), t1h = lin_table(iota32hi, d0 + 1, n0 + 1);
             __m512i q0 = bytes16(b + 48 + 32 * p), q1 = bytes16(b + 64 + 32 * p);
             int sl = 4 - 2 * p, sh = 3 - 2 * p;   /* qh bit 2p / 2p+1 -> bit 4 */
             __m512i i0 = _mm512_ternarylogic_epi32(q0, shl_var(h0, sl), low4, SEL_C_A_B);
@@ -178,21 +189,32 @@ INLINE void body_q3_K(BODY_ARGS)
 {
     const __m512i low2 = _mm512_set1_epi32(3);
     const __m512 vals = _mm512_loadu_ps(q3vals);
+    float dl[16] __attribute__((aligned(64)));
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 110;
-        float d = h2f(b + 108);
+        /* 16 6-bit scales: low nibbles from bytes 0..7, 2 high bits from 8..11 */
+        uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
+        __m128i sc = _mm_setr_epi32(
+            (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
+            (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
+            (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
+            (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+        __m512i s32 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc), _mm512_set1_epi32(32));
+        _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(s32)));
         __m512i hm[2] = { bytes16(b), bytes16(b + 16) };
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i q[2] = { bytes16(b + 32 + 32 * h), bytes16(b + 48 + 32 * h) };
+#pragma GCC unroll 2
             for (int jj = 0; jj < 4; jj += 2) {
                 __m512 w[4];
+#pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
                     int j = jj + k / 2, lh = k % 2;
-                    float dl = d * (float)quant_scale_q3k(8 * h + 2 * j + lh, b + 96);
                     __m512i idx = _mm512_ternarylogic_epi32(
-                        _mm512_srl_epi32(q[lh], _mm_cvtsi32_si128(2 * j)),
+                        _mm512_srli_epi32(q[lh], (unsigned)(2 * j)),
                         shl_var(hm[lh], 2 - (4 * h + j)), low2, SEL_C_A_B);
-                    w[k] = _mm512_permutexvar_ps(idx, _mm512_mul_ps(_mm512_set1_ps(dl), vals));
+                    w[k] = _mm512_permutexvar_ps(idx, _mm512_mul_ps(_mm512_set1_ps(dl[8 * h + 2 * j + lh]), vals));
                 }
                 EMIT4(w[0], w[1], w[2], w[3], i + 128 * h + 32 * jj);
             }
@@ -206,31 +228,31 @@ INLINE void body_q6_K(BODY_ARGS)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     const __m512i off = _mm512_set1_epi8(32);
+    const __m512i cnt0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const __m512i cnt1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    float ds[16] __attribute__((aligned(64)));
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 210;
-        __m512 d = _mm512_set1_ps(h2f(b + 208));
-        __m512 ds = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                          _mm_loadu_si128((const __m128i *)(b + 192)))));
+        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)),
+                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                              _mm_loadu_si128((const __m128i *)(b + 192))))));
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i L = _mm512_loadu_si512(b + 64 * h);
-            __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
-            __m512i H2 = _mm512_inserti64x4(_mm512_castsi256_si512(H), H, 1);
+            __m512i H2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h)));
+#pragma GCC unroll 2
             for (int hi = 0; hi < 2; hi++) {
                 __m512i nib = hi ? _mm512_and_si512(_mm512_srli_epi16(L, 4), m4)
                                  : _mm512_and_si512(L, m4);
                 /* values 0..31 take qh bits 4hi.., values 32..63 bits 4hi+2.. */
-                __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * hi)),
-                                                 _mm256_set1_epi16((short)(4 * hi + 2)), 1);
-                __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(H2, cnt), m2);
+                __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(H2, hi ? cnt1 : cnt0), m2);
                 __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(hb, 4)), off);
-                int s = 8 * h + 4 * hi;
-                /* lane k of q: values 16k..16k+15, scale s + k */
-#define Q6W(k) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(             \
-                   _mm512_extracti32x4_epi32(q, k))),                              \
-                   _mm512_permutexvar_ps(_mm512_set1_epi32(s + k), ds))
-                __m512 w[4] = { Q6W(0), Q6W(1), Q6W(2), Q6W(3) };
+                const float *sc = ds + 8 * h + 4 * hi;
+                /* lane k of q: values 16k..16k+15, scale sc[k] */
+#define Q6W(k) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                \
+                   _mm512_extracti32x4_epi32(q, k))), _mm512_set1_ps(sc[k]))
+                EMIT4(Q6W(0), Q6W(1), Q6W(2), Q6W(3), i + 128 * h + 64 * hi);
 #undef Q6W
-                EMIT4(w[0], w[1], w[2], w[3], i + 128 * h + 64 * hi);
             }
         }
     }
@@ -266,9 +288,13 @@ INLINE void tail_any(int type, BODY_ARGS)
         t->block(row + ((i0 + j) / t->blck) * t->bytes, tmp + j);
     if (NV == 0)
         memcpy(buf + i0, tmp, sizeof tmp);
-    for (int c = 0; c * 16 < rem; c++) {
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        if (c * 16 >= rem)
+            break;
         __mmask16 m = rem - 16 * c >= 16 ? 0xFFFF : (__mmask16)((1u << (rem - 16 * c)) - 1);
         __m512 w = _mm512_loadu_ps(tmp + 16 * c);
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
             acc[v][c] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + v * ldx + i0 + 16 * c),
                                         acc[v][c]);
@@ -295,23 +321,34 @@ INLINE void row_##name(BODY_ARGS)                                              \
 
 ROW_FN(f32, F32, body_f32)
 
-/* One tile: nv (1..4) vectors against one row, results to Y. */
+/* One tile: NV (1..4) vectors against one row, results to Y; one function
+ * per NV so the accumulators stay in registers. */
+#define TILE_NV(name, NVC)                                                     \
+static void tile##NVC##_##name(const uint8_t *row, int64_t n, const float *x,  \
+                               int64_t ldx, float *y, int64_t ldy)             \
+{                                                                              \
+    acc_t acc[NVC];                                                            \
+    _Pragma("GCC unroll 4")                                                    \
+    for (int v = 0; v < NVC; v++)                                              \
+        _Pragma("GCC unroll 4")                                                \
+        for (int k = 0; k < 4; k++)                                            \
+            acc[v][k] = _mm512_setzero_ps();                                   \
+    row_##name(row, n, x, ldx, NVC, acc, NULL);                                \
+    _Pragma("GCC unroll 4")                                                    \
+    for (int v = 0; v < NVC; v++)                                              \
+        y[v * ldy] = acc_sum(acc[v]);                                          \
+}
 #define TILE_FN(name)                                                          \
+TILE_NV(name, 1) TILE_NV(name, 2) TILE_NV(name, 3) TILE_NV(name, 4)            \
 static void tile_##name(const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
                         int nv, float *y, int64_t ldy)                          \
 {                                                                              \
-    acc_t acc[NV_MAX];                                                         \
-    for (int v = 0; v < NV_MAX; v++)                                           \
-        for (int k = 0; k < 4; k++)                                            \
-            acc[v][k] = _mm512_setzero_ps();                                   \
     switch (nv) {                                                              \
-    case 1: row_##name(row, n, x, ldx, 1, acc, NULL); break;                   \
-    case 2: row_##name(row, n, x, ldx, 2, acc, NULL); break;                   \
-    case 3: row_##name(row, n, x, ldx, 3, acc, NULL); break;                   \
-    default: row_##name(row, n, x, ldx, 4, acc, NULL); break;                  \
+    case 1: tile1_##name(row, n, x, ldx, y, ldy); break;                       \
+    case 2: tile2_##name(row, n, x, ldx, y, ldy); break;                       \
+    case 3: tile3_##name(row, n, x, ldx, y, ldy); break;                       \
+    default: tile4_##name(row, n, x, ldx, y, ldy); break;                      \
     }                                                                          \
-    for (int v = 0; v < nv; v++)                                               \
-        y[v * ldy] = acc_sum(acc[v]);                                          \
 }
 
 TILE_FN(f32)
@@ -327,7 +364,7 @@ static void decode_##name(const uint8_t *row, int64_t n, float *buf)           \
 static float dot_##name(const void *row, const float *x, int64_t n)            \
 {                                                                              \
     float y;                                                                   \
-    tile_##name(row, n, x, 0, 1, &y, 0);                                       \
+    tile1_##name(row, n, x, 0, &y, 0);                                         \
     return y;                                                                  \
 }                                                                              \
 static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \

@@ -165,6 +165,45 @@ static void test_mixed_batch(void **s)
     free(tmp); free(lm); free(ls); free(last);
 }
 
+/* A batch past the backend's chunk of rows (sequences straddle chunks)
+ * equals each sequence run alone, for every row and for last rows. */
+static void test_big_batch_chunks(void **s)
+{
+    (void)s;
+    enum { NS = 3, TOT = 200 + 120 + 30 };
+    const int nt[NS] = { 200, 120, 30 };
+    int slot[NS] = { 2, 0, 1 }, pos[NS] = { 0, 0, 0 };
+    int32_t *tk = fu_alloc(2 * TOT * sizeof(int32_t));
+    for (int i = 0; i < 2 * TOT; i++)
+        tk[i] = toks[(i * 7 + i / 64) % N_TOK];
+    fu_chain big, sep;
+    fu_chain_open(&big, model, 0, NS, 512, 2);
+    fu_chain_open(&sep, model, 4, NS, 512, 1);
+    int V = big.V;
+    float *lb = fu_alloc((size_t)TOT * V * 4), *ls = fu_alloc((size_t)TOT * V * 4);
+    q35_batch b = { .n_seq = NS, .slot = slot, .pos = pos, .n_tok = nt, .n_total = TOT,
+                    .tokens = tk, .logits = lb, .all_logits = 1 };
+    fu_chain_batch(&big, &b);
+    for (int q = 0, row = 0; q < NS; row += nt[q], q++)
+        fu_chain_run(&sep, slot[q], tk + row, nt[q], 0, 64, ls + (size_t)row * V);
+    double d = fu_max_diff(lb, ls, (size_t)TOT * V);
+    print_message("batch of %d rows in chunks vs separate: max diff %.3g\n", TOT, d);
+    assert_true(d <= 1e-4);
+    /* Again, last rows only. */
+    for (int q = 0; q < NS; q++)
+        pos[q] = nt[q];
+    b.tokens = tk + TOT;
+    b.all_logits = 0;
+    fu_chain_batch(&big, &b);
+    for (int q = 0, row = 0; q < NS; row += nt[q], q++) {
+        fu_chain_run(&sep, slot[q], tk + TOT + row, nt[q], nt[q], 100, ls);
+        assert_true(fu_max_diff(lb + (size_t)q * V, ls + (size_t)(nt[q] - 1) * V, V) <= 1e-4);
+    }
+    fu_chain_close(&big);
+    fu_chain_close(&sep);
+    free(lb); free(ls); free(tk);
+}
+
 static void expect_error(q35_engine *e, q35_batch *b, int code, const char *needle)
 {
     char err[Q35_ERRSZ] = "";
@@ -291,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_interleaved_equals_alone),
         cmocka_unit_test(test_batched_decode),
         cmocka_unit_test(test_mixed_batch),
+        cmocka_unit_test(test_big_batch_chunks),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bad_ranges),
         cmocka_unit_test(test_state_bytes),

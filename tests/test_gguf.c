@@ -151,6 +151,118 @@ static void open_errors(void **s)
     unlink(tmpl);
 }
 
+/* Writer round trip in memory: every kv kind and tensors read back. */
+static void writer_round_trip(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "", *img = NULL;
+    size_t size = 0;
+    gguf_writer *w = gguf_writer_new_mem(&img, &size, err, sizeof err);
+    assert_non_null(w);
+    gguf_w_u32(w, "general.alignment", 64);
+    gguf_w_u32(w, "k.u32", 7);
+    gguf_w_i32(w, "k.i32", -7);
+    gguf_w_f32(w, "k.f32", 0.5f);
+    gguf_w_bool(w, "k.bool", true);
+    gguf_w_str(w, "k.str", "hello");
+    int32_t arr[3] = { 1, -2, 3 };
+    gguf_w_arr(w, "k.arr", GGUF_T_I32, arr, 3);
+    gguf_str strs[2] = { { 2, "ab" }, { 0, "" } };
+    gguf_w_arr_str(w, "k.strs", strs, 2);
+    int64_t ne_a[2] = { 3, 2 }, ne_b[1] = { 32 };
+    gguf_w_tensor(w, "a", GGML_TYPE_F32, 2, ne_a);
+    gguf_w_tensor(w, "b", GGML_TYPE_Q8_0, 1, ne_b);
+    float fa[6] = { 1, 2, 3, 4, 5, 6 };
+    uint8_t qb[34];
+    memset(qb, 0x11, sizeof qb);
+    /* data may arrive in pieces that straddle tensors */
+    assert_int_equal(gguf_w_data(w, fa, 10, err, sizeof err), 0);
+    uint8_t rest[14 + 34];
+    memcpy(rest, (uint8_t *)fa + 10, 14);
+    memcpy(rest + 14, qb, 34);
+    assert_int_equal(gguf_w_data(w, rest, sizeof rest, err, sizeof err), 0);
+    assert_int_equal(gguf_writer_finish(&w, err, sizeof err), 0);
+    assert_null(w);
+
+    gguf_file *f = gguf_parse(img, size, "mem.gguf", err, sizeof err);
+    if (!f) fail_msg("%s", err);
+    assert_int_equal(gguf_alignment(f), 64);
+    assert_int_equal(gguf_data_offset(f) % 64, 0);
+    uint32_t u; float x; gguf_str str; int32_t back[3];
+    assert_int_equal(gguf_get_u32(f, "k.u32", true, &u, err, sizeof err), 0);
+    assert_int_equal(u, 7);
+    assert_int_equal(gguf_get_u32(f, "k.i32", true, &u, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "value -7 out of range for u32"));
+    assert_int_equal(gguf_find(f, "k.i32")->v.i, -7);
+    assert_int_equal(gguf_get_f32(f, "k.f32", true, &x, err, sizeof err), 0);
+    assert_true(x == 0.5f);
+    assert_int_equal(gguf_find(f, "k.bool")->v.u, 1);
+    assert_int_equal(gguf_get_str(f, "k.str", true, &str, err, sizeof err), 0);
+    assert_int_equal(str.len, 5);
+    assert_memory_equal(str.ptr, "hello", 5);
+    assert_int_equal(gguf_get_i32_arr(f, "k.arr", back, 3, err, sizeof err), 0);
+    assert_memory_equal(back, arr, sizeof arr);
+    gguf_str rs[2];
+    assert_int_equal(gguf_arr_strs(gguf_find(f, "k.strs"), rs), 0);
+    assert_int_equal(rs[0].len, 2);
+    assert_int_equal(rs[1].len, 0);
+    const gguf_tensor *a = gguf_find_tensor(f, "a"), *b = gguf_find_tensor(f, "b");
+    assert_memory_equal(a->data, fa, sizeof fa);
+    assert_int_equal(b->offset, 64);
+    assert_memory_equal(b->data, qb, sizeof qb);
+    gguf_close(&f);
+    free(img);
+}
+
+static void writer_errors(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "", *img = NULL;
+    size_t size = 0;
+    int64_t ne[2] = { 33, 1 }, ok[1] = { 32 };
+    gguf_writer *w = gguf_writer_new_mem(&img, &size, err, sizeof err);
+    gguf_w_tensor(w, "bad", GGML_TYPE_Q8_0, 2, ne);
+    assert_int_equal(gguf_writer_finish(&w, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "tensor 'bad': row length 33 not a multiple of the q8_0 block size 32"));
+    assert_null(img);
+
+    w = gguf_writer_new_mem(&img, &size, err, sizeof err);
+    gguf_w_u32(w, "general.alignment", 24);
+    assert_int_equal(gguf_writer_finish(&w, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "general.alignment 24 is not a non-zero power of two"));
+
+    w = gguf_writer_new_mem(&img, &size, err, sizeof err);
+    gguf_w_tensor(w, "t", GGML_TYPE_F32, 1, ok);
+    uint8_t bytes[200] = {0};
+    assert_int_equal(gguf_w_data(w, bytes, 100, err, sizeof err), 0);
+    assert_int_equal(gguf_writer_finish(&w, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "tensor 't' got 100 bytes, fewer than declared"));
+
+    w = gguf_writer_new_mem(&img, &size, err, sizeof err);
+    gguf_w_tensor(w, "t", GGML_TYPE_F32, 1, ok);
+    assert_int_equal(gguf_w_data(w, bytes, 200, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "72 bytes of data past the last tensor"));
+    gguf_writer_discard(&w);
+    assert_null(w);
+    assert_null(img);
+
+    /* a file writer that fails leaves neither the file nor its .tmp */
+    char path[] = "/tmp/q35-writer-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    unlink(path);
+    w = gguf_writer_new(path, err, sizeof err);
+    assert_non_null(w);
+    gguf_w_tensor(w, "t", GGML_TYPE_F32, 1, ok);
+    assert_int_equal(gguf_writer_finish(&w, err, sizeof err), Q35_EINVAL);
+    assert_int_not_equal(access(path, F_OK), 0);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    assert_null(gguf_writer_new("/nonexistent/dir/x.gguf", err, sizeof err));
+    assert_non_null(strstr(err, "/nonexistent/dir/x.gguf.tmp: cannot create"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +271,8 @@ int main(void)
         cmocka_unit_test(golden_q3_k_m),
         cmocka_unit_test(vocab_only),
         cmocka_unit_test(open_errors),
+        cmocka_unit_test(writer_round_trip),
+        cmocka_unit_test(writer_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,6 +205,27 @@ static void generated_vocab(void **s)
     gguf_close(&f);
 }
 
+static void micro_preset(void **s)
+{
+    (void)s;
+    const char *mixes[] = { "f32", "q8_0", "q4_k_m", "q3_k_m" };
+    for (int i = 0; i < 4; i++) {
+        mkmodel_opts o = { .preset = "micro", .types = mixes[i], .seed = 9 };
+        q35_config c;
+        gguf_file *f = make(&o, "micro.gguf", &c);
+        assert_int_equal(c.n_layer, 2);
+        assert_int_equal(c.layer_kind[0], Q35_LAYER_SSM);
+        assert_int_equal(c.layer_kind[1], Q35_LAYER_ATTN);
+        assert_int_equal(c.n_embd, 64);
+        assert_int_equal(c.n_vocab, 300);
+        assert_true(gguf_size(f) < 600000);
+        /* K-quant mixes fall back to Q8_0 for 64-wide rows */
+        int want = i == 0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
+        assert_int_equal(gguf_find_tensor(f, "blk.1.attn_q.weight")->type, want);
+        gguf_close(&f);
+    }
+}
+
 static void bad_options(void **s)
 {
     (void)s;
@@ -270,6 +291,7 @@ int main(void)
         cmocka_unit_test(deterministic_per_seed),
         cmocka_unit_test(vocab_copied),
         cmocka_unit_test(generated_vocab),
+        cmocka_unit_test(micro_preset),
         cmocka_unit_test(bad_options),
         cmocka_unit_test(fill_statistics),
     };

@@ -85,44 +85,10 @@ static const char *const isas[] = { "scalar", "avx2", "avx512" };
 
 static float frand(void) { return (float)((int32_t)next_u32()) / 2147483648.0f; }
 
-/* Random valid blocks: random bytes, with the scale fields (f16 at the
- * listed offsets, or the E8M0 exponent) set to sane values. */
+static uint64_t fill_state = 42;
 static void random_row(int type, uint8_t *row, int64_t n)
 {
-    const quant_type *t = quant_type_of(type);
-    int64_t nb = n / t->blck;
-    for (int64_t i = 0; i < nb * t->bytes; i++)
-        row[i] = (uint8_t)next_u32();
-    static const struct { int type, off[2]; } f16s[] = {
-        { GGML_TYPE_Q8_0, { 0, -1 } },  { GGML_TYPE_Q4_0, { 0, -1 } },
-        { GGML_TYPE_Q4_1, { 0, 2 } },   { GGML_TYPE_Q5_0, { 0, -1 } },
-        { GGML_TYPE_Q5_1, { 0, 2 } },   { GGML_TYPE_Q2_K, { 80, 82 } },
-        { GGML_TYPE_Q3_K, { 108, -1 } }, { GGML_TYPE_Q4_K, { 0, 2 } },
-        { GGML_TYPE_Q5_K, { 0, 2 } },   { GGML_TYPE_Q6_K, { 208, -1 } },
-        { GGML_TYPE_IQ4_NL, { 0, -1 } }, { GGML_TYPE_IQ4_XS, { 0, -1 } },
-    };
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = row + b * t->bytes;
-        if (type == GGML_TYPE_F32) {
-            float f = frand();
-            memcpy(blk, &f, 4);
-        } else if (type == GGML_TYPE_F16) {
-            uint16_t h = quant_f32_to_f16(frand());
-            memcpy(blk, &h, 2);
-        } else if (type == GGML_TYPE_BF16) {
-            uint16_t h = quant_f32_to_bf16(frand());
-            memcpy(blk, &h, 2);
-        } else if (type == GGML_TYPE_MXFP4) {
-            blk[0] = (uint8_t)(120 + next_u32() % 8);
-        }
-        for (size_t k = 0; k < sizeof f16s / sizeof *f16s; k++)
-            if (f16s[k].type == type)
-                for (int j = 0; j < 2; j++)
-                    if (f16s[k].off[j] >= 0) {
-                        uint16_t h = quant_f32_to_f16(frand() * 0.01f);
-                        memcpy(blk + f16s[k].off[j], &h, 2);
-                    }
-    }
+    assert_int_equal(quant_fill_random(type, row, n, 1.0f, &fill_state), 0);
 }
 
 /* |got - exact| <= 1e-5 * sum |w_i x_i|: float32 accumulation error is

@@ -12,7 +12,8 @@ static void usage(FILE *fp)
     fprintf(fp,
         "usage: qwen35-mkmodel [options] -o OUT.gguf\n"
         "  --preset NAME       tiny (golden sizes, default), mini (35B-A3B per-layer sizes,\n"
-        "                      4 layers), 35b-a3b (40 layers, 256 experts, vocab 248320)\n"
+        "                      4 layers), 35b-a3b (40 layers, 256 experts, vocab 248320),\n"
+        "                      micro (n_embd 64, 2 layers, for fuzz seeds and quick tests)\n"
         "  --layers N          number of layers (attention every 4th)\n"
         "  --experts X         number of experts (expert_used_count capped to X)\n"
         "  --types MIX         f32 | q8_0 | q4_k_m (default) | q3_k_m\n"

@@ -2,25 +2,44 @@
  *
  *   qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]
  *              [--logits-out OUT.f32] [-n N]
+ *   qwen35-run -m MODEL -p PROMPT [--chat [--system S] [--no-think]] [-n N]
+ *              [sampling flags] [--stop S]...
  *
  * Feeds the token ids of FILE (whitespace separated) N per pass (default:
  * all in one pass); --split A runs layers [0,A) and [A,n) as two engines
  * with the hidden state handed over; --logits-out writes float32
  * [n_tokens][n_vocab]; -n N then generates N tokens greedily and prints
  * their ids on one line. Progress and sizes go to stderr.
+ *
+ * With -p the prompt is text, tokenized with the model's tokenizer (--chat:
+ * wrapped in the ChatML template, reasoning on unless --no-think), and the
+ * continuation streams as text to stdout (reasoning to stderr) until an end
+ * token, a --stop string or N tokens (default 256). Sampling flags apply to
+ * both modes; the default is greedy (--temp 0).
  */
+#include "chat.h"
 #include "common.h"
 #include "engine.h"
+#include "sampler.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define MAX_STOP 8
 
 typedef struct run_opts {
     const char *model, *tokens_file, *logits_out, *backend;
     int ubatch, split, threads, n_gen, ctx;
+    /* text mode */
+    const char *prompt, *system;
+    int chat, no_think, n_stop;
+    const char *stop[MAX_STOP];
+    smp_params sp;
 } run_opts;
 
 /* One or two engines in layer order, run as one model. */
@@ -45,7 +64,16 @@ static void usage(FILE *to)
         "      --logits-out F    write float32 logits [n_tokens][n_vocab] to F\n"
         "  -n N                  then generate N tokens greedily, ids on one line\n"
         "      --ctx N           context per sequence (default: tokens + N)\n"
-        "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n");
+        "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n"
+        "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
+        "      --chat            wrap the prompt in the ChatML template (user turn)\n"
+        "      --system TEXT     system message (with --chat)\n"
+        "      --no-think        open the assistant turn with an empty think block\n"
+        "      --stop S          stop before the text S (up to %d times)\n"
+        "  sampling (default greedy): --temp T (0 greedy) --top-k K (0 off, default 40)\n"
+        "      --top-p P (1 off, default 0.95) --min-p P (0 off, default 0.05)\n"
+        "      --repeat-penalty R (1 off) --presence-penalty X --frequency-penalty X\n"
+        "      --penalty-window N (default 64) --seed S (default 0)\n", MAX_STOP);
 }
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
@@ -61,19 +89,43 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+static int parse_float(const char *opt, const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end) {
+        fprintf(stderr, "qwen35-run: %s '%s': expected a number\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, run_opts *o)
 {
-    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND };
+    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND,
+           O_CHAT, O_SYSTEM, O_NOTHINK, O_STOP, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP,
+           O_PRES, O_FREQ, O_WIN, O_SEED };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },   { "tokens", required_argument, 0, O_TOKENS },
         { "ubatch", required_argument, 0, O_UBATCH }, { "split", required_argument, 0, O_SPLIT },
         { "threads", required_argument, 0, 't' },  { "logits-out", required_argument, 0, O_LOGITS },
         { "ctx", required_argument, 0, O_CTX },    { "backend", required_argument, 0, O_BACKEND },
+        { "prompt", required_argument, 0, 'p' },   { "chat", no_argument, 0, O_CHAT },
+        { "system", required_argument, 0, O_SYSTEM }, { "no-think", no_argument, 0, O_NOTHINK },
+        { "stop", required_argument, 0, O_STOP },  { "temp", required_argument, 0, O_TEMP },
+        { "top-k", required_argument, 0, O_TOPK }, { "top-p", required_argument, 0, O_TOPP },
+        { "min-p", required_argument, 0, O_MINP }, { "repeat-penalty", required_argument, 0, O_REP },
+        { "presence-penalty", required_argument, 0, O_PRES },
+        { "frequency-penalty", required_argument, 0, O_FREQ },
+        { "penalty-window", required_argument, 0, O_WIN }, { "seed", required_argument, 0, O_SEED },
         { "help", no_argument, 0, 'h' },           { 0, 0, 0, 0 },
     };
-    *o = (run_opts){ .threads = 1 };
+    *o = (run_opts){ .threads = 1, .sp = smp_defaults(), .n_gen = -1 };
+    o->sp.temp = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:n:p:h", lo, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'm': o->model = optarg; break;
@@ -85,6 +137,35 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case 't': rc = parse_int("--threads", optarg, 1, 1024, &o->threads); break;
         case 'n': rc = parse_int("-n", optarg, 0, 1 << 24, &o->n_gen); break;
         case O_CTX: rc = parse_int("--ctx", optarg, 1, 1 << 24, &o->ctx); break;
+        case 'p': o->prompt = optarg; break;
+        case O_CHAT: o->chat = 1; break;
+        case O_SYSTEM: o->system = optarg; break;
+        case O_NOTHINK: o->no_think = 1; break;
+        case O_STOP:
+            if (o->n_stop == MAX_STOP) {
+                fprintf(stderr, "qwen35-run: more than %d --stop strings\n", MAX_STOP);
+                return -1;
+            }
+            o->stop[o->n_stop++] = optarg;
+            break;
+        case O_TEMP: rc = parse_float("--temp", optarg, &o->sp.temp); break;
+        case O_TOPK: rc = parse_int("--top-k", optarg, 0, INT32_MAX, &o->sp.top_k); break;
+        case O_TOPP: rc = parse_float("--top-p", optarg, &o->sp.top_p); break;
+        case O_MINP: rc = parse_float("--min-p", optarg, &o->sp.min_p); break;
+        case O_REP: rc = parse_float("--repeat-penalty", optarg, &o->sp.repeat_penalty); break;
+        case O_PRES: rc = parse_float("--presence-penalty", optarg, &o->sp.presence_penalty); break;
+        case O_FREQ: rc = parse_float("--frequency-penalty", optarg, &o->sp.frequency_penalty); break;
+        case O_WIN: rc = parse_int("--penalty-window", optarg, 0, 1 << 20, &o->sp.penalty_window); break;
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            o->sp.seed = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                fprintf(stderr, "qwen35-run: --seed '%s': expected an unsigned integer\n", optarg);
+                rc = -1;
+            }
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -95,9 +176,24 @@ static int parse_args(int argc, char **argv, run_opts *o)
         fprintf(stderr, "qwen35-run: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (!o->model || !o->tokens_file) {
-        fprintf(stderr, "qwen35-run: -m MODEL and --tokens FILE are required\n");
+    if (!o->model || !o->tokens_file == !o->prompt) {
+        fprintf(stderr, "qwen35-run: -m MODEL and one of --tokens FILE or -p PROMPT are required\n");
         usage(stderr);
+        return -1;
+    }
+    if (!o->prompt && (o->chat || o->system || o->no_think || o->n_stop)) {
+        fprintf(stderr, "qwen35-run: --chat, --system, --no-think and --stop need -p PROMPT\n");
+        return -1;
+    }
+    if (o->prompt && !o->chat && (o->system || o->no_think)) {
+        fprintf(stderr, "qwen35-run: --system and --no-think need --chat\n");
+        return -1;
+    }
+    if (o->n_gen < 0)
+        o->n_gen = o->prompt ? 256 : 0;
+    char err[Q35_ERRSZ];
+    if (smp_check(&o->sp, 1, err, sizeof err)) {
+        fprintf(stderr, "qwen35-run: %s\n", err);
         return -1;
     }
     return 0;
@@ -207,13 +303,36 @@ static int chain_forward(chain *ch, const int32_t *tok, int n, int pos, float *l
     return 0;
 }
 
-static int32_t argmax(const float *v, int n)
+/* Resident set size in MiB (pages of the model actually touched + heap). */
+static double rss_mib(void)
 {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
+/* Text mode: the prompt's ids (ChatML with --chat). */
+static int prompt_ids(const run_opts *o, tok *tk, tok_ids *ids, char *err, size_t errsz)
+{
+    if (!o->chat)
+        return tok_encode(tk, o->prompt, strlen(o->prompt), TOK_PARSE_SPECIAL, ids, err, errsz);
+    chat_msg m[2] = { { "system", o->system }, { "user", o->prompt } };
+    int first = o->system ? 0 : 1;
+    return chat_encode(tk, m + first, (size_t)(2 - first), o->no_think ? CHAT_NO_THINK : 0, ids, err, errsz);
+}
+
+/* Prints stream pieces: the answer to stdout, reasoning to stderr. */
+static void show(const chat_piece *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        fwrite(p[i].text, 1, p[i].len, p[i].reasoning ? stderr : stdout);
+        fflush(p[i].reasoning ? stderr : stdout);
+    }
 }
 
 static int run(const run_opts *o)
@@ -224,14 +343,47 @@ static int run(const run_opts *o)
     float *logits = NULL;
     FILE *lf = NULL;
     chain ch = { 0 };
-    if (read_tokens(o->tokens_file, &tok, &n_tok))
+    struct tok *tk = NULL;   /* the type, not the ids below */
+    smp *sm = NULL;
+    chat_stream *cs = NULL;
+    if (o->prompt) {
+        tok_ids ids = { 0 };
+        if (!(tk = tok_open(o->model, err, sizeof err)) || prompt_ids(o, tk, &ids, err, sizeof err)) {
+            fprintf(stderr, "qwen35-run: %s\n", err);
+            tok_ids_free(&ids);
+            goto out;
+        }
+        if (!ids.n) {
+            fprintf(stderr, "qwen35-run: -p: the prompt is empty\n");
+            tok_ids_free(&ids);
+            goto out;
+        }
+        tok = ids.v;
+        n_tok = (int)ids.n;
+        chat_stream_opts so = { .think = o->chat && !o->no_think, .stop = o->stop, .n_stop = o->n_stop };
+        if (!(cs = chat_stream_new(tk, &so, err, sizeof err))) {
+            fprintf(stderr, "qwen35-run: %s\n", err);
+            goto out;
+        }
+        fprintf(stderr, "qwen35-run: prompt %d tokens\n", n_tok);
+    } else if (read_tokens(o->tokens_file, &tok, &n_tok))
         return 1;
+    int32_t *grown = realloc(tok, ((size_t)n_tok + (size_t)o->n_gen) * sizeof *tok);
+    if (!grown) {
+        fprintf(stderr, "qwen35-run: out of memory\n");
+        goto out;
+    }
+    tok = grown;                  /* generated ids follow: the sampler's history */
     int ctx = o->ctx ? o->ctx : n_tok + o->n_gen;
     if (chain_open(&ch, o, ctx, err, sizeof err)) {
         fprintf(stderr, "qwen35-run: %s\n", err);
         goto out;
     }
     int ub = o->ubatch ? o->ubatch : n_tok, V = ch.n_vocab;
+    if (!(sm = smp_new(&o->sp, V, err, sizeof err))) {
+        fprintf(stderr, "qwen35-run: %s\n", err);
+        goto out;
+    }
     logits = malloc((size_t)ub * V * sizeof(float));
     if (!logits) {
         fprintf(stderr, "qwen35-run: out of memory\n");
@@ -256,33 +408,61 @@ static int run(const run_opts *o)
             memmove(logits, logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
     }
     double t1 = q35_now();
-    fprintf(stderr, "qwen35-run: prefill %d tokens in %.3f s (%.1f tok/s)\n",
-            n_tok, t1 - t0, n_tok / (t1 - t0));
+    fprintf(stderr, "qwen35-run: prefill %d tokens in %.3f s (%.1f tok/s), RSS %.1f MiB\n",
+            n_tok, t1 - t0, n_tok / (t1 - t0), rss_mib());
     if (lf && fclose(lf)) {
         lf = NULL;
         fprintf(stderr, "qwen35-run: %s: %s\n", o->logits_out, strerror(errno));
         goto out;
     }
     lf = NULL;
-    for (int i = 0; i < o->n_gen; i++) {
-        int32_t next = argmax(logits, V);
-        printf(i ? " %d" : "%d", next);
-        if (i + 1 < o->n_gen && chain_forward(&ch, &next, 1, n_tok + i, logits, 0, err, sizeof err)) {
+    int n_done = 0, stopped = 0;
+    for (int i = 0; i < o->n_gen && !stopped; i++) {
+        smp_result r;
+        if (smp_sample(sm, logits, tok, (size_t)(n_tok + i), n_tok + i, &r, err, sizeof err)) {
+            fprintf(stderr, "\nqwen35-run: %s\n", err);
+            goto out;
+        }
+        int32_t next = tok[n_tok + i] = r.id;
+        n_done++;
+        if (cs) {
+            const chat_piece *pc;
+            int np, st = chat_stream_feed(cs, next, &pc, &np, err, sizeof err);
+            if (st < 0) {
+                fprintf(stderr, "\nqwen35-run: %s\n", err);
+                goto out;
+            }
+            show(pc, np);
+            stopped = st != CHAT_RUNNING;
+        } else {
+            printf(i ? " %d" : "%d", next);
+        }
+        if (!stopped && i + 1 < o->n_gen &&
+            chain_forward(&ch, &next, 1, n_tok + i, logits, 0, err, sizeof err)) {
             fprintf(stderr, "\nqwen35-run: %s\n", err);
             goto out;
         }
     }
+    if (cs && !stopped) {
+        const chat_piece *pc;
+        int np;
+        chat_stream_finish(cs, &pc, &np);
+        show(pc, np);
+    }
     if (o->n_gen) {
         printf("\n");
         double t2 = q35_now();
-        fprintf(stderr, "qwen35-run: generated %d tokens in %.3f s (%.1f tok/s)\n",
-                o->n_gen, t2 - t1, o->n_gen / (t2 - t1));
+        fprintf(stderr, "qwen35-run: generated %d tokens in %.3f s (%.1f tok/s)%s\n",
+                n_done, t2 - t1, n_done / (t2 - t1), stopped ? ", stopped" : "");
     }
     rc = 0;
 out:
     if (lf)
         fclose(lf);
     chain_close(&ch);
+    chat_stream_destroy(&cs);
+    smp_destroy(&sm);
+    tok_destroy(&tk);
     free(logits);
     free(tok);
     return rc;

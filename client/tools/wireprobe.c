@@ -14,6 +14,7 @@
 #include "common.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ typedef struct probe {
     void *ctx, *sock, *mon;
     int timeout_ms;
     int n_vocab;
+    /* a stage's Handshake (stage cases): what a valid chunk looks like */
+    bool has_embd;
+    uint32_t n_embd;
 } probe;
 
 typedef struct pcase {
@@ -151,6 +155,14 @@ static int c_long_prompt(probe *p)
     return rc;
 }
 
+static int c_ctx_prompt(probe *p)
+{
+    int n = 5000;   /* past the --max-ctx of the test pipelines, small on the wire */
+    int32_t ids[5000];
+    for (int i = 0; i < n; i++) ids[i] = i % 200;
+    return send_ids(p, "ctxprompt", ids, (size_t)n, NULL, 0);
+}
+
 static int c_cancel_unknown(probe *p)
 {
     Q35__Cancel c = Q35__CANCEL__INIT;
@@ -205,52 +217,64 @@ static int s_malformed(probe *p) { return c_malformed(p); }
 static int s_oversized(probe *p) { return c_oversized(p); }
 static int s_frames(probe *p) { return c_frames(p); }
 
-/* One sequence of n rows on slot at pos with the given ids. */
+/* One sequence of n rows on slot at pos. A first stage gets the ids; a
+ * later one n_embd-float rows of `fill` (hidden_floats of them when not
+ * 0, to get the size wrong on purpose). */
 static int send_chunk(probe *p, uint32_t slot, uint32_t pos, uint32_t n, int32_t *ids, size_t n_ids,
-                      int dtype, const void *hidden, size_t hlen)
+                      int dtype, size_t hidden_floats, float fill)
 {
     Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
     sc.slot = slot;
     sc.pos = pos;
     sc.n_tokens = n;
-    sc.token_ids = ids;
-    sc.n_token_ids = n_ids;
-    return send_forward(p, &sc, dtype, hidden, hlen);
+    float *h = NULL;
+    size_t nh = 0;
+    if (p->has_embd) {
+        sc.token_ids = ids;
+        sc.n_token_ids = n_ids;
+    } else {
+        nh = hidden_floats ? hidden_floats : (size_t)n * p->n_embd;
+        if (!(h = malloc(nh * sizeof *h + 1))) return -1;
+        for (size_t i = 0; i < nh; i++) h[i] = fill;
+    }
+    int rc = send_forward(p, &sc, dtype, h, nh * sizeof *h);
+    free(h);
+    return rc;
 }
 
 /* A slot's state is continued from its length: position 100000 on slot 0
- * (the pipeline is idle) is out of order. No hidden rows: a middle stage
- * may name their size first, an error just the same. */
+ * (the pipeline is idle) is out of order. */
 static int s_bad_pos(probe *p)
 {
     int32_t tok[1] = { 1 };
-    return send_chunk(p, 0, 100000, 1, tok, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
+    return send_chunk(p, 0, 100000, 1, tok, 1, Q35__DTYPE__DTYPE_F32, 0, 0.5f);
 }
 
 static int s_unknown_slot(probe *p)
 {
     int32_t tok[1] = { 1 };
-    return send_chunk(p, 99999, 0, 1, tok, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
+    return send_chunk(p, 99999, 0, 1, tok, 1, Q35__DTYPE__DTYPE_F32, 0, 0.5f);
 }
 
-/* 3 rows claimed, 2 ids, 13 floats */
+/* first stage: 3 rows claimed, 2 ids; later ones: 2 rows, one float short */
 static int s_wrong_size(probe *p)
 {
     int32_t tok[2] = { 1, 2 };
-    float h[13] = { 0 };
-    return send_chunk(p, 0, 0, 3, tok, 2, Q35__DTYPE__DTYPE_F32, h, sizeof h);
+    return send_chunk(p, 0, 0, p->has_embd ? 3 : 2, tok, 2, Q35__DTYPE__DTYPE_F32,
+                      2 * (size_t)p->n_embd - 1, 0.5f);
 }
 
 static int s_bad_dtype(probe *p)
 {
     int32_t tok[1] = { 1 };
-    return send_chunk(p, 0, 0, 1, tok, 1, 77, NULL, 0);
+    return send_chunk(p, 0, 0, 1, tok, 1, 77, 0, 0.5f);
 }
 
-static int s_bad_token(probe *p)
+/* first stage: a token id past the vocabulary; later ones: NaN rows */
+static int s_bad_row(probe *p)
 {
     int32_t tok[1] = { 0x7fffffff };
-    return send_chunk(p, 0, 0, 1, tok, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
+    return send_chunk(p, 0, 0, 1, tok, 1, Q35__DTYPE__DTYPE_F32, 0, NAN);
 }
 
 static int s_free_unknown(probe *p)
@@ -286,6 +310,7 @@ static const pcase cases[] = {
     { "bad-sampling", COORD, WANT_ERROR, "temperature -2, top_p 7, top_k -1", c_bad_sampling },
     { "bad-utf8", COORD, WANT_ERROR, "a text prompt that is not UTF-8", c_bad_utf8 },
     { "long-prompt", COORD, WANT_ERROR_OR_DROP, "a prompt of 2^20 ids", c_long_prompt },
+    { "ctx-prompt", COORD, WANT_ERROR, "a prompt of 5000 ids (past max-ctx)", c_ctx_prompt },
     { "cancel-unknown", COORD, WANT_ERROR, "cancel of an id never submitted", c_cancel_unknown },
     { "bad-role", COORD, WANT_ERROR, "a chat message with role 'wizard'", c_bad_role },
     { "many-logprobs", COORD, WANT_ERROR, "n_logprobs 5000", c_many_logprobs },
@@ -295,11 +320,41 @@ static const pcase cases[] = {
     { "stage-no-body", STAGE, WANT_ERROR, "a StageRequest with no body", s_no_body },
     { "stage-bad-pos", STAGE, WANT_ERROR, "position 100000 on slot 0", s_bad_pos },
     { "stage-unknown-slot", STAGE, WANT_ERROR, "slot 99999", s_unknown_slot },
-    { "stage-wrong-size", STAGE, WANT_ERROR, "3 rows claimed, 2 ids, 13 floats", s_wrong_size },
+    { "stage-wrong-size", STAGE, WANT_ERROR, "3 rows for 2 ids, or hidden rows a float short", s_wrong_size },
     { "stage-bad-dtype", STAGE, WANT_ERROR, "hidden dtype 77", s_bad_dtype },
-    { "stage-bad-token", STAGE, WANT_ERROR, "token id 2^31-1", s_bad_token },
+    { "stage-bad-row", STAGE, WANT_ERROR, "token id 2^31-1 (first stage) or NaN rows", s_bad_row },
     { "stage-free-unknown", STAGE, WANT_ERROR, "free slot 123456", s_free_unknown },
 };
+
+/* Asks a stage for its Handshake: whether it embeds ids, n_embd, n_vocab. */
+static int hello(probe *p)
+{
+    Q35__Hello h = Q35__HELLO__INIT;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.epoch = 424242;
+    r.id = 1;
+    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
+    r.hello = &h;
+    if (send_packed(p, &r.base)) return -1;
+    zmq_pollitem_t pi = { .socket = p->sock, .events = ZMQ_POLLIN };
+    if (zmq_poll(&pi, 1, p->timeout_ms) != 1) return -1;
+    q35_wire_msg m;
+    if (q35_wire_recv(p->sock, &m, 0)) return -1;
+    size_t len;
+    const void *buf = q35_wire_frame(&m, m.n - 1, &len);
+    Q35__StageReply *rep = q35__stage_reply__unpack(NULL, len, buf);
+    int rc = -1;
+    if (rep && rep->body_case == Q35__STAGE_REPLY__BODY_HANDSHAKE && rep->handshake->model) {
+        p->has_embd = rep->handshake->has_embd;
+        p->n_embd = rep->handshake->model->n_embd;
+        p->n_vocab = (int)rep->handshake->model->n_vocab;
+        rc = p->n_embd ? 0 : -1;
+    }
+    if (rep) q35__stage_reply__free_unpacked(rep, NULL);
+    q35_wire_msg_close(&m);
+    return rc;
+}
 
 /* ---- the reply ---------------------------------------------------------- */
 
@@ -422,6 +477,8 @@ int main(int argc, char **argv)
         zmq_pollitem_t pi = { .socket = p.sock, .events = ZMQ_POLLOUT };
         if (zmq_poll(&pi, 1, p.timeout_ms) != 1) {
             printf("%s: no connection to %s within %d ms\n", c->name, ep, p.timeout_ms);
+        } else if (c->to == STAGE && hello(&p)) {
+            printf("%s: FAIL: no Handshake from %s within %d ms\n", c->name, ep, p.timeout_ms);
         } else if (c->send(&p)) {
             printf("%s: send failed: %s\n", c->name, zmq_strerror(errno));
         } else {

@@ -1,0 +1,269 @@
+/* coord.c — the coordinator's lifecycle, serving loop and status. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "gguf.h"
+#include "log.h"
+
+static int load_model(coord *c, char *err, size_t errsz)
+{
+    gguf_file *f = gguf_open(c->o.model_path, err, errsz);
+    if (!f)
+        return Q35_EINVAL;
+    int rc = q35_config_load(f, &c->cfg, err, errsz);
+    if (!rc) {
+        const char *base = strrchr(c->o.model_path, '/');
+        snprintf(c->file_name, sizeof c->file_name, "%s", base ? base + 1 : c->o.model_path);
+        q35__model_identity__init(&c->id);
+        c->id.file_name = c->file_name;
+        c->id.file_size = gguf_size(f);
+        c->id.header_hash = q35_wire_fnv1a(Q35_FNV_INIT, gguf_base(f), gguf_data_offset(f));
+        c->id.n_layer = c->cfg.n_layer;
+        c->id.n_embd = c->cfg.n_embd;
+        c->id.n_vocab = c->cfg.n_vocab;
+    }
+    gguf_close(&f);
+    return rc;
+}
+
+coord *coord_new(const coord_opts *o, char *err, size_t errsz)
+{
+    coord *c = calloc(1, sizeof *c);
+    if (!c) {
+        q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->o = *o;
+    c->t_start = q35_now();
+    if (o->n_stages < 1 || o->n_stages > COORD_MAX_STAGES) {
+        q35_err(err, errsz, Q35_EINVAL, "%d stages, expected 1 .. %d", o->n_stages, COORD_MAX_STAGES);
+        goto fail;
+    }
+    if (load_model(c, err, errsz))
+        goto fail;
+    if (o->stage_end[o->n_stages - 1] != (int)c->cfg.n_layer || o->stage_begin[0] != 0) {
+        q35_err(err, errsz, Q35_EINVAL, "stages cover layers %d:%d, the model (%s) has 0:%u",
+                o->stage_begin[0], o->stage_end[o->n_stages - 1], o->model_path, c->cfg.n_layer);
+        goto fail;
+    }
+    c->tx = coord_text_new(o->model_path, err, errsz);
+    if (!c->tx)
+        goto fail;
+    c->zctx = zmq_ctx_new();
+    c->cli = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
+    if (!c->cli) {
+        q35_err(err, errsz, Q35_EIO, "zmq socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    size_t max = q35_wire_client_req_max(o->max_ctx);
+    if (c->o.max_msg && c->o.max_msg < max)
+        max = c->o.max_msg;
+    c->o.max_msg = max;
+    int hwm = 100000;
+    if (q35_wire_sockopts(c->cli, (int64_t)max, err, errsz) ||
+        zmq_setsockopt(c->cli, ZMQ_SNDHWM, &hwm, sizeof hwm))
+        goto fail;
+    if (zmq_bind(c->cli, o->listen) != 0) {
+        q35_err(err, errsz, Q35_EIO, "bind %s: %s", o->listen, zmq_strerror(errno));
+        goto fail;
+    }
+    c->n_links = o->n_stages;
+    for (int i = 0; i < c->n_links; i++) {
+        link *l = &c->links[i];
+        l->idx = i;
+        l->endpoint = strdup(o->stage_ep[i]);
+        l->where = o->stage_where ? o->stage_where[i] : "--stage";
+        l->want_begin = o->stage_begin[i];
+        l->want_end = o->stage_end[i];
+        if (!l->endpoint || link_open(c, l, err, errsz))
+            goto fail;
+    }
+    c->n_mb = o->micro_batches > 0 ? o->micro_batches : c->n_links;
+    if (c->n_mb > COORD_MAX_STAGES + 1)
+        c->n_mb = COORD_MAX_STAGES + 1;
+    return c;
+fail:
+    coord_destroy(&c);
+    return NULL;
+}
+
+void coord_destroy(coord **pc)
+{
+    coord *c = *pc;
+    if (!c)
+        return;
+    coord_fail_all(c, "the coordinator is stopping");
+    for (int i = 0; i < c->n_links; i++) {
+        link_close(&c->links[i]);
+        free(c->links[i].endpoint);
+    }
+    for (int i = 0; i < c->n_mb; i++)
+        free(c->mb[i].hidden);
+    if (c->cli)
+        zmq_close(c->cli);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    coord_text_destroy(&c->tx);
+    free(c->slot_req);
+    free(c);
+    *pc = NULL;
+}
+
+bool coord_chain_up(const coord *c)
+{
+    if (!c->chain_known)
+        return false;
+    for (int i = 0; i < c->n_links; i++)
+        if (c->links[i].state != L_UP)
+            return false;
+    return true;
+}
+
+void coord_drain(coord *c) { c->draining = true; }
+bool coord_idle(const coord *c) { return !c->active && !c->queue_head; }
+
+void coord_fail_all(coord *c, const char *why)
+{
+    while (c->queue_head)
+        req_error(c, c->queue_head, Q35__CODE__UNAVAILABLE, "%s", why);
+    while (c->active)
+        req_error(c, c->active, Q35__CODE__UNAVAILABLE, "%s", why);
+}
+
+/* First time every stage is up: the chain's capacity is fixed. */
+static int chain_first_up(coord *c, char *err, size_t errsz)
+{
+    int seqs = c->o.max_seqs, ctx = c->o.max_ctx, batch = 1 << 30;
+    for (int i = 0; i < c->n_links; i++) {
+        const Q35__Handshake *h = &c->links[i].hs;
+        seqs = (int)h->max_seqs < seqs ? (int)h->max_seqs : seqs;
+        ctx = (int)h->max_ctx < ctx ? (int)h->max_ctx : ctx;
+        batch = (int)h->max_batch_tokens < batch ? (int)h->max_batch_tokens : batch;
+    }
+    c->max_seqs = seqs;
+    c->max_ctx = ctx;
+    c->max_batch = batch;
+    c->max_logit_rows = (int)c->links[c->n_links - 1].hs.max_logit_rows;
+    c->slot_req = calloc((size_t)seqs, sizeof *c->slot_req);
+    if (!c->slot_req)
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    c->chain_known = true;
+    q35_log_info("pipeline up: %d stages, %d slots x %d ctx, %d rows per step, %d micro-batches",
+                 c->n_links, seqs, ctx, batch, c->n_mb);
+    return 0;
+}
+
+static void rate_tick(coord *c, double now)
+{
+    int i = c->rate_i % 8;
+    if (now - c->rate_t[(c->rate_i + 7) % 8] < 1.0 && c->rate_i)
+        return;
+    c->rate_t[i] = now;
+    c->rate_n[i] = c->tokens_generated;
+    c->rate_i++;
+}
+
+static double rate(const coord *c)
+{
+    if (c->rate_i < 2)
+        return 0;
+    int newest = (c->rate_i - 1) % 8, oldest = c->rate_i >= 8 ? c->rate_i % 8 : 0;
+    double dt = c->rate_t[newest] - c->rate_t[oldest];
+    return dt > 0 ? (double)(c->rate_n[newest] - c->rate_n[oldest]) / dt : 0;
+}
+
+int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errsz)
+{
+    zmq_pollitem_t it[2 + 2 * COORD_MAX_STAGES];
+    int n = 0;
+    it[n++] = (zmq_pollitem_t){ .socket = c->cli, .events = ZMQ_POLLIN };
+    for (int i = 0; i < c->n_links; i++) {
+        it[n++] = (zmq_pollitem_t){ .socket = c->links[i].sock, .events = ZMQ_POLLIN };
+        it[n++] = (zmq_pollitem_t){ .socket = c->links[i].mon, .events = ZMQ_POLLIN };
+    }
+    if (wake_fd >= 0)
+        it[n++] = (zmq_pollitem_t){ .fd = wake_fd, .events = ZMQ_POLLIN };
+    if (timeout_ms > 100)
+        timeout_ms = 100;   /* timers */
+    if (zmq_poll(it, n, timeout_ms) < 0 && errno != EINTR)
+        return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    for (int i = 0; i < c->n_links; i++) {
+        if (it[2 + 2 * i].revents & ZMQ_POLLIN)
+            link_on_monitor(c, &c->links[i]);
+        if (it[1 + 2 * i].revents & ZMQ_POLLIN)
+            link_on_reply(c, &c->links[i]);
+    }
+    if (it[0].revents & ZMQ_POLLIN)
+        client_on_message(c);
+    double now = q35_now();
+    for (int i = 0; i < c->n_links; i++)
+        link_timers(c, &c->links[i], now);
+    if (!c->chain_known) {
+        if (link_startup_problem(c, err, errsz))
+            return Q35_EINVAL;
+        bool all = true;
+        for (int i = 0; i < c->n_links; i++)
+            all &= c->links[i].state == L_UP;
+        if (all && chain_first_up(c, err, errsz))
+            return Q35_ENOMEM;
+    }
+    sched_timers(c, now);
+    sched_admit(c);
+    sched_dispatch(c);
+    rate_tick(c, now);
+    return 0;
+}
+
+void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss)
+{
+    q35__status_reply__init(st);
+    for (int i = 0; i < c->n_links; i++) {
+        const link *l = &c->links[i];
+        Q35__StageStatus *s = &ss[i];
+        q35__stage_status__init(s);
+        s->endpoint = l->endpoint;
+        s->up = l->state == L_UP;
+        s->layer_begin = l->want_begin;
+        s->layer_end = l->want_end;
+        s->backend = (char *)(l->ever_up ? l->backend : "");
+        s->slots_in_use = l->st.slots_in_use;
+        s->max_seqs = l->hs.max_seqs;
+        s->busy_s = l->st.busy_s;
+        s->idle_s = l->st.idle_s;
+        s->busy_pct = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+        s->n_tokens = l->st.n_tokens;
+        s->problem = (char *)(l->state == L_UP ? "" : l->problem);
+        pss[i] = s;
+    }
+    st->n_stages = c->n_links;
+    st->stages = pss;
+    int used = 0;
+    for (int s = 0; c->slot_req && s < c->max_seqs; s++)
+        used += c->slot_req[s] != NULL;
+    st->slots_in_use = used;
+    st->max_seqs = c->chain_known ? c->max_seqs : c->o.max_seqs;
+    st->queued = c->n_queued;
+    st->max_queue = c->o.max_queue;
+    st->active = c->n_active;
+    st->tokens_per_s = rate(c);
+    st->requests_done = c->requests_done;
+    st->tokens_generated = c->tokens_generated;
+    st->model = c->file_name;
+    st->n_layer = c->cfg.n_layer;
+    st->uptime_s = q35_now() - c->t_start;
+}
+
+const char *coord_summary(coord *c)
+{
+    int up = 0, used = 0;
+    for (int i = 0; i < c->n_links; i++)
+        up += c->links[i].state == L_UP;
+    for (int s = 0; c->slot_req && s < c->max_seqs; s++)
+        used += c->slot_req[s] != NULL;
+    snprintf(c->summary, sizeof c->summary, "%d/%d stages up, %d/%d slots, %d queued", up,
+             c->n_links, used, c->chain_known ? c->max_seqs : c->o.max_seqs, c->n_queued);
+    return c->summary;
+}

@@ -1,0 +1,60 @@
+/* coord.h — the coordinator: client requests in, a pipeline of stages
+ * out (proto/qwen35.proto). One thread owns a coord; main() turns
+ * coord_run_once() until stopped.
+ *
+ * Shape: clients talk to a ROUTER (--listen); each stage is a link with
+ * its own DEALER. Requests wait in a bounded queue for a sequence slot
+ * (the same slot id on every stage), then their tokens go through the
+ * stages in micro-batches: at most one micro-batch in flight per stage,
+ * so stage k computes one while stage k+1 computes the one before.
+ * Every sampled token is streamed to its client at once.
+ *
+ * Files: coord.c (loop, status, lifecycle), coord_link.c (stage links:
+ * handshake, liveness, epochs), coord_sched.c (slots, micro-batches,
+ * results), coord_client.c (client requests, text, events).
+ */
+#ifndef Q35_COORD_H
+#define Q35_COORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct coord_opts {
+    const char *model_path;
+    const char *listen;
+    int n_stages;
+    const char *const *stage_ep;     /* [n_stages] endpoints, in layer order */
+    const int *stage_begin, *stage_end;   /* [n_stages] configured ranges */
+    const char *const *stage_where;  /* [n_stages] config location, for messages */
+    int max_queue, max_seqs, max_ctx, micro_batches;
+    int step_timeout_ms;
+    int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
+    size_t max_msg;         /* cap on client request bytes */
+} coord_opts;
+
+typedef struct coord coord;
+
+/* Opens the model (tokenizer, identity), binds the client socket and
+ * connects the stage links. NULL with the reason in err. */
+coord *coord_new(const coord_opts *o, char *err, size_t errsz);
+void coord_destroy(coord **c);
+
+/* One turn: waits up to timeout_ms for sockets (and wake_fd, -1 = none),
+ * handles everything ready, dispatches work. Returns 0, or a negative
+ * code with err set when the coordinator cannot go on (a wrong chain at
+ * start-up, a socket failure). */
+int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errsz);
+
+/* True once every stage has answered its handshake correctly. */
+bool coord_chain_up(const coord *c);
+/* Stop taking requests; coord_idle() tells when the active ones ended. */
+void coord_drain(coord *c);
+bool coord_idle(const coord *c);
+/* Ends every request with an UNAVAILABLE error (shutdown). */
+void coord_fail_all(coord *c, const char *why);
+
+/* "2/2 stages up, 3/16 slots, 0 queued" for STATUS= lines. */
+const char *coord_summary(coord *c);
+
+#endif

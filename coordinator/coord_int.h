@@ -1,0 +1,143 @@
+/* coord_int.h — the coordinator's state, shared by its files (not an API). */
+#ifndef Q35_COORD_INT_H
+#define Q35_COORD_INT_H
+
+#include "common.h"
+#include "config.h"
+#include "coord.h"
+#include "coord_text.h"
+#include "wire.h"
+
+#define COORD_MAX_STAGES 64
+#define COORD_MAX_STOP   16
+#define COORD_STOP_LEN   256
+#define COORD_RID_LEN    128
+#define COORD_PREFILL_CHUNK 128
+
+typedef struct mbatch mbatch;
+
+enum link_state { L_DOWN, L_UP, L_BAD };
+
+typedef struct link {
+    int idx;
+    char *endpoint;
+    const char *where;
+    int want_begin, want_end;
+    void *sock, *mon;               /* DEALER, monitor PAIR */
+    enum link_state state;
+    bool connected;
+    uint64_t epoch, next_id;
+    double hello_at;                /* last Hello sent */
+    uint64_t hello_id;
+    /* from the handshake */
+    Q35__Handshake hs;
+    char backend[16];
+    uint64_t instance;
+    bool ever_up;
+    char problem[512];
+    /* one forward in flight */
+    mbatch *busy;
+    uint64_t busy_id;
+    double busy_deadline;
+    /* stats poll (also a liveness probe while idle) */
+    uint64_t stats_id;
+    double stats_sent, stats_at;
+    Q35__StageStats st;
+} link;
+
+enum req_state { R_QUEUED, R_ACTIVE };
+
+typedef struct req {
+    struct req *next, *prev;        /* queue or active list */
+    enum req_state state;
+    uint8_t ident[Q35_WIRE_MAX_IDENT];
+    size_t ident_len;
+    char rid[COORD_RID_LEN + 1];
+    int slot;
+    int32_t *toks;                  /* prompt + generated */
+    int n_toks, cap;
+    int n_prompt, n_fed, n_gen, max_tokens;
+    Q35__Sampling sp;
+    uint64_t rng;
+    int n_logprobs;
+    bool want_logits, ignore_eos;
+    char *stop[COORD_MAX_STOP];
+    int n_stop;
+    double t_recv, t_first, t_last, deadline;
+    bool in_flight, cancelled, expired;
+    coord_textstate *text;
+} req;
+
+struct mbatch {
+    bool used, dead;
+    int stage;                      /* next stage to run it */
+    int n;
+    req *r[64];
+    int pos[64], ntok[64];
+    uint8_t *hidden;                /* from the previous stage */
+    size_t hidden_len;
+    double t_start;
+};
+
+struct coord {
+    coord_opts o;
+    q35_config cfg;
+    Q35__ModelIdentity id;
+    char file_name[256];
+    coord_text *tx;
+    void *zctx, *cli;
+    int n_links;
+    link links[COORD_MAX_STAGES];
+    /* capacity of the chain, fixed at the first full handshake */
+    bool chain_known;
+    int max_seqs, max_ctx, max_batch, max_logit_rows;
+    /* requests */
+    req *queue_head, *queue_tail;
+    int n_queued;
+    req *active;                    /* doubly linked */
+    int n_active;
+    req **slot_req;                 /* [max_seqs] */
+    int n_mb;
+    mbatch mb[COORD_MAX_STAGES + 1];
+    bool draining;
+    double t_start;
+    uint64_t requests_done, tokens_generated;
+    double rate_t[8];
+    uint64_t rate_n[8];
+    int rate_i;
+    char summary[256];
+};
+
+/* coord_link.c */
+int  link_open(coord *c, link *l, char *err, size_t errsz);
+void link_close(link *l);
+void link_on_monitor(coord *c, link *l);
+void link_on_reply(coord *c, link *l);
+void link_timers(coord *c, link *l, double now);
+void link_fail(coord *c, link *l, const char *why);
+int  link_send(coord *c, link *l, Q35__StageRequest *r);
+bool link_startup_problem(const coord *c, char *err, size_t errsz);
+
+/* coord_sched.c */
+void sched_admit(coord *c);
+void sched_dispatch(coord *c);
+void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr);
+void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e);
+void sched_fail_started(coord *c, const char *why);
+void sched_timers(coord *c, double now);
+void req_finish(coord *c, req *r, Q35__FinishReason why);
+void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void req_free_slot(coord *c, req *r);
+
+/* coord_client.c */
+void client_on_message(coord *c);
+int  client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
+                 Q35__Event *ev);
+/* Streams one sampled token: 0 go on, 1 stop (end of turn / stop string),
+ * -1 the request ended with an error (it is gone). */
+int  client_piece(coord *c, req *r, int32_t tok, const Q35__Sampled *sm, int *stop_idx);
+void client_logit_rows(coord *c, req *r, const float *logits, int n_rows);
+void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss);
+
+#endif

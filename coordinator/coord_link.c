@@ -1,0 +1,321 @@
+/* coord_link.c — one stage link: DEALER socket, handshake, epochs,
+ * liveness (monitor events, per-step deadline, stats probes).
+ *
+ * Epochs: every request carries the link's epoch; a failure bumps it, so
+ * a reply that was in flight when the stage was given up on (or comes
+ * from its previous life) is recognised and dropped. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "log.h"
+
+#define HELLO_RETRY_S     0.3
+#define HELLO_RETRY_BAD_S 2.0
+#define STATS_EVERY_S     0.5
+
+int link_open(coord *c, link *l, char *err, size_t errsz)
+{
+    l->sock = zmq_socket(c->zctx, ZMQ_DEALER);
+    if (!l->sock)
+        return q35_err(err, errsz, Q35_EIO, "stage %d: zmq socket: %s", l->idx, zmq_strerror(errno));
+    /* replies: hidden rows or full-logit rows, for the largest batch a
+     * stage may announce */
+    uint64_t rows = (64u << 20) / ((uint64_t)c->cfg.n_vocab * 4);
+    size_t max = q35_wire_stage_reply_max(c->cfg.n_embd, c->cfg.n_vocab, 4096,
+                                          rows < 4096 ? 4096 : (uint32_t)rows, 4096);
+    int rc = q35_wire_sockopts(l->sock, (int64_t)max, err, errsz);
+    if (rc)
+        return rc;
+    char mon[96];
+    snprintf(mon, sizeof mon, "inproc://q35-coord-mon-%p-%d", (void *)c, l->idx);
+    if (zmq_socket_monitor(l->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+        return q35_err(err, errsz, Q35_EIO, "stage %d: monitor: %s", l->idx, zmq_strerror(errno));
+    l->mon = zmq_socket(c->zctx, ZMQ_PAIR);
+    int linger = 0;
+    if (!l->mon || zmq_setsockopt(l->mon, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_connect(l->mon, mon) != 0)
+        return q35_err(err, errsz, Q35_EIO, "stage %d: monitor socket: %s", l->idx,
+                       zmq_strerror(errno));
+    if (zmq_connect(l->sock, l->endpoint) != 0)
+        return q35_err(err, errsz, Q35_EIO, "stage %d: connect %s: %s", l->idx, l->endpoint,
+                       zmq_strerror(errno));
+    l->state = L_DOWN;
+    l->epoch = 1;
+    l->next_id = 1;
+    snprintf(l->problem, sizeof l->problem, "not connected yet");
+    return 0;
+}
+
+void link_close(link *l)
+{
+    if (l->sock) {
+        zmq_socket_monitor(l->sock, NULL, 0);
+        zmq_close(l->sock);
+    }
+    if (l->mon)
+        zmq_close(l->mon);
+    l->sock = l->mon = NULL;
+}
+
+int link_send(coord *c, link *l, Q35__StageRequest *r)
+{
+    (void)c;
+    r->epoch = l->epoch;
+    r->id = l->next_id++;
+    return q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+}
+
+static void send_hello(coord *c, link *l, double now)
+{
+    Q35__Hello h = Q35__HELLO__INIT;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
+    h.hidden_dtype = Q35__DTYPE__DTYPE_F32;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
+    r.hello = &h;
+    l->hello_at = now;
+    if (link_send(c, l, &r) == 0)
+        l->hello_id = r.id;
+}
+
+static void send_free_all(coord *c, link *l)
+{
+    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
+    f.all = true;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    r.free = &f;
+    link_send(c, l, &r);
+}
+
+void link_fail(coord *c, link *l, const char *why)
+{
+    if (l->state == L_UP) {
+        q35_log_warn("stage %d (%s): %s; ending its requests", l->idx, l->endpoint, why);
+        snprintf(l->problem, sizeof l->problem, "%s", why);
+    }
+    l->state = L_DOWN;
+    l->epoch++;
+    l->hello_at = 0;
+    l->hello_id = 0;
+    l->stats_id = 0;
+    l->busy = NULL;
+    char msg[400];
+    snprintf(msg, sizeof msg, "stage %d (%s, layers %d:%d): %s", l->idx, l->endpoint,
+             l->want_begin, l->want_end, why);
+    sched_fail_started(c, msg);
+}
+
+/* Everything a stage must match to be routed to; empty problem = fine. */
+static void check_handshake(const coord *c, const link *l, const Q35__Handshake *h, char *p,
+                            size_t n)
+{
+    p[0] = 0;
+    const Q35__ModelIdentity *m = h->model;
+    if (h->protocol_version != Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT)
+        snprintf(p, n, "speaks protocol %u, the coordinator %d", h->protocol_version,
+                 Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT);
+    else if (!m)
+        snprintf(p, n, "handshake without a model identity");
+    else if (m->file_size != c->id.file_size || m->header_hash != c->id.header_hash ||
+             m->n_layer != c->id.n_layer || m->n_embd != c->id.n_embd ||
+             m->n_vocab != c->id.n_vocab)
+        snprintf(p, n, "serves another model: %.80s (%llu bytes, header hash %016llx), the "
+                 "coordinator has %.80s (%llu bytes, header hash %016llx)",
+                 m->file_name ? m->file_name : "?", (unsigned long long)m->file_size,
+                 (unsigned long long)m->header_hash, c->id.file_name,
+                 (unsigned long long)c->id.file_size, (unsigned long long)c->id.header_hash);
+    else if ((int)h->layer_begin != l->want_begin || (int)h->layer_end != l->want_end)
+        snprintf(p, n, "holds layers %u:%u, configured %d:%d", h->layer_begin, h->layer_end,
+                 l->want_begin, l->want_end);
+    else if (h->has_embd != (l->want_begin == 0))
+        snprintf(p, n, "%s the token embeddings", h->has_embd ? "holds" : "lacks");
+    else if (h->has_head != (l->want_end == (int)c->cfg.n_layer))
+        snprintf(p, n, "%s the LM head", h->has_head ? "holds" : "lacks");
+    else if (h->max_seqs < 1 || h->max_ctx < 1 || h->max_batch_tokens < 1 ||
+             (h->has_head && h->max_logit_rows < 1))
+        snprintf(p, n, "announces no capacity (max_seqs %u, max_ctx %u, batch %u)", h->max_seqs,
+                 h->max_ctx, h->max_batch_tokens);
+    else if (c->chain_known &&
+             ((int)h->max_seqs < c->max_seqs || (int)h->max_ctx < c->max_ctx ||
+              (int)h->max_batch_tokens < c->max_batch ||
+              (h->has_head && (int)h->max_logit_rows < c->max_logit_rows)))
+        snprintf(p, n, "came back smaller (max_seqs %u, max_ctx %u, batch %u) than the chain "
+                 "started with (%d, %d, %d)", h->max_seqs, h->max_ctx, h->max_batch_tokens,
+                 c->max_seqs, c->max_ctx, c->max_batch);
+    else {
+        bool f32 = false;
+        for (size_t i = 0; i < h->n_dtypes; i++)
+            f32 |= h->dtypes[i] == Q35__DTYPE__DTYPE_F32;
+        if (!f32)
+            snprintf(p, n, "does not take f32 hidden rows");
+    }
+}
+
+static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
+{
+    char problem[sizeof l->problem];
+    check_handshake(c, l, h, problem, sizeof problem);
+    if (problem[0]) {
+        if (l->state != L_BAD || strcmp(problem, l->problem))
+            q35_log_error("stage %d (%s, %s): %s: not routed to", l->idx, l->endpoint, l->where,
+                          problem);
+        snprintf(l->problem, sizeof l->problem, "%s", problem);
+        l->state = L_BAD;
+        return;
+    }
+    bool restarted = l->ever_up && h->instance != l->instance;
+    l->hs = *h;
+    l->hs.model = NULL;
+    l->hs.dtypes = NULL;
+    l->hs.n_dtypes = 0;
+    l->hs.base.n_unknown_fields = 0;
+    l->hs.base.unknown_fields = NULL;
+    snprintf(l->backend, sizeof l->backend, "%s", h->backend ? h->backend : "?");
+    l->hs.backend = l->backend;
+    l->instance = h->instance;
+    l->state = L_UP;
+    l->ever_up = true;
+    l->problem[0] = 0;
+    l->stats_at = 0;
+    /* slots may hold sequences from an earlier coordinator or life */
+    send_free_all(c, l);
+    q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
+                 l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
+                 h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
+}
+
+void link_on_reply(coord *c, link *l)
+{
+    for (int k = 0; k < 64; k++) {
+        q35_wire_msg m;
+        if (q35_wire_recv(l->sock, &m, ZMQ_DONTWAIT) != 0)
+            return;
+        size_t len;
+        const void *p = q35_wire_frame(&m, m.n - 1, &len);
+        q35_wire_budget b;
+        char err[Q35_ERRSZ];
+        q35_wire_budget_init(&b, q35_wire_budget_for(len));
+        Q35__StageReply *r = m.n == 1 && !m.too_many
+            ? q35_wire_unpack(&q35__stage_reply__descriptor, p, len, &b, err, sizeof err) : NULL;
+        if (!r) {
+            q35_wire_msg_close(&m);
+            if (l->state == L_UP)
+                link_fail(c, l, "sent a malformed reply");
+            continue;
+        }
+        if (r->epoch != l->epoch) {
+            q35_log_debug("stage %d: dropped a reply of epoch %llu (now %llu)", l->idx,
+                          (unsigned long long)r->epoch, (unsigned long long)l->epoch);
+        } else if (r->id == l->hello_id && r->id) {
+            l->hello_id = 0;
+            if (r->body_case == Q35__STAGE_REPLY__BODY_HANDSHAKE)
+                on_handshake(c, l, r->handshake);
+            else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
+                snprintf(l->problem, sizeof l->problem, "refused the handshake: %s",
+                         r->error->message);
+                q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, l->problem);
+                l->state = L_BAD;
+            }
+        } else if (l->busy && r->id == l->busy_id) {
+            mbatch *mb = l->busy;
+            l->busy = NULL;
+            if (mb->dead)
+                mb->used = false;
+            else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD)
+                sched_on_forward(c, l, mb, r->forward);
+            else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR)
+                sched_on_stage_error(c, l, mb, r->error);
+            else
+                link_fail(c, l, "answered a forward step with something else");
+        } else if (r->id == l->stats_id && r->body_case == Q35__STAGE_REPLY__BODY_STATS) {
+            l->stats_id = 0;
+            l->st = *r->stats;
+            l->st.base.n_unknown_fields = 0;
+            l->st.base.unknown_fields = NULL;
+        } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
+            q35_log_warn("stage %d (%s): %s (%s)", l->idx, l->endpoint, r->error->message,
+                         q35_wire_code_name(r->error->code));
+        }
+        q35_wire_free(r, &b);
+        q35_wire_msg_close(&m);
+    }
+}
+
+void link_on_monitor(coord *c, link *l)
+{
+    for (;;) {
+        q35_wire_msg m;
+        if (q35_wire_recv(l->mon, &m, ZMQ_DONTWAIT) != 0)
+            return;
+        size_t len;
+        const uint8_t *p = q35_wire_frame(&m, 0, &len);
+        uint16_t ev = 0;
+        if (len >= 2)
+            memcpy(&ev, p, 2);
+        q35_wire_msg_close(&m);
+        if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            l->connected = true;
+            if (l->state != L_UP)
+                send_hello(c, l, q35_now());
+        } else if (ev == ZMQ_EVENT_DISCONNECTED) {
+            l->connected = false;
+            if (l->state == L_UP)
+                link_fail(c, l, "disconnected");
+            else if (l->state == L_BAD)
+                l->state = L_DOWN;
+        }
+    }
+}
+
+void link_timers(coord *c, link *l, double now)
+{
+    double step = c->o.step_timeout_ms / 1000.0;
+    if (l->state != L_UP) {
+        if (now - l->hello_at > (l->state == L_BAD ? HELLO_RETRY_BAD_S : HELLO_RETRY_S)) {
+            if (l->hello_id)
+                l->epoch++;   /* the unanswered hello is void */
+            send_hello(c, l, now);
+        }
+        return;
+    }
+    char why[128];
+    if (l->busy && now > l->busy_deadline) {
+        snprintf(why, sizeof why, "no reply to a forward step within %d ms", c->o.step_timeout_ms);
+        link_fail(c, l, why);
+        return;
+    }
+    if (l->stats_id && now - l->stats_sent > step) {
+        snprintf(why, sizeof why, "no reply to a stats probe within %d ms", c->o.step_timeout_ms);
+        link_fail(c, l, why);
+        return;
+    }
+    if (!l->stats_id && now - l->stats_at > STATS_EVERY_S) {
+        Q35__StatsRequest s = Q35__STATS_REQUEST__INIT;
+        Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+        r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
+        r.stats = &s;
+        l->stats_at = l->stats_sent = now;
+        if (link_send(c, l, &r) == 0)
+            l->stats_id = r.id;
+        else
+            link_fail(c, l, "cannot send (not connected)");
+    }
+}
+
+bool link_startup_problem(const coord *c, char *err, size_t errsz)
+{
+    for (int i = 0; i < c->n_links; i++) {
+        const link *l = &c->links[i];
+        if (l->state == L_BAD) {
+            q35_err(err, errsz, Q35_EINVAL, "%s: stage %d (%s): %s", l->where, i, l->endpoint,
+                    l->problem);
+            return true;
+        }
+    }
+    return false;
+}

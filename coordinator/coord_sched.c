@@ -1,0 +1,497 @@
+/* coord_sched.c — slots, micro-batches and their results.
+ *
+ * A micro-batch is a set of (request, chunk of its unfed tokens) that
+ * goes through the stages in order. Each stage runs one at a time; with
+ * n_mb micro-batches circulating, stage k works on one while stage k+1
+ * works on the previous one. A request is in at most one micro-batch, so
+ * its positions always continue its slot on every stage. Decode tokens
+ * go first in each micro-batch, prefill chunks fill the rest of its row
+ * budget, so a long prompt never stalls running decodes. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "log.h"
+
+#define QUEUE_PATIENCE_S 10.0   /* longest a request waits for a broken chain */
+
+static bool chain_up(const coord *c)
+{
+    if (!c->chain_known)
+        return false;
+    for (int i = 0; i < c->n_links; i++)
+        if (c->links[i].state != L_UP)
+            return false;
+    return true;
+}
+
+/* ---- request lifecycle ------------------------------------------------- */
+
+static void unlink_req(coord *c, req *r)
+{
+    if (r->state == R_QUEUED) {
+        if (r->prev) r->prev->next = r->next; else c->queue_head = r->next;
+        if (r->next) r->next->prev = r->prev; else c->queue_tail = r->prev;
+        c->n_queued--;
+    } else {
+        if (r->prev) r->prev->next = r->next; else c->active = r->next;
+        if (r->next) r->next->prev = r->prev;
+        c->n_active--;
+    }
+    r->next = r->prev = NULL;
+}
+
+static void req_destroy(req *r)
+{
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    coord_textstate_destroy(&r->text);
+    free(r->toks);
+    free(r);
+}
+
+void req_free_slot(coord *c, req *r)
+{
+    if (r->slot < 0)
+        return;
+    uint32_t slot = (uint32_t)r->slot;
+    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
+    f.n_slots = 1;
+    f.slots = &slot;
+    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
+    m.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    m.free = &f;
+    for (int i = 0; i < c->n_links; i++)
+        if (c->links[i].state == L_UP)
+            link_send(c, &c->links[i], &m);
+    c->slot_req[r->slot] = NULL;
+    r->slot = -1;
+}
+
+static void fill_usage(const req *r, Q35__Usage *u)
+{
+    double now = q35_now();
+    u->prompt_tokens = r->n_prompt;
+    u->completion_tokens = r->n_gen;
+    u->ttft_s = r->n_gen ? r->t_first - r->t_recv : 0;
+    u->tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first
+                      ? (r->n_gen - 1) / (r->t_last - r->t_first) : 0;
+    u->total_s = now - r->t_recv;
+}
+
+void req_finish(coord *c, req *r, Q35__FinishReason why)
+{
+    if (r->in_flight) {             /* ends when its micro-batch comes back */
+        if (why == Q35__FINISH_REASON__FINISH_CANCELLED)
+            r->cancelled = true;
+        else
+            r->expired = true;
+        return;
+    }
+    if (r->text && r->state == R_ACTIVE) {
+        const coord_piece *pc;
+        int n;
+        coord_textstate_finish(r->text, &pc, &n);
+        for (int i = 0; i < n; i++) {
+            Q35__Piece p = Q35__PIECE__INIT;
+            p.text = (char *)pc[i].text;
+            p.reasoning = pc[i].reasoning;
+            Q35__Event ev = Q35__EVENT__INIT;
+            ev.body_case = Q35__EVENT__BODY_PIECE;
+            ev.piece = &p;
+            client_send(c, r, NULL, 0, &ev);
+        }
+    }
+    Q35__Usage u = Q35__USAGE__INIT;
+    fill_usage(r, &u);
+    Q35__Final f = Q35__FINAL__INIT;
+    f.reason = why;
+    f.usage = &u;
+    Q35__Event ev = Q35__EVENT__INIT;
+    ev.body_case = Q35__EVENT__BODY_FINAL;
+    ev.final = &f;
+    client_send(c, r, NULL, 0, &ev);
+    q35_log_debug("request %s: finished (%d), %d+%d tokens", r->rid, why, r->n_prompt, r->n_gen);
+    req_free_slot(c, r);
+    unlink_req(c, r);
+    c->requests_done++;
+    req_destroy(r);
+}
+
+void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
+{
+    char msg[Q35_ERRSZ];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    Q35__Error e = Q35__ERROR__INIT;
+    e.code = code;
+    e.message = msg;
+    Q35__Event ev = Q35__EVENT__INIT;
+    ev.body_case = Q35__EVENT__BODY_ERROR;
+    ev.error = &e;
+    client_send(c, r, NULL, 0, &ev);
+    q35_log_info("request %s: %s: %s", r->rid, q35_wire_code_name(code), msg);
+    r->in_flight = false;
+    req_free_slot(c, r);
+    unlink_req(c, r);
+    c->requests_done++;
+    req_destroy(r);
+}
+
+/* ---- admission and micro-batches ---------------------------------------- */
+
+void sched_admit(coord *c)
+{
+    if (!chain_up(c))
+        return;
+    for (int s = 0; s < c->max_seqs && c->queue_head; s++) {
+        if (c->slot_req[s])
+            continue;
+        req *r = c->queue_head;
+        unlink_req(c, r);
+        r->state = R_ACTIVE;
+        r->slot = s;
+        c->slot_req[s] = r;
+        r->next = c->active;
+        if (c->active)
+            c->active->prev = r;
+        c->active = r;
+        c->n_active++;
+    }
+}
+
+static bool runnable(const req *r)
+{
+    return !r->in_flight && !r->cancelled && !r->expired && r->n_fed < r->n_toks;
+}
+
+static int send_mb(coord *c, mbatch *m)
+{
+    link *l = &c->links[m->stage];
+    bool first = m->stage == 0, last = m->stage == c->n_links - 1;
+    Q35__SeqChunk ch[64], *pch[64];
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    for (int i = 0; i < m->n; i++) {
+        req *r = m->r[i];
+        q35__seq_chunk__init(&ch[i]);
+        pch[i] = &ch[i];
+        ch[i].slot = r->slot;
+        ch[i].pos = m->pos[i];
+        ch[i].n_tokens = m->ntok[i];
+        if (first) {
+            ch[i].n_token_ids = m->ntok[i];
+            ch[i].token_ids = r->toks + m->pos[i];
+        }
+        if (last) {
+            ch[i].sample = m->pos[i] + m->ntok[i] == r->n_toks;
+            ch[i].sampling = &r->sp;
+            ch[i].rng_state = r->rng;
+            ch[i].n_logprobs = r->n_logprobs;
+            ch[i].logits = r->want_logits ? Q35__LOGITS_MODE__LOGITS_ALL
+                                          : Q35__LOGITS_MODE__LOGITS_NONE;
+            if (r->sp.repeat_penalty > 0 && r->sp.repeat_penalty != 1) {
+                int end = m->pos[i] + m->ntok[i];
+                int win = r->sp.repeat_last_n > 0 ? r->sp.repeat_last_n : 64;
+                int from = end > win ? end - win : 0;
+                ch[i].n_history = end - from;
+                ch[i].history = r->toks + from;
+            }
+        }
+    }
+    fb.n_seqs = m->n;
+    fb.seqs = pch;
+    fb.dtype = Q35__DTYPE__DTYPE_F32;
+    fb.hidden.data = m->hidden;
+    fb.hidden.len = m->hidden_len;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    rq.forward = &fb;
+    if (link_send(c, l, &rq) != 0) {
+        link_fail(c, l, "cannot send a forward step (not connected)");
+        return -1;
+    }
+    l->busy = m;
+    l->busy_id = rq.id;
+    l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
+    return 0;
+}
+
+/* Forms a new micro-batch from runnable requests: decode rows first,
+ * then prefill chunks, at most cap requests and max_batch rows. */
+static mbatch *form_mb(coord *c)
+{
+    mbatch *m = NULL;
+    for (int i = 0; i < c->n_mb && !m; i++)
+        if (!c->mb[i].used)
+            m = &c->mb[i];
+    if (!m)
+        return NULL;
+    int live = 0;
+    for (req *r = c->active; r; r = r->next)
+        live += !r->cancelled && !r->expired;
+    int cap = (live + c->n_mb - 1) / c->n_mb;
+    if (cap < 1)
+        cap = 1;
+    if (cap > 64)
+        cap = 64;
+    int rows = 0, lrows = 0;
+    m->n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (req *r = c->active; r && m->n < cap && rows < c->max_batch; r = r->next) {
+            if (!runnable(r))
+                continue;
+            int left = r->n_toks - r->n_fed;
+            bool decode = r->n_fed >= r->n_prompt;
+            if (decode != (pass == 0))
+                continue;
+            int n = left;
+            if (n > COORD_PREFILL_CHUNK)
+                n = COORD_PREFILL_CHUNK;
+            if (n > c->max_batch - rows)
+                n = c->max_batch - rows;
+            if (r->want_logits && n > c->max_logit_rows - lrows)
+                n = c->max_logit_rows - lrows;
+            if (n <= 0)
+                continue;
+            m->r[m->n] = r;
+            m->pos[m->n] = r->n_fed;
+            m->ntok[m->n] = n;
+            m->n++;
+            rows += n;
+            lrows += r->want_logits ? n : 0;
+            r->in_flight = true;
+        }
+    }
+    if (m->n == 0)
+        return NULL;
+    m->used = true;
+    m->dead = false;
+    m->stage = 0;
+    m->hidden = NULL;
+    m->hidden_len = 0;
+    m->t_start = q35_now();
+    return m;
+}
+
+void sched_dispatch(coord *c)
+{
+    if (!chain_up(c))
+        return;
+    /* later stages first: finishing work frees slots sooner */
+    for (int k = c->n_links - 1; k >= 0; k--) {
+        link *l = &c->links[k];
+        if (l->busy)
+            continue;
+        mbatch *best = NULL;
+        for (int i = 0; i < c->n_mb; i++) {
+            mbatch *m = &c->mb[i];
+            bool in_flight = false;
+            for (int j = 0; j < c->n_links; j++)
+                in_flight |= c->links[j].busy == m;
+            if (m->used && !m->dead && m->stage == k && !in_flight &&
+                (!best || m->t_start < best->t_start))
+                best = m;
+        }
+        if (!best && k == 0)
+            best = form_mb(c);
+        if (best && send_mb(c, best) != 0)
+            return;   /* the link failed: everything started was ended */
+    }
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static void mb_release(mbatch *m)
+{
+    free(m->hidden);
+    m->hidden = NULL;
+    m->hidden_len = 0;
+    m->used = false;
+}
+
+/* After a request's chunk came back: stop it, or keep it going. */
+static void after_step(coord *c, req *r, int stop, int stop_idx)
+{
+    (void)stop_idx;
+    if (r->cancelled)
+        req_finish(c, r, Q35__FINISH_REASON__FINISH_CANCELLED);
+    else if (r->expired)
+        req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);
+    else if (stop)
+        req_finish(c, r, Q35__FINISH_REASON__FINISH_STOP);
+    else if (r->n_gen >= r->max_tokens || r->n_toks >= c->max_ctx)
+        req_finish(c, r, Q35__FINISH_REASON__FINISH_LENGTH);
+}
+
+static int push_tok(req *r, int32_t t)
+{
+    if (r->n_toks == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 64;
+        int32_t *v = realloc(r->toks, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        r->toks = v;
+        r->cap = cap;
+    }
+    r->toks[r->n_toks++] = t;
+    return 0;
+}
+
+void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr)
+{
+    bool last = l->idx == c->n_links - 1;
+    int total = 0, n_sample = 0, lrows = 0;
+    for (int i = 0; i < m->n; i++) {
+        total += m->ntok[i];
+        n_sample += m->pos[i] + m->ntok[i] == m->r[i]->n_toks;
+        lrows += m->r[i]->want_logits ? m->ntok[i] : 0;
+    }
+    char why[256];
+    if (!last) {
+        size_t want = (size_t)total * c->cfg.n_embd * sizeof(float);
+        if (fr->dtype != Q35__DTYPE__DTYPE_F32 || fr->hidden.len != want) {
+            snprintf(why, sizeof why, "returned %zu hidden bytes (%s), expected %zu f32",
+                     fr->hidden.len, q35_wire_dtype_name(fr->dtype), want);
+            link_fail(c, l, why);
+            return;
+        }
+        uint8_t *h = malloc(want ? want : 1);
+        if (!h) {
+            link_fail(c, l, "out of memory for hidden rows");
+            return;
+        }
+        memcpy(h, fr->hidden.data, want);
+        free(m->hidden);
+        m->hidden = h;
+        m->hidden_len = want;
+        m->stage++;
+        return;
+    }
+    size_t V = c->cfg.n_vocab;
+    if ((int)fr->n_sampled != n_sample || fr->logits.len != (size_t)lrows * V * sizeof(float)) {
+        snprintf(why, sizeof why, "returned %zu sampled tokens and %zu logit bytes, expected %d and %zu",
+                 fr->n_sampled, fr->logits.len, n_sample, (size_t)lrows * V * sizeof(float));
+        link_fail(c, l, why);
+        return;
+    }
+    for (size_t k = 0; k < fr->n_sampled; k++)
+        if (fr->sampled[k]->token < 0 || (uint32_t)fr->sampled[k]->token >= V) {
+            snprintf(why, sizeof why, "sampled token %d outside the vocabulary",
+                     fr->sampled[k]->token);
+            link_fail(c, l, why);
+            return;
+        }
+    const float *lg = (const float *)fr->logits.data;
+    size_t k = 0;
+    double now = q35_now();
+    /* copy out: finishing a request may reuse nothing of m, but keep it simple */
+    int n = m->n;
+    req *rs[64];
+    int ntok[64];
+    memcpy(rs, m->r, sizeof(req *) * n);
+    memcpy(ntok, m->ntok, sizeof(int) * n);
+    mb_release(m);
+    for (int i = 0; i < n; i++) {
+        req *r = rs[i];
+        r->in_flight = false;
+        r->n_fed += ntok[i];
+        if (r->want_logits) {
+            client_logit_rows(c, r, lg, ntok[i]);
+            lg += (size_t)ntok[i] * V;
+        }
+        int stop = 0, stop_idx = -1;
+        if (r->n_fed == r->n_toks) {   /* the chunk reached the end: sampled */
+            const Q35__Sampled *sm = fr->sampled[k++];
+            if (r->cancelled || r->expired) {
+                after_step(c, r, 0, -1);
+                continue;
+            }
+            if (push_tok(r, sm->token)) {
+                req_error(c, r, Q35__CODE__RESOURCE_EXHAUSTED, "out of memory");
+                continue;
+            }
+            r->rng = sm->rng_state;
+            r->n_gen++;
+            c->tokens_generated++;
+            if (r->n_gen == 1)
+                r->t_first = now;
+            r->t_last = now;
+            stop = client_piece(c, r, sm->token, sm, &stop_idx);
+            if (stop < 0)
+                continue;   /* the request ended with an error */
+        }
+        after_step(c, r, stop, stop_idx);
+    }
+}
+
+void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e)
+{
+    /* Earlier stages advanced these slots, this one did not: the slots are
+     * inconsistent, so the requests end here. */
+    int n = m->n;
+    req *rs[64];
+    memcpy(rs, m->r, sizeof(req *) * n);
+    mb_release(m);
+    for (int i = 0; i < n; i++)
+        req_error(c, rs[i], Q35__CODE__INTERNAL, "stage %d (%s) refused a step: %s (%s)", l->idx,
+                  l->endpoint, e->message ? e->message : "", q35_wire_code_name(e->code));
+}
+
+void sched_fail_started(coord *c, const char *why)
+{
+    for (int i = 0; i < c->n_mb; i++)
+        if (c->mb[i].used) {
+            c->mb[i].dead = true;
+            bool in_flight = false;
+            for (int j = 0; j < c->n_links; j++)
+                in_flight |= c->links[j].busy == &c->mb[i];
+            free(c->mb[i].hidden);
+            c->mb[i].hidden = NULL;
+            c->mb[i].hidden_len = 0;
+            if (!in_flight)
+                c->mb[i].used = false;
+        }
+    req *next;
+    for (req *r = c->active; r; r = next) {
+        next = r->next;
+        if (r->n_fed > 0 || r->in_flight)
+            req_error(c, r, Q35__CODE__UNAVAILABLE, "%s; %d tokens were delivered", why, r->n_gen);
+    }
+    /* other stages may still hold those sequences */
+    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
+    f.all = true;
+    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
+    m.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    m.free = &f;
+    for (int i = 0; i < c->n_links; i++)
+        if (c->links[i].state == L_UP)
+            link_send(c, &c->links[i], &m);
+}
+
+void sched_timers(coord *c, double now)
+{
+    bool up = chain_up(c);
+    req *next;
+    for (int list = 0; list < 2; list++)
+        for (req *r = list ? c->active : c->queue_head; r; r = next) {
+            next = r->next;
+            if (r->deadline > 0 && now > r->deadline && !r->expired) {
+                req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);
+                continue;
+            }
+            if (!up && r->n_fed == 0 && !r->in_flight && now - r->t_recv > QUEUE_PATIENCE_S) {
+                char why[400] = "the pipeline is not ready";
+                for (int i = 0; i < c->n_links; i++)
+                    if (c->links[i].state != L_UP) {
+                        snprintf(why, sizeof why, "the pipeline is not ready: stage %d (%s): %s",
+                                 i, c->links[i].endpoint, c->links[i].problem);
+                        break;
+                    }
+                req_error(c, r, Q35__CODE__UNAVAILABLE, "%s", why);
+            }
+        }
+}

@@ -1,0 +1,95 @@
+/* qwen35-coordinator: the client-facing scheduler of a stage pipeline.
+ * Options: daemon/cfg_coord.c (qwen35-coordinator --help). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../daemon/cfg.h"
+#include "../daemon/notify.h"
+#include "../daemon/signals.h"
+#include "common.h"
+#include "coord.h"
+#include "log.h"
+
+#define DRAIN_S 30.0
+
+int main(int argc, char **argv)
+{
+    coord_cfg cf = {0};
+    char err[Q35_ERRSZ];
+    int rc = coord_cfg_load(&cf, argc, argv, err, sizeof err);
+    if (rc == OPTS_EXIT)
+        return 0;
+    if (rc) {
+        q35_log_error("%s", err);
+        coord_cfg_free(&cf);
+        return CFG_EXIT_CONFIG;
+    }
+    notify_init();
+    if (sig_install(err, sizeof err)) {
+        q35_log_error("%s", err);
+        coord_cfg_free(&cf);
+        return 1;
+    }
+    int n = cf.n_stages;
+    const char **ep = calloc(n, sizeof *ep), **where = calloc(n, sizeof *where);
+    int *b = calloc(n, sizeof *b), *e = calloc(n, sizeof *e);
+    for (int i = 0; ep && where && b && e && i < n; i++) {
+        ep[i] = cf.stages[i].endpoint;
+        where[i] = cf.stages[i].where;
+        b[i] = cf.stages[i].layers.begin;
+        e[i] = cf.stages[i].layers.end;
+    }
+    coord_opts o = {
+        .model_path = cf.model, .listen = cf.listen, .n_stages = n, .stage_ep = ep,
+        .stage_begin = b, .stage_end = e, .stage_where = where, .max_queue = cf.max_queue,
+        .max_seqs = cf.max_seqs, .max_ctx = cf.max_ctx, .micro_batches = cf.micro_batches,
+        .step_timeout_ms = cf.step_timeout_ms, .max_msg = (size_t)cf.max_msg_mb << 20,
+    };
+    coord *c = ep && where && b && e ? coord_new(&o, err, sizeof err) : NULL;
+    if (!c) {
+        q35_log_error("%s", ep ? err : "out of memory");
+        rc = 1;
+        goto out;
+    }
+    q35_log_info("listening on %s, %d stages", cf.listen, n);
+    notify_ready("%s", coord_summary(c));
+    bool was_up = false;
+    double t_status = 0, t_stop = 0;
+    for (;;) {
+        notify_watchdog();
+        sig_test_hang_point();
+        if (sig_stop_requested() && !t_stop) {
+            notify_stopping();
+            sig_drain_fd();
+            coord_drain(c);
+            t_stop = q35_now();
+            q35_log_info("stopping: draining requests");
+        }
+        if (t_stop && (coord_idle(c) || q35_now() - t_stop > DRAIN_S))
+            break;
+        rc = coord_run_once(c, notify_poll_timeout_ms(100), t_stop ? -1 : sig_fd(), err, sizeof err);
+        if (rc) {
+            q35_log_error("%s", err);
+            rc = 1;
+            break;
+        }
+        bool up = coord_chain_up(c);
+        double now = q35_now();
+        if (up != was_up || now - t_status > 5) {
+            notify_status("%s", coord_summary(c));
+            t_status = now;
+        }
+        was_up = up;
+    }
+    coord_fail_all(c, "the coordinator is stopping");
+    coord_destroy(&c);
+    q35_log_info("stopped");
+out:
+    free(ep);
+    free(where);
+    free(b);
+    free(e);
+    coord_cfg_free(&cf);
+    return rc;
+}

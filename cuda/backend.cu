@@ -1,0 +1,709 @@
+/* backend.cu — q35_backend_cuda: the forward pass of DESIGN.md §1 on one
+ * GPU, top to bottom like the CPU reference (one function per block).
+ *
+ * Residency: init uploads the layer range's weights once (exact copies of
+ * the GGUF blocks, no repack), allocates the slot pool (SSM conv + S per
+ * slot, KV cache per slot) and all scratch for a pass of up to `B` rows.
+ * A forward pass then copies in one metadata block (+ the hidden rows when
+ * this stage is not the first), runs every kernel on one stream, and
+ * copies out the hidden rows or logits: nothing else crosses the bus and
+ * nothing is allocated per token.
+ *
+ * Decode batches (one token per sequence, the steady state) replay a CUDA
+ * graph captured per (rows, logits rows) shape: the kernels read positions
+ * and slots from the device metadata, so the same graph serves every step.
+ *
+ * Errors: every CUDA failure becomes Q35_EDEVICE with the call, file and
+ * error name. A failure after kernels started may have advanced slot state
+ * part-way, so the backend then refuses further batches (the message says
+ * so) instead of computing from torn state; restart the stage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cu_quant.cuh"
+#include "cu_kernels.cuh"
+
+extern "C" {
+#include "backend.h"
+}
+
+#define B_ROWS_DEFAULT 256      /* rows per device pass (prefill chunk) */
+#define GRAPH_MAX_ROWS 64       /* decode shapes captured as graphs */
+#define GRAPH_CACHE 32
+
+/* A weight on the device: the bound view moved to device memory. */
+struct dw {
+    const uint8_t *p;           /* NULL when absent */
+    int type, ncols, nrows;
+    size_t row_bytes, stride;
+};
+
+struct dlayer {
+    int kind;
+    float *attn_norm, *post_norm;
+    dw q, k, v, o; float *q_norm, *k_norm;
+    dw qkv, gate, beta, alpha, out; float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
+    dw gate_inp, gate_exps, up_exps, down_exps, gate_inp_sh, gate_sh, up_sh, down_sh;
+    size_t state_off;           /* floats into a slot's SSM state, or KV */
+};
+
+struct graph_ent { int rows, nout, flags; cudaGraphExec_t exec; };
+
+/* Host layout of the metadata block copied in per pass (ints). */
+enum { M_ROW_SLOT, M_ROW_POS, M_PC_SLOT, M_PC_POS, M_PC_N, M_PC_ROW0, M_TOK, M_OUT, M_COUNT };
+
+struct q35_backend {
+    int dev;
+    cudaStream_t st;
+    q35_config cfg;
+    int lb, le, n_own;
+    bool has_embd, has_head;
+    int max_seqs, max_ctx, B, LB;
+    /* weights */
+    uint8_t *warena;
+    size_t wbytes;
+    dw embd, head;
+    float *out_norm;
+    dlayer *L;
+    /* state */
+    float *ssm, *kv;
+    size_t ssm_floats, kv_floats;       /* per slot */
+    /* scratch (device) */
+    float *x, *h, *qg, *kb, *vb, *q, *o, *mix, *z, *ba, *conv, *y;
+    float *rl, *act, *eg, *eu, *pair_out, *sh_act, *sh_g, *sh_u, *sh_gate, *sh_out, *logits;
+    int *meta;
+    cu_route rt;
+    /* pinned host staging */
+    int *h_meta;
+    float *h_x, *h_out;
+    /* graphs */
+    graph_ent graphs[GRAPH_CACHE];
+    int n_graphs;
+    bool no_graphs;
+    /* failure */
+    int broken;
+    char broken_msg[Q35_ERRSZ];
+};
+
+/* ---- init helpers -------------------------------------------------------- */
+
+struct seg { const uint8_t *h0, *h1; size_t doff; };
+
+/* Bytes a bound view spans in the mapping (all experts). */
+static size_t view_extent(const q35_tensor *t)
+{
+    if (!t->data) return 0;
+    const size_t rows = (size_t)(t->ne[1] > 0 ? t->ne[1] : 1);
+    if (t->n_dims >= 3 && t->expert_stride)
+        return (size_t)(t->ne[2] - 1) * t->expert_stride + rows * t->row_bytes;
+    size_t e = rows * t->row_bytes;
+    return e ? e : (size_t)t->nbytes;
+}
+
+/* Every tensor the range uses, for the upload. */
+template <class F> static void each_tensor(const q35_weights *w, F f)
+{
+    if (w->has_embd) f(&w->token_embd);
+    if (w->has_head) { f(&w->output_norm); f(&w->output); }
+    for (int i = 0; i < w->layer_end - w->layer_begin; i++) {
+        const q35_layer_weights *l = &w->layers[i];
+        const q35_tensor *all[] = {
+            &l->attn_norm, &l->post_attention_norm, &l->attn_q, &l->attn_k, &l->attn_v,
+            &l->attn_q_norm, &l->attn_k_norm, &l->attn_output, &l->attn_qkv, &l->attn_gate,
+            &l->ssm_conv1d, &l->ssm_dt_bias, &l->ssm_a, &l->ssm_beta, &l->ssm_alpha,
+            &l->ssm_norm, &l->ssm_out, &l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
+            &l->ffn_down_exps, &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp, &l->ffn_up_shexp,
+            &l->ffn_down_shexp };
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) if (all[k]->data) f(all[k]);
+    }
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+    const seg *x = (const seg *)a, *y = (const seg *)b;
+    return x->h0 < y->h0 ? -1 : x->h0 > y->h0;
+}
+
+/* Host range -> device address (segments merged where views overlap: a
+ * fused gate/up tensor or a tied LM head is uploaded once). */
+static const uint8_t *dev_addr(const q35_backend *b, const seg *sg, int ns, const void *h)
+{
+    const uint8_t *p = (const uint8_t *)h;
+    for (int i = 0; i < ns; i++)
+        if (p >= sg[i].h0 && p < sg[i].h1) return b->warena + sg[i].doff + (size_t)(p - sg[i].h0);
+    return NULL;
+}
+
+static int bind(const q35_backend *b, const seg *sg, int ns, const q35_tensor *t, dw *d,
+                bool matrix, char *err, size_t errsz)
+{
+    memset(d, 0, sizeof *d);
+    if (!t->data) return 0;
+    d->p = dev_addr(b, sg, ns, t->data);
+    d->type = t->type;
+    d->ncols = (int)t->ne[0];
+    d->nrows = (int)(t->ne[1] > 0 ? t->ne[1] : 1);
+    d->row_bytes = t->row_bytes;
+    d->stride = t->expert_stride;
+    if (matrix && !cu_type_ok(t->type))
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': type %d (%s) has no CUDA decoder",
+                       t->name, t->type, quant_type_of(t->type) ? quant_type_of(t->type)->name : "?");
+    if (matrix && t->ne[0] % 8)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': row length %lld not a multiple of 8",
+                       t->name, (long long)t->ne[0]);
+    if (!matrix && t->type != GGML_TYPE_F32)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': type %d, expected f32",
+                       t->name, t->type);
+    return 0;
+}
+
+static float *fptr(const dw &d) { return (float *)d.p; }
+
+static size_t al4(size_t n) { return (n + 63) & ~(size_t)63; }   /* 256-byte aligned float counts */
+
+static void free_all(q35_backend *b)
+{
+    for (int i = 0; i < b->n_graphs; i++) cudaGraphExecDestroy(b->graphs[i].exec);
+    cudaFree(b->warena); cudaFree(b->ssm); cudaFree(b->kv);
+    cudaFree(b->x);            /* all float scratch is one allocation */
+    cudaFree(b->meta);         /* all int scratch likewise */
+    cudaFreeHost(b->h_meta);   /* pinned staging likewise */
+    if (b->st) cudaStreamDestroy(b->st);
+    free(b->L);
+    free(b);
+}
+
+static void cuda_destroy(q35_backend **pb)
+{
+    if (!pb || !*pb) return;
+    cudaSetDevice((*pb)->dev);
+    free_all(*pb);
+    *pb = NULL;
+}
+
+/* Carves consecutive float buffers out of one allocation. */
+struct carve { float *base; size_t at; float *take(size_t n) { float *p = base ? base + at : NULL; at += al4(n); return p; } };
+
+static int alloc_scratch(q35_backend *b, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const size_t B = b->B, E = c->n_embd, K = c->n_expert_used, X = c->n_expert;
+    const size_t F = c->n_ff_exp, Fs = c->n_ff_shexp > 0 ? c->n_ff_shexp : 8;
+    const size_t qgw = 2 * (size_t)c->head_dim * c->n_head, kvw = (size_t)c->head_dim * c->n_head_kv;
+    const size_t C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
+    for (int pass = 0; pass < 2; pass++) {
+        carve cv = { pass ? b->x : NULL, 0 };
+        b->x = cv.take(B * E); b->h = cv.take(B * E);
+        b->qg = cv.take(B * qgw); b->kb = cv.take(B * kvw); b->vb = cv.take(B * kvw);
+        b->q = cv.take(B * qgw / 2); b->o = cv.take(B * qgw / 2);
+        b->mix = cv.take(B * C); b->z = cv.take(B * vd); b->ba = cv.take(B * 2 * nv);
+        b->conv = cv.take(B * C); b->y = cv.take(B * vd);
+        b->rl = cv.take(B * X); b->act = cv.take(B * K * F);
+        b->eg = cv.take(B * K * F); b->eu = cv.take(B * K * F);
+        b->pair_out = cv.take(B * K * E);
+        b->sh_act = cv.take(B * Fs); b->sh_g = cv.take(B * Fs); b->sh_u = cv.take(B * Fs);
+        b->sh_gate = cv.take(B); b->sh_out = cv.take(B * E);
+        b->logits = cv.take(b->has_head ? (size_t)b->LB * c->n_vocab : 1);
+        b->rt.topk_w = cv.take(B * K); b->rt.pair_w = cv.take(B * K);
+        if (!pass) {
+            float *p = NULL;
+            CU(cudaMalloc((void **)&p, cv.at * sizeof(float)));
+            b->x = p;
+        }
+    }
+    /* ints: metadata block + routing */
+    const size_t nmeta = (size_t)M_COUNT * B;
+    int *ip = NULL;
+    const size_t nint = nmeta + 3 * B * K + 4 * X + 1;
+    CU(cudaMalloc((void **)&ip, nint * sizeof(int)));
+    b->meta = ip;
+    b->rt.topk_e = ip + nmeta; b->rt.pair_row = b->rt.topk_e + B * K; b->rt.inv = b->rt.pair_row + B * K;
+    b->rt.g_expert = b->rt.inv + B * K; b->rt.g_offset = b->rt.g_expert + X;
+    b->rt.g_count = b->rt.g_offset + X; b->rt.g_nactive = b->rt.g_count + X;
+    /* pinned staging: metadata, hidden rows in, hidden rows or logits out */
+    const size_t out_f = b->has_head ? (size_t)b->LB * c->n_vocab : B * E;
+    const size_t hb = al4(nmeta) * sizeof(int) + (al4(B * E) + al4(out_f)) * sizeof(float);
+    void *hp = NULL;
+    CU(cudaMallocHost(&hp, hb));
+    b->h_meta = (int *)hp;
+    b->h_x = (float *)((char *)hp + al4(nmeta) * sizeof(int));
+    b->h_out = b->h_x + al4(B * E);
+    return 0;
+}
+
+static int check_shapes(const q35_config *c, char *err, size_t errsz)
+{
+    if (c->head_dim != c->head_dim_v)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: key_length %u != value_length %u not supported",
+                       c->head_dim, c->head_dim_v);
+    if (c->head_dim % 32 || c->head_dim > 512)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: key_length %u must be a multiple of 32 and <= 512",
+                       c->head_dim);
+    if (c->n_head_kv == 0 || c->n_head % c->n_head_kv)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: head_count %u not a multiple of head_count_kv %u",
+                       c->n_head, c->n_head_kv);
+    if (c->n_expert > 4096 || c->n_expert_used < 1 || c->n_expert_used > 32 ||
+        c->n_expert_used > c->n_expert)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "cuda: expert_count %u / expert_used_count %u outside the supported 4096 / [1, 32]",
+                       c->n_expert, c->n_expert_used);
+    if (c->ssm_d_conv < 1 || c->ssm_d_conv > 8)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: ssm.conv_kernel %u outside [1, 8]", c->ssm_d_conv);
+    int P = 1;
+    while (P * 32 < (int)c->ssm_d_state) P *= 2;
+    if (P > 32 || (uint64_t)c->ssm_hv * P > 512)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "cuda: ssm.state_size %u x V-head dim %u too large for one block (max 512 threads)",
+                       c->ssm_d_state, c->ssm_hv);
+    if (c->n_embd % 8 || c->ssm_d_inner % 8 || c->ssm_conv_ch % 4)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: embedding_length %u / ssm.inner_size %u not multiples of 8",
+                       c->n_embd, c->ssm_d_inner);
+    return 0;
+}
+
+static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, char *err, size_t errsz)
+{
+    const q35_config *c = w->cfg;
+    if (check_shapes(c, err, errsz)) return NULL;
+    int ndev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess) { q35_cu_fail(err, errsz, "cudaGetDeviceCount", ce, __FILE__, __LINE__); return NULL; }
+    if (o->device < 0 || o->device >= ndev) {
+        q35_err(err, errsz, Q35_EINVAL, "cuda: --device %d: %d device(s) present", o->device, ndev);
+        return NULL;
+    }
+    q35_backend *b = (q35_backend *)calloc(1, sizeof *b);
+    seg *sg = NULL;
+    if (!b) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); return NULL; }
+    b->dev = o->device;
+    b->cfg = *c;
+    b->lb = w->layer_begin; b->le = w->layer_end; b->n_own = b->le - b->lb;
+    b->has_embd = w->has_embd; b->has_head = w->has_head;
+    b->max_seqs = o->max_seqs; b->max_ctx = o->max_ctx;
+    b->B = B_ROWS_DEFAULT;
+    const char *eb = getenv("QWEN35_CUDA_ROWS");
+    if (eb && atoi(eb) >= 1 && atoi(eb) <= 4096) b->B = atoi(eb);
+    b->LB = o->max_seqs > 16 ? o->max_seqs : 16;
+    if (b->LB > b->B) b->LB = b->B;
+    b->no_graphs = getenv("QWEN35_CUDA_NOGRAPH") != NULL;
+    /* on failure the message is already in err; init returns NULL */
+#define TRY(x) do { if ((x) != 0) goto fail; } while (0)
+#define TRYCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+        q35_cu_fail(err, errsz, #call, e_, __FILE__, __LINE__); goto fail; } } while (0)
+    {
+        TRYCU(cudaSetDevice(b->dev));
+        TRYCU(cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking));
+        /* weights: merge overlapping host ranges, one device arena */
+        int ns = 0, cap = 0;
+        each_tensor(w, [&](const q35_tensor *) { cap++; });
+        sg = (seg *)calloc(cap ? cap : 1, sizeof *sg);
+        if (!sg) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail; }
+        each_tensor(w, [&](const q35_tensor *t) {
+            sg[ns].h0 = (const uint8_t *)t->data; sg[ns].h1 = sg[ns].h0 + view_extent(t); ns++;
+        });
+        qsort(sg, ns, sizeof *sg, seg_cmp);
+        int m = 0;
+        for (int i = 0; i < ns; i++) {
+            if (m && sg[i].h0 <= sg[m - 1].h1) { if (sg[i].h1 > sg[m - 1].h1) sg[m - 1].h1 = sg[i].h1; }
+            else sg[m++] = sg[i];
+        }
+        ns = m;
+        size_t at = 0;
+        for (int i = 0; i < ns; i++) {      /* keep each segment's host alignment mod 256 */
+            at = (at + 255) & ~(size_t)255;
+            at += (uintptr_t)sg[i].h0 & 255;
+            sg[i].doff = at;
+            at += (size_t)(sg[i].h1 - sg[i].h0);
+        }
+        b->wbytes = at;
+        TRYCU(cudaMalloc((void **)&b->warena, at ? at : 1));
+        for (int i = 0; i < ns; i++)
+            TRYCU(cudaMemcpy(b->warena + sg[i].doff, sg[i].h0, (size_t)(sg[i].h1 - sg[i].h0),
+                             cudaMemcpyHostToDevice));
+        dw tmp;
+        if (w->has_embd) TRY(bind(b, sg, ns, &w->token_embd, &b->embd, true, err, errsz));
+        if (w->has_head) {
+            TRY(bind(b, sg, ns, &w->output, &b->head, true, err, errsz));
+            TRY(bind(b, sg, ns, &w->output_norm, &tmp, false, err, errsz));
+            b->out_norm = fptr(tmp);
+        }
+        b->L = (dlayer *)calloc(b->n_own ? b->n_own : 1, sizeof *b->L);
+        if (!b->L) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail; }
+        size_t ssm_at = 0, kv_at = 0;
+        const size_t conv_f = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
+        const size_t S_f = (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+        const size_t kv_f = (size_t)b->max_ctx * c->n_head_kv * c->head_dim;
+        for (int i = 0; i < b->n_own; i++) {
+            const q35_layer_weights *l = &w->layers[i];
+            dlayer *d = &b->L[i];
+            d->kind = l->kind;
+            TRY(bind(b, sg, ns, &l->attn_norm, &tmp, false, err, errsz)); d->attn_norm = fptr(tmp);
+            TRY(bind(b, sg, ns, &l->post_attention_norm, &tmp, false, err, errsz)); d->post_norm = fptr(tmp);
+            if (l->kind == Q35_LAYER_ATTN) {
+                TRY(bind(b, sg, ns, &l->attn_q, &d->q, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->attn_k, &d->k, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->attn_v, &d->v, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->attn_output, &d->o, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->attn_q_norm, &tmp, false, err, errsz)); d->q_norm = fptr(tmp);
+                TRY(bind(b, sg, ns, &l->attn_k_norm, &tmp, false, err, errsz)); d->k_norm = fptr(tmp);
+                d->state_off = kv_at;
+                kv_at += 2 * al4(kv_f);
+            } else {
+                TRY(bind(b, sg, ns, &l->attn_qkv, &d->qkv, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->attn_gate, &d->gate, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->ssm_beta, &d->beta, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->ssm_alpha, &d->alpha, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->ssm_out, &d->out, true, err, errsz));
+                TRY(bind(b, sg, ns, &l->ssm_conv1d, &tmp, false, err, errsz)); d->conv1d = fptr(tmp);
+                TRY(bind(b, sg, ns, &l->ssm_dt_bias, &tmp, false, err, errsz)); d->dt_bias = fptr(tmp);
+                TRY(bind(b, sg, ns, &l->ssm_a, &tmp, false, err, errsz)); d->ssm_a = fptr(tmp);
+                TRY(bind(b, sg, ns, &l->ssm_norm, &tmp, false, err, errsz)); d->ssm_norm = fptr(tmp);
+                d->state_off = ssm_at;
+                ssm_at += al4(conv_f) + al4(S_f);
+            }
+            TRY(bind(b, sg, ns, &l->ffn_gate_inp, &d->gate_inp, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_gate_exps, &d->gate_exps, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_up_exps, &d->up_exps, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_down_exps, &d->down_exps, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_gate_inp_shexp, &d->gate_inp_sh, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_gate_shexp, &d->gate_sh, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_up_shexp, &d->up_sh, true, err, errsz));
+            TRY(bind(b, sg, ns, &l->ffn_down_shexp, &d->down_sh, true, err, errsz));
+        }
+        b->ssm_floats = ssm_at; b->kv_floats = kv_at;
+        if (ssm_at) {
+            TRYCU(cudaMalloc((void **)&b->ssm, ssm_at * b->max_seqs * sizeof(float)));
+            TRYCU(cudaMemset(b->ssm, 0, ssm_at * b->max_seqs * sizeof(float)));
+        }
+        if (kv_at) {
+            TRYCU(cudaMalloc((void **)&b->kv, kv_at * b->max_seqs * sizeof(float)));
+            TRYCU(cudaMemset(b->kv, 0, kv_at * b->max_seqs * sizeof(float)));
+        }
+        TRY(alloc_scratch(b, err, errsz));
+        TRYCU(cudaDeviceSynchronize());
+    }
+    free(sg);
+    return b;
+fail:
+    free(sg);
+    cudaSetDevice(b->dev);
+    free_all(b);
+    return NULL;
+#undef TRY
+#undef TRYCU
+}
+
+static size_t cuda_state_bytes(const q35_backend *b)
+{
+    return (b->ssm_floats + b->kv_floats) * (size_t)b->max_seqs * sizeof(float);
+}
+
+static void cuda_slot_reset(q35_backend *b, int slot)
+{
+    if (!b || slot < 0 || slot >= b->max_seqs || !b->ssm_floats) return;
+    cudaSetDevice(b->dev);
+    cudaError_t e = cudaMemsetAsync(b->ssm + (size_t)slot * b->ssm_floats, 0,
+                                    b->ssm_floats * sizeof(float), b->st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(b->st);
+    if (e != cudaSuccess && !b->broken) {          /* reported by the next forward */
+        b->broken = 1;
+        q35_cu_fail(b->broken_msg, sizeof b->broken_msg, "cudaMemsetAsync (slot reset)", e,
+                    __FILE__, __LINE__);
+    }
+}
+
+/* ---- the forward pass ----------------------------------------------------- */
+
+/* One device pass: rows [0, n) in `pieces` sequence pieces, metadata
+ * already in h_meta. Enqueues everything (no host sync): capturable. */
+struct pass { int n, np, nout; bool x_in; };
+
+static int mm(q35_backend *b, const dw &W, const float *X, int ldx, int n, float *Y, int ldy,
+              int accumulate, char *err, size_t errsz)
+{
+    cu_mm a;
+    memset(&a, 0, sizeof a);
+    a.W = W.p; a.type = W.type; a.row_bytes = W.row_bytes; a.ncols = W.ncols; a.nrows = W.nrows;
+    a.X = X; a.ldx = ldx; a.Y = Y; a.ldy = ldy; a.n = n; a.accumulate = accumulate;
+    return cu_matmul(&a, b->st, err, errsz);
+}
+
+static cu_meta meta_of(const q35_backend *b)
+{
+    const int B = b->B;
+    cu_meta m = { b->meta + M_ROW_SLOT * B, b->meta + M_ROW_POS * B, b->meta + M_PC_SLOT * B,
+                  b->meta + M_PC_POS * B, b->meta + M_PC_N * B, b->meta + M_PC_ROW0 * B };
+    return m;
+}
+
+static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const int n = p->n, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv;
+    int rc;
+    if ((rc = mm(b, d->q, b->h, c->n_embd, n, b->qg, 2 * hd * nh, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->k, b->h, c->n_embd, n, b->kb, hd * nkv, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->v, b->h, c->n_embd, n, b->vb, hd * nkv, 0, err, errsz))) return rc;
+    cu_attn_shape s;
+    s.nh = nh; s.nkv = nkv; s.hd = hd; s.n_rot = c->n_rot;
+    for (int i = 0; i < 4; i++) s.sections[i] = c->rope_sections[i];
+    s.eps = c->rms_eps; s.rope_base = c->rope_base;
+    s.slot_stride = b->kv_floats;
+    float *kc = b->kv + d->state_off, *vc = kc + al4((size_t)b->max_ctx * nkv * hd);
+    const cu_meta m = meta_of(b);
+    if ((rc = cu_attn_prep(&s, &m, n, b->qg, b->kb, b->vb, d->q_norm, d->k_norm, b->q, kc, vc,
+                           b->st, err, errsz))) return rc;
+    if ((rc = cu_attn(&s, &m, n, b->q, b->qg, kc, vc, b->o, b->st, err, errsz))) return rc;
+    return mm(b, d->o, b->o, hd * nh, n, b->x, c->n_embd, 1, err, errsz);
+}
+
+static int ssm(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const int n = p->n, E = c->n_embd, C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
+    int rc;
+    if ((rc = mm(b, d->qkv, b->h, E, n, b->mix, C, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->gate, b->h, E, n, b->z, vd, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->beta, b->h, E, n, b->ba, 2 * nv, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->alpha, b->h, E, n, b->ba + nv, 2 * nv, 0, err, errsz))) return rc;
+    cu_ssm_shape s;
+    s.conv_ch = C; s.d_conv = c->ssm_d_conv; s.dk = c->ssm_d_state; s.nk = c->ssm_n_group;
+    s.nv = nv; s.hv = c->ssm_hv; s.eps = c->rms_eps; s.slot_stride = b->ssm_floats;
+    float *conv_state = b->ssm + d->state_off;
+    float *S = conv_state + al4((size_t)(c->ssm_d_conv - 1) * C);
+    const cu_meta m = meta_of(b);
+    if ((rc = cu_ssm_conv(&s, &m, p->np, b->mix, C, d->conv1d, conv_state, b->conv, b->st, err, errsz)))
+        return rc;
+    if ((rc = cu_ssm_delta(&s, &m, p->np, b->conv, b->ba, 2 * nv, b->z, d->ssm_a, d->dt_bias,
+                           d->ssm_norm, S, b->y, b->st, err, errsz))) return rc;
+    return mm(b, d->out, b->y, vd, n, b->x, E, 1, err, errsz);
+}
+
+/* gate/up (fused SwiGLU when both have one type) then down, grouped by
+ * expert for `items` (grouped: g_* set) or plain rows. */
+static int ffn_gate_up(q35_backend *b, const dw &G, const dw &U, const cu_mm &base, float *act,
+                       float *g_tmp, float *u_tmp, size_t n_act, char *err, size_t errsz)
+{
+    cu_mm a = base;
+    a.type = G.type; a.row_bytes = G.row_bytes; a.mat_stride = G.stride;
+    a.ncols = G.ncols; a.nrows = G.nrows; a.ldy = G.nrows;
+    if (G.type == U.type && G.row_bytes == U.row_bytes && G.stride == U.stride) {
+        a.W = G.p; a.W2 = U.p; a.Y = act;
+        return cu_matmul(&a, b->st, err, errsz);
+    }
+    int rc;
+    a.W = G.p; a.Y = g_tmp;
+    if ((rc = cu_matmul(&a, b->st, err, errsz))) return rc;
+    a.W = U.p; a.type = U.type; a.row_bytes = U.row_bytes; a.mat_stride = U.stride; a.Y = u_tmp;
+    if ((rc = cu_matmul(&a, b->st, err, errsz))) return rc;
+    return cu_swiglu(g_tmp, u_tmp, n_act, act, b->st, err, errsz);
+}
+
+static int moe(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const int n = p->n, E = c->n_embd, X = c->n_expert, K = c->n_expert_used, F = d->gate_exps.nrows;
+    int rc;
+    if ((rc = mm(b, d->gate_inp, b->h, E, n, b->rl, X, 0, err, errsz))) return rc;
+    if ((rc = cu_moe_route(b->rl, X, K, n, &b->rt, b->st, err, errsz))) return rc;
+    cu_mm g;
+    memset(&g, 0, sizeof g);
+    g.g_expert = b->rt.g_expert; g.g_offset = b->rt.g_offset; g.g_count = b->rt.g_count;
+    g.g_nactive = b->rt.g_nactive;
+    g.n_groups = n * K < X ? n * K : X;
+    g.n = n;
+    g.X = b->h; g.ldx = E; g.xidx = b->rt.pair_row;
+    if ((rc = ffn_gate_up(b, d->gate_exps, d->up_exps, g, b->act, b->eg, b->eu, (size_t)n * K * F,
+                          err, errsz))) return rc;
+    cu_mm dn = g;
+    dn.xidx = NULL; dn.X = b->act; dn.ldx = F; dn.wscale = b->rt.pair_w;
+    dn.W = d->down_exps.p; dn.type = d->down_exps.type; dn.row_bytes = d->down_exps.row_bytes;
+    dn.mat_stride = d->down_exps.stride; dn.ncols = d->down_exps.ncols; dn.nrows = d->down_exps.nrows;
+    dn.Y = b->pair_out; dn.ldy = E;
+    if ((rc = cu_matmul(&dn, b->st, err, errsz))) return rc;
+    const float *shared = NULL;
+    if (d->gate_sh.p) {
+        const int Fs = d->gate_sh.nrows;
+        cu_mm s;
+        memset(&s, 0, sizeof s);
+        s.X = b->h; s.ldx = E; s.n = n;
+        if ((rc = ffn_gate_up(b, d->gate_sh, d->up_sh, s, b->sh_act, b->sh_g, b->sh_u,
+                              (size_t)n * Fs, err, errsz))) return rc;
+        const float *sig = NULL;
+        if (d->gate_inp_sh.p) {
+            if ((rc = mm(b, d->gate_inp_sh, b->h, E, n, b->sh_gate, 1, 0, err, errsz))) return rc;
+            sig = b->sh_gate;
+        }
+        cu_mm o;
+        memset(&o, 0, sizeof o);
+        o.W = d->down_sh.p; o.type = d->down_sh.type; o.row_bytes = d->down_sh.row_bytes;
+        o.ncols = d->down_sh.ncols; o.nrows = d->down_sh.nrows;
+        o.X = b->sh_act; o.ldx = Fs; o.n = n; o.Y = b->sh_out; o.ldy = E;
+        o.sig = sig; o.sig_ld = 1;
+        if ((rc = cu_matmul(&o, b->st, err, errsz))) return rc;
+        shared = b->sh_out;
+    }
+    return cu_moe_combine_shared(b->pair_out, b->rt.inv, K, E, n, shared, b->x, b->st, err, errsz);
+}
+
+static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const int B = b->B, E = c->n_embd, n = p->n;
+    int rc;
+    CU(cudaMemcpyAsync(b->meta, b->h_meta, (size_t)M_COUNT * B * sizeof(int),
+                       cudaMemcpyHostToDevice, b->st));
+    if (p->x_in)
+        CU(cudaMemcpyAsync(b->x, b->h_x, (size_t)n * E * sizeof(float), cudaMemcpyHostToDevice, b->st));
+    else if ((rc = cu_dequant_rows(b->embd.type, b->embd.p, b->embd.row_bytes, E, b->embd.nrows,
+                                   b->meta + M_TOK * B, n, b->x, E, b->st, err, errsz)))
+        return rc;
+    for (int i = 0; i < b->n_own; i++) {
+        const dlayer *d = &b->L[i];
+        if ((rc = cu_rmsnorm(b->x, E, NULL, d->attn_norm, c->rms_eps, E, n, b->h, E, b->st, err, errsz)))
+            return rc;
+        rc = d->kind == Q35_LAYER_ATTN ? attention(b, d, p, err, errsz) : ssm(b, d, p, err, errsz);
+        if (rc) return rc;
+        if ((rc = cu_rmsnorm(b->x, E, NULL, d->post_norm, c->rms_eps, E, n, b->h, E, b->st, err, errsz)))
+            return rc;
+        if ((rc = moe(b, d, p, err, errsz))) return rc;
+    }
+    if (b->has_head) {
+        if ((rc = cu_rmsnorm(b->x, E, b->meta + M_OUT * B, b->out_norm, c->rms_eps, E, p->nout,
+                             b->h, E, b->st, err, errsz))) return rc;
+        if ((rc = mm(b, b->head, b->h, E, p->nout, b->logits, c->n_vocab, 0, err, errsz))) return rc;
+        CU(cudaMemcpyAsync(b->h_out, b->logits, (size_t)p->nout * c->n_vocab * sizeof(float),
+                           cudaMemcpyDeviceToHost, b->st));
+    } else {
+        CU(cudaMemcpyAsync(b->h_out, b->x, (size_t)n * E * sizeof(float), cudaMemcpyDeviceToHost, b->st));
+    }
+    return 0;
+}
+
+/* Runs one pass, through a cached graph for decode shapes. */
+static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
+{
+    const bool decode = p->n == p->np && p->n <= GRAPH_MAX_ROWS && !b->no_graphs;
+    if (!decode) {
+        int rc = enqueue_pass(b, p, err, errsz);
+        if (rc) return rc;
+        CU(cudaStreamSynchronize(b->st));
+        return 0;
+    }
+    const int flags = p->x_in ? 1 : 0;
+    cudaGraphExec_t ex = NULL;
+    for (int i = 0; i < b->n_graphs; i++)
+        if (b->graphs[i].rows == p->n && b->graphs[i].nout == p->nout && b->graphs[i].flags == flags)
+            ex = b->graphs[i].exec;
+    if (!ex) {
+        cudaGraph_t g = NULL;
+        CU(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+        int rc = enqueue_pass(b, p, err, errsz);
+        cudaError_t e = cudaStreamEndCapture(b->st, &g);
+        if (rc) { if (g) cudaGraphDestroy(g); return rc; }
+        if (e != cudaSuccess) return q35_cu_fail(err, errsz, "cudaStreamEndCapture", e, __FILE__, __LINE__);
+#if CUDART_VERSION >= 12000
+        e = cudaGraphInstantiate(&ex, g, 0);
+#else
+        e = cudaGraphInstantiate(&ex, g, NULL, NULL, 0);
+#endif
+        cudaGraphDestroy(g);
+        if (e != cudaSuccess) return q35_cu_fail(err, errsz, "cudaGraphInstantiate", e, __FILE__, __LINE__);
+        if (b->n_graphs == GRAPH_CACHE) {      /* full: drop the oldest */
+            cudaGraphExecDestroy(b->graphs[0].exec);
+            memmove(b->graphs, b->graphs + 1, (GRAPH_CACHE - 1) * sizeof b->graphs[0]);
+            b->n_graphs--;
+        }
+        graph_ent ge = { p->n, p->nout, flags, ex };
+        b->graphs[b->n_graphs++] = ge;
+    }
+    CU(cudaGraphLaunch(ex, b->st));
+    CU(cudaStreamSynchronize(b->st));
+    return 0;
+}
+
+static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    if (b->broken)
+        return q35_err(err, errsz, Q35_EDEVICE, "cuda: device failed earlier (%s); restart the stage",
+                       b->broken_msg);
+    CU(cudaSetDevice(b->dev));
+    const int B = b->B, E = c->n_embd, V = c->n_vocab;
+    const bool all = bt->all_logits != 0;
+    const int cap = all ? b->LB : B;          /* rows per pass */
+    /* Defensive bounds (the engine validated; these keep the device safe). */
+    for (int s = 0; s < bt->n_seq; s++)
+        if (bt->slot[s] < 0 || bt->slot[s] >= b->max_seqs || bt->pos[s] < 0 || bt->n_tok[s] < 0 ||
+            bt->pos[s] + bt->n_tok[s] > b->max_ctx)
+            return q35_err(err, errsz, Q35_EINVAL, "cuda: sequence %d: slot %d / pos %d / n_tok %d out of range",
+                           s, bt->slot[s], bt->pos[s], bt->n_tok[s]);
+    long total = 0;
+    for (int q = 0; q < bt->n_seq; q++) total += bt->n_tok[q];
+    if (total != bt->n_total)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: n_total %d != sum of n_tok %ld", bt->n_total, total);
+    int s = 0, done_in_s = 0, row_g = 0;      /* cursor: sequence, rows of it done, global row */
+    int next_out_seq = 0;                     /* non-all mode: next sequence whose logits come out */
+    while (row_g < bt->n_total) {
+        int *hm = b->h_meta;
+        pass p = { 0, 0, 0, !b->has_embd };
+        const int row0_g = row_g;
+        while (s < bt->n_seq && p.n < cap) {
+            const int left = bt->n_tok[s] - done_in_s;
+            if (left == 0) { s++; done_in_s = 0; continue; }
+            const int take = left < cap - p.n ? left : cap - p.n;
+            hm[M_PC_SLOT * B + p.np] = bt->slot[s];
+            hm[M_PC_POS * B + p.np] = bt->pos[s] + done_in_s;
+            hm[M_PC_N * B + p.np] = take;
+            hm[M_PC_ROW0 * B + p.np] = p.n;
+            p.np++;
+            for (int t = 0; t < take; t++) {
+                hm[M_ROW_SLOT * B + p.n + t] = bt->slot[s];
+                hm[M_ROW_POS * B + p.n + t] = bt->pos[s] + done_in_s + t;
+                if (b->has_embd) {
+                    const int32_t tok = bt->tokens[row_g + t];
+                    if (tok < 0 || (uint32_t)tok >= c->n_vocab)
+                        return q35_err(err, errsz, Q35_EINVAL, "cuda: row %d: token %d out of range",
+                                       row_g + t, tok);
+                    hm[M_TOK * B + p.n + t] = tok;
+                }
+                if (all) hm[M_OUT * B + p.nout++] = p.n + t;
+            }
+            if (!b->has_embd)
+                memcpy(b->h_x + (size_t)p.n * E, bt->x_in + (size_t)row_g * E, (size_t)take * E * sizeof(float));
+            p.n += take; row_g += take; done_in_s += take;
+            if (done_in_s == bt->n_tok[s]) {
+                if (!all && bt->n_tok[s] > 0) hm[M_OUT * B + p.nout++] = p.n - 1;
+                s++; done_in_s = 0;
+            }
+            if (!all && p.nout == b->LB) break;
+        }
+        int rc = run_pass(b, &p, err, errsz);
+        if (rc) {       /* kernels may have run part-way: state is torn */
+            b->broken = 1;
+            snprintf(b->broken_msg, sizeof b->broken_msg, "%s", err ? err : "device error");
+            return rc;
+        }
+        if (b->has_head) {
+            if (all) {
+                memcpy(bt->logits + (size_t)row0_g * V, b->h_out, (size_t)p.nout * V * sizeof(float));
+            } else {
+                /* logits rows: the sequences (with tokens) that ended in this pass, in order */
+                for (int k = 0; k < p.nout; k++) {
+                    while (bt->n_tok[next_out_seq] == 0) next_out_seq++;
+                    memcpy(bt->logits + (size_t)next_out_seq * V, b->h_out + (size_t)k * V,
+                           (size_t)V * sizeof(float));
+                    next_out_seq++;
+                }
+            }
+        } else if (bt->x_out) {
+            memcpy(bt->x_out + (size_t)row0_g * E, b->h_out, (size_t)p.n * E * sizeof(float));
+        }
+    }
+    return 0;
+}
+
+extern "C" const q35_backend_ops q35_backend_cuda = {
+    "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_forward, cuda_slot_reset,
+};

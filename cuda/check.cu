@@ -1,0 +1,145 @@
+/* check.cu — the kernel-level entry points of cuda.h: device discovery,
+ * decoder / matmul / top-k checks against host data, and the bandwidth
+ * probe. Test and benchmark paths only: they allocate per call (the
+ * backend never does). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cu_quant.cuh"
+#include "cu_kernels.cuh"
+
+extern "C" {
+#include "cuda.h"
+}
+
+/* Device buffers freed on every path out. */
+struct dbufs {
+    void *p[8]; int n;
+    ~dbufs() { for (int i = 0; i < n; i++) cudaFree(p[i]); }
+    cudaError_t get(void **out, size_t bytes) {
+        cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+        if (e == cudaSuccess) p[n++] = *out;
+        return e;
+    }
+};
+
+extern "C" int q35_cuda_device_count(char *err, size_t errsz)
+{
+    int n = 0;
+    CU(cudaGetDeviceCount(&n));
+    return n;
+}
+
+extern "C" int q35_cuda_device_name(int device, char *buf, size_t n, char *err, size_t errsz)
+{
+    cudaDeviceProp p;
+    CU(cudaGetDeviceProperties(&p, device));
+    snprintf(buf, n, "%s (sm_%d%d, %.1f GiB, %d SMs)", p.name, p.major, p.minor,
+             (double)p.totalGlobalMem / (1 << 30), p.multiProcessorCount);
+    return 0;
+}
+
+extern "C" int q35_cuda_dequant(int device, int type, const void *blocks, int64_t nrows, int64_t ncols,
+                                float *out, char *err, size_t errsz)
+{
+    const uint64_t rb = quant_row_bytes(type, ncols);
+    if (!rb || !cu_type_ok(type) || nrows <= 0)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda dequant: type %d / %lld cols not decodable",
+                       type, (long long)ncols);
+    CU(cudaSetDevice(device));
+    dbufs d = {};
+    uint8_t *W; float *o; int32_t *rows;
+    CU(d.get((void **)&W, rb * nrows));
+    CU(d.get((void **)&o, sizeof(float) * ncols * nrows));
+    CU(d.get((void **)&rows, sizeof(int32_t) * nrows));
+    int32_t *hr = (int32_t *)malloc(sizeof(int32_t) * nrows);
+    if (!hr) return q35_err(err, errsz, Q35_ENOMEM, "cuda dequant: out of memory");
+    for (int64_t i = 0; i < nrows; i++) hr[i] = (int32_t)i;
+    cudaError_t e = cudaMemcpy(rows, hr, sizeof(int32_t) * nrows, cudaMemcpyHostToDevice);
+    free(hr);
+    CU(e);
+    CU(cudaMemcpy(W, blocks, rb * nrows, cudaMemcpyHostToDevice));
+    int rc = cu_dequant_rows(type, W, rb, (int)ncols, (int)nrows, rows, (int)nrows, o, (int)ncols,
+                             0, err, errsz);
+    if (rc) return rc;
+    CU(cudaMemcpy(out, o, sizeof(float) * ncols * nrows, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+extern "C" int q35_cuda_matmul(int device, int type, const void *W, size_t row_bytes, int64_t ncols,
+                               int64_t nrows, const float *X, int nx, float *Y, char *err, size_t errsz)
+{
+    CU(cudaSetDevice(device));
+    dbufs d = {};
+    uint8_t *w; float *x, *y;
+    CU(d.get((void **)&w, row_bytes * nrows));
+    CU(d.get((void **)&x, sizeof(float) * ncols * nx));
+    CU(d.get((void **)&y, sizeof(float) * nrows * nx));
+    CU(cudaMemcpy(w, W, row_bytes * nrows, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(x, X, sizeof(float) * ncols * nx, cudaMemcpyHostToDevice));
+    cu_mm a;
+    memset(&a, 0, sizeof a);
+    a.W = w; a.type = type; a.row_bytes = row_bytes; a.ncols = (int)ncols; a.nrows = (int)nrows;
+    a.X = x; a.ldx = (int)ncols; a.Y = y; a.ldy = (int)nrows; a.n = nx;
+    int rc = cu_matmul(&a, 0, err, errsz);
+    if (rc) return rc;
+    CU(cudaMemcpy(Y, y, sizeof(float) * nrows * nx, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+extern "C" int q35_cuda_topk(int device, const float *logits, int rows, int n, int k,
+                             int32_t *ids, float *vals, char *err, size_t errsz)
+{
+    CU(cudaSetDevice(device));
+    dbufs d = {};
+    float *l, *v; int *id;
+    CU(d.get((void **)&l, sizeof(float) * n * rows));
+    CU(d.get((void **)&v, sizeof(float) * k * rows));
+    CU(d.get((void **)&id, sizeof(int) * k * rows));
+    CU(cudaMemcpy(l, logits, sizeof(float) * n * rows, cudaMemcpyHostToDevice));
+    int rc = cu_topk(l, n, n, rows, k, id, v, 0, err, errsz);
+    if (rc) return rc;
+    CU(cudaMemcpy(ids, id, sizeof(int) * k * rows, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(vals, v, sizeof(float) * k * rows, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+extern "C" int q35_cuda_membw(int device, size_t bytes, double *bps, double *copy_bps,
+                              char *err, size_t errsz)
+{
+    CU(cudaSetDevice(device));
+    dbufs d = {};
+    float *src, *dst, *sink;
+    bytes &= ~(size_t)255;
+    CU(d.get((void **)&src, bytes));
+    CU(d.get((void **)&dst, bytes));
+    CU(d.get((void **)&sink, 1024 * sizeof(float)));
+    CU(cudaMemset(src, 0, bytes));
+    CU(cudaMemset(sink, 0, 1024 * sizeof(float)));
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    float best_r = 1e30f, best_c = 1e30f;
+    int rc = 0;
+    for (int rep = 0; rep < 6 && !rc; rep++) {
+        cudaEventRecord(e0, 0);
+        rc = cu_read_probe(src, bytes / sizeof(float), sink, 0, err, errsz);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms = 0; cudaEventElapsedTime(&ms, e0, e1);
+        if (rep && ms < best_r) best_r = ms;          /* rep 0 warms up */
+        cudaEventRecord(e0, 0);
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (rep && ms < best_c) best_c = ms;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (rc) return rc;
+    CU(cudaGetLastError());
+    *bps = (double)bytes / (best_r * 1e-3);
+    if (copy_bps) *copy_bps = 2.0 * (double)bytes / (best_c * 1e-3);
+    return 0;
+}

@@ -1,0 +1,177 @@
+/* cu_quant.cuh — the block-decoder table: one decoder per ggml type, all
+ * with the same shape, so every weight kernel is ONE template over it.
+ *
+ * A decoder turns "chunk c of a block" (8 consecutive elements) into 8
+ * floats. 8 is the largest run that shares one scale in every supported
+ * type (Q3_K/Q6_K scales cover 16 elements, Q4_K/Q5_K 32, Q8_0 32), so a
+ * chunk needs one scale lookup and its quant bytes are contiguous. A warp
+ * takes 32 consecutive chunks: for the 256-element K-quants that is one
+ * whole super-block per step (144-210 contiguous bytes: coalesced), for
+ * Q8_0 eight blocks, for F16 512 contiguous bytes.
+ *
+ * Values are bit-identical to the CPU dequantizer (model/quant.c follows
+ * ggml): products are spelled with __fmul_rn/__fsub_rn so the compiler
+ * cannot contract them into an FMA that rounds differently.
+ *
+ * Loads are byte/halfword loads: Q8_0 (34 B), Q3_K (110 B) and Q6_K
+ * (210 B) blocks are only 2-byte aligned inside a row, and the weights are
+ * used exactly as the GGUF stores them (no repack), which keeps the
+ * upload a plain copy. Hardware assumption: L1/L2 merge the narrow loads
+ * of a warp into full sectors, so DRAM traffic stays one pass over the
+ * weights.
+ */
+#ifndef Q35_CU_QUANT_CUH
+#define Q35_CU_QUANT_CUH
+
+#include <cuda_fp16.h>
+#include "cu_common.cuh"
+
+/* X(type id, short name): every type the CUDA kernels decode. Adding a
+ * type = a Dec<> specialisation + one line here. */
+#define Q35_CUDA_TYPES(X)      \
+    X(GGML_TYPE_F32,  f32)     \
+    X(GGML_TYPE_F16,  f16)     \
+    X(GGML_TYPE_BF16, bf16)    \
+    X(GGML_TYPE_Q8_0, q8_0)    \
+    X(GGML_TYPE_Q3_K, q3_K)    \
+    X(GGML_TYPE_Q4_K, q4_K)    \
+    X(GGML_TYPE_Q5_K, q5_K)    \
+    X(GGML_TYPE_Q6_K, q6_K)
+
+__device__ __forceinline__ float ld_f16(const uint8_t *p)
+{
+    unsigned short u = *(const unsigned short *)p;   /* 2-byte aligned in every layout */
+    return __half2float(__ushort_as_half(u));
+}
+
+/* Q4_K/Q5_K 6-bit scale and min of sub-block j (ggml get_scale_min_k4). */
+__device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
+    else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m  = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Dec<T>: QK elements per block, BYTES per block, dec8(block, chunk, y). */
+template <int T> struct Dec;
+
+/* Plain floats: a "block" of 8 elements, one chunk. */
+template <> struct Dec<GGML_TYPE_F32> {
+    enum { QK = 8, BYTES = 32 };
+    __device__ static void dec8(const uint8_t *b, int, float y[8]) {
+        const float4 *p = (const float4 *)b;      /* rows of F32 are 16-byte aligned: checked at upload */
+        float4 a = p[0], c = p[1];
+        y[0] = a.x; y[1] = a.y; y[2] = a.z; y[3] = a.w;
+        y[4] = c.x; y[5] = c.y; y[6] = c.z; y[7] = c.w;
+    }
+};
+template <> struct Dec<GGML_TYPE_F16> {
+    enum { QK = 8, BYTES = 16 };
+    __device__ static void dec8(const uint8_t *b, int, float y[8]) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) y[i] = ld_f16(b + 2 * i);
+    }
+};
+template <> struct Dec<GGML_TYPE_BF16> {
+    enum { QK = 8, BYTES = 16 };
+    __device__ static void dec8(const uint8_t *b, int, float y[8]) {
+        const unsigned short *h = (const unsigned short *)b;
+#pragma unroll
+        for (int i = 0; i < 8; i++) y[i] = __uint_as_float((unsigned)h[i] << 16);
+    }
+};
+/* { f16 d; int8 qs[32]; } : y = q * d */
+template <> struct Dec<GGML_TYPE_Q8_0> {
+    enum { QK = 32, BYTES = 34 };
+    __device__ static void dec8(const uint8_t *b, int c, float y[8]) {
+        const float d = ld_f16(b);
+        const int8_t *q = (const int8_t *)(b + 2 + 8 * c);
+#pragma unroll
+        for (int i = 0; i < 8; i++) y[i] = __fmul_rn((float)q[i], d);
+    }
+};
+/* { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; } (ggml block_q3_K) */
+template <> struct Dec<GGML_TYPE_Q3_K> {
+    enum { QK = 256, BYTES = 110 };
+    __device__ static void dec8(const uint8_t *b, int c, float y[8]) {
+        const int e = 8 * c, half = e >> 7, j = (e & 127) >> 5, l = e & 31;
+        const int is = half * 8 + j * 2 + (l >> 4);
+        const uint8_t *sc = b + 96;
+        const int lo = (sc[is & 7] >> (4 * (is >> 3))) & 0xF;
+        const int hi = (sc[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
+        const float dl = __fmul_rn(ld_f16(b + 108), (float)((lo | (hi << 4)) - 32));
+        const uint8_t *q = b + 32 + half * 32 + l, *hm = b + l;
+        const int shift = 2 * j, m = 1 << (half * 4 + j);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int v = ((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4);
+            y[i] = __fmul_rn(dl, (float)v);
+        }
+    }
+};
+/* { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; } */
+template <> struct Dec<GGML_TYPE_Q4_K> {
+    enum { QK = 256, BYTES = 144 };
+    __device__ static void dec8(const uint8_t *b, int c, float y[8]) {
+        const int e = 8 * c, j64 = e >> 6, r = e & 63;
+        int sc, m;
+        k4_scale_min(2 * j64 + (r >> 5), b + 4, &sc, &m);
+        const float d1 = __fmul_rn(ld_f16(b), (float)sc);
+        const float m1 = __fmul_rn(ld_f16(b + 2), (float)m);
+        const uint8_t *q = b + 16 + 32 * j64 + (r & 31);
+        const int sh = (r >> 5) * 4;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            y[i] = __fsub_rn(__fmul_rn(d1, (float)((q[i] >> sh) & 0xF)), m1);
+    }
+};
+/* { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; } */
+template <> struct Dec<GGML_TYPE_Q5_K> {
+    enum { QK = 256, BYTES = 176 };
+    __device__ static void dec8(const uint8_t *b, int c, float y[8]) {
+        const int e = 8 * c, j64 = e >> 6, r = e & 63, sub = 2 * j64 + (r >> 5);
+        int sc, m;
+        k4_scale_min(sub, b + 4, &sc, &m);
+        const float d1 = __fmul_rn(ld_f16(b), (float)sc);
+        const float m1 = __fmul_rn(ld_f16(b + 2), (float)m);
+        const uint8_t *qh = b + 16 + (r & 31), *q = b + 48 + 32 * j64 + (r & 31);
+        const int sh = (r >> 5) * 4, hb = 1 << sub;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int v = ((q[i] >> sh) & 0xF) + ((qh[i] & hb) ? 16 : 0);
+            y[i] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
+        }
+    }
+};
+/* { u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d; } */
+template <> struct Dec<GGML_TYPE_Q6_K> {
+    enum { QK = 256, BYTES = 210 };
+    __device__ static void dec8(const uint8_t *b, int c, float y[8]) {
+        const int e = 8 * c, n = e >> 7, r = e & 127, qd = r >> 5, l = r & 31;
+        const int is = (l >> 4) + 2 * qd;
+        const float d = ld_f16(b + 208);
+        const float ds = __fmul_rn(d, (float)((const int8_t *)(b + 192))[8 * n + is]);
+        const uint8_t *ql = b + 64 * n + l + (qd & 1) * 32, *qh = b + 128 + 32 * n + l;
+        const int lsh = (qd >> 1) * 4, hsh = 2 * qd;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int v = (((ql[i] >> lsh) & 0xF) | (((qh[i] >> hsh) & 3) << 4)) - 32;
+            y[i] = __fmul_rn(ds, (float)v);
+        }
+    }
+};
+
+/* Host side: is this type decodable by the CUDA kernels? */
+static inline bool cu_type_ok(int type)
+{
+    switch (type) {
+#define X(T, name) case T: return true;
+    Q35_CUDA_TYPES(X)
+#undef X
+    default: return false;
+    }
+}
+
+#endif

@@ -1,0 +1,86 @@
+/* sampler.h — next-token choice from a row of logits.
+ *
+ * Order (the GGUF ecosystem's default chain): logit bias, penalties over the
+ * last `penalty_window` tokens (repetition: positive logits divided, negative
+ * multiplied; presence: minus once; frequency: minus per occurrence), then
+ * greedy (temp <= 0: argmax, lowest id on ties) or: top-k, top-p, min-p (on
+ * temperature-1 probabilities), temperature, and a draw.
+ *
+ * Candidates are ordered by (logit desc, id asc); no step sorts the whole
+ * vocabulary: top-k and top-p use selection, min-p a threshold.
+ *
+ * Reproducible: the draw for position `pos` is u = hash(seed, pos) in [0,1)
+ * (a counter-based generator), so the same seed, logits and history give the
+ * same token whether a sequence is generated in one go or replayed from any
+ * position.
+ */
+#ifndef Q35_SAMPLER_H
+#define Q35_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SMP_MAX_TOP_N 64
+
+typedef struct smp_bias { int32_t id; float bias; } smp_bias;   /* bias -INFINITY bans */
+
+typedef struct smp_params {
+    float temp;               /* <= 0: greedy. default 0.8 */
+    int32_t top_k;            /* 0: off. default 40 */
+    float top_p;              /* 1: off. default 0.95 */
+    float min_p;              /* 0: off. default 0.05 */
+    float repeat_penalty;     /* 1: off. default 1 */
+    float presence_penalty;   /* 0: off */
+    float frequency_penalty;  /* 0: off */
+    int32_t penalty_window;   /* last N tokens of the history; default 64 */
+    uint64_t seed;
+    int32_t n_top;            /* report the n most likely alternatives (0..SMP_MAX_TOP_N) */
+    bool logprobs;            /* report the chosen token's logprob */
+    const smp_bias *bias; int32_t n_bias;   /* borrowed for the sampler's life */
+} smp_params;
+
+/* Defaults as documented above (seed 0). */
+smp_params smp_defaults(void);
+
+/* Logprobs are over the distribution after bias and penalties, before
+ * temperature and truncation (the model's view). */
+typedef struct smp_result {
+    int32_t id;
+    float logprob;                       /* if params.logprobs or n_top */
+    int32_t n_top;
+    int32_t top_id[SMP_MAX_TOP_N];       /* most likely first */
+    float top_logprob[SMP_MAX_TOP_N];
+} smp_result;
+
+typedef struct smp smp;
+
+/* Validates params against the vocabulary size (a clear error naming the
+ * field and value: "sampler: top_p = 1.5 (expected 0 < top_p <= 1)") and
+ * allocates scratch for n_vocab candidates. */
+smp *smp_new(const smp_params *p, int32_t n_vocab, char *err, size_t errsz);
+void smp_destroy(smp **s);
+int smp_check(const smp_params *p, int32_t n_vocab, char *err, size_t errsz);
+
+/* Samples position `pos` from logits[0..n_vocab) given the tokens before it
+ * (hist[0..n_hist), oldest first; only the last penalty_window count).
+ * logits is modified in place (bias and penalties). Q35_EINVAL if a logit
+ * is NaN or +inf, a history id is out of range, or every token is banned.
+ * One smp per thread (it owns scratch). */
+int smp_sample(smp *s, float *logits, const int32_t *hist, size_t n_hist, int64_t pos,
+               smp_result *out, char *err, size_t errsz);
+
+/* The candidate set smp_sample would draw from (after bias, penalties,
+ * top-k, top-p, min-p; one id when greedy), ids ascending into
+ * ids[0..*n) (room for n_vocab). For tests and diagnostics. */
+int smp_candidates(smp *s, float *logits, const int32_t *hist, size_t n_hist,
+                   int32_t *ids, size_t *n, char *err, size_t errsz);
+
+/* sum of exp((l[i] - mx) * scale) over l[0..n) (finite or -inf, <= mx),
+ * vectorized: the normalizer of a softmax. */
+double smp_expsum(const float *l, size_t n, float mx, float scale);
+
+/* The uniform draw in [0, 1) for (seed, pos). */
+double smp_uniform(uint64_t seed, int64_t pos);
+
+#endif

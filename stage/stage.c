@@ -1,0 +1,699 @@
+/* stage.c — request validation and the forward pass of one stage.
+ *
+ * Nothing from the wire is trusted: sizes come from the local model
+ * (n_embd, n_vocab, slot pool), every field is checked before the engine
+ * runs, and a bad request changes no state. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "gguf.h"
+#include "stage.h"
+#include "stage_sample.h"
+#include "wire.h"
+
+struct stage {
+    q35_engine *eng;
+    const q35_config *cfg;
+    int lb, le, max_seqs, max_ctx, max_batch, max_logit_rows;
+    bool first, last;
+    Q35__ModelIdentity id;
+    char file_name[256];
+    uint64_t instance;
+    size_t req_max;             /* ZMQ_MAXMSGSIZE of requests */
+    void *zctx, *sock, *mon;        /* ROUTER and its monitor */
+    int n_peers;                    /* connections accepted minus lost */
+    float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
+    stage_sampler *smp;
+    /* stats */
+    double t_start, busy_s, idle_s;
+    uint64_t n_forward, n_tokens, n_errors, dropped;
+    char desc[512];
+};
+
+/* ---- model identity --------------------------------------------------- */
+
+static int load_identity(stage *s, const char *path, char *err, size_t errsz)
+{
+    gguf_file *f = gguf_open(path, err, errsz);
+    if (!f)
+        return Q35_EINVAL;
+    const char *base = strrchr(path, '/');
+    snprintf(s->file_name, sizeof s->file_name, "%s", base ? base + 1 : path);
+    q35__model_identity__init(&s->id);
+    s->id.file_name = s->file_name;
+    s->id.file_size = gguf_size(f);
+    s->id.header_hash = q35_wire_fnv1a(Q35_FNV_INIT, gguf_base(f), gguf_data_offset(f));
+    s->id.n_layer = s->cfg->n_layer;
+    s->id.n_embd = s->cfg->n_embd;
+    s->id.n_vocab = s->cfg->n_vocab;
+    gguf_close(&f);
+    return 0;
+}
+
+stage *stage_new(const stage_opts *o, char *err, size_t errsz)
+{
+    stage *s = calloc(1, sizeof *s);
+    if (!s) {
+        q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        return NULL;
+    }
+    q35_engine_opts eo = {
+        .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
+        .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
+        .backend = o->backend, .device = o->device,
+    };
+    s->eng = q35_engine_open(&eo, err, errsz);
+    if (!s->eng)
+        goto fail;
+    s->cfg = q35_engine_config(s->eng);
+    s->lb = q35_engine_layer_begin(s->eng);
+    s->le = q35_engine_layer_end(s->eng);
+    s->first = q35_engine_has_embd(s->eng);
+    s->last = q35_engine_has_head(s->eng);
+    s->max_seqs = o->max_seqs;
+    s->max_ctx = o->max_ctx;
+    s->max_batch = o->max_batch > 0 ? o->max_batch : 256;
+    /* full-logits rows per batch: what fits 64 MiB, at least one per slot */
+    uint64_t rows = (64u << 20) / ((uint64_t)s->cfg->n_vocab * 4);
+    if (rows < (uint64_t)s->max_seqs)
+        rows = (uint64_t)s->max_seqs;
+    if (rows > (uint64_t)s->max_batch)
+        rows = (uint64_t)s->max_batch;
+    s->max_logit_rows = (int)rows;
+    if (load_identity(s, o->model_path, err, errsz))
+        goto fail;
+    size_t hid = (size_t)s->max_batch * s->cfg->n_embd;
+    s->x_in = malloc(hid * sizeof(float));
+    s->x_out = malloc(hid * sizeof(float));
+    s->logits = s->last ? malloc((size_t)s->max_logit_rows * s->cfg->n_vocab * sizeof(float)) : NULL;
+    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs) : NULL;
+    if (!s->x_in || !s->x_out || (s->last && (!s->logits || !s->smp))) {
+        q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d batch rows", s->max_batch);
+        goto fail;
+    }
+    uint64_t inst = 0;
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (!ur || fread(&inst, sizeof inst, 1, ur) != 1)
+        inst = ((uint64_t)getpid() << 32) ^ (uint64_t)(q35_now() * 1e9);
+    if (ur)
+        fclose(ur);
+    s->instance = inst;
+    s->req_max = q35_wire_stage_req_max(s->cfg->n_embd, s->max_batch, s->max_seqs);
+    if (o->max_msg && o->max_msg < s->req_max)
+        s->req_max = o->max_msg;
+    s->t_start = q35_now();
+    snprintf(s->desc, sizeof s->desc, "layers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d",
+             s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
+             q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch);
+    return s;
+fail:
+    stage_destroy(&s);
+    return NULL;
+}
+
+void stage_destroy(stage **ps)
+{
+    stage *s = *ps;
+    if (!s)
+        return;
+    if (s->sock) {
+        zmq_socket_monitor(s->sock, NULL, 0);
+        zmq_close(s->sock);
+    }
+    if (s->mon)
+        zmq_close(s->mon);
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    q35_engine_close(&s->eng);
+    stage_sampler_destroy(&s->smp);
+    free(s->x_in);
+    free(s->x_out);
+    free(s->logits);
+    free(s);
+    *ps = NULL;
+}
+
+const char *stage_describe(const stage *s) { return s->desc; }
+const q35_engine *stage_engine(const stage *s) { return s->eng; }
+
+/* ---- replies ------------------------------------------------------------- */
+
+typedef struct reply {
+    Q35__StageReply r;
+    Q35__Error e;
+    char msg[Q35_ERRSZ], field[96];
+} reply;
+
+static int fail(reply *rp, Q35__Code code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(reply *rp, Q35__Code code, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rp->msg, sizeof rp->msg, fmt, ap);
+    va_end(ap);
+    snprintf(rp->field, sizeof rp->field, "%s", field);
+    q35__error__init(&rp->e);
+    rp->e.code = code;
+    rp->e.message = rp->msg;
+    rp->e.field = rp->field;
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_ERROR;
+    rp->r.error = &rp->e;
+    return -1;
+}
+
+static int pack(const Q35__StageReply *r, uint8_t **out, size_t *out_len)
+{
+    size_t n = q35__stage_reply__get_packed_size(r);
+    *out = malloc(n ? n : 1);
+    if (!*out)
+        return -1;
+    *out_len = q35__stage_reply__pack(r, *out);
+    return 0;
+}
+
+/* ---- handlers ------------------------------------------------------------ */
+
+static int on_hello(stage *s, const Q35__Hello *h, reply *rp, Q35__Handshake *hs)
+{
+    static const Q35__DType dtypes[] = { Q35__DTYPE__DTYPE_F32, Q35__DTYPE__DTYPE_BF16,
+                                         Q35__DTYPE__DTYPE_F16 };
+    if (h->protocol_version != Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT)
+        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version",
+                    "hello.protocol_version: %u, this stage speaks %d", h->protocol_version,
+                    Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT);
+    if (!q35_wire_enum_ok(&q35__dtype__descriptor, h->hidden_dtype))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "hello.hidden_dtype",
+                    "hello.hidden_dtype: unknown value %d", h->hidden_dtype);
+    q35__handshake__init(hs);
+    hs->protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
+    hs->model = &s->id;
+    hs->layer_begin = s->lb;
+    hs->layer_end = s->le;
+    hs->has_embd = s->first;
+    hs->has_head = s->last;
+    hs->backend = (char *)q35_engine_backend(s->eng);
+    hs->max_seqs = s->max_seqs;
+    hs->max_ctx = s->max_ctx;
+    hs->max_batch_tokens = s->max_batch;
+    hs->max_logit_rows = s->last ? s->max_logit_rows : 0;
+    hs->n_dtypes = 3;
+    hs->dtypes = (Q35__DType *)dtypes;
+    hs->instance = s->instance;
+    hs->pid = (uint32_t)getpid();
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_HANDSHAKE;
+    rp->r.handshake = hs;
+    return 0;
+}
+
+static int slots_in_use(const stage *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->max_seqs; i++)
+        n += q35_engine_slot_len(s->eng, i) > 0;
+    return n;
+}
+
+static int on_free(stage *s, const Q35__FreeSlots *f, reply *rp, Q35__Freed *fr)
+{
+    char field[64], err[Q35_ERRSZ];
+    if (f->n_slots > (size_t)s->max_seqs)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "free.slots",
+                    "free.slots: %zu slots, this stage has %d", f->n_slots, s->max_seqs);
+    for (size_t i = 0; i < f->n_slots; i++)
+        if (f->slots[i] >= (uint32_t)s->max_seqs) {
+            snprintf(field, sizeof field, "free.slots[%zu]", i);
+            return fail(rp, Q35__CODE__NOT_FOUND, field, "%s: unknown slot %u (0..%d)", field,
+                        f->slots[i], s->max_seqs - 1);
+        }
+    q35__freed__init(fr);
+    int n = f->all ? s->max_seqs : (int)f->n_slots;
+    for (int i = 0; i < n; i++) {
+        int slot = f->all ? i : (int)f->slots[i];
+        int rc = q35_engine_slot_reset(s->eng, slot, err, sizeof err);
+        if (rc)
+            return fail(rp, q35_wire_code(rc), "free.slots", "free: slot %d: %s", slot, err);
+        fr->n_freed++;
+    }
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_FREED;
+    rp->r.freed = fr;
+    return 0;
+}
+
+static void on_stats(stage *s, reply *rp, Q35__StageStats *st)
+{
+    q35__stage_stats__init(st);
+    st->uptime_s = q35_now() - s->t_start;
+    st->busy_s = s->busy_s;
+    st->idle_s = s->idle_s;
+    st->n_forward = s->n_forward;
+    st->n_tokens = s->n_tokens;
+    st->slots_in_use = slots_in_use(s);
+    st->n_errors = s->n_errors;
+    st->dropped = s->dropped;
+    st->layer_begin = s->lb;
+    st->layer_end = s->le;
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_STATS;
+    rp->r.stats = st;
+}
+
+static bool finite_in(float v, float lo, float hi) { return isfinite(v) && v >= lo && v <= hi; }
+
+/* Checks everything the last stage reads of one sequence. */
+static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *rp)
+{
+    char f[96];
+#define FIELD(name) (snprintf(f, sizeof f, "forward.seqs[%zu]." name, i), f)
+    if (!s->last) {
+        if (c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE || c->n_logprobs)
+            return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sample"),
+                        "%s: sampling or logits asked of a stage without the head (layers %d:%d)",
+                        f, s->lb, s->le);
+        return 0;
+    }
+    if (!q35_wire_enum_ok(&q35__logits_mode__descriptor, c->logits))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("logits"), "%s: unknown value %d", f,
+                    c->logits);
+    if (c->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("n_logprobs"), "%s: %u, at most %d", f,
+                    c->n_logprobs, Q35_WIRE_MAX_LOGPROBS);
+    if (c->n_history > (size_t)s->max_ctx)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("history"), "%s: %zu tokens, at most %d",
+                    f, c->n_history, s->max_ctx);
+    for (size_t k = 0; k < c->n_history; k++)
+        if (c->history[k] < 0 || (uint32_t)c->history[k] >= s->cfg->n_vocab) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].history[%zu]", i, k);
+            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: token %d not in [0, %u)", f,
+                        c->history[k], s->cfg->n_vocab);
+        }
+    const Q35__Sampling *sp = c->sampling;
+    if (!sp)
+        return 0;
+    if (!finite_in(sp->temperature, 0, 100))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.temperature"),
+                    "%s: %g, expected 0 (greedy) .. 100", f, sp->temperature);
+    if (sp->top_k < 0)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.top_k"),
+                    "%s: %d, expected >= 0", f, sp->top_k);
+    if (!finite_in(sp->top_p, 0, 1))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.top_p"),
+                    "%s: %g, expected 0 .. 1", f, sp->top_p);
+    if (!finite_in(sp->min_p, 0, 1))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.min_p"),
+                    "%s: %g, expected 0 .. 1", f, sp->min_p);
+    if (!finite_in(sp->repeat_penalty, 0, 100))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_penalty"),
+                    "%s: %g, expected 0 .. 100", f, sp->repeat_penalty);
+    if (sp->repeat_last_n < 0 || sp->repeat_last_n > s->max_ctx)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_last_n"),
+                    "%s: %d, expected 0 .. %d", f, sp->repeat_last_n, s->max_ctx);
+    smp_params p = stage_sample_params(c);
+    char err[Q35_ERRSZ];
+    if (smp_check(&p, (int32_t)s->cfg->n_vocab, err, sizeof err))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling"), "%s: %s", f, err);
+    return 0;
+#undef FIELD
+}
+
+/* Validates a forward batch against the model and slot states. Fills the
+ * engine arrays; *n_total rows, *logit_rows full-logits rows wanted. */
+static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *slot, int *pos,
+                         int *ntok, int *n_total, int *logit_rows, bool *all_logits)
+{
+    char f[96];
+    if (fb->n_seqs == 0)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.seqs", "forward.seqs: empty batch");
+    if (fb->n_seqs > (size_t)s->max_seqs)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
+                    "forward.seqs: %zu sequences, this stage has %d slots", fb->n_seqs, s->max_seqs);
+    if (!q35_wire_enum_ok(&q35__dtype__descriptor, fb->dtype))
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.dtype",
+                    "forward.dtype: unknown value %d", fb->dtype);
+    uint64_t total = 0;
+    int lrows = 0;
+    *all_logits = false;
+    for (size_t i = 0; i < fb->n_seqs; i++) {
+        const Q35__SeqChunk *c = fb->seqs[i];
+        if (c->slot >= (uint32_t)s->max_seqs) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].slot", i);
+            return fail(rp, Q35__CODE__NOT_FOUND, f, "%s: unknown slot %u (0..%d)", f, c->slot,
+                        s->max_seqs - 1);
+        }
+        for (size_t j = 0; j < i; j++)
+            if (fb->seqs[j]->slot == c->slot) {
+                snprintf(f, sizeof f, "forward.seqs[%zu].slot", i);
+                return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: slot %u already in seqs[%zu]",
+                            f, c->slot, j);
+            }
+        if (c->n_tokens == 0) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
+            return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: 0", f);
+        }
+        total += c->n_tokens;
+        if (total > (uint64_t)s->max_batch) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
+            return fail(rp, Q35__CODE__OUT_OF_RANGE, f,
+                        "%s: batch reaches %llu rows, this stage takes at most %d", f,
+                        (unsigned long long)total, s->max_batch);
+        }
+        int len = q35_engine_slot_len(s->eng, c->slot);
+        if (c->pos != (uint32_t)len) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].pos", i);
+            return fail(rp, Q35__CODE__FAILED_PRECONDITION, f,
+                        "%s: %u does not continue slot %u, which holds %d positions", f, c->pos,
+                        c->slot, len);
+        }
+        if ((uint64_t)c->pos + c->n_tokens > (uint64_t)s->max_ctx) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
+            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: positions %u..%llu past max ctx %d",
+                        f, c->pos, (unsigned long long)c->pos + c->n_tokens - 1, s->max_ctx);
+        }
+        if (s->first) {
+            if (c->n_token_ids != c->n_tokens) {
+                snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
+                return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: %zu ids for n_tokens %u", f,
+                            c->n_token_ids, c->n_tokens);
+            }
+            for (size_t k = 0; k < c->n_token_ids; k++)
+                if (c->token_ids[k] < 0 || (uint32_t)c->token_ids[k] >= s->cfg->n_vocab) {
+                    snprintf(f, sizeof f, "forward.seqs[%zu].token_ids[%zu]", i, k);
+                    return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: token %d not in [0, %u)", f,
+                                c->token_ids[k], s->cfg->n_vocab);
+                }
+        } else if (c->n_token_ids) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
+            return fail(rp, Q35__CODE__INVALID_ARGUMENT, f,
+                        "%s: token ids sent to a stage without embeddings (layers %d:%d)", f,
+                        s->lb, s->le);
+        }
+        if (check_last_fields(s, c, i, rp))
+            return -1;
+        if (c->logits == Q35__LOGITS_MODE__LOGITS_ALL) {
+            *all_logits = true;
+            lrows += c->n_tokens;
+        } else if (c->logits == Q35__LOGITS_MODE__LOGITS_LAST) {
+            lrows += 1;
+        }
+        if (lrows > s->max_logit_rows) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].logits", i);
+            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: %d full-logit rows, at most %d", f,
+                        lrows, s->max_logit_rows);
+        }
+        slot[i] = c->slot;
+        pos[i] = c->pos;
+        ntok[i] = c->n_tokens;
+    }
+    if (*all_logits && total > (uint64_t)s->max_logit_rows)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
+                    "forward.seqs: full logits of every row need %llu rows, at most %d",
+                    (unsigned long long)total, s->max_logit_rows);
+    *n_total = (int)total;
+    *logit_rows = lrows;
+
+    size_t esz = q35_wire_dtype_size(fb->dtype);
+    uint64_t want = s->first ? 0 : total * s->cfg->n_embd * esz;
+    if (fb->hidden.len != want)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.hidden",
+                    "forward.hidden: %zu bytes, expected %llu (%llu rows x %u x %s)",
+                    fb->hidden.len, (unsigned long long)want,
+                    (unsigned long long)(s->first ? 0 : total), s->cfg->n_embd,
+                    q35_wire_dtype_name(fb->dtype));
+    if (!s->first) {
+        size_t n = total * s->cfg->n_embd;
+        q35_wire_decode(fb->dtype, fb->hidden.data, n, s->x_in);
+        int64_t bad = q35_wire_nonfinite(s->x_in, n);
+        if (bad >= 0) {
+            int64_t row = bad / s->cfg->n_embd;
+            return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.hidden",
+                        "forward.hidden: row %lld element %lld is %s", (long long)row,
+                        (long long)(bad % s->cfg->n_embd),
+                        isnan(s->x_in[bad]) ? "NaN" : "Inf");
+        }
+    }
+    return 0;
+}
+
+/* Per-batch scratch for the reply of a forward pass. */
+typedef struct fwd_out {
+    Q35__ForwardResult fr;
+    Q35__Sampled *sm, **psm;
+    Q35__TopLogprob *tops, **ptops;
+    uint8_t *hidden;
+} fwd_out;
+
+static void fwd_out_free(fwd_out *o)
+{
+    free(o->sm);
+    free(o->psm);
+    free(o->tops);
+    free(o->ptops);
+    free(o->hidden);
+}
+
+static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out *o)
+{
+    size_t ns = fb->n_seqs;
+    int slot[ns ? ns : 1], pos[ns ? ns : 1], ntok[ns ? ns : 1];
+    int n_total = 0, lrows = 0;
+    bool all = false;
+    if (fb->n_seqs > (size_t)s->max_seqs)   /* before the VLAs get big */
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
+                    "forward.seqs: %zu sequences, this stage has %d slots", fb->n_seqs, s->max_seqs);
+    if (check_forward(s, fb, rp, slot, pos, ntok, &n_total, &lrows, &all))
+        return -1;
+
+    /* The first stage reads token ids as int32: gather them. */
+    int32_t *ids = NULL;
+    if (s->first) {
+        ids = malloc((size_t)n_total * sizeof *ids);
+        if (!ids)
+            return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+        int k = 0;
+        for (size_t i = 0; i < ns; i++)
+            for (size_t j = 0; j < fb->seqs[i]->n_token_ids; j++)
+                ids[k++] = fb->seqs[i]->token_ids[j];
+    }
+    /* all_logits: [n_total][V]; else [n_seq][V] — stage->logits holds
+     * max_logit_rows >= max_seqs rows, and all is checked against it. */
+    q35_batch b = {
+        .n_seq = (int)ns, .slot = slot, .pos = pos, .n_tok = ntok, .n_total = n_total,
+        .tokens = ids, .x_in = s->first ? NULL : s->x_in, .x_out = s->last ? NULL : s->x_out,
+        .logits = s->last ? s->logits : NULL, .all_logits = all,
+    };
+    char err[Q35_ERRSZ];
+    double t0 = q35_now();
+    int rc = q35_engine_forward(s->eng, &b, err, sizeof err);
+    double dt = q35_now() - t0;
+    free(ids);
+    if (rc)
+        return fail(rp, q35_wire_code(rc), "forward", "%s", err);
+    s->busy_s += dt;
+    s->n_forward++;
+    s->n_tokens += n_total;
+
+    q35__forward_result__init(&o->fr);
+    o->fr.dtype = fb->dtype;
+    o->fr.compute_s = dt;
+    if (!s->last) {
+        size_t n = (size_t)n_total * s->cfg->n_embd, esz = q35_wire_dtype_size(fb->dtype);
+        o->hidden = malloc(n * esz);
+        if (!o->hidden)
+            return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+        q35_wire_encode(fb->dtype, s->x_out, n, o->hidden);
+        o->fr.hidden.data = o->hidden;
+        o->fr.hidden.len = n * esz;
+    } else {
+        size_t V = s->cfg->n_vocab;
+        o->sm = calloc(ns, sizeof *o->sm);
+        o->psm = calloc(ns, sizeof *o->psm);
+        o->tops = calloc(ns * Q35_WIRE_MAX_LOGPROBS, sizeof *o->tops);
+        o->ptops = calloc(ns * Q35_WIRE_MAX_LOGPROBS, sizeof *o->ptops);
+        o->hidden = lrows ? malloc((size_t)lrows * V * sizeof(float)) : NULL;
+        if (!o->sm || !o->psm || !o->tops || !o->ptops || (lrows && !o->hidden))
+            return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+        float *lout = (float *)o->hidden;
+        int row = 0, lr = 0;
+        for (size_t i = 0; i < ns; i++) {
+            const Q35__SeqChunk *c = fb->seqs[i];
+            /* this sequence's rows in the engine's logits */
+            const float *first = s->logits + (size_t)(all ? row : (int)i) * V;
+            const float *lastrow = all ? first + (size_t)(c->n_tokens - 1) * V : first;
+            if (c->logits == Q35__LOGITS_MODE__LOGITS_ALL) {
+                memcpy(lout + (size_t)lr * V, first, (size_t)c->n_tokens * V * sizeof(float));
+                lr += c->n_tokens;
+            } else if (c->logits == Q35__LOGITS_MODE__LOGITS_LAST) {
+                memcpy(lout + (size_t)lr * V, lastrow, V * sizeof(float));
+                lr += 1;
+            }
+            if (c->sample) {
+                Q35__Sampled *sm = &o->sm[o->fr.n_sampled];
+                q35__sampled__init(sm);
+                sm->slot = c->slot;
+                sm->top = &o->ptops[i * Q35_WIRE_MAX_LOGPROBS];
+                for (int k = 0; k < Q35_WIRE_MAX_LOGPROBS; k++) {
+                    q35__top_logprob__init(&o->tops[i * Q35_WIRE_MAX_LOGPROBS + k]);
+                    sm->top[k] = &o->tops[i * Q35_WIRE_MAX_LOGPROBS + k];
+                }
+                char err[Q35_ERRSZ];
+                if (stage_sample_seq(s->smp, (float *)lastrow, c, sm, err, sizeof err))
+                    return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward", "seqs[%zu]: %s", i, err);
+                o->psm[o->fr.n_sampled++] = sm;
+            }
+            row += c->n_tokens;
+        }
+        o->fr.sampled = o->psm;
+        if (lrows) {
+            o->fr.logits.data = o->hidden;
+            o->fr.logits.len = (size_t)lrows * V * sizeof(float);
+            o->fr.n_logit_rows = lrows;
+        }
+    }
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_FORWARD;
+    rp->r.forward = &o->fr;
+    return 0;
+}
+
+int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *out_len)
+{
+    reply rp;
+    q35__stage_reply__init(&rp.r);
+    Q35__Handshake hs;
+    Q35__Freed fr;
+    Q35__StageStats st;
+    fwd_out fo;
+    memset(&fo, 0, sizeof fo);
+
+    q35_wire_budget bud;
+    char err[Q35_ERRSZ];
+    q35_wire_budget_init(&bud, q35_wire_budget_for(len));
+    Q35__StageRequest *r = NULL;
+    if (len > s->req_max)
+        fail(&rp, Q35__CODE__OUT_OF_RANGE, "", "request of %zu bytes, at most %zu", len, s->req_max);
+    else if (!(r = q35_wire_unpack(&q35__stage_request__descriptor, req, len, &bud, err, sizeof err)))
+        fail(&rp, Q35__CODE__INVALID_ARGUMENT, "", "%s", err);
+    else {
+        rp.r.epoch = r->epoch;
+        rp.r.id = r->id;
+        switch (r->body_case) {
+        case Q35__STAGE_REQUEST__BODY_HELLO:   on_hello(s, r->hello, &rp, &hs); break;
+        case Q35__STAGE_REQUEST__BODY_FORWARD: on_forward(s, r->forward, &rp, &fo); break;
+        case Q35__STAGE_REQUEST__BODY_FREE:    on_free(s, r->free, &rp, &fr); break;
+        case Q35__STAGE_REQUEST__BODY_STATS:   on_stats(s, &rp, &st); break;
+        default:
+            fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case %d)",
+                 (int)r->body_case);
+        }
+    }
+    if (rp.r.body_case == Q35__STAGE_REPLY__BODY_ERROR)
+        s->n_errors++;
+    int rc = pack(&rp.r, out, out_len);
+    q35_wire_free(r, &bud);
+    fwd_out_free(&fo);
+    return rc;
+}
+
+/* ---- socket loop ------------------------------------------------------------ */
+
+int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
+{
+    s->zctx = zmq_ctx_new();
+    s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
+    if (!s->sock)
+        return q35_err(err, errsz, Q35_EIO, "zmq socket: %s", zmq_strerror(errno));
+    int rc = q35_wire_sockopts(s->sock, (int64_t)s->req_max, err, errsz);
+    if (rc)
+        return rc;
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://q35-stage-mon-%p", (void *)s);
+    int linger = 0;
+    if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s->mon, mon))
+        return q35_err(err, errsz, Q35_EIO, "socket monitor: %s", zmq_strerror(errno));
+    if (zmq_bind(s->sock, endpoint) != 0)
+        return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
+    return 0;
+}
+
+/* When the last peer is gone (the coordinator died or its link timed out
+ * on heartbeats), nobody can continue the sequences: free every slot. */
+static void on_monitor(stage *s)
+{
+    q35_wire_msg m;
+    while (q35_wire_recv(s->mon, &m, ZMQ_DONTWAIT) == 0) {
+        size_t len;
+        const uint8_t *p = q35_wire_frame(&m, 0, &len);
+        uint16_t ev = 0;
+        if (len >= 2)
+            memcpy(&ev, p, 2);
+        q35_wire_msg_close(&m);
+        if (ev == ZMQ_EVENT_ACCEPTED)
+            s->n_peers++;
+        else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0)
+            for (int i = 0; i < s->max_seqs; i++)
+                q35_engine_slot_reset(s->eng, i, NULL, 0);
+    }
+}
+
+int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz)
+{
+    zmq_pollitem_t it[3] = { { .socket = s->sock, .events = ZMQ_POLLIN },
+                             { .socket = s->mon, .events = ZMQ_POLLIN },
+                             { .fd = wake_fd, .events = ZMQ_POLLIN } };
+    double t0 = q35_now();
+    int n = zmq_poll(it, wake_fd >= 0 ? 3 : 2, timeout_ms);
+    s->idle_s += q35_now() - t0;
+    if (n > 0 && (it[1].revents & ZMQ_POLLIN))
+        on_monitor(s);
+    if (n < 0) {
+        if (errno == EINTR)
+            return 0;
+        return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    }
+    if (!(it[0].revents & ZMQ_POLLIN))
+        return 0;
+    q35_wire_msg m;
+    if (q35_wire_recv(s->sock, &m, ZMQ_DONTWAIT) != 0)
+        return errno == EAGAIN || errno == EINTR ? 0
+               : q35_err(err, errsz, Q35_EIO, "recv: %s", zmq_strerror(errno));
+    size_t idlen, plen;
+    const void *id = q35_wire_frame(&m, 0, &idlen);
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    if (m.n < 2) {                  /* no payload after the identity: nothing to answer */
+        s->dropped++;
+        q35_wire_msg_close(&m);
+        return 1;
+    }
+    if (m.too_many || m.n != 2) {
+        reply rp;
+        q35__stage_reply__init(&rp.r);
+        fail(&rp, Q35__CODE__INVALID_ARGUMENT, "", "message of %s frames, expected [identity][request]",
+             m.too_many ? "too many" : "3");
+        s->n_errors++;
+        if (pack(&rp.r, &out, &out_len))
+            out = NULL;
+    } else {
+        const void *p = q35_wire_frame(&m, 1, &plen);
+        if (stage_handle(s, p, plen, &out, &out_len))
+            out = NULL;
+    }
+    if (out) {
+        /* DONTWAIT: a vanished peer (EHOSTUNREACH) or a full pipe must not
+         * stall the loop; the coordinator's step deadline covers it. */
+        if (zmq_send(s->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+            zmq_send(s->sock, out, out_len, ZMQ_DONTWAIT) < 0)
+            s->dropped++;
+        free(out);
+    } else {
+        s->dropped++;
+    }
+    q35_wire_msg_close(&m);
+    return 1;
+}

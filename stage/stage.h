@@ -1,0 +1,52 @@
+/* stage.h — one pipeline stage: an engine over a layer range served over
+ * a ZeroMQ ROUTER socket (proto/qwen35.proto, StageRequest/StageReply).
+ *
+ * stage_handle() is the whole request logic on bytes in, bytes out (no
+ * sockets): every field of a request is validated against the local model
+ * before the engine sees it, and anything wrong is answered with an Error
+ * naming the field. stage_serve_once() is one turn of the socket loop.
+ * One thread owns a stage; the engine uses its own worker threads.
+ */
+#ifndef Q35_STAGE_H
+#define Q35_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine.h"
+
+typedef struct stage_opts {
+    const char *model_path;
+    int layer_begin, layer_end;   /* [a, b); b = -1: to the last main layer */
+    int n_threads;
+    int max_seqs, max_ctx;
+    int max_batch;                /* rows per forward batch */
+    const char *backend;          /* "cpu" / "cuda" / NULL = auto */
+    int device;
+    size_t max_msg;               /* cap on request bytes (0: derived only) */
+} stage_opts;
+
+typedef struct stage stage;
+
+/* Loads the range (q35_engine_open) and the model identity (hash of the
+ * GGUF header and tensor table). NULL with the reason in err. */
+stage *stage_new(const stage_opts *o, char *err, size_t errsz);
+void stage_destroy(stage **s);
+
+/* Creates the ROUTER socket (limits from the model) and binds endpoint. */
+int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz);
+
+/* Answers one request payload. *out is a malloc'd packed StageReply the
+ * caller frees (always set unless memory runs out: then -1). */
+int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *out_len);
+
+/* Waits up to timeout_ms for a request, answers it. Returns 1 when one
+ * was served (or dropped), 0 on timeout, -1 on a socket error (err). The
+ * time spent waiting counts as idle, the forward passes as busy. Extra
+ * poll item: fd (readable => return 0 early), -1 for none. */
+int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz);
+
+/* One-line description: "layers 0:4 of m.gguf (embd) cpu, 8 slots". */
+const char *stage_describe(const stage *s);
+const q35_engine *stage_engine(const stage *s);
+
+#endif

@@ -1,0 +1,2 @@
+# The fuzz targets live in tests/fuzz/ (the top Makefile reads */*.mk only).
+include tests/fuzz/fuzz.mk

@@ -1,0 +1,44 @@
+#!/bin/sh
+# qwen35-client on its own: usage errors exit 2 with a message naming the
+# option; an absent coordinator is a clear error (exit 1) within the
+# connect timeout, never a hang; bad --prompt-ids files are named.
+set -u
+B=${QWEN35_BUILD:-build}/bin/qwen35-client
+D=$(mktemp -d /tmp/q35-cli-XXXXXX)
+trap 'rm -rf "$D"' EXIT
+fails=0
+expect() {   # expect RC PATTERN -- ARGS…
+    want=$1 pat=$2
+    shift 3
+    "$B" "$@" >"$D/out" 2>"$D/err" </dev/null
+    rc=$?
+    if [ $rc -ne "$want" ] || ! grep -q -- "$pat" "$D/err"; then
+        echo "FAIL: qwen35-client $*: exit $rc (want $want), stderr: $(cat "$D/err")" >&2
+        fails=$((fails + 1))
+    fi
+}
+EP="ipc://$D/nobody.sock"
+expect 2 "exactly one" -- --endpoint "$EP"
+expect 2 "one prompt argument" -- --endpoint "$EP" a b
+expect 2 "'x' is not an integer" -- -n x hi
+expect 2 "--top-k" -- --top-k -3 hi
+expect 2 "--logprobs" -- --logprobs 99 hi
+expect 2 "--seed" -- --seed -1 hi
+expect 2 "--temp" -- --temp abc hi
+expect 2 "exactly one" -- --chat hi
+expect 1 "top_p: 2" -- --endpoint "$EP" --top-p 2 hi
+expect 1 "temperature" -- --endpoint "$EP" --temp -1 hi
+expect 1 "endpoint 'tcp://nohost'" -- --endpoint tcp://nohost hi
+printf '1 2 x3 4' >"$D/bad.ids"
+expect 1 "item 3: 'x3'" -- --endpoint "$EP" --prompt-ids "$D/bad.ids"
+: >"$D/empty.ids"
+expect 1 "no token ids" -- --endpoint "$EP" --prompt-ids "$D/empty.ids"
+expect 1 "No such file" -- --endpoint "$EP" --prompt-ids "$D/missing.ids"
+t0=$(date +%s%N)
+expect 1 "no connection within 400 ms" -- --endpoint "$EP" --connect-timeout 400 hello
+expect 1 "no connection within 400 ms" -- --endpoint "$EP" --connect-timeout 400 --status
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ $ms -lt 4000 ] || { echo "FAIL: two absent-coordinator calls took $ms ms" >&2; fails=$((fails + 1)); }
+"$B" --help | grep -q -- "--prompt-ids" || { echo "FAIL: --help" >&2; fails=$((fails + 1)); }
+[ $fails -eq 0 ] || exit 1
+echo "it_client_cli: ok (absent coordinator: 2 calls in $ms ms)"

@@ -1,0 +1,563 @@
+/* The coordinator with real stages, in one process (each stage and the
+ * coordinator on its own thread, ipc:// in a mktemp dir): golden greedy
+ * tokens and logits through 1, 2 and 3 stages and every 2-stage split;
+ * 8 concurrent seeded requests equal to sequential ones; cancel frees
+ * slots; deadlines; the bounded queue; a stage dying mid-request and
+ * coming back; a wrong chain refused at start-up; bad client input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common.h"
+#include "../coordinator/coord.h"
+#include "../stage/stage.h"
+#include "wire.h"
+
+static char g_dir[64], g_model[512], g_model2[512], g_expect[512];
+static int32_t g_toks[64];
+static int g_greedy[16];
+static float *g_logits;   /* [64][512] */
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *g = getenv("QWEN35_GOLDEN");
+    if (!g)
+        g = "../shared/golden";
+    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
+    snprintf(g_model2, sizeof g_model2, "%s/models/tiny-Q4_K_M.gguf", g);
+    snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
+    char p[600];
+    snprintf(p, sizeof p, "%s/tokens64.txt", g);
+    FILE *f = fopen(p, "r");
+    for (int i = 0; f && i < 64; i++)
+        if (fscanf(f, "%d", &g_toks[i]) != 1)
+            return -1;
+    if (!f)
+        return -1;
+    fclose(f);
+    snprintf(p, sizeof p, "%s.greedy.txt", g_expect);
+    f = fopen(p, "r");
+    for (int i = 0; f && i < 16; i++)
+        if (fscanf(f, "%d", &g_greedy[i]) != 1)
+            return -1;
+    if (!f)
+        return -1;
+    fclose(f);
+    snprintf(p, sizeof p, "%s.logits.f32", g_expect);
+    f = fopen(p, "rb");
+    g_logits = malloc(64 * 512 * sizeof(float));
+    if (!f || fread(g_logits, sizeof(float), 64 * 512, f) != 64 * 512)
+        return -1;
+    fclose(f);
+    snprintf(g_dir, sizeof g_dir, "/tmp/q35-coord-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    free(g_logits);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    return system(cmd);
+}
+
+/* ---- a stage on a thread ---------------------------------------------------- */
+
+typedef struct st_thread {
+    stage *s;
+    pthread_t th;
+    volatile int stop;
+    char ep[128];
+} st_thread;
+
+static void *stage_loop(void *arg)
+{
+    st_thread *t = arg;
+    char err[Q35_ERRSZ];
+    while (!t->stop)
+        if (stage_serve_once(t->s, 10, -1, err, sizeof err) < 0)
+            break;
+    return NULL;
+}
+
+static st_thread *stage_start(const char *model, int a, int b, const char *name, int max_seqs)
+{
+    st_thread *t = calloc(1, sizeof *t);
+    snprintf(t->ep, sizeof t->ep, "ipc://%s/%s", g_dir, name);
+    stage_opts o = { .model_path = model, .layer_begin = a, .layer_end = b, .n_threads = 1,
+                     .max_seqs = max_seqs, .max_ctx = 256, .max_batch = 64, .backend = "cpu" };
+    char err[Q35_ERRSZ];
+    t->s = stage_new(&o, err, sizeof err);
+    if (!t->s || stage_bind(t->s, t->ep, err, sizeof err))
+        fail_msg("stage: %s", err);
+    pthread_create(&t->th, NULL, stage_loop, t);
+    return t;
+}
+
+static void stage_stop(st_thread **pt)
+{
+    st_thread *t = *pt;
+    t->stop = 1;
+    pthread_join(t->th, NULL);
+    stage_destroy(&t->s);
+    free(t);
+    *pt = NULL;
+}
+
+/* ---- the coordinator on a thread ----------------------------------------------- */
+
+typedef struct co_thread {
+    coord *c;
+    pthread_t th;
+    volatile int stop;
+    int rc;
+    char err[Q35_ERRSZ];
+    char listen[128];
+} co_thread;
+
+static void *coord_loop(void *arg)
+{
+    co_thread *t = arg;
+    while (!t->stop && !t->rc)
+        t->rc = coord_run_once(t->c, 10, -1, t->err, sizeof t->err);
+    return NULL;
+}
+
+static co_thread *coord_start(int n, st_thread **st, const int *bounds, int max_seqs,
+                              int max_queue, int step_ms)
+{
+    co_thread *t = calloc(1, sizeof *t);
+    static int seq;
+    snprintf(t->listen, sizeof t->listen, "ipc://%s/c%d", g_dir, seq++);
+    const char *ep[8];
+    int b[8], e[8];
+    for (int i = 0; i < n; i++) {
+        ep[i] = st[i]->ep;
+        b[i] = bounds[i];
+        e[i] = bounds[i + 1];
+    }
+    coord_opts o = { .model_path = g_model, .listen = t->listen, .n_stages = n, .stage_ep = ep,
+                     .stage_begin = b, .stage_end = e, .max_queue = max_queue,
+                     .max_seqs = max_seqs, .max_ctx = 256, .step_timeout_ms = step_ms };
+    t->c = coord_new(&o, t->err, sizeof t->err);
+    if (!t->c)
+        fail_msg("coord_new: %s", t->err);
+    pthread_create(&t->th, NULL, coord_loop, t);
+    return t;
+}
+
+static void coord_stop(co_thread **pt)
+{
+    co_thread *t = *pt;
+    t->stop = 1;
+    pthread_join(t->th, NULL);
+    coord_destroy(&t->c);
+    free(t);
+    *pt = NULL;
+}
+
+/* ---- a client -------------------------------------------------------------------- */
+
+typedef struct result {
+    char rid[32];
+    int32_t toks[256];
+    int n_toks;
+    float *logits;
+    int n_rows;
+    int finish;          /* Q35__FinishReason, or -code for an error */
+    char msg[512];
+    bool done;
+} result;
+
+static void *client_new(void **ctx, const char *ep)
+{
+    *ctx = zmq_ctx_new();
+    void *d = zmq_socket(*ctx, ZMQ_DEALER);
+    char err[Q35_ERRSZ];
+    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_IMMEDIATE, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(d, ep), 0);
+    return d;
+}
+
+static void client_close(void *ctx, void *d)
+{
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+}
+
+static void send_gen(void *d, const char *rid, const int32_t *ids, int n, int max_tokens,
+                     float temp, uint64_t seed, bool logits, uint32_t deadline_ms)
+{
+    Q35__TokenIds ti = Q35__TOKEN_IDS__INIT;
+    ti.ids = (int32_t *)ids;
+    ti.n_ids = n;
+    Q35__Sampling sp = Q35__SAMPLING__INIT;
+    sp.temperature = temp;
+    sp.top_k = temp > 0 ? 40 : 0;
+    sp.top_p = temp > 0 ? 0.95f : 0;
+    sp.seed = seed;
+    Q35__Generate g = Q35__GENERATE__INIT;
+    g.prompt_case = Q35__GENERATE__PROMPT_IDS;
+    g.ids = &ti;
+    g.sampling = &sp;
+    g.max_tokens = max_tokens;
+    g.logits = logits;
+    g.ignore_eos = true;
+    g.deadline_ms = deadline_ms;
+    Q35__ClientRequest r = Q35__CLIENT_REQUEST__INIT;
+    r.request_id = (char *)rid;
+    r.body_case = Q35__CLIENT_REQUEST__BODY_GENERATE;
+    r.generate = &g;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &r.base, 0), 0);
+}
+
+static void send_simple(void *d, const char *rid, int body)
+{
+    Q35__Cancel ca = Q35__CANCEL__INIT;
+    Q35__StatusRequest sr = Q35__STATUS_REQUEST__INIT;
+    Q35__ClientRequest r = Q35__CLIENT_REQUEST__INIT;
+    r.request_id = (char *)rid;
+    r.body_case = body;
+    if (body == Q35__CLIENT_REQUEST__BODY_CANCEL)
+        r.cancel = &ca;
+    else
+        r.status = &sr;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &r.base, 0), 0);
+}
+
+/* Receives events until every result is done or timeout_s passes. A
+ * status event is copied into *status when given. */
+static void collect(void *d, result *res, int n, double timeout_s, Q35__StatusReply **status)
+{
+    double end = q35_now() + timeout_s;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++)
+            left += !res[i].done;
+        if ((!left && !status) || (status && *status) || q35_now() > end)
+            return;
+        zmq_pollitem_t it = { .socket = d, .events = ZMQ_POLLIN };
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        q35_wire_msg m;
+        assert_int_equal(q35_wire_recv(d, &m, 0), 0);
+        size_t len;
+        const void *p = q35_wire_frame(&m, 0, &len);
+        Q35__Event *ev = q35__event__unpack(NULL, len, p);
+        q35_wire_msg_close(&m);
+        assert_non_null(ev);
+        if (ev->body_case == Q35__EVENT__BODY_STATUS && status) {
+            size_t sl = q35__status_reply__get_packed_size(ev->status);
+            uint8_t *b = malloc(sl + 1);
+            q35__status_reply__pack(ev->status, b);
+            *status = q35__status_reply__unpack(NULL, sl, b);
+            free(b);
+        }
+        result *r = NULL;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(res[i].rid, ev->request_id))
+                r = &res[i];
+        if (r) {
+            if (ev->body_case == Q35__EVENT__BODY_PIECE) {
+                const Q35__Piece *pc = ev->piece;
+                for (size_t k = 0; k < pc->n_token_ids && r->n_toks < 256; k++)
+                    r->toks[r->n_toks++] = pc->token_ids[k];
+                if (pc->n_logit_rows) {
+                    r->logits = realloc(r->logits, (size_t)(r->n_rows + pc->n_logit_rows) * 512 * 4);
+                    memcpy(r->logits + (size_t)r->n_rows * 512, pc->logits.data, pc->logits.len);
+                    r->n_rows += pc->n_logit_rows;
+                }
+            } else if (ev->body_case == Q35__EVENT__BODY_FINAL) {
+                r->finish = ev->final->reason;
+                r->done = true;
+            } else if (ev->body_case == Q35__EVENT__BODY_ERROR) {
+                r->finish = -(int)ev->error->code;
+                snprintf(r->msg, sizeof r->msg, "%s", ev->error->message);
+                r->done = true;
+            }
+        }
+        q35__event__free_unpacked(ev, NULL);
+    }
+}
+
+static void wait_up(co_thread *co)
+{
+    for (int i = 0; i < 500 && !coord_chain_up(co->c) && !co->rc; i++)
+        usleep(10 * 1000);
+    if (!coord_chain_up(co->c))
+        fail_msg("pipeline not up: %s", co->err);
+}
+
+static void golden_run(const char *ep, const char *rid)
+{
+    void *ctx, *d = client_new(&ctx, ep);
+    result r = {0};
+    snprintf(r.rid, sizeof r.rid, "%s", rid);
+    send_gen(d, rid, g_toks, 64, 16, 0, 0, true, 0);
+    collect(d, &r, 1, 30, NULL);
+    if (!r.done || r.finish != Q35__FINISH_REASON__FINISH_LENGTH)
+        fail_msg("%s: finish %d: %s", rid, r.finish, r.msg);
+    assert_int_equal(r.n_toks, 16);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(r.toks[i], g_greedy[i]);
+    assert_int_equal(r.n_rows, 64 + 15);
+    double maxd = 0;
+    for (int i = 0; i < 64 * 512; i++)
+        maxd = fmax(maxd, fabs(r.logits[i] - g_logits[i]));
+    if (maxd > 1e-3)
+        fail_msg("%s: logits differ by %g", rid, maxd);
+    free(r.logits);
+    client_close(ctx, d);
+}
+
+static void golden_through_1_2_3_stages(void **state)
+{
+    (void)state;
+    int one[] = { 0, 8 }, three[] = { 0, 3, 5, 8 };
+    st_thread *st[3];
+    st[0] = stage_start(g_model, 0, 8, "one", 4);
+    co_thread *co = coord_start(1, st, one, 4, 8, 5000);
+    wait_up(co);
+    golden_run(co->listen, "one-stage");
+    coord_stop(&co);
+    stage_stop(&st[0]);
+
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "three%d", i);
+        st[i] = stage_start(g_model, three[i], three[i + 1], name, 4);
+    }
+    co = coord_start(3, st, three, 4, 8, 5000);
+    wait_up(co);
+    golden_run(co->listen, "three-stages");
+    coord_stop(&co);
+    for (int i = 0; i < 3; i++)
+        stage_stop(&st[i]);
+}
+
+static void golden_at_every_split(void **state)
+{
+    (void)state;
+    for (int k = 1; k < 8; k++) {
+        int b[] = { 0, k, 8 };
+        st_thread *st[2];
+        char n0[16], n1[16];
+        snprintf(n0, sizeof n0, "sp%da", k);
+        snprintf(n1, sizeof n1, "sp%db", k);
+        st[0] = stage_start(g_model, 0, k, n0, 2);
+        st[1] = stage_start(g_model, k, 8, n1, 2);
+        co_thread *co = coord_start(2, st, b, 2, 8, 5000);
+        wait_up(co);
+        golden_run(co->listen, n0);
+        coord_stop(&co);
+        stage_stop(&st[0]);
+        stage_stop(&st[1]);
+    }
+}
+
+static void concurrent_equals_sequential(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "cc0", 8), stage_start(g_model, 4, 8, "cc1", 8) };
+    co_thread *co = coord_start(2, st, b, 8, 8, 5000);
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    result seq[8], par[8];
+    memset(seq, 0, sizeof seq);
+    memset(par, 0, sizeof par);
+    for (int i = 0; i < 8; i++) {
+        snprintf(seq[i].rid, sizeof seq[i].rid, "s%d", i);
+        send_gen(d, seq[i].rid, g_toks + i, 8 + 5 * i, 24, i % 2 ? 0.8f : 0, 1000 + i, false, 0);
+        collect(d, &seq[i], 1, 30, NULL);
+    }
+    for (int i = 0; i < 8; i++) {
+        snprintf(par[i].rid, sizeof par[i].rid, "p%d", i);
+        send_gen(d, par[i].rid, g_toks + i, 8 + 5 * i, 24, i % 2 ? 0.8f : 0, 1000 + i, false, 0);
+    }
+    collect(d, par, 8, 60, NULL);
+    for (int i = 0; i < 8; i++) {
+        if (!par[i].done || par[i].finish != Q35__FINISH_REASON__FINISH_LENGTH)
+            fail_msg("p%d: %d %s", i, par[i].finish, par[i].msg);
+        assert_int_equal(par[i].n_toks, 24);
+        assert_int_equal(seq[i].n_toks, 24);
+        assert_memory_equal(par[i].toks, seq[i].toks, 24 * sizeof(int32_t));
+    }
+    /* different seeds give different samples */
+    assert_memory_not_equal(par[1].toks, par[3].toks, 24 * sizeof(int32_t));
+    client_close(ctx, d);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
+static Q35__StatusReply *status(void *d)
+{
+    Q35__StatusReply *s = NULL;
+    send_simple(d, "st", Q35__CLIENT_REQUEST__BODY_STATUS);
+    collect(d, NULL, 0, 5, &s);
+    assert_non_null(s);
+    return s;
+}
+
+static void cancel_deadline_queue(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "cq0", 2), stage_start(g_model, 4, 8, "cq1", 2) };
+    co_thread *co = coord_start(2, st, b, 2, 1, 5000);
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    result r[4];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 4; i++)
+        snprintf(r[i].rid, sizeof r[i].rid, "q%d", i);
+    /* 2 slots + 1 queued; the fourth is refused */
+    for (int i = 0; i < 4; i++)
+        send_gen(d, r[i].rid, g_toks, 8, 200, 0, 0, false, 0);
+    collect(d, &r[3], 1, 5, NULL);
+    assert_int_equal(r[3].finish, -Q35__CODE__RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(r[3].msg, "queue full"));
+    Q35__StatusReply *s = status(d);
+    assert_int_equal(s->slots_in_use, 2);
+    assert_int_equal(s->queued, 1);
+    assert_int_equal(s->n_stages, 2);
+    assert_true(s->stages[0]->up && s->stages[1]->up);
+    q35__status_reply__free_unpacked(s, NULL);
+    for (int i = 0; i < 3; i++)
+        send_simple(d, r[i].rid, Q35__CLIENT_REQUEST__BODY_CANCEL);
+    collect(d, r, 3, 10, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(r[i].finish, Q35__FINISH_REASON__FINISH_CANCELLED);
+    s = status(d);
+    assert_int_equal(s->slots_in_use, 0);
+    assert_int_equal(s->queued, 0);
+    q35__status_reply__free_unpacked(s, NULL);
+    /* the stages freed the slots too (their stats arrive once a second) */
+    usleep(1300 * 1000);
+    s = status(d);
+    assert_int_equal(s->stages[0]->slots_in_use, 0);
+    assert_int_equal(s->stages[1]->slots_in_use, 0);
+    q35__status_reply__free_unpacked(s, NULL);
+
+    /* deadline */
+    result dl = { .rid = "dl" };
+    send_gen(d, "dl", g_toks, 8, 250, 0, 0, false, 150);
+    collect(d, &dl, 1, 10, NULL);
+    assert_int_equal(dl.finish, Q35__FINISH_REASON__FINISH_DEADLINE);
+    assert_true(dl.n_toks < 250);
+
+    /* bad input: unknown ids, absurd sampling, malformed bytes */
+    result bad = { .rid = "bad" };
+    int32_t ids[2] = { 5, 9999 };
+    send_gen(d, "bad", ids, 2, 4, 0, 0, false, 0);
+    collect(d, &bad, 1, 5, NULL);
+    assert_int_equal(bad.finish, -Q35__CODE__OUT_OF_RANGE);
+    assert_non_null(strstr(bad.msg, "generate.ids[1]"));
+    memset(&bad, 0, sizeof bad);
+    strcpy(bad.rid, "bad2");
+    send_gen(d, "bad2", g_toks, 4, 4, -2, 0, false, 0);
+    collect(d, &bad, 1, 5, NULL);
+    assert_int_equal(bad.finish, -Q35__CODE__INVALID_ARGUMENT);
+    assert_non_null(strstr(bad.msg, "temperature"));
+    memset(&bad, 0, sizeof bad);
+    zmq_send(d, "\x0a\xff\x01", 3, 0);
+    collect(d, &bad, 1, 2, NULL);   /* answered with request_id "" */
+    memset(&bad, 0, sizeof bad);
+    strcpy(bad.rid, "ok");
+    send_gen(d, "ok", g_toks, 4, 4, 0, 0, false, 0);
+    collect(d, &bad, 1, 10, NULL);
+    assert_int_equal(bad.finish, Q35__FINISH_REASON__FINISH_LENGTH);
+    client_close(ctx, d);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
+static void stage_death_and_return(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "kd0", 2), stage_start(g_model, 4, 8, "kd1", 2) };
+    co_thread *co = coord_start(2, st, b, 2, 4, 3000);
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    result r = { .rid = "long" };
+    send_gen(d, "long", g_toks, 16, 250, 0, 0, false, 0);
+    usleep(200 * 1000);
+    double t0 = q35_now();
+    stage_stop(&st[1]);
+    collect(d, &r, 1, 10, NULL);
+    assert_true(r.done);
+    assert_int_equal(r.finish, -Q35__CODE__UNAVAILABLE);
+    assert_non_null(strstr(r.msg, "stage 1"));
+    assert_true(q35_now() - t0 < 10);
+    /* back, same range: new requests succeed */
+    st[1] = stage_start(g_model, 4, 8, "kd1", 2);
+    for (int i = 0; i < 300 && !coord_chain_up(co->c); i++)
+        usleep(10 * 1000);
+    assert_true(coord_chain_up(co->c));
+    golden_run(co->listen, "after-restart");
+    /* back with another model: not routed to */
+    stage_stop(&st[1]);
+    st[1] = stage_start(g_model2, 4, 8, "kd1", 2);
+    usleep(1000 * 1000);
+    assert_false(coord_chain_up(co->c));
+    Q35__StatusReply *s = status(d);
+    assert_false(s->stages[1]->up);
+    assert_non_null(strstr(s->stages[1]->problem, "another model"));
+    q35__status_reply__free_unpacked(s, NULL);
+    client_close(ctx, d);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
+static void wrong_chain_refused(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "wc0", 2), stage_start(g_model, 3, 8, "wc1", 2) };
+    co_thread *co = coord_start(2, st, b, 2, 4, 3000);
+    for (int i = 0; i < 300 && !co->rc; i++)
+        usleep(10 * 1000);
+    assert_int_equal(co->rc, Q35_EINVAL);
+    assert_non_null(strstr(co->err, "stage 1"));
+    assert_non_null(strstr(co->err, "holds layers 3:8, configured 4:8"));
+    coord_stop(&co);
+    stage_stop(&st[1]);
+    st[1] = stage_start(g_model2, 4, 8, "wc1", 2);
+    co = coord_start(2, st, b, 2, 4, 3000);
+    for (int i = 0; i < 300 && !co->rc; i++)
+        usleep(10 * 1000);
+    assert_int_equal(co->rc, Q35_EINVAL);
+    assert_non_null(strstr(co->err, "serves another model: tiny-Q4_K_M.gguf"));
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(golden_through_1_2_3_stages),
+        cmocka_unit_test(golden_at_every_split),
+        cmocka_unit_test(concurrent_equals_sequential),
+        cmocka_unit_test(cancel_deadline_queue),
+        cmocka_unit_test(stage_death_and_return),
+        cmocka_unit_test(wrong_chain_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

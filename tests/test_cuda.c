@@ -1,0 +1,108 @@
+/* CUDA backend at the engine boundary. Without a usable GPU (this CI):
+ * asking for the cuda backend fails with one line naming the CUDA call and
+ * error, and the default backend falls back to cpu. With a GPU: the golden
+ * logits through the cuda backend, one batch and token by token (the full
+ * set of GPU checks is `make gpu-check`). Without CUDA in the build
+ * (CUDA=0, the sanitized build): the backend is reported as not built. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <cmocka.h>
+
+#include "common.h"
+#include "engine.h"
+#ifdef Q35_HAVE_CUDA
+#include "cuda.h"
+#endif
+
+static const char *golden(void)
+{
+    const char *g = getenv("QWEN35_GOLDEN");
+    return g ? g : "../shared/golden";
+}
+
+static q35_engine *open_tiny(const char *backend, int device, char *err)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/tiny-Q8_0.gguf", golden());
+    q35_engine_opts o = { .model_path = path, .layer_begin = 0, .layer_end = -1, .max_seqs = 2,
+                          .max_ctx = 80, .n_threads = 1, .backend = backend, .device = device };
+    return q35_engine_open(&o, err, Q35_ERRSZ);
+}
+
+static void test_cuda_unavailable_or_golden(void **state)
+{
+    (void)state;
+    char err[Q35_ERRSZ] = "";
+#ifndef Q35_HAVE_CUDA
+    q35_engine *e = open_tiny("cuda", 0, err);
+    assert_null(e);
+    assert_non_null(strstr(err, "not built"));
+#else
+    const int n = q35_cuda_device_count(err, sizeof err);
+    if (n <= 0) {
+        q35_engine *e = open_tiny("cuda", 0, err);
+        assert_null(e);
+        /* one line: the CUDA call, the error name, where */
+        assert_non_null(strstr(err, "cuda"));
+        assert_non_null(strstr(err, "cudaError"));
+        assert_non_null(strstr(err, ".cu:"));
+        assert_null(strchr(err, '\n'));
+        e = open_tiny(NULL, 0, err);              /* default: falls back to cpu */
+        assert_non_null(e);
+        assert_string_equal(q35_engine_backend(e), "cpu");
+        q35_engine_close(&e);
+        return;
+    }
+    q35_engine *bad = open_tiny("cuda", n, err);  /* past the last device */
+    assert_null(bad);
+    assert_non_null(strstr(err, "--device"));
+    q35_engine *e = open_tiny("cuda", 0, err);
+    if (!e) fail_msg("%s", err);
+    assert_string_equal(q35_engine_backend(e), "cuda");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokens64.txt", golden());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int32_t tok[64];
+    for (int i = 0; i < 64; i++) assert_int_equal(fscanf(f, "%d", &tok[i]), 1);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/expect/tiny-Q8_0.logits.f32", golden());
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    float *expect = malloc(sizeof(float) * 64 * 512), *got = malloc(sizeof(float) * 64 * 512);
+    assert_int_equal(fread(expect, sizeof(float), 64 * 512, f), 64 * 512);
+    fclose(f);
+    /* slot 0: all 64 in one batch; slot 1: one token per pass */
+    int slot = 0, pos = 0, nt = 64;
+    q35_batch b = { .n_seq = 1, .slot = &slot, .pos = &pos, .n_tok = &nt, .n_total = 64,
+                    .tokens = tok, .logits = got, .all_logits = 1 };
+    if (q35_engine_forward(e, &b, err, sizeof err)) fail_msg("%s", err);
+    double worst = 0;
+    for (int i = 0; i < 64 * 512; i++) worst = fmax(worst, fabs((double)got[i] - expect[i]));
+    assert_true(worst <= 1e-3);
+    slot = 1; nt = 1; b.n_total = 1;
+    worst = 0;
+    for (pos = 0; pos < 64; pos++) {
+        b.tokens = &tok[pos];
+        if (q35_engine_forward(e, &b, err, sizeof err)) fail_msg("pos %d: %s", pos, err);
+        for (int i = 0; i < 512; i++) worst = fmax(worst, fabs((double)got[i] - expect[pos * 512 + i]));
+    }
+    assert_true(worst <= 1e-3);
+    free(expect); free(got);
+    q35_engine_close(&e);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_unavailable_or_golden),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,523 @@
+/* qwen35-stage request handling on the golden tiny model: handshake, a
+ * two-stage chain reproducing the golden logits and greedy tokens through
+ * the wire format, every validation error (with the field it names), and
+ * the socket loop surviving malformed, many-frame and oversized messages
+ * over ipc:// in a mktemp dir. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common.h"
+#include "../stage/stage.h"
+#include "wire.h"
+
+static char g_model[512], g_expect[512], g_tokens[512];
+static int32_t g_toks[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *g = getenv("QWEN35_GOLDEN");
+    if (!g)
+        g = "../shared/golden";
+    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
+    snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
+    snprintf(g_tokens, sizeof g_tokens, "%s/tokens64.txt", g);
+    FILE *f = fopen(g_tokens, "r");
+    if (!f)
+        return -1;
+    for (int i = 0; i < 64; i++)
+        if (fscanf(f, "%d", &g_toks[i]) != 1)
+            return -1;
+    fclose(f);
+    return 0;
+}
+
+static stage *open_stage(int a, int b)
+{
+    stage_opts o = { .model_path = g_model, .layer_begin = a, .layer_end = b, .n_threads = 1,
+                     .max_seqs = 4, .max_ctx = 128, .max_batch = 64, .backend = "cpu" };
+    char err[Q35_ERRSZ];
+    stage *s = stage_new(&o, err, sizeof err);
+    if (!s)
+        fail_msg("stage_new: %s", err);
+    return s;
+}
+
+/* Sends a StageRequest through stage_handle, returns the unpacked reply. */
+static Q35__StageReply *call(stage *s, Q35__StageRequest *r)
+{
+    size_t n = q35__stage_request__get_packed_size(r);
+    uint8_t *buf = malloc(n + 1);
+    q35__stage_request__pack(r, buf);
+    uint8_t *out;
+    size_t out_len;
+    assert_int_equal(stage_handle(s, buf, n, &out, &out_len), 0);
+    free(buf);
+    Q35__StageReply *rep = q35__stage_reply__unpack(NULL, out_len, out);
+    assert_non_null(rep);
+    free(out);
+    return rep;
+}
+
+static Q35__StageReply *forward(stage *s, Q35__SeqChunk **seqs, size_t n, const void *hidden,
+                                size_t hidden_len, int dtype)
+{
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = seqs;
+    fb.n_seqs = n;
+    fb.dtype = dtype;
+    fb.hidden.data = (uint8_t *)hidden;
+    fb.hidden.len = hidden_len;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.id = 42;
+    r.epoch = 3;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    r.forward = &fb;
+    return call(s, &r);
+}
+
+static void expect_error(Q35__StageReply *rep, int code, const char *field)
+{
+    if (rep->body_case != Q35__STAGE_REPLY__BODY_ERROR)
+        fail_msg("expected an error on %s, got reply case %d", field, rep->body_case);
+    if ((int)rep->error->code != code || strcmp(rep->error->field, field))
+        fail_msg("expected %s on '%s', got %s on '%s': %s", q35_wire_code_name(code), field,
+                 q35_wire_code_name(rep->error->code), rep->error->field, rep->error->message);
+    assert_true(strlen(rep->error->message) > 10);
+    q35__stage_reply__free_unpacked(rep, NULL);
+}
+
+static void handshake_names_the_range(void **state)
+{
+    (void)state;
+    stage *s = open_stage(0, 4);
+    Q35__Hello h = Q35__HELLO__INIT;
+    h.protocol_version = 1;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.epoch = 9;
+    r.id = 1;
+    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
+    r.hello = &h;
+    Q35__StageReply *rep = call(s, &r);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    assert_int_equal(rep->epoch, 9);
+    const Q35__Handshake *hs = rep->handshake;
+    assert_int_equal(hs->layer_begin, 0);
+    assert_int_equal(hs->layer_end, 4);
+    assert_true(hs->has_embd);
+    assert_false(hs->has_head);
+    assert_string_equal(hs->model->file_name, "tiny-Q8_0.gguf");
+    assert_int_equal(hs->model->n_layer, 8);
+    assert_int_equal(hs->model->n_embd, 256);
+    assert_int_equal(hs->model->n_vocab, 512);
+    assert_true(hs->model->header_hash != 0);
+    assert_int_equal(hs->max_seqs, 4);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    h.protocol_version = 2;
+    expect_error(call(s, &r), Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version");
+    stage_destroy(&s);
+    assert_null(s);
+}
+
+/* Runs chunk [pos, pos+n) of g_toks (or one token t) through a - b. */
+static Q35__StageReply *chain_step(stage *a, stage *b, int slot, int pos, int n,
+                                   const int32_t *ids, int logits, bool sample, int dtype)
+{
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = slot;
+    c.pos = pos;
+    c.n_tokens = n;
+    c.n_token_ids = n;
+    c.token_ids = (int32_t *)ids;
+    Q35__StageReply *ra = forward(a, &pc, 1, NULL, 0, dtype);
+    assert_int_equal(ra->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
+    assert_int_equal(ra->forward->hidden.len, (size_t)n * 256 * q35_wire_dtype_size(dtype));
+    c.n_token_ids = 0;
+    c.token_ids = NULL;
+    c.logits = logits;
+    c.sample = sample;
+    Q35__StageReply *rb = forward(b, &pc, 1, ra->forward->hidden.data, ra->forward->hidden.len, dtype);
+    q35__stage_reply__free_unpacked(ra, NULL);
+    if (rb->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
+        fail_msg("last stage: %s", rb->error->message);
+    return rb;
+}
+
+static void chain_matches_golden(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4), *b = open_stage(4, 8);
+    float *want = malloc(64 * 512 * sizeof(float));
+    char path[600];
+    snprintf(path, sizeof path, "%s.logits.f32", g_expect);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(want, sizeof(float), 64 * 512, f), 64 * 512);
+    fclose(f);
+
+    /* prompt in two chunks (40 + 24 rows), every row's logits */
+    double maxd = 0;
+    int pos = 0;
+    for (int chunk = 0; chunk < 2; chunk++) {
+        int n = chunk ? 24 : 40;
+        Q35__StageReply *rb = chain_step(a, b, 2, pos, n, g_toks + pos, Q35__LOGITS_MODE__LOGITS_ALL,
+                                         chunk == 1, Q35__DTYPE__DTYPE_F32);
+        assert_int_equal(rb->forward->n_logit_rows, n);
+        assert_int_equal(rb->forward->logits.len, (size_t)n * 512 * 4);
+        const float *got = (const float *)rb->forward->logits.data;
+        for (int i = 0; i < n * 512; i++) {
+            double d = fabs(got[i] - want[pos * 512 + i]);
+            maxd = d > maxd ? d : maxd;
+        }
+        pos += n;
+        q35__stage_reply__free_unpacked(rb, NULL);
+    }
+    assert_true(maxd <= 1e-3);
+
+    /* greedy continuation, one token at a time, sampled by the last stage */
+    int greedy[16];
+    snprintf(path, sizeof path, "%s.greedy.txt", g_expect);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(fscanf(f, "%d", &greedy[i]), 1);
+    fclose(f);
+    int32_t next = -1;
+    /* reset slot 2 and redo the prompt, sampling its last row */
+    Q35__FreeSlots fs = Q35__FREE_SLOTS__INIT;
+    uint32_t sl = 2;
+    fs.slots = &sl;
+    fs.n_slots = 1;
+    Q35__StageRequest fr = Q35__STAGE_REQUEST__INIT;
+    fr.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    fr.free = &fs;
+    for (int k = 0; k < 2; k++) {
+        Q35__StageReply *rep = call(k ? b : a, &fr);
+        assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_FREED);
+        assert_int_equal(rep->freed->n_freed, 1);
+        q35__stage_reply__free_unpacked(rep, NULL);
+    }
+    Q35__StageReply *rb = chain_step(a, b, 2, 0, 64, g_toks, Q35__LOGITS_MODE__LOGITS_NONE, true,
+                                     Q35__DTYPE__DTYPE_F32);
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(rb->forward->n_sampled, 1);
+        next = rb->forward->sampled[0]->token;
+        assert_true(rb->forward->sampled[0]->logprob <= 0);
+        assert_int_equal(next, greedy[i]);
+        q35__stage_reply__free_unpacked(rb, NULL);
+        if (i == 15)
+            break;
+        rb = chain_step(a, b, 2, 64 + i, 1, &next, Q35__LOGITS_MODE__LOGITS_NONE, true,
+                        Q35__DTYPE__DTYPE_F32);
+    }
+
+    /* bf16 on the wire: same greedy start, logits close */
+    Q35__StageReply *rh = chain_step(a, b, 3, 0, 64, g_toks, Q35__LOGITS_MODE__LOGITS_LAST, true,
+                                     Q35__DTYPE__DTYPE_BF16);
+    assert_int_equal(rh->forward->n_logit_rows, 1);
+    assert_int_equal(rh->forward->sampled[0]->token, greedy[0]);
+    q35__stage_reply__free_unpacked(rh, NULL);
+    free(want);
+    stage_destroy(&a);
+    stage_destroy(&b);
+}
+
+static void every_bad_field_is_named(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4), *b = open_stage(4, 8);
+    int32_t ids[4] = { 1, 2, 3, 4 };
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, c2 = Q35__SEQ_CHUNK__INIT, *pc[2] = { &c, &c2 };
+    c.slot = 0;
+    c.n_tokens = 4;
+    c.n_token_ids = 4;
+    c.token_ids = ids;
+
+    c.slot = 4;
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__NOT_FOUND, "forward.seqs[0].slot");
+    c.slot = 0;
+    c.pos = 3;
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
+    c.pos = 0;
+    ids[2] = 512;
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
+    ids[2] = -1;
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
+    ids[2] = 3;
+    c.n_token_ids = 3;
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
+    c.n_token_ids = 4;
+    expect_error(forward(a, pc, 1, NULL, 0, 7), Q35__CODE__INVALID_ARGUMENT, "forward.dtype");
+    c2 = c;
+    expect_error(forward(a, pc, 2, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[1].slot");
+    c.n_tokens = 100;   /* > max_batch 64 */
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_tokens");
+    c.n_tokens = 4;
+    c.sample = true;
+    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sample");
+    c.sample = false;
+    expect_error(forward(a, pc, 0, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs");
+
+    /* last stage: hidden rows are checked against the local model */
+    float *h = calloc(4 * 256, sizeof(float));
+    c.n_token_ids = 0;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4 - 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 1), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    h[300] = NAN;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    h[300] = INFINITY;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    h[300] = 0;
+    c.n_token_ids = 4;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
+    c.n_token_ids = 0;
+    Q35__Sampling sp = Q35__SAMPLING__INIT;
+    c.sampling = &sp;
+    c.sample = true;
+    sp.temperature = -1;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.temperature");
+    sp.temperature = 0.7f;
+    sp.top_p = 1.5f;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_p");
+    sp.top_p = 0.9f;
+    sp.top_k = -3;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_k");
+    sp.top_k = 0;
+    c.n_logprobs = 21;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_logprobs");
+    c.n_logprobs = 0;
+    c.logits = 9;
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].logits");
+    c.logits = 0;
+
+    /* nothing changed: the valid request still starts at position 0 */
+    Q35__StageReply *rep = forward(b, pc, 1, h, 4 * 256 * 4, 0);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
+    assert_int_equal(rep->forward->n_sampled, 1);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    /* and now position 0 is taken */
+    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
+
+    /* malformed bytes, unknown body, free of an unknown slot */
+    uint8_t junk[] = { 0x22, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 };
+    uint8_t *out;
+    size_t out_len;
+    assert_int_equal(stage_handle(b, junk, sizeof junk, &out, &out_len), 0);
+    rep = q35__stage_reply__unpack(NULL, out_len, out);
+    free(out);
+    assert_int_equal(rep->error->code, Q35__CODE__INVALID_ARGUMENT);
+    assert_non_null(strstr(rep->error->message, "malformed StageRequest"));
+    q35__stage_reply__free_unpacked(rep, NULL);
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    expect_error(call(b, &r), Q35__CODE__INVALID_ARGUMENT, "body");
+    Q35__FreeSlots fs = Q35__FREE_SLOTS__INIT;
+    uint32_t bad = 17;
+    fs.slots = &bad;
+    fs.n_slots = 1;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    r.free = &fs;
+    expect_error(call(b, &r), Q35__CODE__NOT_FOUND, "free.slots[0]");
+
+    /* stats count the errors */
+    Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
+    r.stats = &sq;
+    rep = call(b, &r);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_STATS);
+    assert_int_equal(rep->stats->n_errors, 14);
+    assert_int_equal(rep->stats->n_forward, 1);
+    assert_int_equal(rep->stats->slots_in_use, 1);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    free(h);
+    stage_destroy(&a);
+    stage_destroy(&b);
+}
+
+/* ---- over a socket ---------------------------------------------------- */
+
+static volatile int g_stop;
+static void *serve(void *arg)
+{
+    stage *s = arg;
+    char err[Q35_ERRSZ];
+    while (!g_stop)
+        if (stage_serve_once(s, 20, -1, err, sizeof err) < 0)
+            break;
+    return NULL;
+}
+
+static Q35__StageReply *recv_reply(void *sock)
+{
+    q35_wire_msg m;
+    if (q35_wire_recv(sock, &m, 0) != 0)
+        return NULL;
+    size_t len;
+    const void *p = q35_wire_frame(&m, m.n - 1, &len);
+    Q35__StageReply *r = q35__stage_reply__unpack(NULL, len, p);
+    q35_wire_msg_close(&m);
+    return r;
+}
+
+static void socket_loop_survives_bad_messages(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/q35-stage-XXXXXX", ep[128], path[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ep, sizeof ep, "ipc://%s/s", dir);
+    snprintf(path, sizeof path, "%s/s", dir);
+    stage *s = open_stage(4, 8);
+    char err[Q35_ERRSZ];
+    assert_int_equal(stage_bind(s, ep, err, sizeof err), 0);
+    g_stop = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, serve, s);
+
+    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
+    int tmo = 5000;
+    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
+    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(d, ep), 0);
+
+    /* garbage */
+    zmq_send(d, "\xff\xff\xff", 3, 0);
+    Q35__StageReply *r = recv_reply(d);
+    assert_non_null(r);
+    assert_int_equal(r->error->code, Q35__CODE__INVALID_ARGUMENT);
+    q35__stage_reply__free_unpacked(r, NULL);
+    /* many frames */
+    for (int i = 0; i < 100; i++)
+        zmq_send(d, "x", 1, i < 99 ? ZMQ_SNDMORE : 0);
+    r = recv_reply(d);
+    assert_non_null(r);
+    assert_non_null(strstr(r->error->message, "frames"));
+    q35__stage_reply__free_unpacked(r, NULL);
+    /* oversized: ZMQ_MAXMSGSIZE (from n_embd and the batch size) drops the
+     * connection before any allocation; the DEALER reconnects by itself */
+    size_t big = q35_wire_stage_req_max(256, 64, 4) + 1024;
+    char *buf = calloc(1, big);
+    zmq_send(d, buf, big, 0);
+    free(buf);
+    usleep(300 * 1000);
+    /* still serving: a stats request is answered */
+    Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.id = 5;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_STATS;
+    rq.stats = &sq;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    r = recv_reply(d);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_STATS);
+    assert_int_equal(r->id, 5);
+    assert_true(r->stats->n_errors >= 2);
+    q35__stage_reply__free_unpacked(r, NULL);
+
+    /* a sequence in slot 1, then the only peer goes: its slots are freed */
+    float *h = calloc(3 * 256, sizeof(float));
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = 1;
+    c.n_tokens = 3;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    fb.hidden.data = (uint8_t *)h;
+    fb.hidden.len = 3 * 256 * 4;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    rq.forward = &fb;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    r = recv_reply(d);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
+    q35__stage_reply__free_unpacked(r, NULL);
+    free(h);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    usleep(300 * 1000);
+    g_stop = 1;
+    pthread_join(th, NULL);
+    assert_int_equal(q35_engine_slot_len(stage_engine(s), 1), 0);
+    stage_destroy(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Random corruptions of a valid request: every one answered (a reply or
+ * an error), never a crash, and the stage still serves afterwards. */
+static void mutated_requests_always_answered(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4);
+    int32_t ids[5] = { 1, 2, 3, 4, 5 };
+    Q35__Sampling sp = Q35__SAMPLING__INIT;
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = 1;
+    c.n_tokens = 5;
+    c.n_token_ids = 5;
+    c.token_ids = ids;
+    c.sampling = &sp;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    r.forward = &fb;
+    size_t n = q35__stage_request__get_packed_size(&r);
+    uint8_t *good = malloc(n), *bad = malloc(n + 8);
+    q35__stage_request__pack(&r, good);
+    uint64_t x = 88172645463325252ull;
+    int answered = 0, forwards = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(bad, good, n);
+        size_t len = n;
+        int k = 1 + (int)(x % 4);
+        for (int j = 0; j < k; j++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            size_t at = x % len;
+            switch ((x >> 32) % 3) {
+            case 0: bad[at] = (uint8_t)(x >> 40); break;        /* flip a byte */
+            case 1: len = at + 1; break;                        /* truncate */
+            case 2: bad[at] ^= (uint8_t)(1u << ((x >> 48) % 8)); break;
+            }
+        }
+        uint8_t *out;
+        size_t out_len;
+        assert_int_equal(stage_handle(a, bad, len, &out, &out_len), 0);
+        Q35__StageReply *rep = q35__stage_reply__unpack(NULL, out_len, out);
+        assert_non_null(rep);
+        answered++;
+        forwards += rep->body_case == Q35__STAGE_REPLY__BODY_FORWARD;
+        q35__stage_reply__free_unpacked(rep, NULL);
+        free(out);
+        for (int sl = 0; sl < 4; sl++)
+            q35_engine_slot_reset((q35_engine *)stage_engine(a), sl, NULL, 0);
+    }
+    assert_int_equal(answered, 3000);
+    assert_true(forwards < 3000);
+    Q35__StageReply *rep = forward(a, &pc, 1, NULL, 0, 0);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    free(good);
+    free(bad);
+    stage_destroy(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(handshake_names_the_range),
+        cmocka_unit_test(chain_matches_golden),
+        cmocka_unit_test(every_bad_field_is_named),
+        cmocka_unit_test(socket_loop_survives_bad_messages),
+        cmocka_unit_test(mutated_requests_always_answered),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,170 @@
+/* bench_quant — how fast each type's dot consumes weights on one core, as
+ * GB/s of weight bytes and as a share of one core's read bandwidth
+ * measured in the same run; and how much a matmul over nx vectors saves
+ * against nx separate dots.
+ *
+ *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar]
+ *                      [--types q4_K,q6_K,...] [--bw-mb N]
+ */
+#include "common.h"
+#include "membw.h"
+#include "quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static const int all_types[] = {
+    GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+    GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+    GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL,
+    GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4,
+};
+#define NTYPES (int)(sizeof all_types / sizeof *all_types)
+
+static volatile float sink;
+
+static int parse_types(char *list, int *out)
+{
+    int n = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int found = -1;
+        for (int i = 0; i < NTYPES; i++)
+            if (!strcmp(quant_type_of(all_types[i])->name, tok))
+                found = all_types[i];
+        if (found < 0) {
+            fprintf(stderr, "bench-quant: --types: unknown type '%s'\n", tok);
+            return -1;
+        }
+        out[n++] = found;
+    }
+    return n;
+}
+
+/* Seconds for the best of `passes` dots over every row. */
+static double time_dots(quant_dot_fn dot, const uint8_t *W, size_t rb, int64_t rows,
+                        const float *x, int64_t ncols, int passes, int reps)
+{
+    double best = 1e30;
+    for (int p = 0; p < passes; p++) {
+        float s = 0;
+        double t0 = q35_now();
+        for (int k = 0; k < reps; k++)
+            for (int64_t r = 0; r < rows; r++)
+                s += dot(W + r * rb, x + k * ncols, ncols);
+        double dt = q35_now() - t0;
+        sink = s;
+        if (dt < best)
+            best = dt;
+    }
+    return best;
+}
+
+static double time_matmul(int type, const uint8_t *W, size_t rb, int64_t rows,
+                          const float *X, int64_t ncols, int nx, float *Y, int passes)
+{
+    double best = 1e30;
+    for (int p = 0; p < passes; p++) {
+        double t0 = q35_now();
+        quant_matmul(type, W, rb, ncols, 0, rows, X, ncols, nx, Y, rows);
+        double dt = q35_now() - t0;
+        sink = Y[0];
+        if (dt < best)
+            best = dt;
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    double mb = 512, bw_mb = 1024;
+    int passes = 3, types[NTYPES], ntypes = NTYPES;
+    const char *isa = NULL;
+    memcpy(types, all_types, sizeof types);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--mb") && i + 1 < argc)
+            mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--bw-mb") && i + 1 < argc)
+            bw_mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--passes") && i + 1 < argc)
+            passes = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc)
+            isa = argv[++i];
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+            if ((ntypes = parse_types(argv[++i], types)) < 0)
+                return 2;
+        } else {
+            fprintf(stderr, "usage: %s [--mb N] [--bw-mb N] [--passes N] "
+                            "[--isa avx512|avx2|scalar] [--types q4_K,q6_K,...]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (mb < 1 || bw_mb < 1 || passes < 1) {
+        fprintf(stderr, "bench-quant: --mb, --bw-mb and --passes must be >= 1\n");
+        return 2;
+    }
+    if (isa && quant_force_isa(isa)) {
+        fprintf(stderr, "bench-quant: --isa %s: not built or not supported by this CPU\n", isa);
+        return 2;
+    }
+    char err[Q35_ERRSZ];
+    double bw;
+    if (membw_read((size_t)(bw_mb * 1e6) / 4096 * 4096, 1, passes + 2, &bw, err, sizeof err)) {
+        fprintf(stderr, "bench-quant: %s\n", err);
+        return 1;
+    }
+    printf("ISA %s; one core's read bandwidth %.2f GB/s (%.0f MB, best of %d)\n",
+           quant_isa(), bw, bw_mb, passes + 2);
+
+    const int64_t ncols = 4096;
+    size_t cap = (size_t)(mb * 1e6);
+    uint8_t *W = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    float *X = malloc(sizeof(float) * ncols * 64);
+    float *Y = malloc(sizeof(float) * 64 * (cap / 1000));
+    if (W == MAP_FAILED || !X || !Y) {
+        fprintf(stderr, "bench-quant: out of memory for %.0f MB of weights\n", mb);
+        return 1;
+    }
+    madvise(W, cap, MADV_HUGEPAGE);
+    uint64_t seed = 7;
+    for (int64_t i = 0; i < ncols * 64; i++)
+        quant_fill_random(GGML_TYPE_F32, X + i, 1, 1.0f, &seed);
+
+    printf("\ndot, one core, %.0f MB of weights in rows of %lld values:\n", mb, (long long)ncols);
+    printf("%-8s %8s %9s %7s %10s\n", "type", "bits/w", "GB/s", "%bw", "Gweights/s");
+    for (int i = 0; i < ntypes; i++) {
+        int type = types[i];
+        size_t rb = quant_row_bytes(type, ncols);
+        int64_t rows = (int64_t)(cap / rb);
+        quant_fill_random(type, W, rows * ncols, 1.0f, &seed);
+        double dt = time_dots(quant_dot(type), W, rb, rows, X, ncols, passes, 1);
+        double gbs = (double)rows * (double)rb / dt / 1e9;
+        printf("%-8s %8.4f %9.2f %6.1f%% %10.2f\n", quant_type_of(type)->name,
+               8.0 * (double)rb / (double)ncols, gbs, 100 * gbs / bw,
+               (double)rows * (double)ncols / dt / 1e9);
+        fflush(stdout);
+    }
+
+    /* matmul vs separate dots, 64 MB of weights (past the last-level cache) */
+    printf("\nmatmul over nx vectors vs nx separate dots, one core, 64 MB of weights:\n");
+    printf("%-8s %4s %11s %11s %9s\n", "type", "nx", "dots ms", "matmul ms", "speed-up");
+    static const int mm_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+    for (int i = 0; i < 3; i++) {
+        int type = mm_types[i];
+        size_t rb = quant_row_bytes(type, ncols);
+        int64_t rows = (int64_t)((64e6 < (double)cap ? 64e6 : (double)cap) / (double)rb);
+        quant_fill_random(type, W, rows * ncols, 1.0f, &seed);
+        for (int nx = 8; nx <= 64; nx *= 8) {
+            double td = time_dots(quant_dot(type), W, rb, rows, X, ncols, 1, nx);
+            double tm = time_matmul(type, W, rb, rows, X, ncols, nx, Y, passes);
+            printf("%-8s %4d %11.1f %11.1f %8.2fx\n", quant_type_of(type)->name, nx,
+                   td * 1e3, tm * 1e3, td / tm);
+            fflush(stdout);
+        }
+    }
+    munmap(W, cap);
+    free(X);
+    free(Y);
+    return 0;
+}
