@@ -30,7 +30,25 @@ int client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len, 
     return -1;
 }
 
-/* An error event for a message that never became a request. */
+/* An error event; r == NULL for a message that never became a request. */
+void client_error(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
+                  const char *rid, Q35__Code code, const char *msg)
+{
+    Q35__Error e = Q35__ERROR__INIT;
+    e.code = code;
+    e.message = (char *)msg;
+    Q35__Event ev = Q35__EVENT__INIT;
+    ev.request_id = (char *)(rid ? rid : "");
+    ev.body_case = Q35__EVENT__BODY_ERROR;
+    ev.error = &e;
+    if (r) {
+        client_send(c, r, NULL, 0, &ev);
+        return;
+    }
+    q35_log_debug("client request %s refused: %s", rid ? rid : "?", msg);
+    q35_wire_send(c->cli, ident, ident_len, &ev.base, ZMQ_DONTWAIT);
+}
+
 static void reply_error(coord *c, const uint8_t *ident, size_t ident_len, const char *rid,
                         Q35__Code code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 static void reply_error(coord *c, const uint8_t *ident, size_t ident_len, const char *rid,
@@ -41,15 +59,7 @@ static void reply_error(coord *c, const uint8_t *ident, size_t ident_len, const 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    Q35__Error e = Q35__ERROR__INIT;
-    e.code = code;
-    e.message = msg;
-    Q35__Event ev = Q35__EVENT__INIT;
-    ev.request_id = (char *)(rid ? rid : "");
-    ev.body_case = Q35__EVENT__BODY_ERROR;
-    ev.error = &e;
-    q35_log_debug("client request %s refused: %s", rid ? rid : "?", msg);
-    q35_wire_send(c->cli, ident, ident_len, &ev.base, ZMQ_DONTWAIT);
+    client_error(c, NULL, ident, ident_len, rid, code, msg);
 }
 
 static req *find_req(coord *c, const uint8_t *ident, size_t ident_len, const char *rid)

@@ -134,6 +134,8 @@ void req_free_slot(coord *c, req *r);
 void client_on_message(coord *c);
 int  client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
                  Q35__Event *ev);
+void client_error(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
+                  const char *rid, Q35__Code code, const char *msg);
 /* Streams one sampled token: 0 go on, 1 stop (end of turn / stop string),
  * -1 the request ended with an error (it is gone). */
 int  client_piece(coord *c, req *r, int32_t tok, const Q35__Sampled *sm, int *stop_idx);

@@ -127,13 +127,7 @@ void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    Q35__Error e = Q35__ERROR__INIT;
-    e.code = code;
-    e.message = msg;
-    Q35__Event ev = Q35__EVENT__INIT;
-    ev.body_case = Q35__EVENT__BODY_ERROR;
-    ev.error = &e;
-    client_send(c, r, NULL, 0, &ev);
+    client_error(c, r, NULL, 0, NULL, code, msg);
     q35_log_info("request %s: %s: %s", r->rid, q35_wire_code_name(code), msg);
     r->in_flight = false;
     req_free_slot(c, r);

@@ -90,6 +90,13 @@ void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm);
 /* y = x / sqrt(mean(x²) + eps) · w over n values (x and y may alias). */
 void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps);
 
+/* cpu_vec.c: dot; y += a·x; s ← decay·s, pred += k·s; s += k·δ, y += q·s. */
+float cpu_dot(const float *restrict a, const float *restrict b, int n);
+void cpu_axpy(float *restrict y, float a, const float *restrict x, int n);
+void cpu_decay_pred(float *restrict s, float decay, float k, float *restrict pred, int n);
+void cpu_update_read(float *restrict s, float k, const float *restrict delta, float q,
+                     float *restrict y, int n);
+
 static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 

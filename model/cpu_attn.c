@@ -105,10 +105,7 @@ static void attend_worker(void *arg, int ith, int nth)
         float mx = -INFINITY;
         for (int t = 0; t <= p; t++) {
             const float *k = st->k + ((size_t)t * nkv + g) * hd;
-            float d = 0;
-            for (int i = 0; i < hd; i++)
-                d += q[i] * k[i];
-            sc[t] = d * scale;
+            sc[t] = cpu_dot(q, k, hd) * scale;
             if (sc[t] > mx)
                 mx = sc[t];
         }
@@ -122,9 +119,7 @@ static void attend_worker(void *arg, int ith, int nth)
         memset(o, 0, (size_t)hdv * sizeof(float));
         for (int t = 0; t <= p; t++) {
             const float *v = st->v + ((size_t)t * nkv + g) * hdv;
-            float a = sc[t] * inv;
-            for (int i = 0; i < hdv; i++)
-                o[i] += a * v[i];
+            cpu_axpy(o, sc[t] * inv, v, hdv);
         }
         for (int i = 0; i < hdv; i++)
             o[i] *= cpu_sigmoid(gate[i]);             /* sigmoid gate (not silu) */

@@ -96,24 +96,14 @@ static void delta_worker(void *arg, int ith, int nth)
 
             /* S ← exp(g)·S; pred = kᵀS */
             memset(delta, 0, (size_t)hv * sizeof(float));
-            for (int i = 0; i < dk; i++) {
-                float *Si = S + (size_t)i * hv, ki = tk[i];
-                for (int e = 0; e < hv; e++) {
-                    Si[e] *= decay;
-                    delta[e] += ki * Si[e];
-                }
-            }
+            for (int i = 0; i < dk; i++)
+                cpu_decay_pred(S + (size_t)i * hv, decay, tk[i], delta, hv);
             /* δ = (v − pred)·β; S ← S + k ⊗ δ; y = (q/sqrt(dk))ᵀ S (after the write) */
             for (int e = 0; e < hv; e++)
                 delta[e] = (v[e] - delta[e]) * beta;
             memset(y, 0, (size_t)hv * sizeof(float));
-            for (int i = 0; i < dk; i++) {
-                float *Si = S + (size_t)i * hv, ki = tk[i], qi = tq[i] * qscale;
-                for (int e = 0; e < hv; e++) {
-                    Si[e] += ki * delta[e];
-                    y[e] += qi * Si[e];
-                }
-            }
+            for (int i = 0; i < dk; i++)
+                cpu_update_read(S + (size_t)i * hv, tk[i], delta, tq[i] * qscale, y, hv);
             /* y ← rms(y, ssm_norm) ⊙ silu(z) per V-head (silu here, not sigmoid) */
             float *out = s->y + row * vd + (int64_t)u * hv;
             const float *z = s->z + row * vd + (int64_t)u * hv;

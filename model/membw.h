@@ -12,7 +12,9 @@
 /* Read bandwidth in GB/s (1e9 bytes/s) of `threads` threads (>= 1) each
  * streaming its share of a `bytes` buffer (much larger than the caches:
  * 1 GiB is a good default) with wide vector loads; the best of `passes`
- * passes. The buffer is allocated, touched and freed inside. Returns 0 and
+ * passes. With one thread a pass is timed by the thread's CPU time (on a
+ * shared machine, time the scheduler gives to others is not counted);
+ * with several, by the wall clock. The buffer is allocated, touched and freed inside. Returns 0 and
  * the figure in *gbps, or a Q35_E* code with a message in err. */
 int membw_read(size_t bytes, int threads, int passes, double *gbps,
                char *err, size_t errsz);

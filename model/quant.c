@@ -161,7 +161,7 @@ int quant_dequant(int type, const void *blocks, float *out, int64_t n,
 enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_N };
 static const char *const isa_names[ISA_N] = { "scalar", "avx2", "avx512" };
 static const quant_kernels *const isa_tables[ISA_N] = {
-    quant_kernels_scalar, quant_kernels_scalar, quant_kernels_avx512,
+    quant_kernels_scalar, quant_kernels_avx2, quant_kernels_avx512,
 };
 static int isa_cur = -1;
 

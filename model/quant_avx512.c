@@ -19,31 +19,32 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-#define NV_MAX 4        /* vectors per matmul tile: 4 x 4 accumulators */
-#define BUF_MAX 16384   /* widest row decoded once into a buffer */
+#define VF __m512
+#define VL 16
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_ZERO() _mm512_setzero_ps()
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define V_LOADN(p, k) _mm512_maskz_loadu_ps((__mmask16)((1u << (k)) - 1), p)
+#define V_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define KT quant_kernels_avx512
 
-typedef __m512 acc_t[4];
+/* Types with their own body below; the others use the generic one. */
+#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
+                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
+#define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
+                   X(q2_K, Q2_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
 
-#define EMIT4(w0, w1, w2, w3, off) do {                                        \
-    if (NV == 0) {                                                             \
-        _mm512_storeu_ps(buf + (off), w0);                                     \
-        _mm512_storeu_ps(buf + (off) + 16, w1);                                \
-        _mm512_storeu_ps(buf + (off) + 32, w2);                                \
-        _mm512_storeu_ps(buf + (off) + 48, w3);                                \
-    }                                                                          \
-    _Pragma("GCC unroll 4")                                                    \
-    for (int v_ = 0; v_ < NV; v_++) {                                          \
-        const float *xv_ = x + v_ * ldx + (off);                               \
-        acc[v_][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xv_), acc[v_][0]);      \
-        acc[v_][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xv_ + 16), acc[v_][1]); \
-        acc[v_][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(xv_ + 32), acc[v_][2]); \
-        acc[v_][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(xv_ + 48), acc[v_][3]); \
-    }                                                                          \
-} while (0)
 
-#define BODY_ARGS const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
-                  const int NV, acc_t *acc, float *buf
+#include "quant_kern.h"
+
+/* Weights stream from memory once: ask for them PF_AHEAD bytes early
+ * (covers the memory latency at one core's streaming rate). */
+#define PF_AHEAD 2048
+#define PREFETCH(p) _mm_prefetch((const char *)(p) + PF_AHEAD, _MM_HINT_T0)
 
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(quant_rd16(p)); }
 static inline __m512i bytes16(const uint8_t *p)
@@ -60,37 +61,6 @@ static const float q3vals[16] = { -4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0,
 
 /* --- bodies: full 64-value groups; the caller handles n % 64 ------------- */
 
-INLINE void body_f32(BODY_ARGS)
-{
-    const float *w = (const float *)row;
-    for (int64_t i = 0; i + 64 <= n; i += 64)
-        EMIT4(_mm512_loadu_ps(w + i), _mm512_loadu_ps(w + i + 16),
-              _mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(w + i + 48), i);
-}
-
-INLINE __m512 f16x16(const uint8_t *p)
-{ return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-
-INLINE void body_f16(BODY_ARGS)
-{
-    for (int64_t i = 0; i + 64 <= n; i += 64)
-        EMIT4(f16x16(row + 2 * i), f16x16(row + 2 * i + 32),
-              f16x16(row + 2 * i + 64), f16x16(row + 2 * i + 96), i);
-}
-
-INLINE __m512 bf16x16(const uint8_t *p)
-{
-    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
-}
-
-INLINE void body_bf16(BODY_ARGS)
-{
-    for (int64_t i = 0; i + 64 <= n; i += 64)
-        EMIT4(bf16x16(row + 2 * i), bf16x16(row + 2 * i + 32),
-              bf16x16(row + 2 * i + 64), bf16x16(row + 2 * i + 96), i);
-}
-
 INLINE __m512 q8x16(const uint8_t *p, __m512 d)
 {
     __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
@@ -102,6 +72,8 @@ INLINE void body_q8_0(BODY_ARGS)
 {
     for (int64_t i = 0; i + 64 <= n; i += 64) {
         const uint8_t *b = row + (i / 32) * 34;
+        PREFETCH(b);
+        PREFETCH(b + 64);
         __m512 d0 = _mm512_set1_ps(h2f(b)), d1 = _mm512_set1_ps(h2f(b + 34));
         EMIT4(q8x16(b + 2, d0), q8x16(b + 18, d0), q8x16(b + 36, d1), q8x16(b + 52, d1), i);
     }
@@ -136,11 +108,15 @@ INLINE void body_q4_K(BODY_ARGS)
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 144;
         k4_scales(b, tab);
+        /* read the scales back from memory: broadcasts then run on the
+         * load ports instead of competing with the lookups for shuffles */
+        __asm__ volatile("" : : "m"(tab) : "memory");
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             __m512 t0 = lin_table(iota16, &tab[2 * p], &tab[8 + 2 * p]);
             __m512 t1 = lin_table(iota16, &tab[2 * p + 1], &tab[9 + 2 * p]);
             __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
+            PREFETCH(b + 36 * p);
             EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
                   _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t1),
                   _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t1), i + 64 * p);
@@ -169,6 +145,7 @@ INLINE void body_q5_K(BODY_ARGS)
             __m512 t0l = lin_table(iota16, d0, n0), t0h = lin_table(iota32hi, d0, n0);
             __m512 t1l = lin_table(iota16, d0 + 1, n0 + 1), t1h = lin_table(iota32hi, d0 + 1, n0 + 1);
             __m512i q0 = bytes16(b + 48 + 32 * p), q1 = bytes16(b + 64 + 32 * p);
+            PREFETCH(b + 44 * p);
             int sl = 4 - 2 * p, sh = 3 - 2 * p;   /* qh bit 2p / 2p+1 -> bit 4 */
             __m512i i0 = _mm512_ternarylogic_epi32(q0, shl_var(h0, sl), low4, SEL_C_A_B);
             __m512i i1 = _mm512_ternarylogic_epi32(q1, shl_var(h1, sl), low4, SEL_C_A_B);
@@ -205,6 +182,7 @@ INLINE void body_q3_K(BODY_ARGS)
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i q[2] = { bytes16(b + 32 + 32 * h), bytes16(b + 48 + 32 * h) };
+            PREFETCH(b + 55 * h);
 #pragma GCC unroll 2
             for (int jj = 0; jj < 4; jj += 2) {
                 __m512 w[4];
@@ -248,6 +226,7 @@ INLINE void body_q6_K(BODY_ARGS)
                 __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(H2, hi ? cnt1 : cnt0), m2);
                 __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(hb, 4)), off);
                 const float *sc = ds + 8 * h + 4 * hi;
+                PREFETCH(b + 104 * h + 52 * hi);
                 /* lane k of q: values 16k..16k+15, scale sc[k] */
 #define Q6W(k) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                \
                    _mm512_extracti32x4_epi32(q, k))), _mm512_set1_ps(sc[k]))
@@ -258,155 +237,4 @@ INLINE void body_q6_K(BODY_ARGS)
     }
 }
 
-/* Any other decoded type: the scalar block decoder into a small buffer. */
-INLINE void body_generic(int type, BODY_ARGS)
-{
-    const quant_type *t = quant_type_of(type);
-    float tmp[256];
-    int per = t->blck >= 64 ? t->blck : 64;      /* values decoded per step */
-    for (int64_t i = 0; i + per <= n; i += per) {
-        for (int j = 0; j < per; j += t->blck)
-            t->block(row + ((i + j) / t->blck) * t->bytes, tmp + j);
-        for (int j = 0; j < per; j += 64)
-            EMIT4(_mm512_loadu_ps(tmp + j), _mm512_loadu_ps(tmp + j + 16),
-                  _mm512_loadu_ps(tmp + j + 32), _mm512_loadu_ps(tmp + j + 48), i + j);
-    }
-    /* 256-value blocks always fill whole steps; others stop at a multiple of 64 */
-}
-
-/* The last n % 64 values, for any type: decoded by the scalar decoder into
- * a zero-padded group; x is read under a mask, never past its end. */
-INLINE void tail_any(int type, BODY_ARGS)
-{
-    const quant_type *t = quant_type_of(type);
-    int64_t i0 = n - n % 64;
-    int rem = (int)(n - i0);
-    if (!rem)
-        return;
-    float tmp[64] = { 0 };
-    for (int j = 0; j < rem; j += t->blck)
-        t->block(row + ((i0 + j) / t->blck) * t->bytes, tmp + j);
-    if (NV == 0)
-        memcpy(buf + i0, tmp, sizeof tmp);
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        if (c * 16 >= rem)
-            break;
-        __mmask16 m = rem - 16 * c >= 16 ? 0xFFFF : (__mmask16)((1u << (rem - 16 * c)) - 1);
-        __m512 w = _mm512_loadu_ps(tmp + 16 * c);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            acc[v][c] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + v * ldx + i0 + 16 * c),
-                                        acc[v][c]);
-    }
-}
-
-INLINE float acc_sum(acc_t a)
-{
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]),
-                                              _mm512_add_ps(a[2], a[3])));
-}
-
-/* Whole row (body + tail) for NV vectors. */
-#define ROW_FN(name, ID, BODY)                                                 \
-INLINE void row_##name(BODY_ARGS)                                              \
-{                                                                              \
-    BODY(row, n, x, ldx, NV, acc, buf);                                        \
-    if (n % 64)                                                                \
-        tail_any(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf);                \
-}
-
-#define GEN_BODY(name, ID) \
-    INLINE void gbody_##name(BODY_ARGS) { body_generic(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf); }
-
-ROW_FN(f32, F32, body_f32)
-
-/* One tile: NV (1..4) vectors against one row, results to Y; one function
- * per NV so the accumulators stay in registers. */
-#define TILE_NV(name, NVC)                                                     \
-static void tile##NVC##_##name(const uint8_t *row, int64_t n, const float *x,  \
-                               int64_t ldx, float *y, int64_t ldy)             \
-{                                                                              \
-    acc_t acc[NVC];                                                            \
-    _Pragma("GCC unroll 4")                                                    \
-    for (int v = 0; v < NVC; v++)                                              \
-        _Pragma("GCC unroll 4")                                                \
-        for (int k = 0; k < 4; k++)                                            \
-            acc[v][k] = _mm512_setzero_ps();                                   \
-    row_##name(row, n, x, ldx, NVC, acc, NULL);                                \
-    _Pragma("GCC unroll 4")                                                    \
-    for (int v = 0; v < NVC; v++)                                              \
-        y[v * ldy] = acc_sum(acc[v]);                                          \
-}
-#define TILE_FN(name)                                                          \
-TILE_NV(name, 1) TILE_NV(name, 2) TILE_NV(name, 3) TILE_NV(name, 4)            \
-static void tile_##name(const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
-                        int nv, float *y, int64_t ldy)                          \
-{                                                                              \
-    switch (nv) {                                                              \
-    case 1: tile1_##name(row, n, x, ldx, y, ldy); break;                       \
-    case 2: tile2_##name(row, n, x, ldx, y, ldy); break;                       \
-    case 3: tile3_##name(row, n, x, ldx, y, ldy); break;                       \
-    default: tile4_##name(row, n, x, ldx, y, ldy); break;                      \
-    }                                                                          \
-}
-
-TILE_FN(f32)
-
-/* dot and matmul of a type. Matmul with 4+ vectors decodes each row once
- * into a buffer and runs the f32 tiles on it: the same weights, the same
- * order, so the same bits as the fused tiles. */
-#define KERNELS(name, ID)                                                      \
-static void decode_##name(const uint8_t *row, int64_t n, float *buf)           \
-{                                                                              \
-    row_##name(row, n, NULL, 0, 0, NULL, buf);                                 \
-}                                                                              \
-static float dot_##name(const void *row, const float *x, int64_t n)            \
-{                                                                              \
-    float y;                                                                   \
-    tile1_##name(row, n, x, 0, &y, 0);                                         \
-    return y;                                                                  \
-}                                                                              \
-static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \
-                      int64_t r1, const float *X, int64_t ldx, int nx,         \
-                      float *Y, int64_t ldy)                                   \
-{                                                                              \
-    float buf[BUF_MAX + 64] __attribute__((aligned(64)));                      \
-    int decode = nx >= NV_MAX && nc <= BUF_MAX && GGML_TYPE_##ID != GGML_TYPE_F32; \
-    for (int64_t r = r0; r < r1; r++) {                                        \
-        const uint8_t *row = (const uint8_t *)W + (size_t)r * rb;              \
-        if (decode)                                                            \
-            decode_##name(row, nc, buf);                                       \
-        for (int t = 0; t < nx; t += NV_MAX) {                                 \
-            int nv = nx - t < NV_MAX ? nx - t : NV_MAX;                        \
-            if (decode)                                                        \
-                tile_f32((const uint8_t *)buf, nc, X + t * ldx, ldx, nv,       \
-                         Y + t * ldy + (r - r0), ldy);                         \
-            else                                                               \
-                tile_##name(row, nc, X + t * ldx, ldx, nv,                     \
-                            Y + t * ldy + (r - r0), ldy);                      \
-        }                                                                      \
-    }                                                                          \
-}
-
-/* Fused types have their own body; the rest use the generic one. */
-#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
-                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
-#define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
-                   X(q2_K, Q2_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
-
-#define X(name, ID) ROW_FN(name, ID, body_##name) TILE_FN(name)
-FUSED(X)
-#undef X
-#define X(name, ID) GEN_BODY(name, ID) ROW_FN(name, ID, gbody_##name) TILE_FN(name)
-GENERIC(X)
-#undef X
-#define X(name, ID) KERNELS(name, ID)
-X(f32, F32) FUSED(X) GENERIC(X)
-#undef X
-
-const quant_kernels quant_kernels_avx512[GGML_TYPE_COUNT] = {
-#define X(name, ID) [GGML_TYPE_##ID] = { dot_##name, mm_##name },
-    X(f32, F32) FUSED(X) GENERIC(X)
-#undef X
-};
+QUANT_INSTANTIATE

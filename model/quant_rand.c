@@ -24,9 +24,9 @@ static float uni(uint64_t *s, float lo, float hi)
 static const struct { int type; short off_d, off_m; float dmax, mmax; } scales[] = {
     { GGML_TYPE_Q8_0, 0, -1, 127, 0 },         { GGML_TYPE_Q4_0, 0, -1, 8, 0 },
     { GGML_TYPE_Q4_1, 0, 2, 7.5f, -1 },        { GGML_TYPE_Q5_0, 0, -1, 16, 0 },
-    { GGML_TYPE_Q5_1, 0, 2, 15.5f, -1 },       { GGML_TYPE_Q2_K, 80, 82, 22.5f, 15 },
-    { GGML_TYPE_Q3_K, 108, -1, 128, 0 },       { GGML_TYPE_Q4_K, 0, 2, 472.5f, 63 },
-    { GGML_TYPE_Q5_K, 0, 2, 976.5f, 63 },      { GGML_TYPE_Q6_K, 208, -1, 4096, 0 },
+    { GGML_TYPE_Q5_1, 0, 2, 15.5f, -1 },       { GGML_TYPE_Q2_K, 80, 82, 45, 15 },
+    { GGML_TYPE_Q3_K, 108, -1, 128, 0 },       { GGML_TYPE_Q4_K, 0, 2, 945, 63 },
+    { GGML_TYPE_Q5_K, 0, 2, 1953, 63 },      { GGML_TYPE_Q6_K, 208, -1, 4096, 0 },
     { GGML_TYPE_IQ4_NL, 0, -1, 127, 0 },       { GGML_TYPE_IQ4_XS, 0, -1, 4064, 0 },
 };
 
@@ -67,9 +67,10 @@ int quant_fill_random(int type, void *dst, int64_t n, float amp, uint64_t *state
         }
         if (k < 0)
             continue;
-        put16(b + scales[k].off_d, quant_f32_to_f16(amp * uni(state, 0.5f, 1) / scales[k].dmax));
-        if (scales[k].off_m >= 0) {   /* q4_1/q5_1 add m; the K-quants subtract */
-            float m = scales[k].mmax < 0 ? -amp * uni(state, 0.5f, 1)
+        float u = uni(state, 0.5f, 1);
+        put16(b + scales[k].off_d, quant_f32_to_f16(amp * u / scales[k].dmax));
+        if (scales[k].off_m >= 0) {   /* q4_1/q5_1 add m (centres the range); K-quants subtract */
+            float m = scales[k].mmax < 0 ? -amp * u
                                          : amp * uni(state, 0, 0.5f) / scales[k].mmax;
             put16(b + scales[k].off_m, quant_f32_to_f16(m));
         }

@@ -184,6 +184,81 @@ static void wrong_arch_and_missing_key(void **s)
     free(img);
 }
 
+/* A header-only model: the golden keys (minus `skip`, plus nextn layers)
+ * and a zero token_embd, written in memory. */
+static gguf_file *rebuilt(const char *skip, uint32_t nextn, int64_t rows, char **img)
+{
+    char err[Q35_ERRSZ] = "";
+    size_t size;
+    gguf_file *g = gguf_open(golden_path("tiny-Q8_0.gguf"), err, sizeof err);
+    if (!g) fail_msg("%s", err);
+    gguf_writer *w = gguf_writer_new_mem(img, &size, err, sizeof err);
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        const gguf_kv *kv = gguf_kv_at(g, i);
+        if (!(kv->key.len == strlen(skip) && !memcmp(kv->key.ptr, skip, kv->key.len))) gguf_w_copy(w, kv);
+    }
+    if (nextn) gguf_w_u32(w, "qwen35moe.nextn_predict_layers", nextn);
+    int64_t ne[2] = { 256, rows };
+    gguf_w_tensor(w, "token_embd.weight", GGML_TYPE_F32, 2, ne);
+    float *zero = calloc(256 * (size_t)rows, sizeof *zero);
+    assert_int_equal(gguf_w_data(w, zero, 256 * (size_t)rows * sizeof *zero, err, sizeof err), 0);
+    free(zero);
+    if (gguf_writer_finish(&w, err, sizeof err)) fail_msg("%s", err);
+    gguf_close(&g);
+    gguf_file *f = gguf_parse(*img, size, "rebuilt.gguf", err, sizeof err);
+    if (!f) fail_msg("%s", err);
+    return f;
+}
+
+static void mtp_blocks_and_defaults(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "", *img;
+    q35_config c;
+    /* 8 blocks of which the last 2 are MTP: main stack 0..5 */
+    gguf_file *f = rebuilt("", 2, 512, &img);
+    if (q35_config_load(f, &c, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(c.n_layer_total, 8);
+    assert_int_equal(c.n_nextn, 2);
+    assert_int_equal(c.n_layer, 6);
+    assert_int_equal(c.layer_kind[3], Q35_LAYER_ATTN);
+    assert_int_equal(c.layer_kind[5], Q35_LAYER_SSM);
+    assert_int_equal(c.layer_kind[6], Q35_LAYER_ATTN);   /* MTP blocks are full attention */
+    assert_int_equal(c.layer_kind[7], Q35_LAYER_ATTN);
+    gguf_close(&f);
+    free(img);
+    /* nextn must leave a main stack */
+    f = rebuilt("", 8, 512, &img);
+    assert_int_equal(q35_config_load(f, &c, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "'qwen35moe.nextn_predict_layers': value 8, expected < block_count 8"));
+    gguf_close(&f);
+    free(img);
+    /* full_attention_interval absent: 4 */
+    f = rebuilt("qwen35moe.full_attention_interval", 0, 512, &img);
+    if (q35_config_load(f, &c, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(c.full_attn_interval, 4);
+    assert_int_equal(c.layer_kind[7], Q35_LAYER_ATTN);
+    gguf_close(&f);
+    free(img);
+    /* eos absent: -1; a token list of the wrong length is named */
+    f = rebuilt("tokenizer.ggml.eos_token_id", 0, 512, &img);
+    if (q35_config_load(f, &c, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(c.eos_id, -1);
+    gguf_close(&f);
+    free(img);
+    f = rebuilt("", 0, 600, &img);
+    assert_int_equal(q35_config_load(f, &c, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "key 'tokenizer.ggml.tokens': 512 tokens, expected 600 (rows of token_embd)"));
+    gguf_close(&f);
+    free(img);
+    /* rope sections are required */
+    f = rebuilt("qwen35moe.rope.dimension_sections", 0, 512, &img);
+    assert_int_equal(q35_config_load(f, &c, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "rebuilt.gguf: key 'qwen35moe.rope.dimension_sections': missing"));
+    gguf_close(&f);
+    free(img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +267,7 @@ int main(void)
         cmocka_unit_test(golden_q3_k_m),
         cmocka_unit_test_setup_teardown(bad_values, load_image, free_image),
         cmocka_unit_test_setup_teardown(wrong_arch_and_missing_key, load_image, free_image),
+        cmocka_unit_test(mtp_blocks_and_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

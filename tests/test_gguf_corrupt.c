@@ -220,6 +220,12 @@ static void valid_image_parses(void **s)
     assert_int_equal(gguf_find_tensor(f, "b")->nbytes, 68);
     gguf_close(&f);
     dump(99, b);
+    /* GGUF v2 has the same layout (64-bit counts and lengths) */
+    b.p[4] = 2;
+    f = gguf_parse(b.p, b.n, "v2.gguf", err, sizeof err);
+    if (!f) fail_msg("v2 image: %s", err);
+    assert_int_equal(gguf_version(f), 2);
+    gguf_close(&f);
     free(b.p);
 }
 

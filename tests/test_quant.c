@@ -164,15 +164,15 @@ static void dots_match_exact(void **state)
 static void matmul_matches_dot(void **state)
 {
     (void)state;
-    enum { ROWS = 9, NXMAX = 13 };
-    static const int nxs[] = { 1, 2, 3, 4, 5, 8, 13 };
+    enum { ROWS = 9, NXMAX = 40 };
+    static const int nxs[] = { 1, 2, 3, 4, 5, 8, 13, 40 };
     for (size_t ia = 0; ia < 3; ia++) {
         if (quant_force_isa(isas[ia]))
             continue;
         for (size_t g = 0; g < NGOLDEN; g++) {
             int type = golden[g].type;
             const quant_type *t = quant_type_of(type);
-            for (int li = 0; li < 4; li += 3) {
+            for (int li = 0; li < 4; li += 1 + (li == 0)) {
                 int64_t n = test_len(t, li) + (li == 3 && t->blck == 32 ? 32 : 0);
                 size_t rb = quant_row_bytes(type, n) + 3;   /* rows need not be packed */
                 uint8_t *W = malloc(rb * ROWS);
@@ -207,6 +207,70 @@ static void matmul_matches_dot(void **state)
         }
     }
     quant_force_isa(NULL);
+}
+
+/* The fast decoders are bit-exact too: against the identity matrix, the
+ * matmul (and the dot, against unit vectors) returns each golden weight
+ * (only +0 added to it). */
+static void fast_decoders_bit_exact(void **state)
+{
+    (void)state;
+    float *eye = calloc((size_t)GCOLS * GCOLS, sizeof(float));
+    float *Y = malloc(sizeof(float) * GCOLS * GROWS);
+    for (int i = 0; i < GCOLS; i++)
+        eye[i * GCOLS + i] = 1.0f;
+    for (size_t ia = 0; ia < 3; ia++) {
+        if (quant_force_isa(isas[ia]))
+            continue;
+        for (size_t g = 0; g < NGOLDEN; g++) {
+            int type = golden[g].type;
+            size_t qlen, flen;
+            uint8_t *q = slurp(golden[g].name, "q", &qlen);
+            float *want = slurp(golden[g].name, "f32", &flen);
+            uint64_t rb = quant_row_bytes(type, GCOLS);
+            quant_matmul(type, q, rb, GCOLS, 0, GROWS, eye, GCOLS, GCOLS, Y, GROWS);
+            for (int r = 0; r < GROWS; r++)
+                for (int i = 0; i < GCOLS; i++) {
+                    float got = Y[i * GROWS + r], w = want[r * GCOLS + i];
+                    if (got != w)
+                        fail_msg("%s %s row %d value %d: %.9g, golden %.9g", isas[ia],
+                                 golden[g].name, r, i, got, w);
+                }
+            for (int i = 0; i < GCOLS; i += 37)
+                assert_true(quant_dot(type)(q + rb, eye + i * GCOLS, GCOLS) == want[GCOLS + i]);
+            free(q);
+            free(want);
+        }
+    }
+    quant_force_isa(NULL);
+    free(eye);
+    free(Y);
+}
+
+/* Random blocks decode to finite values within about the amplitude asked. */
+static void fill_random_stays_in_range(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    uint8_t *row = malloc(N * 8);
+    float *w = malloc(sizeof(float) * N);
+    uint64_t seed = 99;
+    for (size_t g = 0; g < NGOLDEN; g++) {
+        int type = golden[g].type;
+        assert_int_equal(quant_fill_random(type, row, N, 0.5f, &seed), 0);
+        assert_int_equal(quant_dequant(type, row, w, N, NULL, 0), 0);
+        float mx = 0;
+        for (int i = 0; i < N; i++) {
+            assert_true(isfinite(w[i]));
+            mx = fmaxf(mx, fabsf(w[i]));
+        }
+        if (mx > 0.5f * 1.2f || mx < 0.5f * 0.1f)
+            fail_msg("%s: max |value| %g for amplitude 0.5", golden[g].name, mx);
+    }
+    assert_int_equal(quant_fill_random(GGML_TYPE_IQ2_S, row, 256, 1, &seed), -1);
+    assert_int_equal(quant_fill_random(GGML_TYPE_Q4_K, row, 100, 1, &seed), -1);
+    free(row);
+    free(w);
 }
 
 static void force_isa_rejects_unknown(void **state)
@@ -348,6 +412,8 @@ int main(void)
         cmocka_unit_test(dequant_rejects_bad_input),
         cmocka_unit_test(dots_match_exact),
         cmocka_unit_test(matmul_matches_dot),
+        cmocka_unit_test(fast_decoders_bit_exact),
+        cmocka_unit_test(fill_random_stays_in_range),
         cmocka_unit_test(force_isa_rejects_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

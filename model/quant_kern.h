@@ -1,0 +1,289 @@
+/* quant_kern.h — the kernel framework shared by quant_avx2.c and
+ * quant_avx512.c: included once by each, after it defines its vector
+ * type and a handful of operations (below). Not a public header.
+ *
+ * Order of operations (what makes results reproducible): chunk c (VL
+ * consecutive values) of a row goes to accumulator c % 4; the four are
+ * summed ((0+1)+(2+3)) and reduced. Every decoder yields exactly the
+ * dequantized weights, so the dot and every matmul path (fused tiles,
+ * row-segment tiles, any nx, any row range) give the same bits.
+ *
+ * Include this after the configuration below, then write the bodies,
+ * then expand QUANT_INSTANTIATE once.
+ *
+ * A type's "body" walks the row G = 4 * VL values at a time and hands
+ * each group of four decoded vectors to EMIT4, which multiply-adds them
+ * into NV vectors' accumulators or, NV == 0, stores them to a buffer.
+ * Bodies are always inlined with NV constant, so no branch survives.
+ *
+ * The including file defines:
+ *   VF, VL            vector of VL floats
+ *   V_LOAD(p) V_STORE(p, v) V_ZERO() V_FMA(a, b, c) V_ADD(a, b)
+ *   V_HSUM(v)         horizontal sum (fixed order)
+ *   V_LOADN(p, k)     first k (< VL) floats from p, the rest 0; reads
+ *                     nothing past p + k
+ *   V_F16(p) V_BF16(p) VL halves / bfloat16s at p, widened exactly
+ *   FUSED(X) GENERIC(X)  X(name, ID) lists: own body_<name> / generic
+ *   KT                the kernel table's name
+ */
+#define INLINE static inline __attribute__((always_inline))
+#define G (4 * VL)
+#define NV_MAX 4        /* vectors per tile: 4 x 4 accumulators */
+#define SEG 512         /* matmul row segment (values; a multiple of 256 and G) */
+#define RBLK 4          /* matmul rows decoded per segment */
+#define VGRP 32         /* matmul vectors per pass over a row block */
+
+typedef VF acc_t[4];
+
+#define EMIT4(w0, w1, w2, w3, off) do {                                        \
+    if (NV == 0) {                                                             \
+        V_STORE(buf + (off), w0);                                              \
+        V_STORE(buf + (off) + VL, w1);                                         \
+        V_STORE(buf + (off) + 2 * VL, w2);                                     \
+        V_STORE(buf + (off) + 3 * VL, w3);                                     \
+    }                                                                          \
+    _Pragma("GCC unroll 4")                                                    \
+    for (int v_ = 0; v_ < NV; v_++) {                                          \
+        const float *xv_ = x + v_ * ldx + (off);                               \
+        acc[v_][0] = V_FMA(w0, V_LOAD(xv_), acc[v_][0]);                       \
+        acc[v_][1] = V_FMA(w1, V_LOAD(xv_ + VL), acc[v_][1]);                  \
+        acc[v_][2] = V_FMA(w2, V_LOAD(xv_ + 2 * VL), acc[v_][2]);              \
+        acc[v_][3] = V_FMA(w3, V_LOAD(xv_ + 3 * VL), acc[v_][3]);              \
+    }                                                                          \
+} while (0)
+
+#define BODY_ARGS const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
+                  const int NV, acc_t *acc, float *buf
+
+INLINE void body_f32(BODY_ARGS)
+{
+    const float *w = (const float *)row;
+    for (int64_t i = 0; i + G <= n; i += G)
+        EMIT4(V_LOAD(w + i), V_LOAD(w + i + VL), V_LOAD(w + i + 2 * VL),
+              V_LOAD(w + i + 3 * VL), i);
+}
+
+/* 16-bit floats: V_F16(p) / V_BF16(p) widen VL of them at p. */
+INLINE void body_f16(BODY_ARGS)
+{
+    for (int64_t i = 0; i + G <= n; i += G)
+        EMIT4(V_F16(row + 2 * i), V_F16(row + 2 * (i + VL)),
+              V_F16(row + 2 * (i + 2 * VL)), V_F16(row + 2 * (i + 3 * VL)), i);
+}
+
+INLINE void body_bf16(BODY_ARGS)
+{
+    for (int64_t i = 0; i + G <= n; i += G)
+        EMIT4(V_BF16(row + 2 * i), V_BF16(row + 2 * (i + VL)),
+              V_BF16(row + 2 * (i + 2 * VL)), V_BF16(row + 2 * (i + 3 * VL)), i);
+}
+
+/* Any decoded type: its scalar block decoder into a small buffer. */
+INLINE void body_generic(int type, BODY_ARGS)
+{
+    const quant_type *t = quant_type_of(type);
+    float tmp[256];
+    int per = t->blck >= G ? t->blck : G;        /* values decoded per step */
+    for (int64_t i = 0; i + per <= n; i += per) {
+        for (int j = 0; j < per; j += t->blck)
+            t->block(row + ((i + j) / t->blck) * t->bytes, tmp + j);
+        for (int j = 0; j < per; j += G)
+            EMIT4(V_LOAD(tmp + j), V_LOAD(tmp + j + VL), V_LOAD(tmp + j + 2 * VL),
+                  V_LOAD(tmp + j + 3 * VL), i + j);
+    }
+}
+
+/* The last n % G values, any type: the scalar decoder into a zero-padded
+ * group; x is read only up to its end. */
+INLINE void tail_any(int type, BODY_ARGS)
+{
+    const quant_type *t = quant_type_of(type);
+    int64_t i0 = n - n % G;
+    int rem = (int)(n - i0);
+    if (!rem)
+        return;
+    float tmp[G] = { 0 };
+    for (int j = 0; j < rem; j += t->blck)
+        t->block(row + ((i0 + j) / t->blck) * t->bytes, tmp + j);
+    if (NV == 0)
+        memcpy(buf + i0, tmp, sizeof tmp);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        if (c * VL >= rem)
+            break;
+        VF w = V_LOAD(tmp + c * VL);
+        int k = rem - c * VL;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const float *xv = x + v * ldx + i0 + c * VL;
+            acc[v][c] = V_FMA(w, k >= VL ? V_LOAD(xv) : V_LOADN(xv, k), acc[v][c]);
+        }
+    }
+}
+
+INLINE float acc_sum(acc_t a)
+{
+    return V_HSUM(V_ADD(V_ADD(a[0], a[1]), V_ADD(a[2], a[3])));
+}
+
+/* Whole row (body + tail) for NV vectors. */
+#define ROW_FN(name, ID, BODY)                                                 \
+INLINE void row_##name(BODY_ARGS)                                              \
+{                                                                              \
+    BODY(row, n, x, ldx, NV, acc, buf);                                        \
+    if (n % G)                                                                 \
+        tail_any(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf);                \
+}
+
+#define GEN_BODY(name, ID) \
+    INLINE void gbody_##name(BODY_ARGS) { body_generic(GGML_TYPE_##ID, row, n, x, ldx, NV, acc, buf); }
+
+/* Accumulators of nv vectors: set to zero, or copied (nv constant). */
+INLINE void acc_zero(acc_t *a, int nv)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            a[v][k] = V_ZERO();
+}
+
+INLINE void acc_copy(acc_t *dst, const acc_t *src, int nv)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            dst[v][k] = src[v][k];
+}
+
+/* One tile: NVC vectors against one row, results to y (ldy apart); one
+ * function per NVC so the accumulators stay in registers. */
+#define TILE_NV(name, NVC)                                                     \
+static void tile##NVC##_##name(const uint8_t *row, int64_t n, const float *x,  \
+                               int64_t ldx, float *y, int64_t ldy)             \
+{                                                                              \
+    acc_t acc[NVC];                                                            \
+    acc_zero(acc, NVC);                                                        \
+    row_##name(row, n, x, ldx, NVC, acc, NULL);                                \
+    _Pragma("GCC unroll 4")                                                    \
+    for (int v = 0; v < NVC; v++)                                              \
+        y[v * ldy] = acc_sum(acc[v]);                                          \
+}
+
+#define TILE_FN(name)                                                          \
+TILE_NV(name, 1) TILE_NV(name, 2) TILE_NV(name, 3) TILE_NV(name, 4)            \
+static void tile_##name(const uint8_t *row, int64_t n, const float *x, int64_t ldx, \
+                        int nv, float *y, int64_t ldy)                          \
+{                                                                              \
+    switch (nv) {                                                              \
+    case 1: tile1_##name(row, n, x, ldx, y, ldy); break;                       \
+    case 2: tile2_##name(row, n, x, ldx, y, ldy); break;                       \
+    case 3: tile3_##name(row, n, x, ldx, y, ldy); break;                       \
+    default: tile4_##name(row, n, x, ldx, y, ldy); break;                      \
+    }                                                                          \
+}
+
+ROW_FN(f32, F32, body_f32)
+
+/* A decoded row segment against NVC vectors, accumulators carried in
+ * memory between segments (storing them changes no bits). */
+#define SEG_NV(NVC)                                                            \
+static void seg##NVC(const float *w, int64_t n, const float *x, int64_t ldx,   \
+                     acc_t *mem)                                               \
+{                                                                              \
+    acc_t acc[NVC];                                                            \
+    acc_copy(acc, mem, NVC);                                                   \
+    row_f32((const uint8_t *)w, n, x, ldx, NVC, acc, NULL);                    \
+    acc_copy(mem, acc, NVC);                                                   \
+}
+SEG_NV(1) SEG_NV(2) SEG_NV(3) SEG_NV(4)
+
+typedef void (*decode_fn)(const uint8_t *row, int64_t n, float *buf);
+
+/* Matmul for nx >= 3: rows in blocks of RBLK, columns in segments of SEG.
+ * Each segment of each row is decoded once per VGRP vectors into an L1
+ * buffer; tiles of 4 vectors then reuse it with their x segment (also in
+ * L1) across the row block. Accumulators live in `mem` between segments. */
+static void mm_segmented(decode_fn decode, int blck, int bytes, const void *W,
+                         size_t rb, int64_t nc, int64_t r0, int64_t r1,
+                         const float *X, int64_t ldx, int nx, float *Y, int64_t ldy)
+{
+    float wbuf[RBLK][SEG + G] __attribute__((aligned(64)));
+    acc_t mem[RBLK][VGRP] __attribute__((aligned(64)));
+    for (int vg = 0; vg < nx; vg += VGRP) {
+        int nvg = nx - vg < VGRP ? nx - vg : VGRP;
+        for (int64_t rr = r0; rr < r1; rr += RBLK) {
+            int nr = r1 - rr < RBLK ? (int)(r1 - rr) : RBLK;
+            for (int i = 0; i < nr; i++)
+                for (int v = 0; v < nvg; v++)
+                    acc_zero(&mem[i][v], 1);
+            for (int64_t s0 = 0; s0 < nc; s0 += SEG) {
+                int64_t ns = nc - s0 < SEG ? nc - s0 : SEG;
+                const float *w[RBLK];
+                for (int i = 0; i < nr; i++) {
+                    const uint8_t *src = (const uint8_t *)W + (size_t)(rr + i) * rb +
+                                         (size_t)(s0 / blck) * (size_t)bytes;
+                    if (decode) {
+                        decode(src, ns, wbuf[i]);
+                        w[i] = wbuf[i];
+                    } else {
+                        w[i] = (const float *)src;   /* f32: the row itself */
+                    }
+                }
+                for (int t = 0; t < nvg; t += NV_MAX) {
+                    const float *x = X + (int64_t)(vg + t) * ldx + s0;
+                    for (int i = 0; i < nr; i++)
+                        switch (nvg - t < NV_MAX ? nvg - t : NV_MAX) {
+                        case 1: seg1(w[i], ns, x, ldx, &mem[i][t]); break;
+                        case 2: seg2(w[i], ns, x, ldx, &mem[i][t]); break;
+                        case 3: seg3(w[i], ns, x, ldx, &mem[i][t]); break;
+                        default: seg4(w[i], ns, x, ldx, &mem[i][t]); break;
+                        }
+                }
+            }
+            for (int i = 0; i < nr; i++)
+                for (int v = 0; v < nvg; v++)
+                    Y[(int64_t)(vg + v) * ldy + (rr + i - r0)] = acc_sum(mem[i][v]);
+        }
+    }
+}
+
+/* dot and matmul of a type: fused tiles for 1-2 vectors, segments above. */
+#define KERNELS(name, ID)                                                      \
+static void decode_##name(const uint8_t *row, int64_t n, float *buf)           \
+{                                                                              \
+    row_##name(row, n, NULL, 0, 0, NULL, buf);                                 \
+}                                                                              \
+static float dot_##name(const void *row, const float *x, int64_t n)            \
+{                                                                              \
+    float y;                                                                   \
+    tile1_##name(row, n, x, 0, &y, 0);                                         \
+    return y;                                                                  \
+}                                                                              \
+static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \
+                      int64_t r1, const float *X, int64_t ldx, int nx,         \
+                      float *Y, int64_t ldy)                                   \
+{                                                                              \
+    const quant_type *t = quant_type_of(GGML_TYPE_##ID);                       \
+    if (nx >= 3) {                                                             \
+        mm_segmented(GGML_TYPE_##ID == GGML_TYPE_F32 ? NULL : decode_##name,   \
+                     t->blck, t->bytes, W, rb, nc, r0, r1, X,                  \
+                     ldx, nx, Y, ldy);                                         \
+        return;                                                                \
+    }                                                                          \
+    for (int64_t r = r0; r < r1; r++)                                          \
+        tile_##name((const uint8_t *)W + (size_t)r * rb, nc, X, ldx, nx,       \
+                    Y + (r - r0), ldy);                                        \
+}
+
+/* After the bodies: instantiate rows, tiles, dot, matmul and the table. */
+#define QK_ROWTILE(name, ID) ROW_FN(name, ID, body_##name) TILE_FN(name)
+#define QK_GENROWTILE(name, ID) GEN_BODY(name, ID) ROW_FN(name, ID, gbody_##name) TILE_FN(name)
+#define QK_ENTRY(name, ID) [GGML_TYPE_##ID] = { dot_##name, mm_##name },
+#define QUANT_INSTANTIATE                                                      \
+    TILE_FN(f32) FUSED(QK_ROWTILE) GENERIC(QK_GENROWTILE)                      \
+    KERNELS(f32, F32) FUSED(KERNELS) GENERIC(KERNELS)                          \
+    const quant_kernels KT[GGML_TYPE_COUNT] = {                                \
+        QK_ENTRY(f32, F32) FUSED(QK_ENTRY) GENERIC(QK_ENTRY)                   \
+    };
