@@ -43,6 +43,32 @@ wait_freed() {   # wait_freed WHAT SECONDS
 
 start 8
 T=$P35_RUN/t
+
+# --- the CLI's modes through the pipeline
+printf 'Hello\nHow are you?\n' | p35_client --chat -n 6 --ignore-eos --ids >"$T.chat" ||
+    p35_fail "--chat: exit $?"
+[ "$(wc -l <"$T.chat")" -eq 2 ] && [ "$(awk '{ n += NF } END { print n }' "$T.chat")" -eq 12 ] ||
+    p35_fail "--chat: 2 turns of 6 ids expected, got: $(cat "$T.chat")"
+p35_client --json --logprobs 3 -n 6 --ignore-eos --system "Be brief." "Hi" >"$T.json" || p35_fail "--json: exit $?"
+[ "$(grep -c '"event":"piece"' "$T.json")" -ge 1 ] && grep -q '"completion_tokens":6' "$T.json" ||
+    p35_fail "--json: pieces and a final with 6 tokens expected: $(cat "$T.json")"
+grep '"event":"piece"' "$T.json" | grep -v '"ids":\[\]' | grep -vq '"logprobs":\[-\?[0-9]' &&
+    p35_fail "--json --logprobs: a piece with ids but no logprobs: $(grep piece "$T.json" | head -n 2)"
+p35_client --status >"$T.status" || p35_fail "--status: exit $?"
+grep -q '^0 .* 0:4 .*yes' "$T.status" && grep -q '^1 .* 4:8 .*yes' "$T.status" ||
+    p35_fail "--status: stages 0:4 and 4:8 up expected: $(cat "$T.status")"
+# a stop string taken from an answer ends the same request before it
+p35_client --json --no-think -n 24 "Count to ten." >"$T.full"
+stop=$(grep '"event":"piece"' "$T.full" | sed -n 's/.*"text":"\([A-Za-z][A-Za-z]*\)".*/\1/p' | sed -n 3p)
+if [ -n "$stop" ]; then
+    p35_client --json --no-think -n 24 --stop "$stop" "Count to ten." >"$T.stop"
+    grep -q '"finish":"stop"' "$T.stop" || p35_fail "--stop '$stop': no finish stop: $(tail -n 1 "$T.stop")"
+    grep '"event":"piece"' "$T.stop" | grep -q "\"text\":\"$stop\"" &&
+        p35_fail "--stop '$stop': the stop string was emitted"
+    echo "CLI: --chat, --json --logprobs, --system, --status, --stop '$stop' ok"
+else
+    p35_fail "--stop: no alphabetic piece in the answer to take a stop string from: $(cat "$T.full")"
+fi
 # 8 requests: 5 raw id prompts (windows of tokens64), 3 chat prompts;
 # each with its own seed; sampling on so that seeds matter.
 req() {   # req I: the options of request I
