@@ -53,6 +53,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 # Filled by the *.mk fragments.
 BINS        :=
 ENGINE_LIBS :=
+ENGINE_DEPS :=      # archives in ENGINE_LIBS built here: binaries relink when they change
 TEST_LIBS   :=
 ALL_EXTRA   :=
 include $(sort $(wildcard */*.mk))
@@ -93,7 +94,7 @@ $(LIBNET): $(call obj,$(NET_SRCS) $(PROTO_SRCS))
 
 # --- binaries ----------------------------------------------------------------
 define bin_rule
-$(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL)
+$(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL) $(ENGINE_DEPS)
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL) \
 	    $$($(1)_LIBS) $$(if $$($(1)_NET),$(LIBS_NET)) $(ENGINE_LIBS) $(LIBS_MODEL)
@@ -101,7 +102,7 @@ endef
 $(foreach b,$(BINS),$(eval $(call bin_rule,$(b))))
 
 # --- tests -------------------------------------------------------------------
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBNET) $(LIBMODEL)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBNET) $(LIBMODEL) $(ENGINE_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBNET) $(LIBMODEL) -lcmocka $(TEST_LIBS) $(LIBS_NET) \
 	    $(ENGINE_LIBS) $(LIBS_MODEL)

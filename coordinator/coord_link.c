@@ -103,7 +103,12 @@ void link_fail(coord *c, link *l, const char *why)
     l->hello_at = 0;
     l->hello_id = 0;
     l->stats_id = 0;
-    l->busy = NULL;
+    if (l->busy) {                  /* its reply will never be read */
+        free(l->busy->hidden);
+        l->busy->hidden = NULL;
+        l->busy->used = false;
+        l->busy = NULL;
+    }
     char msg[400];
     snprintf(msg, sizeof msg, "stage %d (%s, layers %d:%d): %s", l->idx, l->endpoint,
              l->want_begin, l->want_end, why);

@@ -143,3 +143,34 @@ extern "C" int q35_cuda_membw(int device, size_t bytes, double *bps, double *cop
     if (copy_bps) *copy_bps = 2.0 * (double)bytes / (best_c * 1e-3);
     return 0;
 }
+
+/* The device decoders run on the host, chunk by chunk exactly as k_mm and
+ * k_dequant_rows walk a row: checks the decoder table and the chunk ->
+ * block mapping against golden data on machines without a GPU. */
+template <int T>
+static void host_dequant(const uint8_t *W, size_t rb, int64_t ncols, int64_t nrows, float *out)
+{
+    typedef Dec<T> D;
+    const int CPB = D::QK / 8;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t c = 0; c < ncols / 8; c++) {
+            const int64_t b = c / CPB;
+            D::dec8(W + r * rb + b * D::BYTES, (int)(c - b * CPB), out + r * ncols + 8 * c);
+        }
+}
+
+extern "C" int q35_cuda_host_dequant(int type, const void *blocks, int64_t nrows, int64_t ncols,
+                                     float *out, char *err, size_t errsz)
+{
+    const uint64_t rb = quant_row_bytes(type, ncols);
+    if (!rb || ncols % 8 || nrows <= 0)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda host dequant: type %d / %lld cols not decodable",
+                       type, (long long)ncols);
+    switch (type) {
+#define X(T, name) case T: host_dequant<T>((const uint8_t *)blocks, rb, ncols, nrows, out); return 0;
+    Q35_CUDA_TYPES(X)
+#undef X
+    default:
+        return q35_err(err, errsz, Q35_EINVAL, "cuda host dequant: type %d has no CUDA decoder", type);
+    }
+}

@@ -35,6 +35,11 @@ int q35_cuda_device_name(int device, char *buf, size_t n, char *err, size_t errs
 int q35_cuda_dequant(int device, int type, const void *blocks, int64_t nrows, int64_t ncols,
                      float *out, char *err, size_t errsz);
 
+/* The same decoders run on the host (no GPU needed), walking each row in
+ * the kernels' chunk order: the CI check of the decoder table. */
+int q35_cuda_host_dequant(int type, const void *blocks, int64_t nrows, int64_t ncols,
+                          float *out, char *err, size_t errsz);
+
 /* Y[t][r] = W[r] · X[t] on the device with the backend's matmul kernel
  * (nx = 1: the decode path; nx > 1: the tiled batch path). Host buffers:
  * W nrows rows of row_bytes, X [nx][ncols], Y [nx][nrows]. */

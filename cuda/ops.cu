@@ -330,8 +330,11 @@ int cu_ssm_delta(const cu_ssm_shape *s, const cu_meta *m, int pieces,
 }
 
 /* ---- MoE router: one warp per row. Selection is K rounds of a warp
- * argmax over "the largest p below the previous pick" (ties: lower index
- * first), so no per-expert flags are needed and X can be anything. */
+ * argmax over "the largest logit below the previous pick" (ties: lower
+ * index first), so no per-expert flags are needed and X can be anything.
+ * As the CPU reference: the global softmax sum cancels in the
+ * renormalisation, so w_k = exp(l_k - max) / Σ_top exp(l - max), summed in
+ * pick order. */
 __device__ __forceinline__ void argmax_pair(float &v, int &i)
 {
 #pragma unroll
@@ -356,25 +359,28 @@ __global__ void k_router(const float *logits, int X, int K, int rows, int *topk_
     float mx = -INFINITY;
     for (int e = lane; e < X; e += 32) mx = fmaxf(mx, l[e]);
     mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int e = lane; e < X; e += 32) sum += expf(l[e] - mx);
-    sum = warp_sum(sum);
-    float pv = INFINITY, tot = 0.0f;
+    float pv = INFINITY, tot = 0.0f, w[32];
     int pi = -1;
-    for (int k = 0; k < K; k++) {
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+        if (k >= K) break;
         float bv = -INFINITY;
         int bi = -1;
         for (int e = lane; e < X; e += 32) {
-            const float p = expf(l[e] - mx) / sum;
-            if (after(p, e, pv, pi) && (bi < 0 || p > bv)) { bv = p; bi = e; }
+            const float v = l[e];
+            if (after(v, e, pv, pi) && (bi < 0 || v > bv)) { bv = v; bi = e; }
         }
         argmax_pair(bv, bi);
-        if (lane == 0) { topk_e[(size_t)row * K + k] = bi; topk_w[(size_t)row * K + k] = bv; }
-        tot += bv;
+        w[k] = expf(bv - mx);
+        tot += w[k];
+        if (lane == 0) topk_e[(size_t)row * K + k] = bi;
         pv = bv; pi = bi;
     }
-    __syncwarp();
-    if (lane < K) topk_w[(size_t)row * K + lane] /= tot;
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < 32; k++)
+            if (k < K) topk_w[(size_t)row * K + k] = w[k] / tot;
+    }
 }
 
 /* Groups the rows·K (row, expert) pairs by expert: counts, a serial scan

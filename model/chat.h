@@ -5,9 +5,11 @@
  * default) or "<|im_start|>assistant\n<think>\n\n</think>\n\n" (off).
  *
  * Generation: chat_stream turns sampled ids into text pieces, each flagged
- * reasoning (between <think> and </think>) or answer; it stops at the eos
- * id, <|im_end|>, <|endoftext|>, or a user stop string (matched across
- * token boundaries; the stop string and anything after it are not emitted).
+ * reasoning (between <think> and </think>) or answer; it stops at
+ * <|im_end|>, <|endoftext|>, the GGUF's eos id (CHAT_STOP_EOS only when it
+ * is neither), or a user stop string (matched across token boundaries; the
+ * stop string and anything after it are not emitted). The </think> token
+ * and the newlines right after it are not shown.
  */
 #ifndef Q35_CHAT_H
 #define Q35_CHAT_H

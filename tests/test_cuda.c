@@ -16,6 +16,7 @@
 
 #include "common.h"
 #include "engine.h"
+#include "quant.h"
 #ifdef Q35_HAVE_CUDA
 #include "cuda.h"
 #endif
@@ -99,9 +100,48 @@ static void test_cuda_unavailable_or_golden(void **state)
 #endif
 }
 
+/* The CUDA decoder table, run on the host: bit-exact against golden/quant
+ * for every type the kernels decode (no GPU needed). */
+static void test_cuda_decoders_on_host(void **state)
+{
+    (void)state;
+#ifndef Q35_HAVE_CUDA
+    skip();
+#else
+    static const char *const types[] = { "f32", "f16", "bf16", "q8_0", "q3_K", "q4_K", "q5_K", "q6_K" };
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        int t = -1;
+        for (int i = 0; i < GGML_TYPE_COUNT; i++)
+            if (quant_type_of(i) && quant_type_of(i)->name && !strcmp(quant_type_of(i)->name, types[k]))
+                t = i;
+        assert_true(t >= 0);
+        const uint64_t rb = quant_row_bytes(t, 512);
+        char path[1024], err[Q35_ERRSZ] = "";
+        snprintf(path, sizeof path, "%s/quant/%s.q", golden(), types[k]);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        uint8_t *q = malloc(rb * 16);
+        assert_int_equal(fread(q, 1, rb * 16, f), rb * 16);
+        fclose(f);
+        snprintf(path, sizeof path, "%s/quant/%s.f32", golden(), types[k]);
+        f = fopen(path, "rb");
+        assert_non_null(f);
+        float *ref = malloc(sizeof(float) * 16 * 512), *got = malloc(sizeof(float) * 16 * 512);
+        assert_int_equal(fread(ref, sizeof(float), 16 * 512, f), 16 * 512);
+        fclose(f);
+        if (q35_cuda_host_dequant(t, q, 16, 512, got, err, sizeof err)) fail_msg("%s: %s", types[k], err);
+        int bad = 0;
+        for (int i = 0; i < 16 * 512; i++) bad += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+        if (bad) fail_msg("%s: %d of %d values differ from golden", types[k], bad, 16 * 512);
+        free(q); free(ref); free(got);
+    }
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_decoders_on_host),
         cmocka_unit_test(test_cuda_unavailable_or_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -107,6 +107,31 @@ static void top_p_keeps_smallest_prefix_reaching_p(void **st)
     free(big); free(bids);
 }
 
+/* Many near-equal candidates: the histogram path of top-p, ties by id. */
+static void top_p_over_a_flat_vocabulary(void **st)
+{
+    (void)st;
+    enum { N = 10000 };
+    float *l = malloc(N * sizeof *l);
+    int32_t *ids = malloc(N * sizeof *ids);
+    for (int i = 0; i < N; i++) l[i] = (i & 1) ? 0.0f : 1.0f;  /* even ids e times likelier */
+    double e = exp(1.0), z = 5000 * e + 5000;
+    smp_params p = plain();
+    p.top_p = (float)((5000 * e + 1000.5) / z);       /* all even ids, then 1001 odd ones */
+    size_t m = cands(&p, l, N, NULL, 0, ids);
+    assert_int_equal(m, 6001);
+    size_t odd = 0;
+    for (size_t i = 0; i < m; i++)
+        if (ids[i] & 1) { odd++; assert_true(ids[i] <= 2001); }
+    assert_int_equal(odd, 1001);
+    for (int i = 0; i < N; i++) l[i] = 0;
+    p.top_p = 0.5f;                                   /* exactly half of equal weights */
+    m = cands(&p, l, N, NULL, 0, ids);
+    assert_int_equal(m, 5000);
+    assert_int_equal(ids[0], 0); assert_int_equal(ids[4999], 4999);
+    free(l); free(ids);
+}
+
 static void min_p_keeps_exactly_above_threshold(void **st)
 {
     (void)st;
@@ -284,6 +309,7 @@ int main(void)
         cmocka_unit_test(greedy_argmax_lowest_id_on_ties),
         cmocka_unit_test(top_k_keeps_exactly_k_best),
         cmocka_unit_test(top_p_keeps_smallest_prefix_reaching_p),
+        cmocka_unit_test(top_p_over_a_flat_vocabulary),
         cmocka_unit_test(min_p_keeps_exactly_above_threshold),
         cmocka_unit_test(penalties_change_exactly_the_right_logits),
         cmocka_unit_test(bias_bans_and_all_banned_is_an_error),
