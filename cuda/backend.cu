@@ -152,6 +152,13 @@ static int bind(const q35_backend *b, const seg *sg, int ns, const q35_tensor *t
     if (matrix && t->ne[0] % 8)
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': row length %lld not a multiple of 8",
                        t->name, (long long)t->ne[0]);
+    /* Alignment the decoders' loads need (cu_quant.cuh): segments start
+     * 256-aligned, so only a view inside a merged segment could miss it. */
+    const size_t need = t->type == GGML_TYPE_F32 ? 16 :
+                        (t->type == GGML_TYPE_Q4_K || t->type == GGML_TYPE_Q5_K) ? 8 : 2;
+    if (matrix && (((uintptr_t)d->p | d->row_bytes | d->stride) % need))
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': rows not %zu-byte aligned on the device",
+                       t->name, need);
     if (!matrix && t->type != GGML_TYPE_F32)
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': type %d, expected f32",
                        t->name, t->type);
@@ -305,14 +312,13 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
         qsort(sg, ns, sizeof *sg, seg_cmp);
         int m = 0;
         for (int i = 0; i < ns; i++) {
-            if (m && sg[i].h0 <= sg[m - 1].h1) { if (sg[i].h1 > sg[m - 1].h1) sg[m - 1].h1 = sg[i].h1; }
+            if (m && sg[i].h0 < sg[m - 1].h1) {     /* overlapping views only */ if (sg[i].h1 > sg[m - 1].h1) sg[m - 1].h1 = sg[i].h1; }
             else sg[m++] = sg[i];
         }
         ns = m;
         size_t at = 0;
-        for (int i = 0; i < ns; i++) {      /* keep each segment's host alignment mod 256 */
+        for (int i = 0; i < ns; i++) {      /* 256-byte aligned: the decoders' wide loads */
             at = (at + 255) & ~(size_t)255;
-            at += (uintptr_t)sg[i].h0 & 255;
             sg[i].doff = at;
             at += (size_t)(sg[i].h1 - sg[i].h0);
         }

@@ -14,12 +14,12 @@
  * the device) so the compiler cannot contract them into an FMA that rounds
  * differently.
  *
- * Loads are byte/halfword loads: Q8_0 (34 B), Q3_K (110 B) and Q6_K
- * (210 B) blocks are only 2-byte aligned inside a row, and the weights are
- * used exactly as the GGUF stores them (no repack), which keeps the
- * upload a plain copy. Hardware assumption: L1/L2 merge the narrow loads
- * of a warp into full sectors, so DRAM traffic stays one pass over the
- * weights.
+ * Loads: the weights are used exactly as the GGUF stores them (no
+ * repack: the upload is a plain copy), so Q8_0 (34 B), Q3_K (110 B) and
+ * Q6_K (210 B) blocks are only 2-byte aligned and read with halfword
+ * loads; Q4_K/Q5_K/F32 with 8/16-byte loads. Hardware assumption: L1/L2
+ * merge the narrow loads of a warp into full sectors, so DRAM traffic
+ * stays one pass over the weights.
  */
 #ifndef Q35_CU_QUANT_CUH
 #define Q35_CU_QUANT_CUH
@@ -74,6 +74,30 @@ __host__ __device__ __forceinline__ float bf16_f(unsigned short h)
 #endif
 }
 
+/* 8 quant bytes of a chunk in two registers: one 8-byte load where the
+ * layout guarantees 8-byte alignment (Q4_K/Q5_K: 144/176-byte blocks,
+ * matrices placed 256-byte aligned at upload), four 2-byte loads where
+ * blocks are only 2-byte aligned (Q8_0, Q3_K, Q6_K). Fewer, wider loads
+ * keep the decoders under the load-issue rate at full bandwidth. */
+struct b8 {
+    uint32_t lo, hi;
+    __host__ __device__ __forceinline__ uint32_t operator[](int i) const {
+        return ((i < 4 ? lo : hi) >> (8 * (i & 3))) & 0xFFu;
+    }
+};
+__host__ __device__ __forceinline__ b8 ld8_a8(const uint8_t *p)
+{
+    const uint2 v = *(const uint2 *)p;
+    b8 r = { v.x, v.y };
+    return r;
+}
+__host__ __device__ __forceinline__ b8 ld8_a2(const uint8_t *p)
+{
+    const unsigned short *h = (const unsigned short *)p;
+    b8 r = { (uint32_t)h[0] | ((uint32_t)h[1] << 16), (uint32_t)h[2] | ((uint32_t)h[3] << 16) };
+    return r;
+}
+
 /* Q4_K/Q5_K 6-bit scale and min of sub-block j (ggml get_scale_min_k4). */
 __host__ __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 {
@@ -117,9 +141,9 @@ template <> struct Dec<GGML_TYPE_Q8_0> {
     enum { QK = 32, BYTES = 34 };
     __host__ __device__ static void dec8(const uint8_t *b, int c, float y[8]) {
         const float d = ld_f16(b);
-        const int8_t *q = (const int8_t *)(b + 2 + 8 * c);
+        const b8 q = ld8_a2(b + 2 + 8 * c);
 #pragma unroll
-        for (int i = 0; i < 8; i++) y[i] = QMUL((float)q[i], d);
+        for (int i = 0; i < 8; i++) y[i] = QMUL((float)(int8_t)q[i], d);
     }
 };
 /* { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; } (ggml block_q3_K) */
@@ -132,11 +156,11 @@ template <> struct Dec<GGML_TYPE_Q3_K> {
         const int lo = (sc[is & 7] >> (4 * (is >> 3))) & 0xF;
         const int hi = (sc[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
         const float dl = QMUL(ld_f16(b + 108), (float)((lo | (hi << 4)) - 32));
-        const uint8_t *q = b + 32 + half * 32 + l, *hm = b + l;
+        const b8 q = ld8_a2(b + 32 + half * 32 + l), hm = ld8_a2(b + l);
         const int shift = 2 * j, m = 1 << (half * 4 + j);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            int v = ((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4);
+            int v = (int)((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4);
             y[i] = QMUL(dl, (float)v);
         }
     }
@@ -150,7 +174,7 @@ template <> struct Dec<GGML_TYPE_Q4_K> {
         k4_scale_min(2 * j64 + (r >> 5), b + 4, &sc, &m);
         const float d1 = QMUL(ld_f16(b), (float)sc);
         const float m1 = QMUL(ld_f16(b + 2), (float)m);
-        const uint8_t *q = b + 16 + 32 * j64 + (r & 31);
+        const b8 q = ld8_a8(b + 16 + 32 * j64 + (r & 31));
         const int sh = (r >> 5) * 4;
 #pragma unroll
         for (int i = 0; i < 8; i++)
@@ -166,11 +190,11 @@ template <> struct Dec<GGML_TYPE_Q5_K> {
         k4_scale_min(sub, b + 4, &sc, &m);
         const float d1 = QMUL(ld_f16(b), (float)sc);
         const float m1 = QMUL(ld_f16(b + 2), (float)m);
-        const uint8_t *qh = b + 16 + (r & 31), *q = b + 48 + 32 * j64 + (r & 31);
+        const b8 qh = ld8_a8(b + 16 + (r & 31)), q = ld8_a8(b + 48 + 32 * j64 + (r & 31));
         const int sh = (r >> 5) * 4, hb = 1 << sub;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            int v = ((q[i] >> sh) & 0xF) + ((qh[i] & hb) ? 16 : 0);
+            int v = (int)((q[i] >> sh) & 0xF) + ((qh[i] & hb) ? 16 : 0);
             y[i] = QSUB(QMUL(d1, (float)v), m1);
         }
     }
@@ -183,11 +207,11 @@ template <> struct Dec<GGML_TYPE_Q6_K> {
         const int is = (l >> 4) + 2 * qd;
         const float d = ld_f16(b + 208);
         const float ds = QMUL(d, (float)((const int8_t *)(b + 192))[8 * n + is]);
-        const uint8_t *ql = b + 64 * n + l + (qd & 1) * 32, *qh = b + 128 + 32 * n + l;
+        const b8 ql = ld8_a2(b + 64 * n + l + (qd & 1) * 32), qh = ld8_a2(b + 128 + 32 * n + l);
         const int lsh = (qd >> 1) * 4, hsh = 2 * qd;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            int v = (((ql[i] >> lsh) & 0xF) | (((qh[i] >> hsh) & 3) << 4)) - 32;
+            int v = (int)(((ql[i] >> lsh) & 0xF) | (((qh[i] >> hsh) & 3) << 4)) - 32;
             y[i] = QMUL(ds, (float)v);
         }
     }

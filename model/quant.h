@@ -51,17 +51,22 @@ int quant_dequant(int type, const void *blocks, float *out, int64_t n,
                   char *err, size_t errsz);
 
 /* Fastest dot for this CPU (AVX-512, AVX2 or scalar, chosen once at first
- * use from cpuid); NULL if the type has no decoder. */
+ * use from cpuid); NULL if the type has no decoder. Float32 activations,
+ * float32 accumulation, within 1e-5 (relative to sum |w_i x_i|) of the
+ * exact dot of the dequantized row. Thread-safe; keep x 64-byte aligned
+ * for full speed (rows need not be). */
 typedef float (*quant_dot_fn)(const void *row, const float *x, int64_t n);
 quant_dot_fn quant_dot(int type);
 
-/* Y[t][r - r0] = W[r] · X[t] for rows r in [r0, r1) and t < nx.
- * W: row-major rows of `ncols` values of `type`, row_bytes apart.
- * X: nx vectors of ncols floats, ldx floats apart. Y: ldy floats apart.
- * Each weight block is decoded once for a tile of vectors, so a batch of
- * nx tokens reads the weights once. Results for a given (r, t) do not
- * depend on r0/r1 or nx (row splits across threads stay bit-identical).
- * The caller splits rows across threads. */
+/* Y[t][r - r0] = W[r] . X[t] for rows r in [r0, r1) and t < nx.
+ * W: row-major rows of `ncols` values of `type` (a type with a decoder),
+ * row_bytes apart. X: nx vectors of ncols floats, ldx floats apart.
+ * Y: ldy floats apart. Each weight block is decoded once per 32 vectors
+ * (rows in segments of 512 values, reused from L1 by tiles of 4 vectors),
+ * so a batch reads the weights once. Every Y[t][r] has exactly the bits
+ * quant_dot(type)(W[r], X[t], ncols) gives: independent of r0/r1 (split
+ * rows across threads freely), of nx and of t's place in the batch.
+ * Thread-safe (no shared state); the caller splits rows across threads. */
 void quant_matmul(int type, const void *W, size_t row_bytes, int64_t ncols,
                   int64_t r0, int64_t r1, const float *X, int64_t ldx, int nx,
                   float *Y, int64_t ldy);

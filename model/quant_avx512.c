@@ -67,6 +67,8 @@ INLINE void body_q8_0(BODY_ARGS)
 {
     for (int64_t i = 0; i + 64 <= n; i += 64) {
         const uint8_t *b = row + (i / 32) * 34;
+        PREFETCH(b);
+        PREFETCH(b + 64);
         __m512 d0 = _mm512_set1_ps(h2f(b)), d1 = _mm512_set1_ps(h2f(b + 34));
         EMIT4(q8x16(b + 2, d0), q8x16(b + 18, d0), q8x16(b + 36, d1), q8x16(b + 52, d1), i);
     }
@@ -101,11 +103,15 @@ INLINE void body_q4_K(BODY_ARGS)
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 144;
         k4_scales(b, tab);
+        /* read the scales back from memory: broadcasts then run on the
+         * load ports instead of competing with the lookups for shuffles */
+        __asm__ volatile("" : : "m"(tab) : "memory");
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             __m512 t0 = lin_table(iota16, &tab[2 * p], &tab[8 + 2 * p]);
             __m512 t1 = lin_table(iota16, &tab[2 * p + 1], &tab[9 + 2 * p]);
             __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
+            PREFETCH(b + 36 * p);
             EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
                   _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t1),
                   _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t1), i + 64 * p);
@@ -134,6 +140,7 @@ INLINE void body_q5_K(BODY_ARGS)
             __m512 t0l = lin_table(iota16, d0, n0), t0h = lin_table(iota32hi, d0, n0);
             __m512 t1l = lin_table(iota16, d0 + 1, n0 + 1), t1h = lin_table(iota32hi, d0 + 1, n0 + 1);
             __m512i q0 = bytes16(b + 48 + 32 * p), q1 = bytes16(b + 64 + 32 * p);
+            PREFETCH(b + 44 * p);
             int sl = 4 - 2 * p, sh = 3 - 2 * p;   /* qh bit 2p / 2p+1 -> bit 4 */
             __m512i i0 = _mm512_ternarylogic_epi32(q0, shl_var(h0, sl), low4, SEL_C_A_B);
             __m512i i1 = _mm512_ternarylogic_epi32(q1, shl_var(h1, sl), low4, SEL_C_A_B);
@@ -170,6 +177,7 @@ INLINE void body_q3_K(BODY_ARGS)
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i q[2] = { bytes16(b + 32 + 32 * h), bytes16(b + 48 + 32 * h) };
+            PREFETCH(b + 55 * h);
 #pragma GCC unroll 2
             for (int jj = 0; jj < 4; jj += 2) {
                 __m512 w[4];
@@ -213,6 +221,7 @@ INLINE void body_q6_K(BODY_ARGS)
                 __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(H2, hi ? cnt1 : cnt0), m2);
                 __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(hb, 4)), off);
                 const float *sc = ds + 8 * h + 4 * hi;
+                PREFETCH(b + 104 * h + 52 * hi);
                 /* lane k of q: values 16k..16k+15, scale sc[k] */
 #define Q6W(k) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                \
                    _mm512_extracti32x4_epi32(q, k))), _mm512_set1_ps(sc[k]))

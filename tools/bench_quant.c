@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     const int64_t ncols = 4096;
     size_t cap = (size_t)(mb * 1e6);
     uint8_t *W = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    float *X = malloc(sizeof(float) * ncols * 64);
+    float *X = aligned_alloc(64, sizeof(float) * ncols * 64);   /* as the engine keeps activations */
     float *Y = malloc(sizeof(float) * 64 * (cap / 1000));
     if (W == MAP_FAILED || !X || !Y) {
         fprintf(stderr, "bench-quant: out of memory for %.0f MB of weights\n", mb);
