@@ -3,7 +3,8 @@
 # the process sends STOPPING=1, the request either completes (every token)
 # or ends with an explicit error on the client, and the daemon exits 0.
 #   1. coordinator stopped mid-generation;
-#   2. the last stage stopped mid-generation (the step in flight is answered).
+#   2. the last stage stopped mid-generation (the step in flight is answered);
+#   3. a coordinator hung on purpose (test hook) is caught by the watchdog.
 # Also, while they generate: every daemon pings the watchdog at least every
 # half period (the pings come from the serving loops, which stay responsive
 # under load), and nothing is logged per token at the default level.
@@ -14,6 +15,7 @@ MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
 N=1000
 T=$(mktemp -d /tmp/q35-it-drain-XXXXXX)
 PIDS=""
+ulimit -c 0   # the watchdog's SIGABRT leaves no core file
 cleanup() {
     # TERM first (the fake systemd forwards it), KILL what is left
     for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
@@ -88,6 +90,16 @@ start_coord coord1
 in_flight coord1 "$COORD"
 start_coord coord2
 in_flight s1 "$S1"
+
+# a coordinator hung on purpose stops pinging: the watchdog fires
+QWEN35_TEST_HOOKS=1 run coord3 "$BIN/qwen35-coordinator" --model "$MODEL" --listen "ipc://$T/coord3.sock" \
+    --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8"
+sleep 1
+kill -USR1 "$LAST"
+wait "$LAST"
+grep -q ' WATCHDOG_TIMEOUT$' "$T/coord3.log" && grep -q ' EXIT signal 6$' "$T/coord3.log" \
+    || fail "coord3: hung on purpose, but the watchdog did not fire"
+ok "coord3: hung on purpose (SIGUSR1), pings stopped, the watchdog fired"
 
 # watchdog cadence of every daemon, READY to exit, through the generations
 for n in s0 s1 coord1 coord2; do
