@@ -38,6 +38,8 @@ static int setup(void **state)
     char p[600];
     snprintf(p, sizeof p, "%s/tokens64.txt", g);
     FILE *f = fopen(p, "r");
+    if (!f)
+        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", p);
     for (int i = 0; f && i < 64; i++)
         if (fscanf(f, "%d", &g_toks[i]) != 1)
             return -1;
