@@ -43,9 +43,10 @@ else
     [ -x "$BIN/qwen35-info" ] || p35_die "$BIN/qwen35-info missing (or set BENCH_SPLIT=\"0:A A:$N_LAYER\")"
     PLAN=$("$BIN/qwen35-info" --plan 2 "$MODEL") || p35_die "qwen35-info --plan 2 $MODEL failed"
     echo "bench-pipeline: qwen35-info --plan 2:"
-    printf '%s\n' "$PLAN" | sed 's/^/  /'
-    R0=$(printf '%s\n' "$PLAN" | grep -o '[0-9][0-9]*:[0-9][0-9]*' | sed -n 1p)
-    R1=$(printf '%s\n' "$PLAN" | grep -o '[0-9][0-9]*:[0-9][0-9]*' | sed -n 2p)
+    printf '%s\n' "$PLAN" | grep -i 'plan\|stage [0-9]' | grep -v '^\[' | sed 's/^/  /'
+    RANGES=$(printf '%s\n' "$PLAN" | sed -n 's/.*stage [0-9]*: layers \([0-9]*:[0-9]*\).*/\1/p')
+    R0=$(printf '%s\n' "$RANGES" | sed -n 1p)
+    R1=$(printf '%s\n' "$RANGES" | sed -n 2p)
     [ -n "$R0" ] && [ -n "$R1" ] || p35_die "no two layer ranges A:B in the plan above"
 fi
 echo "bench-pipeline: split: stage 0 = layers $R0, stage 1 = layers $R1"

@@ -100,7 +100,7 @@ q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts, char *err, si
     if (q35_wire_sockopts(c->sock, (int64_t)q35_wire_event_max(EVENT_MAX_VOCAB, EVENT_MAX_ROWS),
                           err, errsz))
         goto fail;
-    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) ||
+    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_DISCONNECTED) ||
         !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) || zmq_connect(c->mon, mon_ep)) {
         q35_err(err, errsz, Q35_EIO, "zmq socket monitor: %s", zmq_strerror(errno));
         goto fail;
@@ -163,8 +163,9 @@ static void drain_monitor(q35c_client *c)
             else more = zmq_msg_more(&m);
             zmq_msg_close(&m);
         }
+        /* Sticky: a coordinator that restarts at once (disconnect and
+         * connect in one drain) has still forgotten our requests. */
         if (ev == ZMQ_EVENT_DISCONNECTED) c->link_lost = true;
-        else if (ev == ZMQ_EVENT_CONNECTED) c->link_lost = false;
     }
 }
 
@@ -341,6 +342,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     drain_monitor(c);
     if (c->n_req == 0) {
         c->link_lost = false;
+        c->interrupted = 0;          /* an interrupt between requests is stale */
         c->last_rx = c->last_probe = q35_now();
     }
     rc = send_req(c, &m, err, errsz);

@@ -1,6 +1,16 @@
-/* pool.c — see pool.h. Workers spin briefly on a generation counter (a
- * forward pass issues many short parallel regions back to back), then
- * sleep on a condition variable so an idle engine costs no CPU. */
+/* pool.c — see pool.h.
+ *
+ * pool_run splits the work into nth chunks (fn(arg, i, nth) for i < nth)
+ * that the threads claim one at a time; the caller claims too. A worker
+ * that is slow to wake (the machine is shared, or oversubscribed) costs
+ * nothing: the caller runs the unclaimed chunks itself and only waits for
+ * chunks already started. Chunks are the same whoever runs them, so
+ * results do not depend on timing.
+ *
+ * The claim word holds (generation << 32 | next chunk): a worker that read
+ * an old job can never claim a chunk of a newer one (its compare-exchange
+ * fails on the generation). Idle workers spin briefly, then sleep on a
+ * condition variable so an idle engine costs no CPU. */
 #include "pool.h"
 #include "common.h"
 
@@ -12,19 +22,16 @@
 
 #define POOL_SPIN 4000    /* polls before sleeping (~50-100 µs) */
 
-typedef struct worker { pool *p; int ith; } worker;
-
 struct pool {
     int n;
     pthread_t *th;
-    worker *w;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
-    atomic_uint gen;          /* bumped once per pool_run */
-    atomic_int pending;       /* workers still running this generation */
+    _Atomic uint64_t claim;   /* generation << 32 | next unclaimed chunk */
+    atomic_int done;          /* chunks finished in this generation */
     atomic_bool stop;
-    pool_fn fn;
-    void *arg;
+    _Atomic(pool_fn) fn;
+    _Atomic(void *) arg;
 };
 
 static inline void cpu_relax(void)
@@ -34,34 +41,52 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static inline uint32_t gen_of(uint64_t c) { return (uint32_t)(c >> 32); }
+
+/* Claims and runs chunks of generation `gen` until none is left. */
+static void run_chunks(pool *p, uint32_t gen)
+{
+    pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    void *arg = atomic_load_explicit(&p->arg, memory_order_relaxed);
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    for (;;) {
+        if (gen_of(c) != gen || (int)(uint32_t)c >= p->n)
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        fn(arg, (int)(uint32_t)c, p->n);
+        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == p->n) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    }
+}
+
 static void *worker_main(void *a)
 {
-    worker *w = a;
-    pool *p = w->p;
-    unsigned seen = 0;
+    pool *p = a;
+    uint32_t seen = 0;
     for (;;) {
-        unsigned g;
+        uint32_t g;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen
+        while ((g = gen_of(atomic_load_explicit(&p->claim, memory_order_acquire))) == seen
                && !atomic_load(&p->stop) && spins < POOL_SPIN) {
             cpu_relax();
             spins++;
         }
         if (g == seen && !atomic_load(&p->stop)) {
             pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+            while ((g = gen_of(atomic_load(&p->claim))) == seen && !atomic_load(&p->stop))
                 pthread_cond_wait(&p->cv_start, &p->mu);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->stop))
             return NULL;
         seen = g;
-        p->fn(p->arg, w->ith, p->n);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->cv_done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_chunks(p, g);
     }
 }
 
@@ -80,22 +105,22 @@ pool *pool_new(int n_threads, char *err, size_t errsz)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
-    atomic_init(&p->gen, 0);
-    atomic_init(&p->pending, 0);
+    atomic_init(&p->claim, 0);
+    atomic_init(&p->done, 0);
     atomic_init(&p->stop, false);
+    atomic_init(&p->fn, NULL);
+    atomic_init(&p->arg, NULL);
     if (n_threads == 1)
         return p;
     p->th = calloc((size_t)n_threads, sizeof *p->th);
-    p->w = calloc((size_t)n_threads, sizeof *p->w);
-    if (!p->th || !p->w) {
+    if (!p->th) {
         q35_err(err, errsz, Q35_ENOMEM, "thread pool: out of memory");
         p->n = 1;
         pool_destroy(&p);
         return NULL;
     }
     for (int i = 1; i < n_threads; i++) {
-        p->w[i] = (worker){ p, i };
-        int rc = pthread_create(&p->th[i], NULL, worker_main, &p->w[i]);
+        int rc = pthread_create(&p->th[i], NULL, worker_main, p);
         if (rc) {
             q35_err(err, errsz, Q35_EIO, "thread pool: pthread_create: %s", strerror(rc));
             p->n = i;          /* join the ones started */
@@ -121,7 +146,6 @@ void pool_destroy(pool **pp)
     pthread_cond_destroy(&p->cv_done);
     pthread_mutex_destroy(&p->mu);
     free(p->th);
-    free(p->w);
     free(p);
     *pp = NULL;
 }
@@ -134,24 +158,25 @@ void pool_run(pool *p, pool_fn fn, void *arg)
         fn(arg, 0, 1);
         return;
     }
-    p->fn = fn;
-    p->arg = arg;
-    atomic_store(&p->pending, p->n - 1);
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    uint32_t gen = gen_of(atomic_load(&p->claim)) + 1;
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    atomic_store_explicit(&p->claim, (uint64_t)gen << 32, memory_order_release);
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
 
-    fn(arg, 0, p->n);
+    run_chunks(p, gen);
 
     int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0 && spins < POOL_SPIN) {
+    while (atomic_load_explicit(&p->done, memory_order_acquire) != p->n && spins < POOL_SPIN) {
         cpu_relax();
         spins++;
     }
-    if (atomic_load(&p->pending) != 0) {
+    if (atomic_load(&p->done) != p->n) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) != 0)
+        while (atomic_load(&p->done) != p->n)
             pthread_cond_wait(&p->cv_done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }

@@ -1,10 +1,13 @@
-/* pool.h — a fixed pthread pool that runs one function on every thread
- * (the caller is thread 0) and waits for all of them: the forward pass
- * splits matmul rows, heads and experts with it.
+/* pool.h — a fixed pthread pool: pool_run splits a job into n_threads
+ * chunks, fn(arg, i, n) for every i < n, run by whichever thread claims
+ * them (the caller takes part), and returns when all are done. The
+ * forward pass splits matmul rows, heads and experts with it.
  *
  * Determinism is the caller's side of the contract: each output element
- * must be computed whole by one thread (split rows, never a reduction
- * across threads), so results do not depend on the thread count.
+ * must be computed whole within one chunk (split rows, never a reduction
+ * across chunks), so results depend neither on the thread count nor on
+ * which thread ran a chunk. Scratch indexed by the chunk index i is
+ * private to the chunk.
  */
 #ifndef Q35_POOL_H
 #define Q35_POOL_H
@@ -14,7 +17,7 @@
 
 typedef struct pool pool;
 
-/* fn(arg, ith, nth) runs once for every ith in [0, nth). */
+/* fn(arg, ith, nth) runs once for every chunk ith in [0, nth). */
 typedef void (*pool_fn)(void *arg, int ith, int nth);
 
 /* Starts n_threads - 1 workers (n_threads >= 1; 1 = run inline).
@@ -26,7 +29,7 @@ void pool_destroy(pool **p);
 
 int pool_threads(const pool *p);
 
-/* Runs fn on every thread and returns when all have finished. Not
+/* Runs fn for every chunk and returns when all have finished. Not
  * reentrant: one caller at a time, and fn must not call pool_run. */
 void pool_run(pool *p, pool_fn fn, void *arg);
 

@@ -55,6 +55,7 @@ INLINE void body_q8_0(BODY_ARGS)
 {
     for (int64_t i = 0; i + 32 <= n; i += 32) {
         const uint8_t *b = row + (i / 32) * 34;
+        PREFETCH(b);
         __m256 d = _mm256_set1_ps(h2f(b));
         EMIT4(q8x8(b + 2, d), q8x8(b + 10, d), q8x8(b + 18, d), q8x8(b + 26, d), i);
     }
@@ -90,6 +91,7 @@ INLINE void body_q4_K(BODY_ARGS)
         for (int j = 0; j < 8; j++) {
             const uint8_t *q = b + 16 + 32 * (j / 2);
             __m256 d = _mm256_set1_ps(tab[j]), m = _mm256_set1_ps(tab[8 + j]);
+            PREFETCH(b + 18 * j);
 #define Q4W(k) lin(j % 2 ? _mm256_srli_epi32(bytes8(q + 8 * (k)), 4)                \
                          : _mm256_and_si256(bytes8(q + 8 * (k)), m4), d, m)
             EMIT4(Q4W(0), Q4W(1), Q4W(2), Q4W(3), i + 32 * j);
@@ -110,6 +112,7 @@ INLINE void body_q5_K(BODY_ARGS)
         for (int j = 0; j < 8; j++) {
             const uint8_t *q = b + 48 + 32 * (j / 2), *qh = b + 16;
             __m256 d = _mm256_set1_ps(tab[j]), m = _mm256_set1_ps(tab[8 + j]);
+            PREFETCH(b + 22 * j);
 #define HB(k) _mm256_and_si256(j <= 4 ? _mm256_slli_epi32(bytes8(qh + 8 * (k)), 4 - j)   \
                                       : _mm256_srli_epi32(bytes8(qh + 8 * (k)), j - 4), b4)
 #define Q5W(k) lin(_mm256_or_si256(HB(k), j % 2 ? _mm256_srli_epi32(bytes8(q + 8 * (k)), 4) \
@@ -140,6 +143,7 @@ INLINE void body_q3_K(BODY_ARGS)
                 __m256 s0 = _mm256_set1_ps(dl[8 * h + 2 * j]);
                 __m256 s1 = _mm256_set1_ps(dl[8 * h + 2 * j + 1]);
                 __m256i bit = _mm256_set1_epi32(1 << (4 * h + j));
+                PREFETCH(b + 14 * (4 * h + j));
 #define Q3W(k, s) _mm256_mul_ps(s, cvt(_mm256_sub_epi32(                               \
                     _mm256_and_si256(_mm256_srli_epi32(bytes8(q + 8 * (k)), 2 * j), m3), \
                     _mm256_andnot_si256(_mm256_cmpeq_epi32(                              \
@@ -168,6 +172,7 @@ INLINE void body_q6_K(BODY_ARGS)
 #pragma GCC unroll 4
             for (int jq = 0; jq < 4; jq++) {
                 const uint8_t *ql = b + 64 * h + 32 * (jq & 1), *qh = b + 128 + 32 * h;
+                PREFETCH(b + 26 * (4 * h + jq));
                 __m256 s0 = _mm256_set1_ps(ds[8 * h + 2 * jq]);
                 __m256 s1 = _mm256_set1_ps(ds[8 * h + 2 * jq + 1]);
 #define Q6W(k, s) _mm256_mul_ps(cvt(_mm256_sub_epi32(_mm256_or_si256(                   \

@@ -41,11 +41,6 @@
 
 #include "quant_kern.h"
 
-/* Weights stream from memory once: ask for them PF_AHEAD bytes early
- * (covers the memory latency at one core's streaming rate). */
-#define PF_AHEAD 2048
-#define PREFETCH(p) _mm_prefetch((const char *)(p) + PF_AHEAD, _MM_HINT_T0)
-
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(quant_rd16(p)); }
 static inline __m512i bytes16(const uint8_t *p)
 { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }

@@ -35,6 +35,11 @@
 
 typedef VF acc_t[4];
 
+/* Weights stream from memory once: bodies ask for them PF_AHEAD bytes
+ * early (covers the memory latency at one core's streaming rate). */
+#define PF_AHEAD 2048
+#define PREFETCH(p) _mm_prefetch((const char *)(p) + PF_AHEAD, _MM_HINT_T0)
+
 #define EMIT4(w0, w1, w2, w3, off) do {                                        \
     if (NV == 0) {                                                             \
         V_STORE(buf + (off), w0);                                              \

@@ -6,11 +6,24 @@
 
 #include "../daemon/cfg.h"
 #include "common.h"
+#include "engine.h"
 #include "log.h"
 #include "../daemon/notify.h"
 #include "../daemon/preload.h"
 #include "../daemon/signals.h"
 #include "stage.h"
+
+#define STATUS_EVERY_S 2.0
+
+/* STATUS=serving 3/16 slots: sequences holding state on this stage. */
+static void report_serving(const stage *s)
+{
+    const q35_engine *e = stage_engine(s);
+    int n = q35_engine_max_seqs(e), used = 0;
+    for (int i = 0; i < n; i++) used += q35_engine_slot_len(e, i) > 0;
+    notify_status("serving %d/%d slots, layers %d:%d", used, n, q35_engine_layer_begin(e),
+                  q35_engine_layer_end(e));
+}
 
 static int on_progress(void *ud, uint64_t done, uint64_t total)
 {
@@ -45,11 +58,23 @@ int main(int argc, char **argv)
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .device = c.device,
         .max_msg = (size_t)c.max_msg_mb << 20,
     };
-    notify_status("loading layers %d:%d of %s", c.layers.begin, c.layers.end, c.model);
+    /* Read the range's weights before READY=1 (progress in STATUS), so
+     * "ready" means loaded, not merely mapped. */
+    q35_log_info("loading layers %d:%d of %s", c.layers.begin, c.layers.end, c.model);
+    double t_load = q35_now();
+    uint64_t bytes = 0;
     stage *s = NULL;
-    if (preload_range(c.model, c.layers.begin, c.layers.end, on_progress, NULL, NULL, err,
-                      sizeof err) == 0)
+    rc = preload_range(c.model, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
+                       sizeof err);
+    if (rc && sig_stop_requested()) {   /* SIGTERM while loading: a clean stop */
+        q35_log_info("stop requested while loading");
+        stage_cfg_free(&c);
+        return 0;
+    }
+    if (rc == 0) {
+        q35_log_info("read %.1f MB of weights in %.1f s", (double)bytes / 1e6, q35_now() - t_load);
         s = stage_new(&o, err, sizeof err);
+    }
     if (!s || stage_bind(s, c.bind, err, sizeof err)) {
         q35_log_error("%s", err);
         stage_destroy(&s);
@@ -59,6 +84,7 @@ int main(int argc, char **argv)
     q35_log_info("serving %s on %s", stage_describe(s), c.bind);
     notify_ready("serving %s", stage_describe(s));
     rc = 0;
+    double t_status = q35_now();
     while (!sig_stop_requested()) {
         notify_watchdog();
         sig_test_hang_point();
@@ -67,7 +93,12 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
+        if (q35_now() - t_status >= STATUS_EVERY_S) {
+            report_serving(s);
+            t_status = q35_now();
+        }
     }
+    q35_log_info("stop requested: answering the requests already received");
     notify_stopping();
     /* drain: answer what already arrived, then go */
     while (rc == 0 && stage_serve_once(s, 0, -1, err, sizeof err) > 0)

@@ -14,8 +14,9 @@
  *                                            after READY=1: SIGABRT sent,
  *                                            SIGKILL 2 s later, as systemd)
  *   3.100 EXIT 0 | EXIT signal 6
- * SIGTERM, SIGINT and SIGUSR1 sent to this process are forwarded. Exits
- * with COMMAND's status (128+signal when killed).
+ * SIGTERM, SIGINT and SIGUSR1 sent to this process are forwarded; if this
+ * process dies, COMMAND gets SIGKILL. Exits with COMMAND's status
+ * (128+signal when killed).
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -88,9 +90,13 @@ int main(int argc, char **argv)
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
 
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         char buf[32];
+        /* the daemon never outlives its supervisor (a test killed hard) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         setenv("NOTIFY_SOCKET", path, 1);
         if (wd_usec > 0) {
             snprintf(buf, sizeof buf, "%lld", wd_usec);

@@ -170,6 +170,9 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
     } else if (!strcmp(mode, "mode:die")) {
         send_piece(f, ident, ilen, rid, "a", ids, 1, false);
         return 1;
+    } else if (!strcmp(mode, "mode:restart")) {
+        send_piece(f, ident, ilen, rid, "a", ids, 1, false);
+        return 2;
     } else if (!strcmp(mode, "mode:silent")) {
         f->silent = true;
     } else if (!strcmp(mode, "mode:slow")) {
@@ -209,7 +212,13 @@ static void *fake_main(void *arg)
         }
         q35__client_request__free_unpacked(r, NULL);
         q35_wire_msg_close(&m);
-        if (die) break;
+        if (die == 1) break;
+        if (die == 2) {   /* a new coordinator on the same endpoint at once */
+            zmq_close(f->sock);
+            f->sock = zmq_socket(f->ctx, ZMQ_ROUTER);
+            assert_int_equal(q35_wire_sockopts(f->sock, 1 << 20, NULL, 0), 0);
+            assert_int_equal(zmq_bind(f->sock, g_ep), 0);
+        }
     }
     zmq_close(f->sock);
     f->sock = NULL;
@@ -249,6 +258,7 @@ typedef struct rec {
     q35c_finish finish;
     char code[32], message[256];
     int cancel_after;          /* return 1 after this many pieces */
+    int sleep_first_ms;        /* stall on the first piece (link events pile up) */
     int prompt_tokens, completion_tokens;
     double ttft;
 } rec;
@@ -258,7 +268,7 @@ static int rec_fn(const q35c_event *ev, void *user)
     rec *r = user;
     switch (ev->kind) {
     case Q35C_EV_PIECE:
-        r->n_piece++;
+        if (r->n_piece++ == 0 && r->sleep_first_ms) usleep((useconds_t)r->sleep_first_ms * 1000);
         strncat(r->text, ev->text, ev->text_len);
         if (ev->reasoning) strcat(r->text, "|");
         for (int i = 0; i < ev->n_ids && r->n_ids < 64; i++) r->ids[r->n_ids++] = ev->ids[i];
@@ -544,6 +554,29 @@ static void test_coordinator_dies(void **state)
     fake_stop(&f);
 }
 
+/* A coordinator replaced at once (disconnect and reconnect before the
+ * client looks) has forgotten the request: an error, not a wait that the
+ * new coordinator's answers to the probes would keep alive forever. */
+static void test_coordinator_restarts(void **state)
+{
+    (void)state;
+    fake *f = fake_start();
+    q35c_client *c = connect_(20000);
+    char err[Q35_ERRSZ];
+    q35c_request r = raw("mode:restart");
+    rec rc = { .sleep_first_ms = 600 };
+    double t0 = q35_now();
+    assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), Q35_EIO);
+    assert_true(q35_now() - t0 < 3.0);
+    assert_string_equal(rc.code, "UNAVAILABLE");
+    r = raw("mode:normal");
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), 0);
+    assert_string_equal(rc.text, "think|Hello world");
+    q35c_destroy(&c);
+    fake_stop(&f);
+}
+
 static void test_coordinator_silent(void **state)
 {
     (void)state;
@@ -647,9 +680,11 @@ int main(void)
         cmocka_unit_test(test_many_in_flight),
         cmocka_unit_test(test_status),
         cmocka_unit_test(test_coordinator_dies),
+        cmocka_unit_test(test_coordinator_restarts),
         cmocka_unit_test(test_coordinator_silent),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_json),
     };
+    alarm(60);   /* a hang is a failure, not a stuck test run */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

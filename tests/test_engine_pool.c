@@ -16,7 +16,7 @@
 typedef struct job {
     int hits[N_ITEMS];
     atomic_int calls;
-    int seen_nth;
+    atomic_int seen_nth;
 } job;
 
 static void count_items(void *arg, int ith, int nth)
@@ -27,7 +27,7 @@ static void count_items(void *arg, int ith, int nth)
     for (int64_t i = r0; i < r1; i++)
         j->hits[i]++;          /* ranges are disjoint: no race */
     atomic_fetch_add(&j->calls, 1);
-    j->seen_nth = nth;
+    atomic_store(&j->seen_nth, nth);
 }
 
 static void test_pool_runs_every_thread(void **state)
@@ -45,7 +45,7 @@ static void test_pool_runs_every_thread(void **state)
         for (int i = 0; i < N_ITEMS; i++)
             assert_int_equal(j.hits[i], 500);
         assert_int_equal(atomic_load(&j.calls), 500 * nt);
-        assert_int_equal(j.seen_nth, nt);
+        assert_int_equal(atomic_load(&j.seen_nth), nt);
         pool_destroy(&p);
         assert_null(p);
     }

@@ -1,0 +1,94 @@
+#!/bin/sh
+# Bad configurations refuse to start: exit status 78 (EX_CONFIG, which the
+# units list in RestartPreventExitStatus=) and exactly one line on stderr
+# naming the file, the line and the problem. Runs the real daemons.
+set -u
+BUILD=${QWEN35_BUILD:-build}
+BIN=$BUILD/bin
+MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
+T=$(mktemp -d /tmp/q35-it-config-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fail=0
+
+# refuse PROG NAME LINE EXPECTED_TEXT  (config text on stdin)
+refuse() {
+    prog=$1 name=$2 line=$3 want=$4
+    conf="$T/$name.conf"
+    sed "s|@MODEL@|$MODEL|g; s|@T@|$T|g" > "$conf"
+    timeout 20 "$BIN/$prog" --config "$conf" > "$T/out" 2> "$T/err"
+    rc=$?
+    n=$(wc -l < "$T/err")
+    if [ $rc -ne 78 ] || [ "$n" -ne 1 ] || ! grep -qF -- "$conf:$line: " "$T/err" || ! grep -qF -- "$want" "$T/err"; then
+        echo "FAIL $prog $name: exit $rc (want 78), $n stderr lines (want 1), want '$conf:$line: ...$want...':"
+        sed 's/^/  | /' "$T/err"
+        fail=1
+    else
+        echo "ok   $prog $name: $(cat "$T/err")"
+    fi
+}
+
+refuse qwen35-stage typo-key 3 "unknown key 'layrs' in [stage] (did you mean 'layers'?)" <<'C'
+[stage]
+model = @MODEL@
+layrs = 0:8
+bind = ipc://@T@/s.sock
+C
+refuse qwen35-stage bad-value 4 "max-seqs: 'sixteen' is not an integer" <<'C'
+[stage]
+model = @MODEL@
+layers = 0:8
+max-seqs = sixteen
+bind = ipc://@T@/s.sock
+C
+refuse qwen35-stage missing-model 2 "model: /nonexistent/qwen35.gguf: No such file or directory" <<'C'
+[stage]
+model = /nonexistent/qwen35.gguf
+layers = 0:8
+bind = ipc://@T@/s.sock
+C
+refuse qwen35-stage range-past-model 3 "layers: 4:12 end past the model's 8 layers" <<'C'
+[stage]
+model = @MODEL@
+layers = 4:12
+bind = ipc://@T@/s.sock
+C
+refuse qwen35-stage bad-endpoint 4 "bind: 'tcp://nohost' is not a ZeroMQ endpoint" <<'C'
+[stage]
+model = @MODEL@
+layers = 0:8
+bind = tcp://nohost
+C
+
+if [ -x "$BIN/qwen35-coordinator" ]; then
+refuse qwen35-coordinator overlapping-ranges 5 "layers 3:8 overlap 0:4 of the stage at $T/overlapping-ranges.conf:4" <<'C'
+[coordinator]
+model = @MODEL@
+listen = ipc://@T@/c.sock
+stage = ipc://@T@/s0.sock 0:4
+stage = ipc://@T@/s1.sock 3:8
+C
+refuse qwen35-coordinator gapped-ranges 5 "leave a gap: layers 4:5 after the stage at" <<'C'
+[coordinator]
+model = @MODEL@
+listen = ipc://@T@/c.sock
+stage = ipc://@T@/s0.sock 0:4
+stage = ipc://@T@/s1.sock 5:8
+C
+refuse qwen35-coordinator short-of-model 5 "the last stage ends at layer 6; layers 6:8 of the model" <<'C'
+[coordinator]
+model = @MODEL@
+listen = ipc://@T@/c.sock
+stage = ipc://@T@/s0.sock 0:4
+stage = ipc://@T@/s1.sock 4:6
+C
+refuse qwen35-coordinator typo-key 3 "unknown key 'max-queu' in [coordinator] (did you mean 'max-queue'?)" <<'C'
+[coordinator]
+model = @MODEL@
+max-queu = 8
+listen = ipc://@T@/c.sock
+stage = ipc://@T@/s0.sock 0:8
+C
+else
+    echo "FAIL qwen35-coordinator not built"; fail=1
+fi
+exit $fail
