@@ -22,6 +22,7 @@ OPT     ?= -O2
 CUDA    ?= auto
 GOLDEN  ?= $(abspath ../shared/golden)
 PREFIX  ?= /usr/local
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 DESTDIR ?=
 
 ifeq ($(SAN),1)
@@ -110,9 +111,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBNET) $(LIBMODEL) $(ENGINE_DEPS)
 # make test: the plain build runs everything, the sanitized build the unit
 # programs (the integration scripts spawn processes and time them).
 test: deps
-	$(MAKE) all
+	$(MAKE) -j$(JOBS) all
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) all
-	$(MAKE) SAN=1 CUDA=0 tests
+	$(MAKE) -j$(JOBS) SAN=1 CUDA=0 tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
 
 test-unit: tests

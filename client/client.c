@@ -342,6 +342,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     drain_monitor(c);
     if (c->n_req == 0) {
         c->link_lost = false;
+        c->interrupted = 0;          /* an interrupt between requests is stale */
         c->last_rx = c->last_probe = q35_now();
     }
     rc = send_req(c, &m, err, errsz);

@@ -11,14 +11,15 @@ P35_ME=demo
 . "$(dirname "$0")/pipeline.sh"
 
 GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
-MODEL=${DEMO_MODEL:-${QWEN35_BUILD:-build}/models/demo-tiny-q8_0.gguf}
+VOCAB=$GOLDEN/tokenizer/qwen3-vocab.gguf
+if [ -f "$VOCAB" ]; then VOCAB_TAG=qwen3vocab; else VOCAB_TAG=bpe; fi
+MODEL=${DEMO_MODEL:-${QWEN35_BUILD:-build}/models/demo-tiny-q8_0-$VOCAB_TAG.gguf}
 PROMPT=${DEMO_PROMPT:-"Write a haiku about pipelines."}
 TOKENS=${DEMO_TOKENS:-64}
 
 if [ ! -f "$MODEL" ]; then
     [ -x "$BIN/qwen35-mkmodel" ] || p35_die "$BIN/qwen35-mkmodel missing (run make first)"
     mkdir -p "$(dirname "$MODEL")"
-    VOCAB=$GOLDEN/tokenizer/qwen3-vocab.gguf
     if [ -f "$VOCAB" ]; then
         echo "demo: generating $MODEL (tiny preset, Q8_0, Qwen3 vocabulary from $VOCAB)"
         "$BIN/qwen35-mkmodel" --preset tiny --types q8_0 --vocab-from "$VOCAB" -o "$MODEL"

@@ -40,11 +40,19 @@ typedef struct cli {
 } cli;
 
 static q35c_client *g_client;
+static volatile sig_atomic_t g_busy;   /* a request is streaming */
 
+/* Ctrl-C while an answer streams cancels it (the coordinator frees its
+ * slots and the FINAL event still comes); at the --chat prompt it quits. */
 static void on_sigint(int sig)
 {
-    (void)sig;
-    if (g_client) q35c_interrupt(g_client);
+    if (g_client && g_busy) {
+        q35c_interrupt(g_client);
+        return;
+    }
+    static const char nl[] = "\n";
+    if (write(2, nl, 1) < 0) { /* nothing to do */ }
+    _exit(128 + sig);
 }
 
 static void usage(FILE *f)
@@ -56,7 +64,7 @@ static void usage(FILE *f)
 "connection:\n"
 "  --endpoint E          coordinator (env QWEN35_ENDPOINT; default " DEFAULT_ENDPOINT ")\n"
 "  --connect-timeout MS  give up when no connection after MS (3000)\n"
-"  --timeout MS          error when the coordinator is silent for MS (10000)\n"
+"  --timeout MS          error when the coordinator is silent for MS (15000)\n"
 "input:\n"
 "  --system TEXT         system message\n"
 "  --no-think            reasoning off (empty <think></think>)\n"
@@ -227,7 +235,9 @@ static int run_one(q35c_client *qc, cli *c, const q35c_request *r)
     c->answer_len = 0;
     c->n_out_ids = 0;
     if (c->answer) c->answer[0] = 0;
+    g_busy = 1;
     int rc = q35c_generate(qc, r, on_event, c, err, sizeof err);
+    g_busy = 0;
     if (rc && !c->error) /* not already reported by an event */
         fprintf(stderr, "qwen35-client: %s\n", err);
     return rc || c->error ? 1 : 0;

@@ -194,8 +194,9 @@ int q35c_generate(q35c_client *c, const q35c_request *r, q35c_event_fn fn,
 /* Asks the coordinator to cancel request id (its FINAL event follows). */
 int q35c_cancel(q35c_client *c, uint64_t id, char *err, size_t errsz);
 
-/* Async-signal-safe: the next q35c_run cancels every request in flight
- * (a CLI's SIGINT handler calls this). */
+/* Async-signal-safe: the running or next q35c_run cancels every request
+ * in flight (a CLI's SIGINT handler calls this). Cleared by a submit when
+ * nothing is in flight. */
 void q35c_interrupt(q35c_client *c);
 
 /* Asks the coordinator for the pipeline's state; waits at most the

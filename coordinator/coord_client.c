@@ -188,6 +188,7 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         return;
     }
     r->slot = -1;
+    r->stop_hit = -1;
     int rc = check_sampling(&sp, max_ctx, err, sizeof err);
     if (!rc && g->n_stop > COORD_MAX_STOP)
         rc = q35_err(err, sizeof err, Q35_EINVAL, "generate.stop: %zu strings, at most %d", g->n_stop, COORD_MAX_STOP);

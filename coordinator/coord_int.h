@@ -63,6 +63,7 @@ typedef struct req {
     bool want_logits, ignore_eos;
     char *stop[COORD_MAX_STOP];
     int n_stop;
+    int stop_hit;                   /* index of the stop string matched, -1 */
     double t_recv, t_first, t_last, deadline;
     bool in_flight, cancelled, expired;
     coord_textstate *text;

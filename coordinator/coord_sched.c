@@ -109,6 +109,8 @@ void req_finish(coord *c, req *r, Q35__FinishReason why)
     Q35__Final f = Q35__FINAL__INIT;
     f.reason = why;
     f.usage = &u;
+    if (why == Q35__FINISH_REASON__FINISH_STOP && r->stop_hit >= 0)
+        f.stop = r->stop[r->stop_hit];
     Q35__Event ev = Q35__EVENT__INIT;
     ev.body_case = Q35__EVENT__BODY_FINAL;
     ev.final = &f;
@@ -310,7 +312,8 @@ static void mb_release(mbatch *m)
 /* After a request's chunk came back: stop it, or keep it going. */
 static void after_step(coord *c, req *r, int stop, int stop_idx)
 {
-    (void)stop_idx;
+    if (stop_idx >= 0 && stop_idx < r->n_stop)
+        r->stop_hit = stop_idx;
     if (r->cancelled)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_CANCELLED);
     else if (r->expired)

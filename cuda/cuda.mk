@@ -26,8 +26,9 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRCS))
 CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
                 -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
 NVCCFLAGS ?= -O2
-NVCCFLAGS += -std=c++17 -g -Imodel -Icuda $(CUDA_GENCODE) \
-             -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas -Werror all-warnings -MMD -MP
+NVCC_DEPFLAGS ?= -MMD -MP       # older toolkits without -MP: NVCC_DEPFLAGS=-MMD
+NVCCFLAGS += -std=c++17 -g -Imodel -Icuda $(CUDA_GENCODE) $(NVCC_DEPFLAGS) \
+             -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas -Werror all-warnings
 
 CFLAGS      += -DQ35_HAVE_CUDA=1 -Icuda
 ENGINE_LIBS += -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive $(LIBMODEL) \

@@ -118,6 +118,7 @@ static int penalize(smp *s, float *logits, const int32_t *hist, size_t n_hist, c
     const smp_params *p = &s->p;
     if (p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0) return 0;
     size_t w = n_hist < (size_t)p->penalty_window ? n_hist : (size_t)p->penalty_window;
+    if (!w) return 0;   /* hist may be NULL: no pointer arithmetic on it */
     const int32_t *h = hist + n_hist - w;
     for (size_t i = 0; i < w; i++)
         if (h[i] < 0 || h[i] >= s->n_vocab)

@@ -3,7 +3,11 @@
 # the process sends STOPPING=1, the request either completes (every token)
 # or ends with an explicit error on the client, and the daemon exits 0.
 #   1. coordinator stopped mid-generation;
-#   2. the last stage stopped mid-generation (the step in flight is answered).
+#   2. the last stage stopped mid-generation (the step in flight is answered);
+#   3. a coordinator hung on purpose (test hook) is caught by the watchdog.
+# Also, while they generate: every daemon pings the watchdog at least every
+# half period (the pings come from the serving loops, which stay responsive
+# under load), and nothing is logged per token at the default level.
 set -u
 BUILD=${QWEN35_BUILD:-build}
 BIN=$BUILD/bin
@@ -11,6 +15,7 @@ MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
 N=1000
 T=$(mktemp -d /tmp/q35-it-drain-XXXXXX)
 PIDS=""
+ulimit -c 0   # the watchdog's SIGABRT leaves no core file
 cleanup() {
     # TERM first (the fake systemd forwards it), KILL what is left
     for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
@@ -31,10 +36,11 @@ wait_for() {   # FILE PATTERN SECONDS
         i=$((i + 1)); [ $i -gt $(($3 * 10)) ] && return 1; sleep 0.1
     done
 }
-# run NAME CMD...: under the fake systemd (watchdog 10 s), pid in $LAST
+WD_USEC=2000000
+# run NAME CMD...: under the fake systemd (watchdog 2 s), pid in $LAST
 run() {
     name=$1; shift
-    "$BIN/qwen35-fake-systemd" "$T/$name.log" 10000000 -- "$@" 2>"$T/$name.err" &
+    "$BIN/qwen35-fake-systemd" "$T/$name.log" $WD_USEC -- "$@" 2>"$T/$name.err" &
     LAST=$!
     PIDS="$PIDS $LAST"
     wait_for "$T/$name.log" '^[0-9.]* READY=1$' 30 || fail "$name: no READY=1"
@@ -84,4 +90,32 @@ start_coord coord1
 in_flight coord1 "$COORD"
 start_coord coord2
 in_flight s1 "$S1"
+
+# a coordinator hung on purpose stops pinging: the watchdog fires
+QWEN35_TEST_HOOKS=1 run coord3 "$BIN/qwen35-coordinator" --model "$MODEL" --listen "ipc://$T/coord3.sock" \
+    --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8"
+sleep 1
+kill -USR1 "$LAST"
+wait "$LAST"
+grep -q ' WATCHDOG_TIMEOUT$' "$T/coord3.log" && grep -q ' EXIT signal 6$' "$T/coord3.log" \
+    || fail "coord3: hung on purpose, but the watchdog did not fire"
+ok "coord3: hung on purpose (SIGUSR1), pings stopped, the watchdog fired"
+
+# watchdog cadence of every daemon, READY to exit, through the generations
+for n in s0 s1 coord1 coord2; do
+    res=$(awk -v half=$((WD_USEC / 2)) '
+        /READY=1$/ { r = 1 }
+        / STOPPING=1$/ { r = 0 }
+        r && / WATCHDOG=1$/ { if (p != "") { g = ($1 - p) * 1e6; if (g > max) max = g } p = $1; k++ }
+        END { printf "%d %.0f %s\n", k, max, (k >= 2 && max <= half) ? "ok" : "bad" }' "$T/$n.log")
+    set -- $res
+    [ "$3" = ok ] || fail "$n: $1 watchdog pings, longest gap $2 us (half period $((WD_USEC / 2)) us)"
+    echo "ok   $n: WATCHDOG=1 every <= $2 us while serving ($1 pings)"
+done
+# one line per event, not per token: ~2000 tokens generated in all
+for n in s0 s1 coord1 coord2; do
+    lines=$(wc -l < "$T/$n.err")
+    [ "$lines" -le 40 ] || fail "$n: $lines log lines for ~2000 tokens at the default level"
+done
+ok "log volume at the default level: $(cat "$T"/s0.err "$T"/s1.err "$T"/coord1.err "$T"/coord2.err | wc -l) lines in all"
 exit 0

@@ -38,6 +38,8 @@ static int setup(void **state)
     char p[600];
     snprintf(p, sizeof p, "%s/tokens64.txt", g);
     FILE *f = fopen(p, "r");
+    if (!f)
+        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", p);
     for (int i = 0; f && i < 64; i++)
         if (fscanf(f, "%d", &g_toks[i]) != 1)
             return -1;
@@ -174,6 +176,9 @@ typedef struct result {
     int n_toks;
     float *logits;
     int n_rows;
+    char text[4096];
+    size_t text_len;
+    char stop[64];
     int finish;          /* Q35__FinishReason, or -code for an error */
     char msg[512];
     bool done;
@@ -272,6 +277,11 @@ static void collect(void *d, result *res, int n, double timeout_s, Q35__StatusRe
         if (r) {
             if (ev->body_case == Q35__EVENT__BODY_PIECE) {
                 const Q35__Piece *pc = ev->piece;
+                size_t tl = strlen(pc->text);
+                if (r->text_len + tl < sizeof r->text) {
+                    memcpy(r->text + r->text_len, pc->text, tl + 1);
+                    r->text_len += tl;
+                }
                 for (size_t k = 0; k < pc->n_token_ids && r->n_toks < 256; k++)
                     r->toks[r->n_toks++] = pc->token_ids[k];
                 if (pc->n_logit_rows) {
@@ -281,6 +291,7 @@ static void collect(void *d, result *res, int n, double timeout_s, Q35__StatusRe
                 }
             } else if (ev->body_case == Q35__EVENT__BODY_FINAL) {
                 r->finish = ev->final->reason;
+                snprintf(r->stop, sizeof r->stop, "%s", ev->final->stop);
                 r->done = true;
             } else if (ev->body_case == Q35__EVENT__BODY_ERROR) {
                 r->finish = -(int)ev->error->code;
@@ -486,6 +497,60 @@ static void cancel_deadline_queue(void **state)
     stage_stop(&st[1]);
 }
 
+static void send_text(void *d, const char *rid, const char *text, int max_tokens,
+                      const char *stop)
+{
+    Q35__Generate g = Q35__GENERATE__INIT;
+    g.prompt_case = Q35__GENERATE__PROMPT_TEXT;
+    g.text = (char *)text;
+    g.max_tokens = max_tokens;
+    char *stops[1] = { (char *)stop };
+    g.n_stop = stop ? 1 : 0;
+    g.stop = stops;
+    Q35__ClientRequest r = Q35__CLIENT_REQUEST__INIT;
+    r.request_id = (char *)rid;
+    r.body_case = Q35__CLIENT_REQUEST__BODY_GENERATE;
+    r.generate = &g;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &r.base, 0), 0);
+}
+
+/* Text in, text out; a stop string taken from the first answer ends the
+ * second one right before it (not emitted), with finish STOP naming it. */
+static void text_and_stop_string(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "tx0", 2), stage_start(g_model, 4, 8, "tx1", 2) };
+    co_thread *co = coord_start(2, st, b, 2, 4, 5000);
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    result a = { .rid = "a" };
+    send_text(d, "a", "the cat sat on the mat and", 40, NULL);
+    collect(d, &a, 1, 30, NULL);
+    assert_true(a.done && a.finish > 0);
+    assert_true(a.n_toks > 0);
+    /* a two-character ASCII stop string from the middle of the answer */
+    size_t k = 0;
+    for (size_t i = a.text_len / 3; i + 1 < a.text_len && !k; i++)
+        if (a.text[i] > ' ' && a.text[i] < 127 && a.text[i + 1] > ' ' && a.text[i + 1] < 127)
+            k = i;
+    if (!k)
+        fail_msg("no ASCII pair in the answer '%s'", a.text);
+    char stop[3] = { a.text[k], a.text[k + 1], 0 };
+    k = strstr(a.text, stop) - a.text;
+    result b2 = { .rid = "b" };
+    send_text(d, "b", "the cat sat on the mat and", 40, stop);
+    collect(d, &b2, 1, 30, NULL);
+    assert_int_equal(b2.finish, Q35__FINISH_REASON__FINISH_STOP);
+    assert_string_equal(b2.stop, stop);
+    assert_int_equal(b2.text_len, k);
+    assert_memory_equal(b2.text, a.text, k);
+    client_close(ctx, d);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
 static void stage_death_and_return(void **state)
 {
     (void)state;
@@ -556,6 +621,7 @@ int main(void)
         cmocka_unit_test(golden_at_every_split),
         cmocka_unit_test(concurrent_equals_sequential),
         cmocka_unit_test(cancel_deadline_queue),
+        cmocka_unit_test(text_and_stop_string),
         cmocka_unit_test(stage_death_and_return),
         cmocka_unit_test(wrong_chain_refused),
     };

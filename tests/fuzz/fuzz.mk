@@ -1,47 +1,143 @@
-# make fuzz: libFuzzer on the GGUF reader (clang, ASan + UBSan), for
-# FUZZ_SECONDS (default 60). Seeds: the golden models and tokenizer GGUF,
-# generated micro models in each type mix, and the corrupted-file corpus of
-# tests/test_gguf_corrupt.c. Not part of make test.
-#   make fuzz FUZZ_SECONDS=20
-#   make fuzz-gguf-run FUZZ_ARGS="-runs=100000"
-FUZZ_SECONDS ?= 60
+# libFuzzer targets (clang, ASan + UBSan), everything under build-fuzz/:
+#   fuzz_gguf  the GGUF reader (seeds: golden models and tokenizer GGUF,
+#              generated micro models, the corrupted-file corpus of
+#              tests/test_gguf_corrupt.c)
+#   fuzz_wire  protobuf-c unpack (budgeted) of every message the stage and
+#              the coordinator receive, and the handlers behind it
+#              (stage_handle on a 4-layer micro model cut four ways, the
+#              coordinator's client and stage-reply paths over inproc)
+#   fuzz_tok   tok_encode / tok_decode / the streaming detokenizer on the
+#              golden Qwen3 vocabulary (a generated one without golden data)
+#
+#   make fuzz              every target for FUZZ_SECONDS (default 60) each,
+#                          one after the other; corpora kept in build-fuzz/corpus/
+#   make fuzz-ci           every target FUZZ_CI_SECONDS (default 15) from the
+#                          seeds only, fixed -seed; non-zero on any crash
+#   make fuzz-wire-run FUZZ_ARGS="-runs=100000"   one target
+# Crash inputs land in build-fuzz/artifacts/ (replay: build-fuzz/fuzz_X FILE,
+# with the environment the run line below sets).
+FUZZ_SECONDS    ?= 60
+FUZZ_CI_SECONDS ?= 15
 FUZZ_CC      ?= clang
 FUZZ_DIR     := build-fuzz
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Imodel $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
-FUZZ_MODEL_SRCS := model/gguf.c model/gguf_get.c model/config.c model/common.c
-# The type table (quant*.c) is linked uninstrumented, built by $(CC): its
-# run-time CPU dispatch uses cpuid names clang 14 does not know.
-FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(wildcard model/quant*.c))
-FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_MODEL_SRCS) tests/fuzz/fuzz_gguf.c) $(FUZZ_QUANT_OBJS)
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -MMD -MP -Imodel -Iproto -Istage -Icoordinator \
+                -I$(FUZZ_DIR)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_ARGS ?=
+FUZZ_TARGETS := gguf wire tok
+
+# The engine, instrumented, except the type table (quant*.c): built by
+# $(CC) uninstrumented, its run-time CPU dispatch uses cpuid names clang 14
+# does not know. model/cpu_vec.c likewise (clang 14 does not link its
+# target_clones), and proto/wire.c (its f16 conversion uses _Float16, which
+# clang 14 lacks on x86). ASan still checks their heap blocks.
+FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
+FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
+FUZZ_WIRE_OBJ   := $(FUZZ_DIR)/plain/proto/wire.o
+FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS),$(sort $(wildcard model/*.c)))
+FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
+FUZZ_NET_SRCS := stage/stage.c stage/stage_sample.c \
+                 $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
+fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
+
+FUZZ_gguf_OBJS := $(call fuzz_obj,model/gguf.c model/gguf_get.c model/config.c model/common.c \
+                  tests/fuzz/fuzz_gguf.c) $(FUZZ_QUANT_OBJS)
+FUZZ_gguf_LIBS :=
+FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
+FUZZ_tok_LIBS  := -lpcre2-8
+FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) tests/fuzz/fuzz_wire.c) \
+                  $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_WIRE_OBJ) $(FUZZ_QUANT_OBJS)
+FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
+$(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/gen/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_DIR)/gen/%.pb-c.c $(FUZZ_DIR)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(@D)
+	protoc-c --proto_path=proto --c_out=$(FUZZ_DIR)/gen $<
+
+# Sources that include the generated header wait for it.
+$(call fuzz_obj,$(FUZZ_NET_SRCS) tests/fuzz/fuzz_wire.c) $(FUZZ_WIRE_OBJ): | $(FUZZ_GEN:.c=.h)
+
 $(FUZZ_DIR)/plain/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Imodel $(FUZZ_X) -c -o $@ $<
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP -Imodel -Iproto -I$(FUZZ_DIR)/gen $(FUZZ_X) -c -o $@ $<
 
 $(FUZZ_DIR)/plain/model/quant_avx512.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/plain/model/quant_avx2.o: FUZZ_X := -mavx2 -mfma -mf16c
+$(FUZZ_DIR)/plain/model/cpu_vec.o: FUZZ_X := -O3
 
-$(FUZZ_DIR)/fuzz_gguf: $(FUZZ_OBJS)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -lm -pthread
+$(FUZZ_DIR)/fuzz_%:
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter %.o,$^) $(FUZZ_$*_LIBS) -lm -pthread
+$(foreach t,$(FUZZ_TARGETS),$(eval $(FUZZ_DIR)/fuzz_$(t): $(FUZZ_$(t)_OBJS)))
 
-# Seeds are rebuilt every run (cheap) so they follow the generator.
-.PHONY: fuzz fuzz-gguf-seeds fuzz-gguf-run
+-include $(wildcard $(foreach t,$(FUZZ_TARGETS),$(FUZZ_$(t)_OBJS:.o=.d)))
+
+# --- seeds (rebuilt every run: cheap, and they follow the generators) -----
+FUZZ_MODEL := $(FUZZ_DIR)/micro4.gguf
+FUZZ_VOCAB := $(or $(wildcard $(GOLDEN)/tokenizer/qwen3-vocab.gguf),$(abspath $(FUZZ_MODEL)))
+FUZZ_ENV   := QWEN35_FUZZ_MODEL=$(FUZZ_MODEL) QWEN35_FUZZ_VOCAB=$(FUZZ_VOCAB)
+
+$(FUZZ_MODEL): $(BUILD)/bin/qwen35-mkmodel
+	@mkdir -p $(@D)
+	$(BUILD)/bin/qwen35-mkmodel --preset micro --layers 4 --types q4_k_m -o $@ >/dev/null
+
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-seeds $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-seeds fuzz-$(t)-run)
+fuzz-build: $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/fuzz_$(t))
+
 fuzz-gguf-seeds: $(BUILD)/bin/qwen35-mkmodel $(BUILD)/tests/test_gguf_corrupt
-	@rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus
-	ln -s $(GOLDEN)/models/*.gguf $(GOLDEN)/tokenizer/*.gguf $(FUZZ_DIR)/seeds/
+	@rm -rf $(FUZZ_DIR)/seeds/gguf && mkdir -p $(FUZZ_DIR)/seeds/gguf
+	for g in $(wildcard $(GOLDEN)/models/*.gguf $(GOLDEN)/tokenizer/*.gguf); do \
+	    ln -s $$g $(FUZZ_DIR)/seeds/gguf/ || exit 1; done
 	for t in f32 q8_0 q4_k_m q3_k_m; do \
-	    $(BUILD)/bin/qwen35-mkmodel --preset micro --types $$t -o $(FUZZ_DIR)/seeds/micro-$$t.gguf || exit 1; done
-	QWEN35_CORPUS_DIR=$(abspath $(FUZZ_DIR)/seeds) $(BUILD)/tests/test_gguf_corrupt >/dev/null
+	    $(BUILD)/bin/qwen35-mkmodel --preset micro --types $$t -o $(FUZZ_DIR)/seeds/gguf/micro-$$t.gguf >/dev/null || exit 1; done
+	QWEN35_CORPUS_DIR=$(abspath $(FUZZ_DIR)/seeds/gguf) $(BUILD)/tests/test_gguf_corrupt >/dev/null
 
-fuzz-gguf-run: $(FUZZ_DIR)/fuzz_gguf fuzz-gguf-seeds
-	$(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds \
-	    -dict=tests/fuzz/gguf.dict -max_len=1048576 -malloc_limit_mb=512 -rss_limit_mb=2048 \
-	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $(FUZZ_ARGS)
+# The wire target writes its own seeds (valid packed messages of each kind).
+fuzz-wire-seeds: $(FUZZ_DIR)/fuzz_wire $(FUZZ_MODEL)
+	@rm -rf $(FUZZ_DIR)/seeds/wire && mkdir -p $(FUZZ_DIR)/seeds/wire
+	$(FUZZ_ENV) QWEN35_FUZZ_SEEDS=$(FUZZ_DIR)/seeds/wire $(FUZZ_DIR)/fuzz_wire -runs=0 2>/dev/null
 
-fuzz: fuzz-gguf-run
+# Tokenizer seeds: mode byte (0 plain, 2 special tokens parsed, 1/3 id
+# lists) + text from the golden cases.
+fuzz-tok-seeds: $(FUZZ_MODEL)
+	@rm -rf $(FUZZ_DIR)/seeds/tok && mkdir -p $(FUZZ_DIR)/seeds/tok
+	sh tests/fuzz/tok_seeds.sh $(FUZZ_DIR)/seeds/tok $(wildcard $(GOLDEN)/tokenizer/cases.txt)
+
+fuzz-seeds: $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-seeds)
+
+# Per-target libFuzzer options.
+FUZZ_gguf_OPTS := -dict=tests/fuzz/gguf.dict -max_len=1048576 -malloc_limit_mb=512 -rss_limit_mb=2048
+FUZZ_wire_OPTS := -close_fd_mask=2 -max_len=65536 -malloc_limit_mb=512 -rss_limit_mb=2048
+FUZZ_tok_OPTS  := -dict=tests/fuzz/tok.dict -max_len=4096 -malloc_limit_mb=512 -rss_limit_mb=2048
+FUZZ_COMMON    := -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/
+
+# make fuzz: grows build-fuzz/corpus/<target> across runs.
+define fuzz_run
+fuzz-$(1)-run: $(FUZZ_DIR)/fuzz_$(1) fuzz-$(1)-seeds
+	@mkdir -p $(FUZZ_DIR)/corpus/$(1) $(FUZZ_DIR)/artifacts
+	$(FUZZ_ENV) $(FUZZ_DIR)/fuzz_$(1) $(FUZZ_DIR)/corpus/$(1) $(FUZZ_DIR)/seeds/$(1) \
+	    $(FUZZ_$(1)_OPTS) $(FUZZ_COMMON) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_ARGS)
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_run,$(t))))
+
+fuzz: $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-run)
+
+# make fuzz-ci: a fresh corpus from the seeds, fixed -seed, a fixed time per
+# target; stops at the first target that finds a crash, leak or timeout.
+fuzz-ci: fuzz-build fuzz-seeds
+	@for t in $(FUZZ_TARGETS); do \
+	    rm -rf $(FUZZ_DIR)/ci/$$t && mkdir -p $(FUZZ_DIR)/ci/$$t $(FUZZ_DIR)/artifacts || exit 1; \
+	    case $$t in gguf) o='$(FUZZ_gguf_OPTS)';; wire) o='$(FUZZ_wire_OPTS)';; tok) o='$(FUZZ_tok_OPTS)';; esac; \
+	    echo "fuzz-ci: $$t for $(FUZZ_CI_SECONDS) s"; \
+	    $(FUZZ_ENV) $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/ci/$$t $(FUZZ_DIR)/seeds/$$t $$o $(FUZZ_COMMON) \
+	        -seed=1 -max_total_time=$(FUZZ_CI_SECONDS) >$(FUZZ_DIR)/ci/$$t.log 2>&1; rc=$$?; \
+	    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' $(FUZZ_DIR)/ci/$$t.log | tr '\n' ' '; echo; \
+	    if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/ci/$$t.log; \
+	        echo "fuzz-ci: fuzz_$$t FAILED (exit $$rc; log $(FUZZ_DIR)/ci/$$t.log, input in $(FUZZ_DIR)/artifacts/)"; exit 1; fi; \
+	done; echo "fuzz-ci: all targets clean"
