@@ -45,8 +45,8 @@ LIBMODEL := $(BUILD)/libqwen35.a
 LIBNET   := $(BUILD)/libqwen35net.a
 
 MODEL_SRCS := $(sort $(wildcard model/*.c))
-NET_SRCS   := $(sort $(filter-out %/main.c %/main_%.c, \
-                $(wildcard proto/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c)))
+NET_ALL    := $(wildcard proto/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c)
+NET_SRCS   := $(sort $(foreach f,$(NET_ALL),$(if $(filter main.c main_%.c,$(notdir $(f))),,$(f))))
 PROTO_SRCS := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(wildcard proto/*.proto))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))

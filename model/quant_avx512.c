@@ -34,9 +34,10 @@
 
 /* Types with their own body below; the others use the generic one. */
 #define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
-                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
-#define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
-                   X(q2_K, Q2_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
+                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K) X(q4_0, Q4_0) \
+                 X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) X(iq4_nl, IQ4_NL) \
+                 X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
+#define GENERIC(X) X(q2_K, Q2_K)
 
 
 #include "quant_kern.h"
@@ -86,12 +87,22 @@ INLINE __m512 lin_table(const float *iota, const float *d, const float *m)
  * 12 packed 6-bit fields, unpacked with 32-bit masks four at a time. */
 INLINE void k4_scales(const uint8_t *b, float *tab)
 {
-    uint32_t u0 = quant_rd32(b + 4), u1 = quant_rd32(b + 8), u2 = quant_rd32(b + 12);
-    __m128i sm = _mm_setr_epi32((int)(u0 & 0x3f3f3f3f),
-                                (int)((u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4),
-                                (int)(u1 & 0x3f3f3f3f),
-                                (int)(((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4));
-    __m512 dm = _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1);
+    /* bytes 4..15 as dwords u0 u1 u2 (the load's last 4 bytes are qs,
+     * unused): lanes [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 3) << 4,
+     *                 u1 & 3f, (u2 >> 4 & 0f) | (u1 >> 6 & 3) << 4] */
+    __m128i v = _mm_loadu_si128((const __m128i *)(b + 4));
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));     /* u0 u2 u1 u2 */
+    __m128i c = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));     /* u0 u0 u1 u1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(c, 2),
+                               _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    __m128i sm = _mm_or_si128(lo, hi);
+    /* d, dmin: one conversion, then lanes 0..7 = d, 8..15 = dmin */
+    __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)quant_rd32(b)));
+    __m512 dm = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0,
+                                                        1, 1, 1, 1, 1, 1, 1, 1),
+                                      _mm512_castps128_ps512(dd));
     _mm512_store_ps(tab, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm)), dm));
 }
 
@@ -99,17 +110,21 @@ INLINE void k4_scales(const uint8_t *b, float *tab)
  * then high); each sub-block's 16 possible values are one lookup table. */
 INLINE void body_q4_K(BODY_ARGS)
 {
-    float tab[16] __attribute__((aligned(64)));
+    /* scales of the next block are unpacked while this one is used: the
+     * unpack's latency then hides behind a whole block of lookups */
+    float tab[2][16] __attribute__((aligned(64)));
+    if (n >= 256)
+        k4_scales(row, tab[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 144;
-        k4_scales(b, tab);
-        /* read the scales back from memory: broadcasts then run on the
-         * load ports instead of competing with the lookups for shuffles */
+        const float *cur = tab[(i / 256) & 1];
+        if (i + 256 < n)
+            k4_scales(b + 144, tab[((i / 256) + 1) & 1]);
         __asm__ volatile("" : : "m"(tab) : "memory");
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            __m512 t0 = lin_table(iota16, &tab[2 * p], &tab[8 + 2 * p]);
-            __m512 t1 = lin_table(iota16, &tab[2 * p + 1], &tab[9 + 2 * p]);
+            __m512 t0 = lin_table(iota16, &cur[2 * p], &cur[8 + 2 * p]);
+            __m512 t1 = lin_table(iota16, &cur[2 * p + 1], &cur[9 + 2 * p]);
             __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
             PREFETCH(b + 36 * p);
             EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
@@ -129,10 +144,15 @@ INLINE __m512i shl_var(__m512i v, int s)
 INLINE void body_q5_K(BODY_ARGS)
 {
     const __m512i low4 = _mm512_set1_epi32(0x0F);
-    float tab[16] __attribute__((aligned(64)));
+    float tabs[2][16] __attribute__((aligned(64)));
+    if (n >= 256)
+        k4_scales(row, tabs[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 176;
-        k4_scales(b, tab);
+        const float *tab = tabs[(i / 256) & 1];
+        if (i + 256 < n)
+            k4_scales(b + 176, tabs[((i / 256) + 1) & 1]);
+        __asm__ volatile("" : : "m"(tabs) : "memory");
         __m512i h0 = bytes16(b + 16), h1 = bytes16(b + 32);
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
@@ -155,24 +175,36 @@ INLINE void body_q5_K(BODY_ARGS)
     }
 }
 
+/* Q3_K block scales: dl[j] = d * (6-bit scale j - 32); low nibbles from
+ * bytes 0..7 of the scale field, 2 high bits from bytes 8..11. */
+INLINE void q3_scales(const uint8_t *b, float *dl)
+{
+    uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
+    __m128i sc = _mm_setr_epi32(
+        (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
+        (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
+        (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
+        (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+    __m512i s32 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc), _mm512_set1_epi32(32));
+    _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(s32)));
+}
+
 /* Q3_K: each 16 values share a scale; index = 2 low bits | hmask bit << 2,
  * value = scale * (index - 4) from an 8-entry table. */
 INLINE void body_q3_K(BODY_ARGS)
 {
     const __m512i low2 = _mm512_set1_epi32(3);
     const __m512 vals = _mm512_loadu_ps(q3vals);
-    float dl[16] __attribute__((aligned(64)));
+    /* next block's scales computed while this one is used (see Q4_K) */
+    float dls[2][16] __attribute__((aligned(64)));
+    if (n >= 256)
+        q3_scales(row, dls[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 110;
-        /* 16 6-bit scales: low nibbles from bytes 0..7, 2 high bits from 8..11 */
-        uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
-        __m128i sc = _mm_setr_epi32(
-            (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
-            (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
-            (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
-            (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
-        __m512i s32 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc), _mm512_set1_epi32(32));
-        _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(s32)));
+        const float *dl = dls[(i / 256) & 1];
+        if (i + 256 < n)
+            q3_scales(b + 110, dls[((i / 256) + 1) & 1]);
+        __asm__ volatile("" : : "m"(dls) : "memory");
         __m512i hm[2] = { bytes16(b), bytes16(b + 16) };
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -203,12 +235,19 @@ INLINE void body_q6_K(BODY_ARGS)
     const __m512i off = _mm512_set1_epi8(32);
     const __m512i cnt0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
     const __m512i cnt1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    float ds[16] __attribute__((aligned(64)));
+    /* next block's scales computed while this one is used (see Q4_K) */
+    float dss[2][16] __attribute__((aligned(64)));
+#define Q6_SCALES(b, out) _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(h2f((b) + 208)),  \
+                              _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                         \
+                                  _mm_loadu_si128((const __m128i *)((b) + 192))))))
+    if (n >= 256)
+        Q6_SCALES(row, dss[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 210;
-        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)),
-                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                              _mm_loadu_si128((const __m128i *)(b + 192))))));
+        const float *ds = dss[(i / 256) & 1];
+        if (i + 256 < n)
+            Q6_SCALES(b + 210, dss[((i / 256) + 1) & 1]);
+        __asm__ volatile("" : : "m"(dss) : "memory");
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i L = _mm512_loadu_si512(b + 64 * h);
@@ -228,6 +267,110 @@ INLINE void body_q6_K(BODY_ARGS)
                 EMIT4(Q6W(0), Q6W(1), Q6W(2), Q6W(3), i + 128 * h + 64 * hi);
 #undef Q6W
             }
+        }
+    }
+#undef Q6_SCALES
+}
+
+/* --- 32-value blocks of nibbles (low nibbles: values 0..15, high: 16..31)
+ * looked up in a per-block table of 16 (or 32, with a fifth bit) values. */
+
+static const float kv_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                    1, 13, 25, 38, 53, 69, 89, 113 };
+static const float kv_mxfp4[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+static const float iota16m8[16] = { -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7 };
+static const float iota32m16lo[16] = { -16, -15, -14, -13, -12, -11, -10, -9,
+                                       -8, -7, -6, -5, -4, -3, -2, -1 };
+static const float iota32m16hi[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+
+/* Two blocks per group; TABLE(b) gives block b's table, QS the offset of
+ * its 16 nibble bytes. */
+#define NIBBLE_BODY(name, BYTES, QS, TABLE)                                    \
+INLINE void body_##name(BODY_ARGS)                                             \
+{                                                                              \
+    for (int64_t i = 0; i + 64 <= n; i += 64) {                                \
+        const uint8_t *b0 = row + (i / 32) * (BYTES), *b1 = b0 + (BYTES);      \
+        PREFETCH(b0);                                                          \
+        __m512 t0 = TABLE(b0), t1 = TABLE(b1);                                 \
+        __m512i q0 = bytes16(b0 + (QS)), q1 = bytes16(b1 + (QS));              \
+        EMIT4(_mm512_permutexvar_ps(q0, t0),                                   \
+              _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t0),             \
+              _mm512_permutexvar_ps(q1, t1),                                   \
+              _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t1), i);         \
+    }                                                                          \
+}
+
+/* the scalar decoders' products: (float)q * d, (float)q * d + m, d * kv */
+#define T_Q4_0(b) _mm512_mul_ps(_mm512_loadu_ps(iota16m8), _mm512_set1_ps(h2f(b)))
+#define T_Q4_1(b) _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(iota16), _mm512_set1_ps(h2f(b))), \
+                                _mm512_set1_ps(h2f((b) + 2)))
+#define T_IQ4NL(b) _mm512_mul_ps(_mm512_set1_ps(h2f(b)), _mm512_loadu_ps(kv_iq4nl))
+#define T_MXFP4(b) _mm512_mul_ps(_mm512_loadu_ps(kv_mxfp4), _mm512_set1_ps(quant_e8m0_half((b)[0])))
+NIBBLE_BODY(q4_0, 18, 2, T_Q4_0)
+NIBBLE_BODY(q4_1, 20, 4, T_Q4_1)
+NIBBLE_BODY(iq4_nl, 18, 2, T_IQ4NL)
+NIBBLE_BODY(mxfp4, 17, 1, T_MXFP4)
+
+/* Q5_0 / Q5_1: the fifth bit of value j is bit j of the 32-bit qh; it
+ * picks the upper half of a 32-entry table (index bit 4 via a mask). */
+INLINE __m512 five_bit(__m512i q, __mmask16 hi, __m512 tl, __m512 th)
+{
+    __m512i idx = _mm512_mask_or_epi32(q, hi, q, _mm512_set1_epi32(16));
+    return _mm512_permutex2var_ps(tl, idx, th);
+}
+
+#define FIVE_BIT_BODY(name, BYTES, QH, TLO, THI)                               \
+INLINE void body_##name(BODY_ARGS)                                             \
+{                                                                              \
+    const __m512i m4 = _mm512_set1_epi32(15);                                  \
+    for (int64_t i = 0; i + 64 <= n; i += 64) {                                \
+        const uint8_t *bb[2] = { row + (i / 32) * (BYTES), row + (i / 32 + 1) * (BYTES) }; \
+        PREFETCH(bb[0]);                                                       \
+        __m512 w[4];                                                           \
+        _Pragma("GCC unroll 2")                                                \
+        for (int k = 0; k < 2; k++) {                                          \
+            const uint8_t *b = bb[k];                                          \
+            uint32_t qh = quant_rd32(b + (QH));                                \
+            __m512 tl = TLO(b), th = THI(b);                                   \
+            __m512i q = bytes16(b + (QH) + 4);                                 \
+            w[2 * k] = five_bit(_mm512_and_si512(q, m4), (__mmask16)qh, tl, th); \
+            w[2 * k + 1] = five_bit(_mm512_srli_epi32(q, 4), (__mmask16)(qh >> 16), tl, th); \
+        }                                                                      \
+        EMIT4(w[0], w[1], w[2], w[3], i);                                      \
+    }                                                                          \
+}
+#define T5_0L(b) _mm512_mul_ps(_mm512_loadu_ps(iota32m16lo), _mm512_set1_ps(h2f(b)))
+#define T5_0H(b) _mm512_mul_ps(_mm512_loadu_ps(iota32m16hi), _mm512_set1_ps(h2f(b)))
+#define T5_1L(b) _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(iota16), _mm512_set1_ps(h2f(b))), \
+                               _mm512_set1_ps(h2f((b) + 2)))
+#define T5_1H(b) _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(iota32hi), _mm512_set1_ps(h2f(b))), \
+                               _mm512_set1_ps(h2f((b) + 2)))
+FIVE_BIT_BODY(q5_0, 22, 2, T5_0L, T5_0H)
+FIVE_BIT_BODY(q5_1, 24, 4, T5_1L, T5_1H)
+
+/* IQ4_XS: 8 sub-blocks of 32 (16 nibble bytes each), table dl * kv with
+ * dl = d * (6-bit scale - 32). */
+INLINE void body_iq4_xs(BODY_ARGS)
+{
+    const __m512 kv = _mm512_loadu_ps(kv_iq4nl);
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 136;
+        float d = h2f(b);
+        uint16_t sh = quant_rd16(b + 2);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            PREFETCH(b + 34 * p);
+            __m512 w[4];
+#pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                int ib = 2 * p + k;
+                int ls = ((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4);
+                __m512 t = _mm512_mul_ps(_mm512_set1_ps(d * (float)(ls - 32)), kv);
+                __m512i q = bytes16(b + 8 + 16 * ib);
+                w[2 * k] = _mm512_permutexvar_ps(q, t);
+                w[2 * k + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t);
+            }
+            EMIT4(w[0], w[1], w[2], w[3], i + 64 * p);
         }
     }
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 static const int all_types[] = {
     GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
@@ -129,6 +130,11 @@ int main(int argc, char **argv)
     }
     printf("ISA %s; one core's read bandwidth %.2f GB/s (%.0f MB, best of %d)\n",
            quant_isa(), bw, bw_mb, passes + 2);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double bw_all;
+    if (ncpu > 1 && !membw_read((size_t)(bw_mb * 1e6) / 4096 * 4096, (int)ncpu, passes,
+                                &bw_all, err, sizeof err))
+        printf("all %ld cores: %.2f GB/s (wall clock)\n", ncpu, bw_all);
 
     const int64_t ncols = 4096;
     size_t cap = (size_t)(mb * 1e6);
