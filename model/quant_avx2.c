@@ -132,9 +132,18 @@ INLINE void body_q3_K(BODY_ARGS)
     float dl[16];
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 110;
-        float d = h2f(b + 108);
-        for (int s = 0; s < 16; s++)
-            dl[s] = d * (float)quant_scale_q3k(s, b + 96);
+        /* 16 6-bit scales: low nibbles from bytes 0..7, 2 high bits from 8..11 */
+        uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
+        __m128i sc = _mm_setr_epi32(
+            (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
+            (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
+            (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
+            (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+        __m256 d = _mm256_set1_ps(h2f(b + 108));
+        __m256i s32 = _mm256_set1_epi32(32);
+        _mm256_storeu_ps(dl, _mm256_mul_ps(d, cvt(_mm256_sub_epi32(_mm256_cvtepu8_epi32(sc), s32))));
+        _mm256_storeu_ps(dl + 8, _mm256_mul_ps(d, cvt(_mm256_sub_epi32(
+                                     _mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)), s32))));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4

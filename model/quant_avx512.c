@@ -87,12 +87,22 @@ INLINE __m512 lin_table(const float *iota, const float *d, const float *m)
  * 12 packed 6-bit fields, unpacked with 32-bit masks four at a time. */
 INLINE void k4_scales(const uint8_t *b, float *tab)
 {
-    uint32_t u0 = quant_rd32(b + 4), u1 = quant_rd32(b + 8), u2 = quant_rd32(b + 12);
-    __m128i sm = _mm_setr_epi32((int)(u0 & 0x3f3f3f3f),
-                                (int)((u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4),
-                                (int)(u1 & 0x3f3f3f3f),
-                                (int)(((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4));
-    __m512 dm = _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1);
+    /* bytes 4..15 as dwords u0 u1 u2 (the load's last 4 bytes are qs,
+     * unused): lanes [u0 & 3f, (u2 & 0f) | (u0 >> 6 & 3) << 4,
+     *                 u1 & 3f, (u2 >> 4 & 0f) | (u1 >> 6 & 3) << 4] */
+    __m128i v = _mm_loadu_si128((const __m128i *)(b + 4));
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));     /* u0 u2 u1 u2 */
+    __m128i c = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));     /* u0 u0 u1 u1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(c, 2),
+                               _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    __m128i sm = _mm_or_si128(lo, hi);
+    /* d, dmin: one conversion, then lanes 0..7 = d, 8..15 = dmin */
+    __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)quant_rd32(b)));
+    __m512 dm = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0,
+                                                        1, 1, 1, 1, 1, 1, 1, 1),
+                                      _mm512_castps128_ps512(dd));
     _mm512_store_ps(tab, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm)), dm));
 }
 
@@ -100,17 +110,21 @@ INLINE void k4_scales(const uint8_t *b, float *tab)
  * then high); each sub-block's 16 possible values are one lookup table. */
 INLINE void body_q4_K(BODY_ARGS)
 {
-    float tab[16] __attribute__((aligned(64)));
+    /* scales of the next block are unpacked while this one is used: the
+     * unpack's latency then hides behind a whole block of lookups */
+    float tab[2][16] __attribute__((aligned(64)));
+    if (n >= 256)
+        k4_scales(row, tab[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 144;
-        k4_scales(b, tab);
-        /* read the scales back from memory: broadcasts then run on the
-         * load ports instead of competing with the lookups for shuffles */
+        const float *cur = tab[(i / 256) & 1];
+        if (i + 256 < n)
+            k4_scales(b + 144, tab[((i / 256) + 1) & 1]);
         __asm__ volatile("" : : "m"(tab) : "memory");
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            __m512 t0 = lin_table(iota16, &tab[2 * p], &tab[8 + 2 * p]);
-            __m512 t1 = lin_table(iota16, &tab[2 * p + 1], &tab[9 + 2 * p]);
+            __m512 t0 = lin_table(iota16, &cur[2 * p], &cur[8 + 2 * p]);
+            __m512 t1 = lin_table(iota16, &cur[2 * p + 1], &cur[9 + 2 * p]);
             __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
             PREFETCH(b + 36 * p);
             EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
@@ -130,10 +144,15 @@ INLINE __m512i shl_var(__m512i v, int s)
 INLINE void body_q5_K(BODY_ARGS)
 {
     const __m512i low4 = _mm512_set1_epi32(0x0F);
-    float tab[16] __attribute__((aligned(64)));
+    float tabs[2][16] __attribute__((aligned(64)));
+    if (n >= 256)
+        k4_scales(row, tabs[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 176;
-        k4_scales(b, tab);
+        const float *tab = tabs[(i / 256) & 1];
+        if (i + 256 < n)
+            k4_scales(b + 176, tabs[((i / 256) + 1) & 1]);
+        __asm__ volatile("" : : "m"(tabs) : "memory");
         __m512i h0 = bytes16(b + 16), h1 = bytes16(b + 32);
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
@@ -156,24 +175,36 @@ INLINE void body_q5_K(BODY_ARGS)
     }
 }
 
+/* Q3_K block scales: dl[j] = d * (6-bit scale j - 32); low nibbles from
+ * bytes 0..7 of the scale field, 2 high bits from bytes 8..11. */
+INLINE void q3_scales(const uint8_t *b, float *dl)
+{
+    uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
+    __m128i sc = _mm_setr_epi32(
+        (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
+        (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
+        (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
+        (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+    __m512i s32 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc), _mm512_set1_epi32(32));
+    _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(s32)));
+}
+
 /* Q3_K: each 16 values share a scale; index = 2 low bits | hmask bit << 2,
  * value = scale * (index - 4) from an 8-entry table. */
 INLINE void body_q3_K(BODY_ARGS)
 {
     const __m512i low2 = _mm512_set1_epi32(3);
     const __m512 vals = _mm512_loadu_ps(q3vals);
-    float dl[16] __attribute__((aligned(64)));
+    /* next block's scales computed while this one is used (see Q4_K) */
+    float dls[2][16] __attribute__((aligned(64)));
+    if (n >= 256)
+        q3_scales(row, dls[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 110;
-        /* 16 6-bit scales: low nibbles from bytes 0..7, 2 high bits from 8..11 */
-        uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
-        __m128i sc = _mm_setr_epi32(
-            (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
-            (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
-            (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
-            (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
-        __m512i s32 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc), _mm512_set1_epi32(32));
-        _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(s32)));
+        const float *dl = dls[(i / 256) & 1];
+        if (i + 256 < n)
+            q3_scales(b + 110, dls[((i / 256) + 1) & 1]);
+        __asm__ volatile("" : : "m"(dls) : "memory");
         __m512i hm[2] = { bytes16(b), bytes16(b + 16) };
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -204,12 +235,19 @@ INLINE void body_q6_K(BODY_ARGS)
     const __m512i off = _mm512_set1_epi8(32);
     const __m512i cnt0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
     const __m512i cnt1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    float ds[16] __attribute__((aligned(64)));
+    /* next block's scales computed while this one is used (see Q4_K) */
+    float dss[2][16] __attribute__((aligned(64)));
+#define Q6_SCALES(b, out) _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(h2f((b) + 208)),  \
+                              _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                         \
+                                  _mm_loadu_si128((const __m128i *)((b) + 192))))))
+    if (n >= 256)
+        Q6_SCALES(row, dss[0]);
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 210;
-        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)),
-                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                              _mm_loadu_si128((const __m128i *)(b + 192))))));
+        const float *ds = dss[(i / 256) & 1];
+        if (i + 256 < n)
+            Q6_SCALES(b + 210, dss[((i / 256) + 1) & 1]);
+        __asm__ volatile("" : : "m"(dss) : "memory");
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i L = _mm512_loadu_si512(b + 64 * h);
@@ -231,6 +269,7 @@ INLINE void body_q6_K(BODY_ARGS)
             }
         }
     }
+#undef Q6_SCALES
 }
 
 /* --- 32-value blocks of nibbles (low nibbles: values 0..15, high: 16..31)

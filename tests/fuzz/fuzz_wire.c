@@ -11,6 +11,11 @@
  *   5    StageReply -> the coordinator's link_on_reply(), its epoch and id
  *        set to those of the outstanding hello so the handshake checks run
  *   6    Event (the client's input) -> unpack and re-pack only
+ *   7    a forward reply inside a running pipeline: a second coordinator
+ *        drives a 3-stage chain (fake stage sockets proxied to the real
+ *        stages 0:1, 1:3, 3:4) through a generate request; the first byte
+ *        picks the link, the step and logits on/off, the rest replaces
+ *        that step's real StageReply (epoch and id set to the request's)
  * Invariants checked on top of ASan/UBSan: every unpacked message packs
  * to its announced size; the budget returns to
  * zero after each free; a stage always answers with a StageReply that
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coord_int.h"
 #include "log.h"
@@ -32,7 +38,7 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define N_TARGETS 7
+#define N_TARGETS 8
 #define N_LAYER 4
 #define MAX_SEQS 4
 #define MAX_CTX 64
@@ -43,6 +49,8 @@ static coord *co;
 static void *cli;       /* DEALER: a client of co */
 static void *fake;      /* DEALER bound where co's link connects: a stage */
 static uint32_t n_embd;
+static coord *co2;      /* the 3-stage chain */
+static void *cli2, *fake2[3];
 
 static void die(const char *what, const char *err)
 {
@@ -193,6 +201,142 @@ static void reset_coord(void)
     l->epoch = 3;
     l->stats_id = 0;
     l->busy = NULL;
+}
+
+
+/* ---- a running pipeline ---------------------------------------------- */
+
+typedef struct pump_fuzz {
+    int link, step;             /* replace the step-th forward reply of link */
+    const uint8_t *p;
+    size_t n;
+    int steps_seen[3];
+    bool done;
+    bool capture;               /* seeds: keep the real reply instead */
+    uint8_t *cap;
+    size_t cap_len;
+} pump_fuzz;
+
+/* One reply from a fake stage: the real stage's answer, or the fuzz input
+ * in its place. Returns true when a request was answered. */
+static bool proxy_one(int i, pump_fuzz *fz)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, fake2[i], ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return false;
+    }
+    const uint8_t *rq = zmq_msg_data(&m);
+    size_t rn = zmq_msg_size(&m);
+    q35_wire_budget b;
+    char err[Q35_ERRSZ];
+    q35_wire_budget_init(&b, q35_wire_budget_for(rn));
+    Q35__StageRequest *r = q35_wire_unpack(&q35__stage_request__descriptor, rq, rn, &b, err,
+                                           sizeof err);
+    if (!r)
+        abort();    /* the coordinator sent something malformed */
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    bool fwd = r->body_case == Q35__STAGE_REQUEST__BODY_FORWARD;
+    bool hit = fz && !fz->done && fwd && i == fz->link && fz->steps_seen[i] == fz->step;
+    if (hit && !fz->capture) {
+        fz->done = true;
+        q35_wire_budget b2;
+        q35_wire_budget_init(&b2, q35_wire_budget_for(fz->n));
+        Q35__StageReply *y = q35_wire_unpack(&q35__stage_reply__descriptor, fz->p, fz->n, &b2,
+                                             err, sizeof err);
+        if (y) {
+            y->epoch = r->epoch;
+            y->id = r->id;
+            out_len = q35__stage_reply__get_packed_size(y);
+            if ((out = malloc(out_len ? out_len : 1)))
+                q35__stage_reply__pack(y, out);
+        } else if ((out = malloc(fz->n ? fz->n : 1))) {
+            memcpy(out, fz->p, fz->n);
+            out_len = fz->n;
+        }
+        q35_wire_free(y, &b2);
+    } else if (stage_handle(stages[1 + i], rq, rn, &out, &out_len)) {
+        out = NULL;
+    } else if (hit && (fz->cap = malloc(out_len))) {
+        fz->done = true;
+        memcpy(fz->cap, out, out_len);
+        fz->cap_len = out_len;
+    }
+    if (fwd)
+        fz ? fz->steps_seen[i]++ : 0;
+    q35_wire_free(r, &b);
+    zmq_msg_close(&m);
+    if (out && zmq_send(fake2[i], out, out_len, 0) != (int)out_len)
+        abort();
+    free(out);
+    return true;
+}
+
+/* Turns the chain coordinator until nothing moves for a few turns. */
+static void pump(pump_fuzz *fz, int max_turns)
+{
+    char err[Q35_ERRSZ];
+    for (int t = 0, quiet = 0; t < max_turns && quiet < 4; t++) {
+        if (coord_run_once(co2, 0, -1, err, sizeof err))
+            die("coord_run_once", err);
+        bool moved = false;
+        for (int i = 0; i < 3; i++)
+            while (proxy_one(i, fz))
+                moved = true;
+        drain(cli2);
+        quiet = moved ? 0 : quiet + 1;
+    }
+}
+
+/* Runs one generate request through the chain, the chosen reply replaced
+ * by p[1..n) (or, with capture, recorded into fz->cap). */
+static void run_chain(const uint8_t *p, size_t n, pump_fuzz *out, bool capture)
+{
+    if (!n)
+        return;
+    pump_fuzz fz = { .link = p[0] % 3, .step = p[0] / 3 % 4, .p = p + 1, .n = n - 1,
+                     .capture = capture };
+    if (!capture)
+        unpack_only(&q35__stage_reply__descriptor, fz.p, fz.n);
+    int32_t ids[3] = { 1, 17, 33 };
+    Q35__TokenIds ti = Q35__TOKEN_IDS__INIT;
+    ti.n_ids = 3;
+    ti.ids = ids;
+    Q35__Sampling sp = Q35__SAMPLING__INIT;
+    sp.temperature = 0.7f;
+    sp.top_k = 8;
+    sp.top_p = 0.9f;
+    sp.repeat_penalty = 1.2f;
+    sp.seed = 5;
+    Q35__Generate g = Q35__GENERATE__INIT;
+    g.prompt_case = Q35__GENERATE__PROMPT_IDS;
+    g.ids = &ti;
+    g.sampling = &sp;
+    g.max_tokens = 4;
+    g.n_logprobs = 2;
+    g.logits = p[0] / 12 % 2;
+    g.ignore_eos = true;
+    Q35__ClientRequest cr = Q35__CLIENT_REQUEST__INIT;
+    cr.request_id = "f";
+    cr.body_case = Q35__CLIENT_REQUEST__BODY_GENERATE;
+    cr.generate = &g;
+    uint8_t buf[256];
+    size_t len = q35__client_request__pack(&cr, buf);
+    if (zmq_send(cli2, buf, len, 0) != (int)len)
+        abort();
+    pump(&fz, 400);
+    coord_fail_all(co2, "reset");
+    pump(NULL, 100);
+    if (out)
+        *out = fz;
+}
+
+static void forward_reply_input(const uint8_t *p, size_t n)
+{
+    run_chain(p, n, NULL, false);
+    reset_stages();
 }
 
 /* ---- seeds ----------------------------------------------------------- */
@@ -447,6 +591,27 @@ static void write_seeds(const char *dir)
     sr2.error = &e;
     seed1(dir, "reply-error", 5, &sr2.base);
 
+    /* forward replies in the chain: each link's real reply to its first
+     * and second step, logits on and off */
+    for (int k = 0; k < 24; k++) {
+        if (k / 3 % 4 > 1)
+            continue;
+        uint8_t sel = (uint8_t)k;
+        pump_fuzz fz;
+        run_chain(&sel, 1, &fz, true);
+        reset_stages();
+        if (!fz.cap || fz.cap_len + 1 > 0xffff)
+            die("seed", "no reply captured in the chain");
+        char name[64];
+        snprintf(name, sizeof name, "chain-link%d-step%d%s", k % 3, k / 3 % 4, k / 12 ? "-logits" : "");
+        f = seed_open(dir, name);
+        uint8_t hdr3[4] = { 7, (uint8_t)((fz.cap_len + 1) & 0xff), (uint8_t)((fz.cap_len + 1) >> 8), sel };
+        fwrite(hdr3, 1, 4, f);
+        fwrite(fz.cap, 1, fz.cap_len, f);
+        fclose(f);
+        free(fz.cap);
+    }
+
     /* events */
     Q35__TokenLogprob tl = Q35__TOKEN_LOGPROB__INIT;
     tl.token = 17;
@@ -520,6 +685,35 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         die("zmq", zmq_strerror(errno));
     reset_coord();
 
+    /* the 3-stage chain behind a second coordinator */
+    const char *ep2[3] = { "inproc://fuzz-s0", "inproc://fuzz-s1", "inproc://fuzz-s2" };
+    const char *where2[3] = { "fuzz0", "fuzz1", "fuzz2" };
+    int begin2[3] = { 0, 1, 3 }, end2[3] = { 1, 3, N_LAYER };
+    coord_opts o2 = co_o;
+    o2.listen = "inproc://fuzz-cli2";
+    o2.n_stages = 3;
+    o2.stage_ep = ep2;
+    o2.stage_begin = begin2;
+    o2.stage_end = end2;
+    o2.stage_where = where2;
+    if (!(co2 = coord_new(&o2, err, sizeof err)))
+        die(model, err);
+    cli2 = zmq_socket(co2->zctx, ZMQ_DEALER);
+    if (!cli2 || zmq_setsockopt(cli2, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_connect(cli2, "inproc://fuzz-cli2"))
+        die("zmq", zmq_strerror(errno));
+    for (int i = 0; i < 3; i++)
+        if (!(fake2[i] = zmq_socket(co2->zctx, ZMQ_DEALER)) ||
+            zmq_setsockopt(fake2[i], ZMQ_LINGER, &linger, sizeof linger) ||
+            zmq_bind(fake2[i], ep2[i]))
+            die("zmq", zmq_strerror(errno));
+    for (int t = 0; t < 200 && !coord_chain_up(co2); t++) {
+        pump(NULL, 10);
+        nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+    }
+    if (!coord_chain_up(co2))
+        die("the 3-stage chain", "did not come up");
+
     const char *seeds = getenv("QWEN35_FUZZ_SEEDS");
     if (seeds)
         write_seeds(seeds);
@@ -550,8 +744,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             stage_reply_input(p, n);
             coord_used = true;
             break;
-        default:
+        case 6:
             unpack_only(&q35__event__descriptor, p, n);
+            break;
+        default:
+            forward_reply_input(p, n);
         }
     }
     reset_stages();
