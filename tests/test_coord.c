@@ -163,8 +163,8 @@ static co_thread *coord_start(int n, st_thread **st, const int *bounds, int max_
     int b[8], e[8];
     for (int i = 0; i < n; i++) {
         ep[i] = st[i]->ep;
-        b[i] = bounds[i];
-        e[i] = bounds[i + 1];
+        b[i] = bounds ? bounds[i] : -1;   /* NULL: bare endpoints, ranges from the handshakes */
+        e[i] = bounds ? bounds[i + 1] : -1;
     }
     coord_opts o = { .model_path = g_model, .listen = t->listen, .n_stages = n, .stage_ep = ep,
                      .stage_begin = b, .stage_end = e, .max_queue = max_queue,
@@ -671,6 +671,36 @@ static void wrong_chain_refused(void **state)
     stage_stop(&st[1]);
 }
 
+/* --stage ENDPOINT without a range: learned from the handshakes, and the
+ * chain still checked (contiguous, embeddings first, head last). */
+static void bare_endpoints(void **state)
+{
+    (void)state;
+    st_thread *st[2] = { stage_start(g_model, 0, 3, "be0", 2), stage_start(g_model, 3, 8, "be1", 2) };
+    co_thread *co = coord_start(2, st, NULL, 2, 4, 30000);
+    wait_up(co);
+    golden_run(co->listen, "bare");
+    coord_stop(&co);
+    stage_stop(&st[1]);
+    st[1] = stage_start(g_model, 4, 8, "be1", 2);   /* a gap: 0:3 then 4:8 */
+    co = coord_start(2, st, NULL, 2, 4, 30000);
+    for (double end = q35_now() + WAIT_S; q35_now() < end && !co->rc;)
+        usleep(10 * 1000);
+    assert_int_equal(co->rc, Q35_EINVAL);
+    assert_non_null(strstr(co->err, "ranges must be contiguous"));
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    st[0] = stage_start(g_model, 4, 8, "be0", 2);   /* no embeddings first */
+    co = coord_start(2, st, NULL, 2, 4, 30000);
+    for (double end = q35_now() + WAIT_S; q35_now() < end && !co->rc;)
+        usleep(10 * 1000);
+    assert_int_equal(co->rc, Q35_EINVAL);
+    assert_non_null(strstr(co->err, "stage"));
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -681,6 +711,7 @@ int main(void)
         cmocka_unit_test(text_and_stop_string),
         cmocka_unit_test(stage_death_and_return),
         cmocka_unit_test(wrong_chain_refused),
+        cmocka_unit_test(bare_endpoints),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
