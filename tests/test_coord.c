@@ -548,12 +548,13 @@ static void cancel_deadline_queue(void **state)
 }
 
 static void send_text(void *d, const char *rid, const char *text, int max_tokens,
-                      const char *stop)
+                      const char *stop, bool ignore_eos)
 {
     Q35__Generate g = Q35__GENERATE__INIT;
     g.prompt_case = Q35__GENERATE__PROMPT_TEXT;
     g.text = (char *)text;
     g.max_tokens = max_tokens;
+    g.ignore_eos = ignore_eos;
     char *stops[1] = { (char *)stop };
     g.n_stop = stop ? 1 : 0;
     g.stop = stops;
@@ -569,13 +570,14 @@ static void send_text(void *d, const char *rid, const char *text, int max_tokens
 static void text_and_stop_string(void **state)
 {
     (void)state;
+  for (int ie = 0; ie < 2; ie++) {   /* with ignore_eos too: stop strings still apply */
     int b[] = { 0, 4, 8 };
-    st_thread *st[2] = { stage_start(g_model, 0, 4, "tx0", 2), stage_start(g_model, 4, 8, "tx1", 2) };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, ie ? "ty0" : "tx0", 2), stage_start(g_model, 4, 8, ie ? "ty1" : "tx1", 2) };
     co_thread *co = coord_start(2, st, b, 2, 4, 30000);
     wait_up(co);
     void *ctx, *d = client_new(&ctx, co->listen);
     result a = { .rid = "a" };
-    send_text(d, "a", "the cat sat on the mat and", 40, NULL);
+    send_text(d, "a", "the cat sat on the mat and", 40, NULL, ie);
     collect(d, &a, 1, WAIT_S, NULL);
     assert_true(a.done && a.finish > 0);
     assert_true(a.n_toks > 0);
@@ -589,7 +591,7 @@ static void text_and_stop_string(void **state)
     char stop[3] = { a.text[k], a.text[k + 1], 0 };
     k = strstr(a.text, stop) - a.text;
     result b2 = { .rid = "b" };
-    send_text(d, "b", "the cat sat on the mat and", 40, stop);
+    send_text(d, "b", "the cat sat on the mat and", 40, stop, ie);
     collect(d, &b2, 1, WAIT_S, NULL);
     assert_int_equal(b2.finish, Q35__FINISH_REASON__FINISH_STOP);
     assert_string_equal(b2.stop, stop);
@@ -599,6 +601,7 @@ static void text_and_stop_string(void **state)
     coord_stop(&co);
     stage_stop(&st[0]);
     stage_stop(&st[1]);
+  }
 }
 
 static void stage_death_and_return(void **state)
