@@ -2,7 +2,8 @@
 #
 #   make            build everything (CPU; CUDA too when nvcc is found)
 #   make test       install missing Debian packages, build, run every test
-#                   (plain build, then the unit tests again under ASan+UBSan)
+#                   (plain build, then the unit tests again under ASan+UBSan,
+#                   then each libFuzzer target for 15 s)
 #   make demo       the main job: a generated model served by 2 stages
 #   make CUDA=0     never touch nvcc
 #   make SAN=1      sanitized build in build-san/
@@ -115,11 +116,12 @@ test: deps
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) all
 	$(MAKE) -j$(JOBS) SAN=1 CUDA=0 tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
+	$(MAKE) -j$(JOBS) fuzz-ci
 
 test-unit: tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -116,45 +116,6 @@ static int parse_float(const char *opt, const char *s, float *out)
     return 0;
 }
 
-/* Reads whitespace-separated token ids from path ("-" = stdin). */
-static int read_ids(const char *path, int32_t **out, int *n_out)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
-    if (!f) {
-        fprintf(stderr, "qwen35-client: --prompt-ids %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    int32_t *ids = NULL;
-    int n = 0, cap = 0, rc = 0;
-    char tok[64];
-    while (fscanf(f, "%63s", tok) == 1) {
-        char *end;
-        errno = 0;
-        long v = strtol(tok, &end, 10);
-        if (errno || *end || v < 0 || v > INT32_MAX) {
-            fprintf(stderr, "qwen35-client: --prompt-ids %s: item %d: '%s' is not a token id\n",
-                    path, n + 1, tok);
-            rc = -1;
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            int32_t *p = realloc(ids, (size_t)cap * sizeof *ids);
-            if (!p) { rc = -1; break; }
-            ids = p;
-        }
-        ids[n++] = (int32_t)v;
-    }
-    if (f != stdin) fclose(f);
-    if (rc == 0 && n == 0) {
-        fprintf(stderr, "qwen35-client: --prompt-ids %s: no token ids\n", path);
-        rc = -1;
-    }
-    if (rc) { free(ids); return -1; }
-    *out = ids;
-    *n_out = n;
-    return 0;
-}
 
 static void answer_append(cli *c, const char *s, size_t n)
 {
@@ -462,7 +423,10 @@ int main(int argc, char **argv)
         rc = run_chat(qc, &c);
     } else {
         if (c.prompt_ids_file) {
-            rc = read_ids(c.prompt_ids_file, &ids, &c.req.n_prompt_ids);
+            char err[Q35_ERRSZ];
+            rc = q35_read_ids(c.prompt_ids_file, &ids, &c.req.n_prompt_ids, err, sizeof err);
+            if (rc)
+                fprintf(stderr, "qwen35-client: --prompt-ids %s\n", err);
             c.req.prompt_ids = ids;
         } else if (!strcmp(argv[optind], "-")) {
             size_t cap = 0;

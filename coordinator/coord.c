@@ -44,7 +44,8 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     }
     if (load_model(c, err, errsz))
         goto fail;
-    if (o->stage_end[o->n_stages - 1] != (int)c->cfg.n_layer || o->stage_begin[0] != 0) {
+    if ((o->stage_end[o->n_stages - 1] >= 0 && o->stage_end[o->n_stages - 1] != (int)c->cfg.n_layer) ||
+        (o->stage_begin[0] >= 0 && o->stage_begin[0] != 0)) {
         q35_err(err, errsz, Q35_EINVAL, "stages cover layers %d:%d, the model (%s) has 0:%u",
                 o->stage_begin[0], o->stage_end[o->n_stages - 1], o->model_path, c->cfg.n_layer);
         goto fail;
@@ -78,6 +79,7 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
         l->where = o->stage_where ? o->stage_where[i] : "--stage";
         l->want_begin = o->stage_begin[i];
         l->want_end = o->stage_end[i];
+        l->configured = l->want_begin >= 0;
         if (!l->endpoint || link_open(c, l, err, errsz))
             goto fail;
     }

@@ -25,7 +25,8 @@ typedef struct coord_opts {
     const char *listen;
     int n_stages;
     const char *const *stage_ep;     /* [n_stages] endpoints, in layer order */
-    const int *stage_begin, *stage_end;   /* [n_stages] configured ranges */
+    const int *stage_begin, *stage_end;   /* [n_stages] configured ranges; -1 -1: learned
+                                             from the stage's handshake */
     const char *const *stage_where;  /* [n_stages] config location, for messages */
     int max_queue, max_seqs, max_ctx, micro_batches;
     int step_timeout_ms;

@@ -22,7 +22,8 @@ typedef struct link {
     int idx;
     char *endpoint;
     const char *where;
-    int want_begin, want_end;
+    int want_begin, want_end;       /* -1: not configured, learned at the handshake */
+    bool configured;
     void *sock, *mon;               /* DEALER, monitor PAIR */
     enum link_state state;
     bool connected;

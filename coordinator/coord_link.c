@@ -115,6 +115,32 @@ void link_fail(coord *c, link *l, const char *why)
     sched_fail_started(c, msg);
 }
 
+/* A stage listed without a range: its handshake's range must continue
+ * the neighbours' known ranges (contiguous, every layer once, embeddings
+ * first, head last). Ranges not known yet are checked when they arrive. */
+static bool chain_fits(const coord *c, const link *l, const Q35__Handshake *h, char *p, size_t n)
+{
+    int b = (int)h->layer_begin, e = (int)h->layer_end, last = c->n_links - 1;
+    const link *pv = l->idx > 0 ? &c->links[l->idx - 1] : NULL;
+    const link *nx = l->idx < last ? &c->links[l->idx + 1] : NULL;
+    if (b >= e || e > (int)c->cfg.n_layer)
+        snprintf(p, n, "holds layers %d:%d, not a range of the model's 0:%u", b, e, c->cfg.n_layer);
+    else if (!pv && b != 0)
+        snprintf(p, n, "holds layers %d:%d; as the first stage it must start at layer 0", b, e);
+    else if (!nx && e != (int)c->cfg.n_layer)
+        snprintf(p, n, "holds layers %d:%d; as the last stage it must end at layer %u", b, e,
+                 c->cfg.n_layer);
+    else if (pv && pv->want_end >= 0 && pv->want_end != b)
+        snprintf(p, n, "holds layers %d:%d, but stage %d (%s) ends at layer %d: ranges must be "
+                 "contiguous", b, e, pv->idx, pv->endpoint, pv->want_end);
+    else if (nx && nx->want_begin >= 0 && nx->want_begin != e)
+        snprintf(p, n, "holds layers %d:%d, but stage %d (%s) starts at layer %d: ranges must "
+                 "be contiguous", b, e, nx->idx, nx->endpoint, nx->want_begin);
+    else
+        return true;
+    return false;
+}
+
 /* Everything a stage must match to be routed to; empty problem = fine. */
 static void check_handshake(const coord *c, const link *l, const Q35__Handshake *h, char *p,
                             size_t n)
@@ -134,12 +160,15 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
                  m->file_name ? m->file_name : "?", (unsigned long long)m->file_size,
                  (unsigned long long)m->header_hash, c->id.file_name,
                  (unsigned long long)c->id.file_size, (unsigned long long)c->id.header_hash);
-    else if ((int)h->layer_begin != l->want_begin || (int)h->layer_end != l->want_end)
-        snprintf(p, n, "holds layers %u:%u, configured %d:%d", h->layer_begin, h->layer_end,
-                 l->want_begin, l->want_end);
-    else if (h->has_embd != (l->want_begin == 0))
+    else if (l->want_begin >= 0 &&
+             ((int)h->layer_begin != l->want_begin || (int)h->layer_end != l->want_end))
+        snprintf(p, n, "holds layers %u:%u, %s %d:%d", h->layer_begin, h->layer_end,
+                 l->configured ? "configured" : "it held", l->want_begin, l->want_end);
+    else if (l->want_begin < 0 && !chain_fits(c, l, h, p, n))
+        ;
+    else if (h->has_embd != (h->layer_begin == 0))
         snprintf(p, n, "%s the token embeddings", h->has_embd ? "holds" : "lacks");
-    else if (h->has_head != (l->want_end == (int)c->cfg.n_layer))
+    else if (h->has_head != (h->layer_end == c->cfg.n_layer))
         snprintf(p, n, "%s the LM head", h->has_head ? "holds" : "lacks");
     else if (h->max_seqs < 1 || h->max_ctx < 1 || h->max_batch_tokens < 1 ||
              (h->has_head && h->max_logit_rows < 1))
@@ -183,6 +212,8 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     snprintf(l->backend, sizeof l->backend, "%s", h->backend ? h->backend : "?");
     l->hs.backend = l->backend;
     l->instance = h->instance;
+    l->want_begin = (int)h->layer_begin;   /* learned, for a bare endpoint: kept */
+    l->want_end = (int)h->layer_end;
     l->state = L_UP;
     l->ever_up = true;
     l->problem[0] = 0;

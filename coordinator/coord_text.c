@@ -16,6 +16,12 @@ struct coord_textstate {
     coord_text *ct;
     chat_stream *cs;        /* normal requests */
     tok_stream *ts;         /* ignore_eos: plain detokenizer */
+    /* ignore_eos with stop strings: text that may begin a stop string is
+     * held back until it can be told apart (chat_stream does the same) */
+    const char *const *stop;
+    int n_stop;
+    char *held, *emit;
+    size_t n_held, cap;
     bool reasoning;
     coord_piece out[2];
 };
@@ -105,6 +111,8 @@ coord_textstate *coord_textstate_new(coord_text *t, const int32_t *prompt, int n
         }
     if (ignore_eos) {
         s->ts = tok_stream_new(t->t, 0, err, errsz);
+        s->stop = stop;
+        s->n_stop = n_stop;
     } else {
         chat_stream_opts o = { .think = s->reasoning, .stop = stop, .n_stop = n_stop };
         s->cs = chat_stream_new(t->t, &o, err, errsz);
@@ -121,8 +129,60 @@ void coord_textstate_destroy(coord_textstate **ps)
         return;
     chat_stream_destroy(&s->cs);
     tok_stream_destroy(&s->ts);
+    free(s->held);
+    free(s->emit);
     free(s);
     *ps = NULL;
+}
+
+/* Adds txt to the held text; returns the stop string found (its text is
+ * cut there, the rest dropped) or -1, and in *out_len how much of the held
+ * text can be shown now (copied to s->emit). */
+static int stop_scan(coord_textstate *s, const char *txt, size_t len, size_t *out_len)
+{
+    *out_len = 0;
+    if (s->n_held + len + 1 > s->cap) {
+        size_t cap = (s->n_held + len + 1) * 2;
+        char *h = realloc(s->held, cap), *e = h ? realloc(s->emit, cap) : NULL;
+        if (h)
+            s->held = h;
+        if (!e)
+            return -2;
+        s->emit = e;
+        s->cap = cap;
+    }
+    memcpy(s->held + s->n_held, txt, len);
+    s->n_held += len;
+    s->held[s->n_held] = 0;
+    size_t first = s->n_held;
+    int hit = -1;
+    for (int i = 0; i < s->n_stop; i++) {
+        const char *at = strstr(s->held, s->stop[i]);
+        if (at && (size_t)(at - s->held) < first) {
+            first = (size_t)(at - s->held);
+            hit = i;
+        }
+    }
+    size_t show = first;
+    if (hit < 0)   /* hold back the longest tail that starts a stop string */
+        for (size_t k = s->n_held > 256 ? s->n_held - 256 : 0; k < s->n_held; k++) {
+            bool starts = false;
+            for (int i = 0; i < s->n_stop && !starts; i++)
+                starts = !strncmp(s->held + k, s->stop[i], s->n_held - k);
+            if (starts) {
+                show = k;
+                break;
+            }
+        }
+    memcpy(s->emit, s->held, show);
+    *out_len = show;
+    if (hit >= 0) {
+        s->n_held = 0;
+    } else {
+        memmove(s->held, s->held + show, s->n_held - show);
+        s->n_held -= show;
+    }
+    return hit;
 }
 
 int coord_textstate_feed(coord_textstate *s, int32_t id, const coord_piece **pieces, int *n,
@@ -138,12 +198,20 @@ int coord_textstate_feed(coord_textstate *s, int32_t id, const coord_piece **pie
             return rc;
         if (id == s->ct->think)
             s->reasoning = true;
+        int hit = -1;
+        if (s->n_stop > 0) {
+            hit = stop_scan(s, txt, len, &len);
+            if (hit == -2)
+                return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+            txt = s->emit;
+        }
         s->out[0] = (coord_piece){ txt, len, s->reasoning };
         if (id == s->ct->end_think)
             s->reasoning = false;
         *pieces = s->out;
         *n = 1;
-        return 0;
+        *stop_idx = hit;
+        return hit >= 0;
     }
     const chat_piece *cp;
     int rc = chat_stream_feed(s->cs, id, &cp, n, err, errsz);
@@ -165,6 +233,17 @@ void coord_textstate_finish(coord_textstate *s, const coord_piece **pieces, int 
         const char *txt;
         size_t len;
         tok_stream_flush(s->ts, &txt, &len);
+        if (s->n_held) {   /* length ended it: what was held back is shown */
+            char *e = realloc(s->emit, s->n_held + len + 1);
+            if (e) {
+                memcpy(e, s->held, s->n_held);
+                memcpy(e + s->n_held, txt, len);
+                s->emit = e;
+                txt = e;
+                len += s->n_held;
+            }
+            s->n_held = 0;
+        }
         s->out[0] = (coord_piece){ txt, len, s->reasoning };
         *n = len > 0;
         return;

@@ -99,7 +99,8 @@ int cfg_model_layers(const char *where, const char *model, int *n_layer, char *e
 int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t errsz);
 int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t errsz);
 
-/* Parses "ENDPOINT A:B" (whitespace between). 0 or Q35_EINVAL with a
+/* Parses "ENDPOINT [A:B]" (whitespace between); a bare endpoint gives
+ * layers -1:-1 (learned from the handshake). 0 or Q35_EINVAL with a
  * message without location. endpoint is a heap copy for the caller. */
 int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char *err, size_t errsz);
 

@@ -19,8 +19,8 @@ int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char
     while (*e && !isspace((unsigned char)*e)) e++;
     const char *r = e;
     while (isspace((unsigned char)*r)) r++;
-    if (e == p || !*r)
-        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not 'ENDPOINT A:B' (e.g. tcp://host:5701 0:20)", text);
+    if (e == p)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not 'ENDPOINT [A:B]' (e.g. tcp://host:5701 0:20)", text);
     char ep[256];
     if ((size_t)(e - p) >= sizeof ep)
         return q35_err(err, errsz, Q35_EINVAL, "endpoint longer than %zu characters", sizeof ep - 1);
@@ -29,17 +29,20 @@ int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char
     if (!opts_endpoint_ok(ep))
         return q35_err(err, errsz, Q35_EINVAL,
                        "'%s' is not a ZeroMQ endpoint (tcp://HOST:PORT or ipc:///PATH)", ep);
+    opt_range lr = { -1, -1 };   /* bare endpoint: the range comes from the handshake */
+    if (!*r)
+        goto done;
     char rng[64];
     size_t rl = strlen(r);
     while (rl && isspace((unsigned char)r[rl - 1])) rl--;
     if (rl >= sizeof rng) return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B", r);
     memcpy(rng, r, rl);
     rng[rl] = 0;
-    opt_range lr;
     int rc = opts_parse_range(rng, &lr, err, errsz);
     if (rc) return rc;
     if (lr.end > Q35_MAX_LAYERS)
         return q35_err(err, errsz, Q35_ERANGE, "%d:%d is outside layers 0:%d", lr.begin, lr.end, Q35_MAX_LAYERS);
+done:
     if (endpoint) {
         *endpoint = strdup(ep);
         if (!*endpoint) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
@@ -61,10 +64,11 @@ static const opt_def coord_defs[] = {
       "and layer count." },
     { "listen", OPT_STR, F(listen), "ENDPOINT", NULL, 1, 0, NULL, true, opts_check_endpoint,
       "ZeroMQ endpoint clients connect to: tcp://HOST:PORT or ipc:///PATH." },
-    { "stage", OPT_LIST, F(stage_list), "'ENDPOINT A:B'", NULL, 1, 0, NULL, true, check_stage,
-      "A stage and the layers [A, B) it holds; repeat once per stage, in layer order. The "
-      "ranges must start at layer 0, follow each other without gap or overlap and end at the "
-      "model's last layer." },
+    { "stage", OPT_LIST, F(stage_list), "'ENDPOINT [A:B]'", NULL, 1, 0, NULL, true, check_stage,
+      "A stage; repeat once per stage, in layer order. Its layer range is learned from its "
+      "handshake; 'ENDPOINT A:B' also states the layers [A, B) it must hold. The ranges must "
+      "start at layer 0, follow each other without gap or overlap and end at the model's last "
+      "layer; the first stage holds the embeddings, the last the head." },
     { "max-queue", OPT_INT, F(max_queue), "N", "64", 0, 100000, NULL, false, NULL,
       "Requests that may wait for a slot; past it new requests get RESOURCE_EXHAUSTED." },
     { "max-seqs", OPT_INT, F(max_seqs), "N", "16", 1, 4096, NULL, false, NULL,
@@ -100,6 +104,8 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
             if (!strcmp(c->stages[k].endpoint, st->endpoint))
                 return q35_err(err, errsz, Q35_EINVAL, "%s: stage: endpoint %s already listed at %s",
                                st->where, st->endpoint, c->stages[k].where);
+        if (st->layers.begin < 0)
+            continue;   /* checked against its neighbours at the handshake */
         if (i == 0) {
             if (st->layers.begin != 0)
                 return q35_err(err, errsz, Q35_EINVAL,
@@ -108,6 +114,8 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
             continue;
         }
         const coord_stage *pv = &c->stages[i - 1];
+        if (pv->layers.begin < 0)
+            continue;
         if (st->layers.begin < pv->layers.end)
             return q35_err(err, errsz, Q35_EINVAL,
                            "%s: stage: layers %d:%d overlap %d:%d of the stage at %s",
@@ -171,7 +179,8 @@ int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t er
             return q35_err(err, errsz, Q35_ERANGE, "%s: stage: layers %d:%d end past the model's %d layers (%s)",
                            st->where, st->layers.begin, st->layers.end, n_layer, c->model);
     }
-    if (c->n_stages > 0 && c->stages[c->n_stages - 1].layers.end < n_layer) {
+    if (c->n_stages > 0 && c->stages[c->n_stages - 1].layers.end >= 0 &&
+        c->stages[c->n_stages - 1].layers.end < n_layer) {
         const coord_stage *st = &c->stages[c->n_stages - 1];
         return q35_err(err, errsz, Q35_EINVAL,
                        "%s: stage: the last stage ends at layer %d; layers %d:%d of the model (%s) are not served",

@@ -1,8 +1,12 @@
 #include "common.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int q35_err(char *err, size_t errsz, int code, const char *fmt, ...)
 {
@@ -35,4 +39,59 @@ double q35_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int q35_read_ids(const char *path, int32_t **ids, int *n, char *err, size_t errsz)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+    if (!f)
+        return q35_err(err, errsz, Q35_EIO, "%s: %s", path, strerror(errno));
+    int32_t *v = NULL;
+    int cnt = 0, cap = 0, rc = Q35_OK;
+    char word[64];
+    while (rc == Q35_OK && fscanf(f, "%63s", word) == 1) {
+        char *end;
+        errno = 0;
+        long id = strtol(word, &end, 10);
+        if (errno || *end || id < 0 || id > INT32_MAX) {
+            rc = q35_err(err, errsz, Q35_EINVAL, "%s: item %d: '%s' is not a token id",
+                         path, cnt + 1, word);
+        } else if (cnt == INT32_MAX / 2) {
+            rc = q35_err(err, errsz, Q35_ERANGE, "%s: more than %d token ids", path, cnt);
+        } else {
+            if (cnt == cap) {
+                cap = cap ? 2 * cap : 256;
+                int32_t *nv = realloc(v, (size_t)cap * sizeof *v);
+                if (!nv) {
+                    rc = q35_err(err, errsz, Q35_ENOMEM, "%s: out of memory", path);
+                    break;
+                }
+                v = nv;
+            }
+            v[cnt++] = (int32_t)id;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    if (rc == Q35_OK && cnt == 0)
+        rc = q35_err(err, errsz, Q35_EINVAL, "%s: no token ids", path);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *ids = v;
+    *n = cnt;
+    return Q35_OK;
+}
+
+double q35_rss_mib(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
 }

@@ -44,4 +44,12 @@ static inline bool q35_add(uint64_t a, uint64_t b, uint64_t *out)
 /* Monotonic clock in seconds. */
 double q35_now(void);
 
+/* Reads whitespace-separated token ids from path ("-" = stdin) into a new
+ * array the caller frees. Errors name the file and the item: "ids.txt:
+ * item 3: 'x' is not a token id", "ids.txt: no token ids". */
+int q35_read_ids(const char *path, int32_t **ids, int *n, char *err, size_t errsz);
+
+/* Resident set size of this process in MiB (0 if /proc is unreadable). */
+double q35_rss_mib(void);
+
 #endif

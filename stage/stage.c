@@ -34,6 +34,10 @@ struct stage {
     double t_start, busy_s, idle_s;
     uint64_t n_forward, n_tokens, n_errors, dropped;
     char desc[512];
+    /* a device (accelerator) error: the step was answered with an error,
+     * and the stage stops serving, since its state can no longer be trusted */
+    char device_err[Q35_ERRSZ];
+    int inject_rc;                  /* test hook: the next forward fails so */
 };
 
 /* ---- model identity --------------------------------------------------- */
@@ -141,6 +145,13 @@ void stage_destroy(stage **ps)
 
 const char *stage_describe(const stage *s) { return s->desc; }
 const q35_engine *stage_engine(const stage *s) { return s->eng; }
+void stage_test_inject(stage *s, int rc) { s->inject_rc = rc; }
+
+static int device_failed(const stage *s, char *err, size_t errsz)
+{
+    return q35_err(err, errsz, Q35_EDEVICE, "device error in a forward step (answered with an "
+                   "error); the stage stops, its state cannot be trusted: %s", s->device_err);
+}
 
 /* ---- replies ------------------------------------------------------------- */
 
@@ -488,9 +499,13 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     };
     char err[Q35_ERRSZ];
     double t0 = q35_now();
-    int rc = q35_engine_forward(s->eng, &b, err, sizeof err);
+    int rc = s->inject_rc ? q35_err(err, sizeof err, s->inject_rc, "injected failure (test hook)")
+                          : q35_engine_forward(s->eng, &b, err, sizeof err);
+    s->inject_rc = 0;
     double dt = q35_now() - t0;
     free(ids);
+    if (rc == Q35_EDEVICE)
+        snprintf(s->device_err, sizeof s->device_err, "%s", err);
     if (rc)
         return fail(rp, q35_wire_code(rc), "forward", "%s", err);
     s->busy_s += dt;
@@ -646,6 +661,8 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
     zmq_pollitem_t it[3] = { { .socket = s->sock, .events = ZMQ_POLLIN },
                              { .socket = s->mon, .events = ZMQ_POLLIN },
                              { .fd = wake_fd, .events = ZMQ_POLLIN } };
+    if (s->device_err[0])
+        return device_failed(s, err, errsz);
     double t0 = q35_now();
     int n = zmq_poll(it, wake_fd >= 0 ? 3 : 2, timeout_ms);
     s->idle_s += q35_now() - t0;
@@ -695,5 +712,7 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
         s->dropped++;
     }
     q35_wire_msg_close(&m);
+    if (s->device_err[0])
+        return device_failed(s, err, errsz);
     return 1;
 }

@@ -40,7 +40,9 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz);
 int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *out_len);
 
 /* Waits up to timeout_ms for a request, answers it. Returns 1 when one
- * was served (or dropped), 0 on timeout, -1 on a socket error (err). The
+ * was served (or dropped), 0 on timeout, < 0 on a socket error or after a
+ * device error (Q35_EDEVICE: the step was answered with an error, and
+ * the stage must stop; err says why). The
  * time spent waiting counts as idle, the forward passes as busy. Extra
  * poll item: fd (readable => return 0 early), -1 for none. */
 int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz);
@@ -48,5 +50,8 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
 /* One-line description: "layers 0:4 of m.gguf (embd) cpu, 8 slots". */
 const char *stage_describe(const stage *s);
 const q35_engine *stage_engine(const stage *s);
+/* Test hook: the next forward step fails with rc (a Q35_E* code) instead
+ * of running the engine. */
+void stage_test_inject(stage *s, int rc);
 
 #endif

@@ -137,7 +137,7 @@ rc=0
 wait "$pid" || rc=$?
 grep -q '"finish":"cancelled"' "$T.cancel" || p35_fail "cancel: no final event with finish cancelled: $(tail -n 1 "$T.cancel")"
 [ $rc -eq 0 ] || p35_fail "cancel: client exit $rc"
-wait_freed cancel 5 || true
+wait_freed cancel 30 || true
 
 # --- a client that vanishes mid-stream
 p35_bg_client "$T.vanish" --prompt-ids "$G/tokens64.txt" -n 0 --ignore-eos --json
@@ -145,7 +145,7 @@ pid=$P35_LAST
 p35_wait_file "$T.vanish" '"event":"piece"' 20 || p35_fail "vanish: no first token within 20 s"
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
-wait_freed "vanished client" 10 || true
+wait_freed "vanished client" 30 || true
 
 # --- deadline
 t0=$(date +%s.%N)
@@ -154,9 +154,9 @@ p35_client --prompt-ids "$G/tokens64.txt" -n 0 --ignore-eos --json --deadline 70
 dt=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.2f", $1 - $2 }')
 grep -q '"finish":"deadline"' "$T.dl" || p35_fail "deadline: no final with finish deadline: $(tail -n 1 "$T.dl")"
 [ $rc -ne 0 ] || p35_fail "deadline: exit code 0 for a request that missed its deadline"
-awk -v d="$dt" 'BEGIN { exit !(d < 5) }' || p35_fail "deadline: 700 ms deadline took $dt s"
+awk -v d="$dt" 'BEGIN { exit !(d < 15) }' || p35_fail "deadline: 700 ms deadline took $dt s"
 echo "deadline 700 ms: ended after $dt s ($(grep -c '"event":"piece"' "$T.dl") pieces), exit $rc"
-wait_freed deadline 5 || true
+wait_freed deadline 30 || true
 
 # --- queue: 2 slots, queue of 1: the 4th concurrent request is refused
 p35_stop
@@ -168,12 +168,12 @@ for i in 1 2 3 4; do
     pids="$pids $P35_LAST"
     sleep 0.05
 done
-p35_wait_file "$T.q4" '"event"' 10 || true
+p35_wait_file "$T.q4" '"event"' 30 || true
 grep -h '"code":"RESOURCE_EXHAUSTED"' "$T".q? >/dev/null ||
     p35_fail "queue: no RESOURCE_EXHAUSTED with 2 slots, queue 1 and 4 requests: $(cat "$T".q? | grep -v piece | head -n 4)"
 for p in $pids; do kill -INT "$p" 2>/dev/null || true; done
 for p in $pids; do wait "$p" 2>/dev/null || true; done
-wait_freed "queue" 5 || true
+wait_freed "queue" 30 || true
 got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids)
 [ "$got" = "$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')" ] ||
     p35_fail "after the queue test: greedy [$got] differs from the golden continuation"

@@ -327,7 +327,7 @@ static void test_absent(void **state)
     double t0 = q35_now();
     assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), Q35_EIO);
     double dt = q35_now() - t0;
-    assert_true(dt >= 0.25 && dt < 2.0);
+    assert_true(dt >= 0.25 && dt < 10.0);
     assert_non_null(strstr(err, "no connection within 300 ms"));
     assert_non_null(strstr(err, g_ep));
     q35c_status *st = NULL;
@@ -539,7 +539,7 @@ static void test_coordinator_dies(void **state)
     int code = q35c_generate(c, &r, rec_fn, &rc, err, sizeof err);
     double dt = q35_now() - t0;
     assert_int_equal(code, Q35_EIO);
-    assert_true(dt < 2.0);                     /* the monitor, not the idle timeout */
+    assert_true(dt < 10.0);   /* the monitor, not the 20 s idle timeout (bound loose for a loaded machine) */
     assert_int_equal(rc.n_error, 1);
     assert_string_equal(rc.code, "UNAVAILABLE");
     assert_non_null(strstr(rc.message, "disconnected"));
@@ -567,7 +567,7 @@ static void test_coordinator_restarts(void **state)
     rec rc = { .sleep_first_ms = 600 };
     double t0 = q35_now();
     assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), Q35_EIO);
-    assert_true(q35_now() - t0 < 3.0);
+    assert_true(q35_now() - t0 < 10.0);
     assert_string_equal(rc.code, "UNAVAILABLE");
     r = raw("mode:normal");
     memset(&rc, 0, sizeof rc);
@@ -588,7 +588,7 @@ static void test_coordinator_silent(void **state)
     double t0 = q35_now();
     assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), Q35_EIO);
     double dt = q35_now() - t0;
-    assert_true(dt >= 0.55 && dt < 2.0);
+    assert_true(dt >= 0.55 && dt < 10.0);
     assert_non_null(strstr(rc.message, "silent for 600 ms"));
     q35c_destroy(&c);
     fake_stop(&f);

@@ -246,13 +246,21 @@ static void coordinator_stage_ranges(void **state)
     assert_int_equal(c.n_stages, 1);
     assert_string_equal(c.stages[0].where, "--stage");
     coord_cfg_free(&c);
+    /* bare endpoints: the ranges come from the handshakes */
+    assert_int_equal(load_coord(&c, mkargs("--config", ok, "--stage", "ipc:///tmp/one", "--stage",
+                                           "ipc:///tmp/two", NULL), err), 0);
+    assert_int_equal(c.n_stages, 2);
+    assert_int_equal(c.stages[1].layers.begin, -1);
+    assert_string_equal(c.stages[1].endpoint, "ipc:///tmp/two");
+    assert_int_equal(coord_cfg_check_layers(&c, 6, err, sizeof err), 0);
+    coord_cfg_free(&c);
 
     static const struct { const char *stages; int line; const char *needle; } bad[] = {
         { "stage = tcp://a:1 0:12\nstage = tcp://b:1 10:24\n", 5, "layers 10:24 overlap 0:12 of the stage at " },
         { "stage = tcp://a:1 0:10\nstage = tcp://b:1 12:24\n", 5, "leave a gap: layers 10:12" },
         { "stage = tcp://a:1 2:10\n", 4, "first stage starts at layer 2" },
         { "stage = tcp://a:1 0:10\nstage = tcp://a:1 10:24\n", 5, "endpoint tcp://a:1 already listed" },
-        { "stage = tcp://a:1\n", 4, "is not 'ENDPOINT A:B'" },
+        { "stage = tcp://a:1 0:4 x\n", 4, "is not a layer range" },
         { "stage = a:1 0:4\n", 4, "'a:1' is not a ZeroMQ endpoint" },
         { "stage = tcp://a:1 0:400\n", 4, "0:400 is outside layers 0:256" },
     };

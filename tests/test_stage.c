@@ -384,7 +384,7 @@ static void socket_loop_survives_bad_messages(void **state)
     pthread_create(&th, NULL, serve, s);
 
     void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
-    int tmo = 5000;
+    int tmo = 30000;   /* a bound, not a wait: replies come much sooner */
     assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
     zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
     assert_int_equal(zmq_connect(d, ep), 0);
@@ -408,18 +408,30 @@ static void socket_loop_survives_bad_messages(void **state)
     char *buf = calloc(1, big);
     zmq_send(d, buf, big, 0);
     free(buf);
-    usleep(300 * 1000);
-    /* still serving: a stats request is answered */
+    /* still serving: a stats request is answered. One sent before the
+     * DEALER noticed the dropped connection is lost with it, so ask again
+     * until answered (bounded, however slow the machine) */
     Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
     Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.id = 5;
     rq.body_case = Q35__STAGE_REQUEST__BODY_STATS;
     rq.stats = &sq;
-    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
-    r = recv_reply(d);
+    tmo = 200;
+    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    r = NULL;
+    for (double end = q35_now() + 60; !r && q35_now() < end;) {
+        rq.id++;
+        assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+        r = recv_reply(d);
+    }
+    tmo = 30000;
+    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
     assert_non_null(r);
     assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_STATS);
-    assert_int_equal(r->id, 5);
+    while (r->id != rq.id) {   /* answers to the earlier tries come first */
+        q35__stage_reply__free_unpacked(r, NULL);
+        r = recv_reply(d);
+        assert_non_null(r);
+    }
     assert_true(r->stats->n_errors >= 2);
     q35__stage_reply__free_unpacked(r, NULL);
 
@@ -443,9 +455,18 @@ static void socket_loop_survives_bad_messages(void **state)
     free(h);
     zmq_close(d);
     zmq_ctx_term(ctx);
-    usleep(300 * 1000);
-    g_stop = 1;
-    pthread_join(th, NULL);
+    /* the stage notices the peer left on its own time: look (with its
+     * thread stopped, so the engine is not read while it runs) until then */
+    double end = q35_now() + 60;
+    for (;;) {
+        g_stop = 1;
+        pthread_join(th, NULL);
+        if (q35_engine_slot_len(stage_engine(s), 1) == 0 || q35_now() > end)
+            break;
+        g_stop = 0;
+        pthread_create(&th, NULL, serve, s);
+        usleep(20 * 1000);
+    }
     assert_int_equal(q35_engine_slot_len(stage_engine(s), 1), 0);
     stage_destroy(&s);
     unlink(path);
@@ -512,6 +533,60 @@ static void mutated_requests_always_answered(void **state)
     stage_destroy(&a);
 }
 
+/* RELIABILITY fault 11: a device error in a forward step is answered
+ * with an error, then stage_serve_once fails (the daemon exits non-zero
+ * with that reason) and keeps failing: never serving on as if healthy. */
+static void device_error_stops_serving(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/q35-stage-XXXXXX", ep[128], path[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ep, sizeof ep, "ipc://%s/s", dir);
+    snprintf(path, sizeof path, "%s/s", dir);
+    stage *s = open_stage(4, 8);
+    char err[Q35_ERRSZ];
+    assert_int_equal(stage_bind(s, ep, err, sizeof err), 0);
+    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
+    int tmo = 30000;
+    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
+    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(d, ep), 0);
+    float *h = calloc(3 * 256, sizeof(float));
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.n_tokens = 3;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    fb.hidden.data = (uint8_t *)h;
+    fb.hidden.len = 3 * 256 * 4;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.id = 7;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    rq.forward = &fb;
+    stage_test_inject(s, Q35_EDEVICE);
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    int rc = 0;
+    for (double end = q35_now() + 60; rc == 0 && q35_now() < end;)
+        rc = stage_serve_once(s, 50, -1, err, sizeof err);
+    assert_int_equal(rc, Q35_EDEVICE);
+    assert_non_null(strstr(err, "device error"));
+    assert_non_null(strstr(err, "injected failure"));
+    Q35__StageReply *r = recv_reply(d);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_ERROR);
+    assert_int_equal(r->id, 7);
+    q35__stage_reply__free_unpacked(r, NULL);
+    err[0] = 0;
+    assert_int_equal(stage_serve_once(s, 0, -1, err, sizeof err), Q35_EDEVICE);
+    assert_non_null(strstr(err, "device error"));
+    free(h);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    stage_destroy(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +594,7 @@ int main(void)
         cmocka_unit_test(chain_matches_golden),
         cmocka_unit_test(every_bad_field_is_named),
         cmocka_unit_test(socket_loop_survives_bad_messages),
+        cmocka_unit_test(device_error_stops_serving),
         cmocka_unit_test(mutated_requests_always_answered),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -117,17 +117,6 @@ static int prefill_rate(q35_engine *e, float *logits, double *tps, char *err, si
     return rc;
 }
 
-static double rss_mib(void)
-{
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
-    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
 
 /* Resident memory of a handle on the first half of the layers, after
  * open and after a 64-token prefill through it: the pages of the other
@@ -137,7 +126,7 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
     struct stat st;
     if (stat(o->model, &st))
         return q35_err(err, errsz, Q35_EIO, "%s: %s", o->model, strerror(errno));
-    double base = rss_mib();
+    double base = q35_rss_mib();
     q35_engine_opts eo = { .model_path = o->model, .layer_begin = 0, .layer_end = 0,
                            .max_seqs = 1, .max_ctx = N_PREFILL, .n_threads = 1, .backend = "cpu" };
     q35_engine *probe = q35_engine_open(&(q35_engine_opts){ .model_path = o->model, .layer_end = -1,
@@ -152,7 +141,7 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
     q35_engine *e = q35_engine_open(&eo, err, errsz);
     if (!e)
         return Q35_EINVAL;
-    double opened = rss_mib();
+    double opened = q35_rss_mib();
     int32_t tok[N_PREFILL];
     for (int i = 0; i < N_PREFILL; i++)
         tok[i] = (int32_t)((7 + 131 * i) % V);
@@ -163,7 +152,7 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
                         .tokens = tok, .x_out = x };
         rc = q35_engine_forward(e, &b, err, errsz);
     }
-    double used = rss_mib();
+    double used = q35_rss_mib();
     free(x);
     q35_engine_close(&e);
     if (!rc)

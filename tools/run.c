@@ -199,51 +199,6 @@ static int parse_args(int argc, char **argv, run_opts *o)
     return 0;
 }
 
-/* Reads whitespace-separated token ids; errors name the file and item. */
-static int read_tokens(const char *path, int32_t **out, int *n_out)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "qwen35-run: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    int32_t *v = NULL;
-    int n = 0, cap = 0, rc = 0;
-    char word[64];
-    while (fscanf(f, "%63s", word) == 1) {
-        char *end;
-        errno = 0;
-        long id = strtol(word, &end, 10);
-        if (errno || *end || id < 0 || id > INT32_MAX) {
-            fprintf(stderr, "qwen35-run: %s: token %d: '%s' is not a token id\n", path, n, word);
-            rc = -1;
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            int32_t *nv = realloc(v, (size_t)cap * sizeof *v);
-            if (!nv) {
-                fprintf(stderr, "qwen35-run: out of memory\n");
-                rc = -1;
-                break;
-            }
-            v = nv;
-        }
-        v[n++] = (int32_t)id;
-    }
-    fclose(f);
-    if (!rc && n == 0) {
-        fprintf(stderr, "qwen35-run: %s: no token ids\n", path);
-        rc = -1;
-    }
-    if (rc) {
-        free(v);
-        return -1;
-    }
-    *out = v;
-    *n_out = n;
-    return 0;
-}
 
 static void chain_close(chain *ch)
 {
@@ -303,18 +258,6 @@ static int chain_forward(chain *ch, const int32_t *tok, int n, int pos, float *l
     return 0;
 }
 
-/* Resident set size in MiB (pages of the model actually touched + heap). */
-static double rss_mib(void)
-{
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
-    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
 
 /* Text mode: the prompt's ids (ChatML with --chat). */
 static int prompt_ids(const run_opts *o, tok *tk, tok_ids *ids, char *err, size_t errsz)
@@ -366,8 +309,13 @@ static int run(const run_opts *o)
             goto out;
         }
         fprintf(stderr, "qwen35-run: prompt %d tokens\n", n_tok);
-    } else if (read_tokens(o->tokens_file, &tok, &n_tok))
-        return 1;
+    } else {
+        char err[Q35_ERRSZ];
+        if (q35_read_ids(o->tokens_file, &tok, &n_tok, err, sizeof err)) {
+            fprintf(stderr, "qwen35-run: %s\n", err);
+            return 1;
+        }
+    }
     int32_t *grown = realloc(tok, ((size_t)n_tok + (size_t)o->n_gen) * sizeof *tok);
     if (!grown) {
         fprintf(stderr, "qwen35-run: out of memory\n");
@@ -409,7 +357,7 @@ static int run(const run_opts *o)
     }
     double t1 = q35_now();
     fprintf(stderr, "qwen35-run: prefill %d tokens in %.3f s (%.1f tok/s), RSS %.1f MiB\n",
-            n_tok, t1 - t0, n_tok / (t1 - t0), rss_mib());
+            n_tok, t1 - t0, n_tok / (t1 - t0), q35_rss_mib());
     if (lf && fclose(lf)) {
         lf = NULL;
         fprintf(stderr, "qwen35-run: %s: %s\n", o->logits_out, strerror(errno));
