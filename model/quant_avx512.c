@@ -31,6 +31,7 @@
 #define V_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define V_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define KT quant_kernels_avx512
+#define PAIR_NV 3       /* row-pair matmul tiles: 24 of the 32 registers */
 
 /* Types with their own body below; the others use the generic one. */
 #define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \

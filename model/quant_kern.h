@@ -204,6 +204,68 @@ static void seg##NVC(const float *w, int64_t n, const float *x, int64_t ldx,   \
 }
 SEG_NV(1) SEG_NV(2) SEG_NV(3) SEG_NV(4)
 
+/* Two decoded row segments against NVC vectors: each x chunk is loaded
+ * once for both rows (the single-row tile is bound by its loads). Every
+ * (row, vector) keeps its own four accumulators in the same order as
+ * segN, so the bits are those of the single-row tiles. Needs 8 * NVC + 3
+ * vector registers: only where PAIR_NV (the widest NVC) is defined. */
+#ifdef PAIR_NV
+#define SEG2_NV(NVC)                                                           \
+static void seg2r##NVC(const float *w0, const float *w1, int64_t n,            \
+                       const float *x, int64_t ldx, acc_t *m0, acc_t *m1)      \
+{                                                                              \
+    acc_t a0[NVC], a1[NVC];                                                    \
+    acc_copy(a0, m0, NVC);                                                     \
+    acc_copy(a1, m1, NVC);                                                     \
+    int64_t i = 0;                                                             \
+    for (; i + G <= n; i += G) {                                               \
+        _Pragma("GCC unroll 4")                                                \
+        for (int c = 0; c < 4; c++) {                                          \
+            VF wa = V_LOAD(w0 + i + c * VL), wb = V_LOAD(w1 + i + c * VL);     \
+            __asm__("" : "+v"(wa), "+v"(wb));                                  \
+            _Pragma("GCC unroll 4")                                            \
+            for (int v = 0; v < NVC; v++) {                                    \
+                VF xv = V_LOAD(x + v * ldx + i + c * VL);                      \
+                __asm__("" : "+v"(xv));   /* one load, not one per FMA */      \
+                a0[v][c] = V_FMA(wa, xv, a0[v][c]);                            \
+                a1[v][c] = V_FMA(wb, xv, a1[v][c]);                            \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    if (i < n) {     /* i is a multiple of G: chunk numbering is kept */       \
+        row_f32((const uint8_t *)(w0 + i), n - i, x + i, ldx, NVC, a0, NULL);  \
+        row_f32((const uint8_t *)(w1 + i), n - i, x + i, ldx, NVC, a1, NULL);  \
+    }                                                                          \
+    acc_copy(m0, a0, NVC);                                                     \
+    acc_copy(m1, a1, NVC);                                                     \
+}
+SEG2_NV(1) SEG2_NV(2) SEG2_NV(3)
+
+/* Row pairs of a block against its vectors in tiles of PAIR_NV. */
+static int seg_pairs(const float *const *w, int nr, int64_t ns, const float *x,
+                     int64_t ldx, int nvg, acc_t (*mem)[VGRP])
+{
+    int i = 0;
+    for (; i + 1 < nr; i += 2)
+        for (int t = 0; t < nvg; t += PAIR_NV) {
+            const float *xt = x + (int64_t)t * ldx;
+            switch (nvg - t < PAIR_NV ? nvg - t : PAIR_NV) {
+            case 1: seg2r1(w[i], w[i + 1], ns, xt, ldx, &mem[i][t], &mem[i + 1][t]); break;
+            case 2: seg2r2(w[i], w[i + 1], ns, xt, ldx, &mem[i][t], &mem[i + 1][t]); break;
+            default: seg2r3(w[i], w[i + 1], ns, xt, ldx, &mem[i][t], &mem[i + 1][t]); break;
+            }
+        }
+    return i;       /* rows done */
+}
+#else
+static int seg_pairs(const float *const *w, int nr, int64_t ns, const float *x,
+                     int64_t ldx, int nvg, acc_t (*mem)[VGRP])
+{
+    (void)w; (void)nr; (void)ns; (void)x; (void)ldx; (void)nvg; (void)mem;
+    return 0;
+}
+#endif
+
 typedef void (*decode_fn)(const uint8_t *row, int64_t n, float *buf);
 
 /* Matmul for nx >= 3: rows in blocks of RBLK, columns in segments of SEG.
@@ -236,9 +298,10 @@ static void mm_segmented(decode_fn decode, int blck, int bytes, const void *W,
                         w[i] = (const float *)src;   /* f32: the row itself */
                     }
                 }
+                int done = seg_pairs(w, nr, ns, X + (int64_t)vg * ldx + s0, ldx, nvg, mem);
                 for (int t = 0; t < nvg; t += NV_MAX) {
                     const float *x = X + (int64_t)(vg + t) * ldx + s0;
-                    for (int i = 0; i < nr; i++)
+                    for (int i = done; i < nr; i++)
                         switch (nvg - t < NV_MAX ? nvg - t : NV_MAX) {
                         case 1: seg1(w[i], ns, x, ldx, &mem[i][t]); break;
                         case 2: seg2(w[i], ns, x, ldx, &mem[i][t]); break;
