@@ -32,6 +32,8 @@ typedef struct coord_opts {
     int step_timeout_ms;
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
+    int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);
+                               a stage that does not take it is not routed to */
 } coord_opts;
 
 typedef struct coord coord;

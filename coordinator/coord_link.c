@@ -73,7 +73,7 @@ static void send_hello(coord *c, link *l, double now)
 {
     Q35__Hello h = Q35__HELLO__INIT;
     h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
-    h.hidden_dtype = Q35__DTYPE__DTYPE_F32;
+    h.hidden_dtype = c->o.wire_dtype;
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     r.hello = &h;
@@ -182,11 +182,12 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
                  "started with (%d, %d, %d)", h->max_seqs, h->max_ctx, h->max_batch_tokens,
                  c->max_seqs, c->max_ctx, c->max_batch);
     else {
-        bool f32 = false;
+        bool ok = false;
         for (size_t i = 0; i < h->n_dtypes; i++)
-            f32 |= h->dtypes[i] == Q35__DTYPE__DTYPE_F32;
-        if (!f32)
-            snprintf(p, n, "does not take f32 hidden rows");
+            ok |= (int)h->dtypes[i] == c->o.wire_dtype;
+        if (!ok)
+            snprintf(p, n, "does not take %s hidden rows (--wire-dtype)",
+                     q35_wire_dtype_name(c->o.wire_dtype));
     }
 }
 

@@ -201,7 +201,7 @@ static int send_mb(coord *c, mbatch *m)
     }
     fb.n_seqs = m->n;
     fb.seqs = pch;
-    fb.dtype = Q35__DTYPE__DTYPE_F32;
+    fb.dtype = c->o.wire_dtype;
     fb.hidden.data = m->hidden;
     fb.hidden.len = m->hidden_len;
     Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
@@ -350,10 +350,11 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
     }
     char why[256];
     if (!last) {
-        size_t want = (size_t)total * c->cfg.n_embd * sizeof(float);
-        if (fr->dtype != Q35__DTYPE__DTYPE_F32 || fr->hidden.len != want) {
-            snprintf(why, sizeof why, "returned %zu hidden bytes (%s), expected %zu f32",
-                     fr->hidden.len, q35_wire_dtype_name(fr->dtype), want);
+        size_t want = (size_t)total * c->cfg.n_embd * q35_wire_dtype_size(c->o.wire_dtype);
+        if ((int)fr->dtype != c->o.wire_dtype || fr->hidden.len != want) {
+            snprintf(why, sizeof why, "returned %zu hidden bytes (%s), expected %zu %s",
+                     fr->hidden.len, q35_wire_dtype_name(fr->dtype), want,
+                     q35_wire_dtype_name(c->o.wire_dtype));
             link_fail(c, l, why);
             return;
         }

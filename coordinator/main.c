@@ -10,6 +10,7 @@
 #include "common.h"
 #include "coord.h"
 #include "log.h"
+#include "wire.h"
 
 #define DRAIN_S 30.0
 
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
         .stage_begin = b, .stage_end = e, .stage_where = where, .max_queue = cf.max_queue,
         .max_seqs = cf.max_seqs, .max_ctx = cf.max_ctx, .micro_batches = cf.micro_batches,
         .step_timeout_ms = cf.step_timeout_ms, .max_msg = (size_t)cf.max_msg_mb << 20,
+        .wire_dtype = !strcmp(cf.wire_dtype, "bf16") ? Q35__DTYPE__DTYPE_BF16
+                    : !strcmp(cf.wire_dtype, "f16") ? Q35__DTYPE__DTYPE_F16 : Q35__DTYPE__DTYPE_F32,
     };
     coord *c = ep && where && b && e ? coord_new(&o, err, sizeof err) : NULL;
     if (!c) {

@@ -71,6 +71,7 @@ typedef struct coord_cfg {
     int micro_batches;       /* in flight through the pipeline */
     int step_timeout_ms;
     int max_msg_mb;
+    char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *log_level;
     /* filled by coord_cfg_load from stage_list (validated: ordered,
      * contiguous from layer 0, no overlap, no duplicate endpoint) */

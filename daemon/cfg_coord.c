@@ -79,6 +79,9 @@ static const opt_def coord_defs[] = {
       "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Deadline for a stage's reply to one step; past it the stage is treated as failed." },
+    { "wire-dtype", OPT_STR, F(wire_dtype), "TYPE", "f32", 0, 0, "f32|bf16|f16", false, NULL,
+      "Element type of the hidden rows sent between stages (agreed in the handshake): f32 is "
+      "exact; bf16 and f16 halve the bytes on the wire at some precision." },
     CFG_ROW_MAX_MSG_MB(coord_cfg),
     CFG_ROW_LOG_LEVEL(coord_cfg),
 };
