@@ -2,8 +2,8 @@
 #
 #   make            build everything (CPU; CUDA too when nvcc is found)
 #   make test       install missing Debian packages, build, run every test
-#                   (plain build, then the unit tests again under ASan+UBSan,
-#                   then each libFuzzer target for 15 s)
+#                   (plain build, each libFuzzer target for 15 s, then the
+#                   unit tests again under ASan+UBSan)
 #   make demo       the main job: a generated model served by 2 stages
 #   make CUDA=0     never touch nvcc
 #   make SAN=1      sanitized build in build-san/
@@ -109,14 +109,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBNET) $(LIBMODEL) $(ENGINE_DEPS)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBNET) $(LIBMODEL) -lcmocka $(TEST_LIBS) $(LIBS_NET) \
 	    $(ENGINE_LIBS) $(LIBS_MODEL)
 
-# make test: the plain build runs everything, the sanitized build the unit
-# programs (the integration scripts spawn processes and time them).
+# make test: the plain build runs everything, a short fuzz run, then the
+# sanitized build runs the unit programs (the integration scripts spawn
+# processes and time them). The last line is the sanitized summary.
 test: deps
 	$(MAKE) -j$(JOBS) all
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) all
+	$(MAKE) -j$(JOBS) fuzz-ci
 	$(MAKE) -j$(JOBS) SAN=1 CUDA=0 tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
-	$(MAKE) -j$(JOBS) fuzz-ci
 
 test-unit: tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit

@@ -229,6 +229,8 @@ static int check_request(const q35c_request *r, char *err, size_t errsz)
     if (!isfinite(r->repeat_penalty) || r->repeat_penalty < 0)
         return q35_err(err, errsz, Q35_EINVAL, "request: repeat_penalty: %g (want >= 0)",
                        r->repeat_penalty);
+    if (!isfinite(r->presence_penalty) || !isfinite(r->frequency_penalty))
+        return q35_err(err, errsz, Q35_EINVAL, "request: presence/frequency penalty not finite");
     if (r->repeat_last_n < 0)
         return q35_err(err, errsz, Q35_EINVAL, "request: repeat_last_n: %d (want >= 0)",
                        r->repeat_last_n);
@@ -328,6 +330,8 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     samp.min_p = r->min_p;
     samp.repeat_penalty = r->repeat_penalty;
     samp.repeat_last_n = r->repeat_last_n;
+    samp.presence_penalty = r->presence_penalty;
+    samp.frequency_penalty = r->frequency_penalty;
     samp.seed = r->seed;
     gen.sampling = &samp;
     gen.max_tokens = (uint32_t)r->max_tokens;

@@ -73,7 +73,8 @@ static void usage(FILE *f)
 "generation:\n"
 "  -n N                  max tokens to generate (256; 0 = up to the context)\n"
 "  --temp T --top-k K --top-p P --min-p P --seed S\n"
-"  --repeat-penalty R --repeat-last-n N   penalty on recently generated tokens\n"
+"  --repeat-penalty R --presence-penalty X --frequency-penalty X\n"
+"  --repeat-last-n N     window of the penalties (--penalty-window N: the same; 64)\n"
 "  --ignore-eos          keep generating past end-of-sequence tokens\n"
 "  --stop S              stop string (repeatable)\n"
 "  --deadline MS         end the request after MS\n"
@@ -264,7 +265,7 @@ static int run_status(q35c_client *qc, const cli *c)
 enum {
     O_ENDPOINT = 256, O_CHAT, O_SYSTEM, O_NO_THINK, O_RAW, O_PROMPT_IDS, O_IDS, O_JSON,
     O_STATUS, O_DEADLINE, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_SEED, O_REPEAT, O_IGNORE_EOS,
-    O_LAST_N, O_STOP, O_LOGITS_OUT, O_LOGPROBS, O_STATS, O_HIDE_THINK,
+    O_LAST_N, O_PRESENCE, O_FREQUENCY, O_STOP, O_LOGITS_OUT, O_LOGPROBS, O_STATS, O_HIDE_THINK,
     O_CONNECT_TIMEOUT, O_TIMEOUT,
 };
 
@@ -286,6 +287,9 @@ static const struct option longopts[] = {
     { "seed", required_argument, 0, O_SEED },
     { "repeat-penalty", required_argument, 0, O_REPEAT },
     { "repeat-last-n", required_argument, 0, O_LAST_N },
+    { "penalty-window", required_argument, 0, O_LAST_N },
+    { "presence-penalty", required_argument, 0, O_PRESENCE },
+    { "frequency-penalty", required_argument, 0, O_FREQUENCY },
     { "ignore-eos", no_argument, 0, O_IGNORE_EOS },
     { "stop", required_argument, 0, O_STOP },
     { "logits-out", required_argument, 0, O_LOGITS_OUT },
@@ -363,6 +367,8 @@ static int parse_args(cli *c, int argc, char **argv)
         case O_TOP_P: if (parse_float(name, optarg, &c->req.top_p)) return -1; break;
         case O_MIN_P: if (parse_float(name, optarg, &c->req.min_p)) return -1; break;
         case O_REPEAT: if (parse_float(name, optarg, &c->req.repeat_penalty)) return -1; break;
+        case O_PRESENCE: if (parse_float(name, optarg, &c->req.presence_penalty)) return -1; break;
+        case O_FREQUENCY: if (parse_float(name, optarg, &c->req.frequency_penalty)) return -1; break;
         case O_STOP:
             if (c->n_stop == MAX_STOP) {
                 fprintf(stderr, "qwen35-client: --stop: at most %d stop strings\n", MAX_STOP);

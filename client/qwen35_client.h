@@ -68,7 +68,9 @@ typedef struct q35c_request {
     float top_p;                  /* 1 = off */
     float min_p;                  /* 0 = off */
     float repeat_penalty;         /* 1 = off */
-    int repeat_last_n;            /* window of the penalty; 0 = the coordinator's default */
+    int repeat_last_n;            /* window of the penalties; 0 = the default (64) */
+    float presence_penalty;       /* 0 = off; minus once per token in the window */
+    float frequency_penalty;      /* 0 = off; minus per occurrence in the window */
     uint64_t seed;
 
     uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */

@@ -87,6 +87,10 @@ static int check_sampling(const Q35__Sampling *s, int max_ctx, char *err, size_t
         return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.min_p: %g, expected 0 .. 1", s->min_p);
     if (!in_range(s->repeat_penalty, 0, 100))
         return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_penalty: %g, expected 0 .. 100", s->repeat_penalty);
+    if (!in_range(s->presence_penalty, -100, 100))
+        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.presence_penalty: %g, expected -100 .. 100", s->presence_penalty);
+    if (!in_range(s->frequency_penalty, -100, 100))
+        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.frequency_penalty: %g, expected -100 .. 100", s->frequency_penalty);
     if (s->repeat_last_n < 0 || s->repeat_last_n > max_ctx)
         return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_last_n: %d, expected 0 .. %d", s->repeat_last_n, max_ctx);
     return 0;
@@ -179,6 +183,8 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         sp.min_p = g->sampling->min_p;
         sp.repeat_penalty = g->sampling->repeat_penalty;
         sp.repeat_last_n = g->sampling->repeat_last_n;
+        sp.presence_penalty = g->sampling->presence_penalty;
+        sp.frequency_penalty = g->sampling->frequency_penalty;
     }
     sp.seed = g->sampling ? g->sampling->seed : 0;
     Q35__Code code = Q35__CODE__INVALID_ARGUMENT;

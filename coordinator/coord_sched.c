@@ -189,7 +189,8 @@ static int send_mb(coord *c, mbatch *m)
             ch[i].n_logprobs = r->n_logprobs;
             ch[i].logits = r->want_logits ? Q35__LOGITS_MODE__LOGITS_ALL
                                           : Q35__LOGITS_MODE__LOGITS_NONE;
-            if (r->sp.repeat_penalty > 0 && r->sp.repeat_penalty != 1) {
+            if ((r->sp.repeat_penalty > 0 && r->sp.repeat_penalty != 1) ||
+                r->sp.presence_penalty != 0 || r->sp.frequency_penalty != 0) {
                 int end = m->pos[i] + m->ntok[i];
                 int win = r->sp.repeat_last_n > 0 ? r->sp.repeat_last_n : 64;
                 int from = end > win ? end - win : 0;

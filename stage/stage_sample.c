@@ -48,6 +48,8 @@ smp_params stage_sample_params(const Q35__SeqChunk *c)
     p.top_p = sp && sp->top_p > 0 ? sp->top_p : 1;
     p.min_p = sp ? sp->min_p : 0;
     p.repeat_penalty = sp && sp->repeat_penalty > 0 ? sp->repeat_penalty : 1;
+    p.presence_penalty = sp ? sp->presence_penalty : 0;
+    p.frequency_penalty = sp ? sp->frequency_penalty : 0;
     p.penalty_window = sp && sp->repeat_last_n > 0 ? sp->repeat_last_n : 64;
     p.seed = sp ? sp->seed : 0;
     p.n_top = (int32_t)c->n_logprobs;
