@@ -229,18 +229,25 @@ INLINE void body_q3_K(BODY_ARGS)
 }
 
 /* Q6_K: 6-bit values assembled 64 at a time in bytes (low nibbles | two
- * qh bits << 4, minus 32), widened 16 at a time and scaled (d * sc) * q. */
+ * qh bits << 4), widened 16 at a time and scaled: ds * q - 32 * ds in one
+ * FMA, which rounds once, exactly as ds * (q - 32) (32 * ds is exact). */
 INLINE void body_q6_K(BODY_ARGS)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    const __m512i off = _mm512_set1_epi8(32);
-    const __m512i cnt0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
-    const __m512i cnt1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    /* next block's scales computed while this one is used (see Q4_K) */
-    float dss[2][16] __attribute__((aligned(64)));
-#define Q6_SCALES(b, out) _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(h2f((b) + 208)),  \
-                              _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                         \
-                                  _mm_loadu_si128((const __m128i *)((b) + 192))))))
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2h = _mm512_set1_epi8(0x30);
+    /* qh bits to bits 4..5 of each byte: values 0..31 of a 64-value run
+     * take qh bits 4hi.., values 32..63 bits 4hi+2.. */
+    const __m512i cnt0 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i cnt1 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    /* next block's scales computed while this one is used (see Q4_K):
+     * ds[j] = d * scale j, ds[16 + j] = -32 * ds[j] */
+    float dss[2][32] __attribute__((aligned(64)));
+#define Q6_SCALES(b, out) do {                                                  \
+        __m512 ds_ = _mm512_mul_ps(_mm512_set1_ps(h2f((b) + 208)),               \
+                                   _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(       \
+                                       _mm_loadu_si128((const __m128i *)((b) + 192))))); \
+        _mm512_store_ps(out, ds_);                                               \
+        _mm512_store_ps((out) + 16, _mm512_mul_ps(ds_, _mm512_set1_ps(-32.0f))); \
+    } while (0)
     if (n >= 256)
         Q6_SCALES(row, dss[0]);
     for (int64_t i = 0; i < n; i += 256) {
@@ -255,16 +262,17 @@ INLINE void body_q6_K(BODY_ARGS)
             __m512i H2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h)));
 #pragma GCC unroll 2
             for (int hi = 0; hi < 2; hi++) {
-                __m512i nib = hi ? _mm512_and_si512(_mm512_srli_epi16(L, 4), m4)
-                                 : _mm512_and_si512(L, m4);
-                /* values 0..31 take qh bits 4hi.., values 32..63 bits 4hi+2.. */
-                __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(H2, hi ? cnt1 : cnt0), m2);
-                __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(hb, 4)), off);
+                __m512i hb = _mm512_and_si512(hi ? _mm512_srlv_epi16(H2, cnt1)
+                                                 : _mm512_sllv_epi16(H2, cnt0), m2h);
+                /* low nibble from L (hi = 0) or L >> 4, bits 4..7 from hb */
+                __m512i q = _mm512_ternarylogic_epi32(hi ? _mm512_srli_epi16(L, 4) : L, hb,
+                                                      m4, SEL_C_A_B);
                 const float *sc = ds + 8 * h + 4 * hi;
                 PREFETCH(b + 104 * h + 52 * hi);
                 /* lane k of q: values 16k..16k+15, scale sc[k] */
-#define Q6W(k) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                \
-                   _mm512_extracti32x4_epi32(q, k))), _mm512_set1_ps(sc[k]))
+#define Q6W(k) _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(                \
+                   _mm512_extracti32x4_epi32(q, k))), _mm512_set1_ps(sc[k]),                \
+                   _mm512_set1_ps(sc[16 + (k)]))
                 EMIT4(Q6W(0), Q6W(1), Q6W(2), Q6W(3), i + 128 * h + 64 * hi);
 #undef Q6W
             }
