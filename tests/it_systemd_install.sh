@@ -44,7 +44,8 @@ make -s --no-print-directory install BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/loc
 tail -n 1 "$D/etc/qwen35/stage-1.conf" | grep -q '^# edited$' || fail "make install overwrote an existing config"
 ok "make install keeps an existing /etc/qwen35 config"
 
-# The installed example (two dies of one card) run by hand on the CPU: the
+# The installed example (two dies of one card) run by hand on the CPU (bare
+# --stage endpoints: the coordinator learns the ranges from the stages): the
 # config is used as shipped, the flags override model, endpoints, backend.
 "$B/qwen35-stage" --config "$D/etc/qwen35/stage-0.conf" --model "$MODEL" --layers 0:4 \
     --bind "ipc://$T/s0.sock" --backend cpu --threads 1 2>"$T/s0.err" &
@@ -53,7 +54,7 @@ PIDS="$PIDS $!"
     --bind "ipc://$T/s1.sock" --backend cpu --threads 1 2>"$T/s1.err" &
 PIDS="$PIDS $!"
 "$B/qwen35-coordinator" --config "$D/etc/qwen35/coordinator.conf" --model "$MODEL" \
-    --listen "ipc://$T/c.sock" --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8" 2>"$T/coord.err" &
+    --listen "ipc://$T/c.sock" --stage "ipc://$T/s0.sock" --stage "ipc://$T/s1.sock" 2>"$T/coord.err" &
 PIDS="$PIDS $!"
 echo "1 2 3 4" > "$T/prompt"
 i=0
