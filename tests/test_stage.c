@@ -369,25 +369,55 @@ static Q35__StageReply *recv_reply(void *sock)
     return r;
 }
 
+/* A stage over layers 4:8 bound to ipc:// in dir (a mkdtemp template),
+ * and a DEALER connected to it (30 s receive bound) in *ctx. */
+static stage *sock_stage(char *dir, char *path, size_t pathsz, void **ctx, void **d)
+{
+    char ep[128], err[Q35_ERRSZ];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ep, sizeof ep, "ipc://%s/s", dir);
+    snprintf(path, pathsz, "%s/s", dir);
+    stage *s = open_stage(4, 8);
+    assert_int_equal(stage_bind(s, ep, err, sizeof err), 0);
+    *ctx = zmq_ctx_new();
+    *d = zmq_socket(*ctx, ZMQ_DEALER);
+    int tmo = 30000;   /* a bound, not a wait: replies come much sooner */
+    assert_int_equal(q35_wire_sockopts(*d, 0, err, sizeof err), 0);
+    zmq_setsockopt(*d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(*d, ep), 0);
+    return s;
+}
+
+/* Sends a forward step of 3 zero hidden rows for slot (layers 4:8). */
+static void send_fwd3(void *d, uint64_t id, uint32_t slot)
+{
+    float *h = calloc(3 * 256, sizeof(float));
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = slot;
+    c.n_tokens = 3;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    fb.hidden.data = (uint8_t *)h;
+    fb.hidden.len = 3 * 256 * 4;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.id = id;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    rq.forward = &fb;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    free(h);
+}
+
 static void socket_loop_survives_bad_messages(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/q35-stage-XXXXXX", ep[128], path[128];
-    assert_non_null(mkdtemp(dir));
-    snprintf(ep, sizeof ep, "ipc://%s/s", dir);
-    snprintf(path, sizeof path, "%s/s", dir);
-    stage *s = open_stage(4, 8);
-    char err[Q35_ERRSZ];
-    assert_int_equal(stage_bind(s, ep, err, sizeof err), 0);
+    char dir[] = "/tmp/q35-stage-XXXXXX", path[128];
+    void *ctx, *d;
+    stage *s = sock_stage(dir, path, sizeof path, &ctx, &d);
+    int tmo;
     g_stop = 0;
     pthread_t th;
     pthread_create(&th, NULL, serve, s);
-
-    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
-    int tmo = 30000;   /* a bound, not a wait: replies come much sooner */
-    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
-    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    assert_int_equal(zmq_connect(d, ep), 0);
 
     /* garbage */
     zmq_send(d, "\xff\xff\xff", 3, 0);
@@ -436,23 +466,11 @@ static void socket_loop_survives_bad_messages(void **state)
     q35__stage_reply__free_unpacked(r, NULL);
 
     /* a sequence in slot 1, then the only peer goes: its slots are freed */
-    float *h = calloc(3 * 256, sizeof(float));
-    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
-    c.slot = 1;
-    c.n_tokens = 3;
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = &pc;
-    fb.n_seqs = 1;
-    fb.hidden.data = (uint8_t *)h;
-    fb.hidden.len = 3 * 256 * 4;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    rq.forward = &fb;
-    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    send_fwd3(d, 6, 1);
     r = recv_reply(d);
     assert_non_null(r);
     assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
     q35__stage_reply__free_unpacked(r, NULL);
-    free(h);
     zmq_close(d);
     zmq_ctx_term(ctx);
     /* the stage notices the peer left on its own time: look (with its
@@ -539,32 +557,11 @@ static void mutated_requests_always_answered(void **state)
 static void device_error_stops_serving(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/q35-stage-XXXXXX", ep[128], path[128];
-    assert_non_null(mkdtemp(dir));
-    snprintf(ep, sizeof ep, "ipc://%s/s", dir);
-    snprintf(path, sizeof path, "%s/s", dir);
-    stage *s = open_stage(4, 8);
-    char err[Q35_ERRSZ];
-    assert_int_equal(stage_bind(s, ep, err, sizeof err), 0);
-    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
-    int tmo = 30000;
-    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
-    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    assert_int_equal(zmq_connect(d, ep), 0);
-    float *h = calloc(3 * 256, sizeof(float));
-    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
-    c.n_tokens = 3;
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = &pc;
-    fb.n_seqs = 1;
-    fb.hidden.data = (uint8_t *)h;
-    fb.hidden.len = 3 * 256 * 4;
-    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.id = 7;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    rq.forward = &fb;
+    char dir[] = "/tmp/q35-stage-XXXXXX", path[128], err[Q35_ERRSZ];
+    void *ctx, *d;
+    stage *s = sock_stage(dir, path, sizeof path, &ctx, &d);
     stage_test_inject(s, Q35_EDEVICE);
-    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    send_fwd3(d, 7, 0);
     int rc = 0;
     for (double end = q35_now() + 60; rc == 0 && q35_now() < end;)
         rc = stage_serve_once(s, 50, -1, err, sizeof err);
@@ -579,7 +576,6 @@ static void device_error_stops_serving(void **state)
     err[0] = 0;
     assert_int_equal(stage_serve_once(s, 0, -1, err, sizeof err), Q35_EDEVICE);
     assert_non_null(strstr(err, "device error"));
-    free(h);
     zmq_close(d);
     zmq_ctx_term(ctx);
     stage_destroy(&s);
