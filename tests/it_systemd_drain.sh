@@ -64,7 +64,9 @@ in_flight() {
         -n $N --ignore-eos --ids --timeout 20000 >"$T/$name.out" 2>"$T/$name.client.err" &
     cl=$!
     PIDS="$PIDS $cl"
-    sleep 0.5
+    sleep 0.5   # the daemon's life spans a few watchdog pings (checked below)
+    # in flight once its first token streamed (the sleep alone proves nothing on a loaded box)
+    wait_for "$T/$name.out" '[0-9]' 30 || fail "$name: no token streamed within 30 s"
     kill -0 "$cl" 2>/dev/null || fail "$name: the request ended before SIGTERM (not in flight)"
     kill -TERM "$victim"
     wait "$victim"; vrc=$?
