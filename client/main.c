@@ -92,28 +92,21 @@ static void usage(FILE *f)
 /* Parses an int/float option value, naming the option on error. */
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "qwen35-client: %s: '%s' is not an integer in [%ld, %ld]\n",
-                opt, s, lo, hi);
+    char err[Q35_ERRSZ];
+    if (q35_parse_long(opt, s, lo, hi, out, err, sizeof err)) {
+        fprintf(stderr, "qwen35-client: %s\n", err);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
 static int parse_float(const char *opt, const char *s, float *out)
 {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || v != v) {
-        fprintf(stderr, "qwen35-client: %s: '%s' is not a number\n", opt, s);
+    char err[Q35_ERRSZ];
+    if (q35_parse_float(opt, s, out, err, sizeof err)) {
+        fprintf(stderr, "qwen35-client: %s\n", err);
         return -1;
     }
-    *out = v;
     return 0;
 }
 

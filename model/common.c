@@ -95,3 +95,27 @@ double q35_rss_mib(void)
     }
     return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
 }
+
+int q35_parse_long(const char *what, const char *s, long lo, long hi, long *out,
+                   char *err, size_t errsz)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return q35_err(err, errsz, Q35_EINVAL, "%s: '%s' is not an integer in [%ld, %ld]",
+                       what, s, lo, hi);
+    *out = v;
+    return Q35_OK;
+}
+
+int q35_parse_float(const char *what, const char *s, float *out, char *err, size_t errsz)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || v != v)
+        return q35_err(err, errsz, Q35_EINVAL, "%s: '%s' is not a number", what, s);
+    *out = v;
+    return Q35_OK;
+}

@@ -49,6 +49,13 @@ double q35_now(void);
  * item 3: 'x' is not a token id", "ids.txt: no token ids". */
 int q35_read_ids(const char *path, int32_t **ids, int *n, char *err, size_t errsz);
 
+/* Command-line numbers: the whole of s must parse. Errors read
+ * "WHAT: 's' is not an integer in [lo, hi]" / "WHAT: 's' is not a number"
+ * (NaN is refused). */
+int q35_parse_long(const char *what, const char *s, long lo, long hi, long *out,
+                   char *err, size_t errsz);
+int q35_parse_float(const char *what, const char *s, float *out, char *err, size_t errsz);
+
 /* Resident set size of this process in MiB (0 if /proc is unreadable). */
 double q35_rss_mib(void);
 

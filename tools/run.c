@@ -78,11 +78,10 @@ static void usage(FILE *to)
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "qwen35-run: %s '%s': expected an integer in %d..%d\n", opt, s, lo, hi);
+    char err[Q35_ERRSZ];
+    long v;
+    if (q35_parse_long(opt, s, lo, hi, &v, err, sizeof err)) {
+        fprintf(stderr, "qwen35-run: %s\n", err);
         return -1;
     }
     *out = (int)v;
@@ -91,14 +90,11 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 
 static int parse_float(const char *opt, const char *s, float *out)
 {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end) {
-        fprintf(stderr, "qwen35-run: %s '%s': expected a number\n", opt, s);
+    char err[Q35_ERRSZ];
+    if (q35_parse_float(opt, s, out, err, sizeof err)) {
+        fprintf(stderr, "qwen35-run: %s\n", err);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
