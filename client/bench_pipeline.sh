@@ -75,6 +75,21 @@ for i in $(seq 1 "$STREAMS"); do
         >"$P35_RUN/p$i.ids"
 done
 
+# compute_per_token STATUS0 STATUS1: each stage's forward time per token it
+# ran between two --status --json snapshots (compare with qwen35-info
+# --measure: what running beside the other stage costs).
+compute_per_token() {
+    printf '%s\n%s\n' "$1" "$2" | awk '
+        { n = split($0, st, /"endpoint":/)
+          for (i = 2; i <= n; i++) {
+              b = st[i]; sub(/.*"busy_s":/, "", b); b += 0
+              t = st[i]; sub(/.*"tokens":/, "", t); t += 0
+              if (NR == 1) { b0[i] = b; t0[i] = t } else { db[i] = b - b0[i]; dt[i] = t - t0[i] }
+          } }
+        END { for (i = 2; i <= n; i++)
+                  if (dt[i] > 0) printf " stage %d: %.1f ms;", i - 2, 1000 * db[i] / dt[i] }'
+}
+
 # run LABEL: 8 streams against the running pipeline; prints the rate and
 # leaves "RATE" in $RATE and the stages' wire-idle shares in $IDLE.
 run() {
@@ -113,6 +128,7 @@ run() {
         END { if (t1 > t0) printf "%.2f", cnt / (t1 - t0); else print "0" }' $OUTS)
     IDLE=$(p35_busy_between "$st0" "$st1")
     echo "bench-pipeline: $label: $STREAMS streams x $TOKENS tokens: aggregate decode $RATE tokens/s;$IDLE"
+    echo "bench-pipeline: $label: compute per token:$(compute_per_token "$st0" "$st1")"
     # the token record of the last run, for the cross-check below
     # shellcheck disable=SC2086
     cat $OUTS | grep -o '"ids":\[[0-9,]*\]' | sort >"$P35_RUN/ids.$label"

@@ -114,6 +114,11 @@ void coord_destroy(coord **pc)
     *pc = NULL;
 }
 
+int coord_steps_in_flight(const coord *c, int k)
+{
+    return k >= 0 && k < c->n_links ? c->links[k].n_busy : -1;
+}
+
 bool coord_chain_up(const coord *c)
 {
     if (!c->chain_known)

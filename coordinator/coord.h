@@ -5,8 +5,9 @@
  * Shape: clients talk to a ROUTER (--listen); each stage is a link with
  * its own DEALER. Requests wait in a bounded queue for a sequence slot
  * (the same slot id on every stage), then their tokens go through the
- * stages in micro-batches: at most one micro-batch in flight per stage,
- * so stage k computes one while stage k+1 computes the one before.
+ * stages in micro-batches, stage k computing one while stage k+1 computes
+ * the one before; a stage gets the next micro-batch queued while it works
+ * (two in flight per stage), so it never waits for our round trip.
  * Every sampled token is streamed to its client at once.
  *
  * Files: coord.c (loop, status, lifecycle), coord_link.c (stage links:
@@ -51,6 +52,9 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
 
 /* True once every stage has answered its handshake correctly. */
 bool coord_chain_up(const coord *c);
+/* Forward steps sent to stage k and not answered yet (0..2: a stage has
+ * the next one queued while it works); -1 for no such stage. */
+int coord_steps_in_flight(const coord *c, int k);
 /* Stop taking requests; coord_idle() tells when the active ones ended. */
 void coord_drain(coord *c);
 bool coord_idle(const coord *c);

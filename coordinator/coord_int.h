@@ -13,6 +13,10 @@
 #define COORD_STOP_LEN   256
 #define COORD_RID_LEN    128
 #define COORD_PREFILL_CHUNK 128
+/* Forward steps queued on a stage: with two, the next micro-batch is
+ * already in the stage's socket when it answers one, so the busiest stage
+ * never waits for the round trip through the coordinator. */
+#define COORD_LINK_DEPTH 2
 
 typedef struct mbatch mbatch;
 
@@ -36,13 +40,15 @@ typedef struct link {
     uint64_t instance;
     bool ever_up;
     char problem[512];
-    /* one forward in flight */
-    mbatch *busy;
-    uint64_t busy_id;
-    double busy_deadline;
+    /* forward steps sent and not answered yet, oldest first (a stage
+     * answers in order); up to COORD_LINK_DEPTH */
+    mbatch *busy[COORD_LINK_DEPTH];
+    uint64_t busy_id[COORD_LINK_DEPTH];
+    int n_busy;
+    double busy_deadline;           /* of the oldest: the one the stage works on */
     /* stats poll (also a liveness probe while idle) */
     uint64_t stats_id;
-    double stats_sent, stats_at;
+    double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
     Q35__StageStats st;
 } link;
 
@@ -121,6 +127,7 @@ int  link_send(coord *c, link *l, Q35__StageRequest *r);
 bool link_startup_problem(const coord *c, char *err, size_t errsz);
 
 /* coord_sched.c */
+bool sched_in_flight(const coord *c, const mbatch *m);
 void sched_admit(coord *c);
 void sched_dispatch(coord *c);
 void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr);

@@ -103,12 +103,12 @@ void link_fail(coord *c, link *l, const char *why)
     l->hello_at = 0;
     l->hello_id = 0;
     l->stats_id = 0;
-    if (l->busy) {                  /* its reply will never be read */
-        free(l->busy->hidden);
-        l->busy->hidden = NULL;
-        l->busy->used = false;
-        l->busy = NULL;
+    for (int i = 0; i < l->n_busy; i++) {   /* their replies will never be read */
+        free(l->busy[i]->hidden);
+        l->busy[i]->hidden = NULL;
+        l->busy[i]->used = false;
     }
+    l->n_busy = 0;
     char msg[400];
     snprintf(msg, sizeof msg, "stage %d (%s, layers %d:%d): %s", l->idx, l->endpoint,
              l->want_begin, l->want_end, why);
@@ -258,9 +258,13 @@ void link_on_reply(coord *c, link *l)
                 q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, l->problem);
                 l->state = L_BAD;
             }
-        } else if (l->busy && r->id == l->busy_id) {
-            mbatch *mb = l->busy;
-            l->busy = NULL;
+        } else if (l->n_busy && r->id == l->busy_id[0]) {
+            mbatch *mb = l->busy[0];
+            l->n_busy--;
+            memmove(l->busy, l->busy + 1, (size_t)l->n_busy * sizeof l->busy[0]);
+            memmove(l->busy_id, l->busy_id + 1, (size_t)l->n_busy * sizeof l->busy_id[0]);
+            if (l->n_busy)          /* the stage starts the next one now */
+                l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
             if (mb->dead)
                 mb->used = false;
             else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD)
@@ -321,13 +325,14 @@ void link_timers(coord *c, link *l, double now)
         return;
     }
     char why[128];
-    if (l->busy && now > l->busy_deadline) {
+    if (l->n_busy && now > l->busy_deadline) {
         snprintf(why, sizeof why, "no reply to a forward step within %d ms", c->o.step_timeout_ms);
         link_fail(c, l, why);
         return;
     }
-    if (l->stats_id && now - l->stats_sent > step) {
-        snprintf(why, sizeof why, "no reply to a stats probe within %d ms", c->o.step_timeout_ms);
+    if (l->stats_id && now > l->stats_deadline) {
+        snprintf(why, sizeof why, "no reply to a stats probe within %.0f ms",
+                 (l->stats_deadline - l->stats_at) * 1000);
         link_fail(c, l, why);
         return;
     }
@@ -336,7 +341,8 @@ void link_timers(coord *c, link *l, double now)
         Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
         r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
         r.stats = &s;
-        l->stats_at = l->stats_sent = now;
+        l->stats_at = now;
+        l->stats_deadline = now + step * (1 + l->n_busy);
         if (link_send(c, l, &r) == 0)
             l->stats_id = r.id;
         else

@@ -3,7 +3,9 @@
  * A micro-batch is a set of (request, chunk of its unfed tokens) that
  * goes through the stages in order. Each stage runs one at a time; with
  * n_mb micro-batches circulating, stage k works on one while stage k+1
- * works on the previous one. A request is in at most one micro-batch, so
+ * works on the previous one. Up to COORD_LINK_DEPTH of them are sent to a
+ * stage at once (it queues them), so a stage goes on to the next without
+ * waiting for the coordinator. A request is in at most one micro-batch, so
  * its positions always continue its slot on every stage. Decode tokens
  * go first in each micro-batch, prefill chunks fill the rest of its row
  * budget, so a long prompt never stalls running decodes. */
@@ -211,10 +213,21 @@ static int send_mb(coord *c, mbatch *m)
         link_fail(c, l, "cannot send a forward step (not connected)");
         return -1;
     }
-    l->busy = m;
-    l->busy_id = rq.id;
-    l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
+    if (l->n_busy == 0)   /* else it starts when the one before is answered */
+        l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
+    l->busy[l->n_busy] = m;
+    l->busy_id[l->n_busy] = rq.id;
+    l->n_busy++;
     return 0;
+}
+
+bool sched_in_flight(const coord *c, const mbatch *m)
+{
+    for (int k = 0; k < c->n_links; k++)
+        for (int i = 0; i < c->links[k].n_busy; i++)
+            if (c->links[k].busy[i] == m)
+                return true;
+    return false;
 }
 
 /* Forms a new micro-batch from runnable requests: decode rows first,
@@ -281,22 +294,21 @@ void sched_dispatch(coord *c)
     /* later stages first: finishing work frees slots sooner */
     for (int k = c->n_links - 1; k >= 0; k--) {
         link *l = &c->links[k];
-        if (l->busy)
-            continue;
-        mbatch *best = NULL;
-        for (int i = 0; i < c->n_mb; i++) {
-            mbatch *m = &c->mb[i];
-            bool in_flight = false;
-            for (int j = 0; j < c->n_links; j++)
-                in_flight |= c->links[j].busy == m;
-            if (m->used && !m->dead && m->stage == k && !in_flight &&
-                (!best || m->t_start < best->t_start))
-                best = m;
+        while (l->n_busy < COORD_LINK_DEPTH) {
+            mbatch *best = NULL;
+            for (int i = 0; i < c->n_mb; i++) {
+                mbatch *m = &c->mb[i];
+                if (m->used && !m->dead && m->stage == k && !sched_in_flight(c, m) &&
+                    (!best || m->t_start < best->t_start))
+                    best = m;
+            }
+            if (!best && k == 0)
+                best = form_mb(c);
+            if (!best)
+                break;
+            if (send_mb(c, best) != 0)
+                return;   /* the link failed: everything started was ended */
         }
-        if (!best && k == 0)
-            best = form_mb(c);
-        if (best && send_mb(c, best) != 0)
-            return;   /* the link failed: everything started was ended */
     }
 }
 
@@ -445,13 +457,10 @@ void sched_fail_started(coord *c, const char *why)
     for (int i = 0; i < c->n_mb; i++)
         if (c->mb[i].used) {
             c->mb[i].dead = true;
-            bool in_flight = false;
-            for (int j = 0; j < c->n_links; j++)
-                in_flight |= c->links[j].busy == &c->mb[i];
             free(c->mb[i].hidden);
             c->mb[i].hidden = NULL;
             c->mb[i].hidden_len = 0;
-            if (!in_flight)
+            if (!sched_in_flight(c, &c->mb[i]))
                 c->mb[i].used = false;
         }
     req *next;

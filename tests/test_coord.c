@@ -2,8 +2,9 @@
  * coordinator on its own thread, ipc:// in a mktemp dir): golden greedy
  * tokens and logits through 1, 2 and 3 stages and every 2-stage split;
  * 8 concurrent seeded requests equal to sequential ones; cancel frees
- * slots; deadlines; the bounded queue; a stage dying mid-request and
- * coming back; a wrong chain refused at start-up; bad client input. */
+ * slots; deadlines; the bounded queue; the next micro-batch queued on a
+ * busy stage; a stage dying mid-request and coming back; a wrong chain
+ * refused at start-up; bad client input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -155,8 +156,10 @@ static void *coord_loop(void *arg)
 
 static int g_wire_dtype;   /* of the coordinators started next */
 
-static co_thread *coord_start(int n, st_thread **st, const int *bounds, int max_seqs,
-                              int max_queue, int step_ms)
+/* coord_start without the thread: the caller turns coord_run_once() until
+ * it starts the thread with coord_thread(). */
+static co_thread *coord_open(int n, st_thread **st, const int *bounds, int max_seqs,
+                             int max_queue, int step_ms)
 {
     co_thread *t = calloc(1, sizeof *t);
     static int seq;
@@ -175,7 +178,19 @@ static co_thread *coord_start(int n, st_thread **st, const int *bounds, int max_
     t->c = coord_new(&o, t->err, sizeof t->err);
     if (!t->c)
         fail_msg("coord_new: %s", t->err);
+    return t;
+}
+
+static void coord_thread(co_thread *t)
+{
     pthread_create(&t->th, NULL, coord_loop, t);
+}
+
+static co_thread *coord_start(int n, st_thread **st, const int *bounds, int max_seqs,
+                              int max_queue, int step_ms)
+{
+    co_thread *t = coord_open(n, st, bounds, max_seqs, max_queue, step_ms);
+    coord_thread(t);
     return t;
 }
 
@@ -435,6 +450,52 @@ static void concurrent_equals_sequential(void **state)
     }
     /* different seeds give different samples */
     assert_memory_not_equal(par[1].toks, par[3].toks, 24 * sizeof(int32_t));
+    client_close(ctx, d);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
+/* A stage gets its next micro-batch while it still works on one: with
+ * the last stage paused, both micro-batches of two requests pass stage 0
+ * and wait in stage 1's queue (the coordinator turned here, so its state
+ * is read between turns); once it serves again both finish with the
+ * golden tokens. */
+static void steps_queued_on_stage(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "q0", 2), stage_start(g_model, 4, 8, "q1", 2) };
+    co_thread *co = coord_open(2, st, b, 2, 8, 30000);
+    char err[Q35_ERRSZ];
+    double end = q35_now() + WAIT_S;
+    while (!coord_chain_up(co->c) && q35_now() < end)
+        assert_int_equal(coord_run_once(co->c, 10, -1, err, sizeof err), 0);
+    assert_true(coord_chain_up(co->c));
+    stage_pause(st[1], 1);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    result r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; i++) {
+        snprintf(r[i].rid, sizeof r[i].rid, "q%d", i);
+        send_gen(d, r[i].rid, g_toks, 64, 16, 0, 0, false, 0);
+    }
+    end = q35_now() + WAIT_S;
+    while (coord_steps_in_flight(co->c, 1) < 2 && q35_now() < end)
+        assert_int_equal(coord_run_once(co->c, 10, -1, err, sizeof err), 0);
+    assert_int_equal(coord_steps_in_flight(co->c, 1), 2);
+    assert_int_equal(coord_steps_in_flight(co->c, 0), 0);
+    assert_int_equal(coord_steps_in_flight(co->c, 2), -1);
+    coord_thread(co);
+    stage_pause(st[1], 0);
+    collect(d, r, 2, WAIT_S, NULL);
+    for (int i = 0; i < 2; i++) {
+        if (!r[i].done || r[i].finish != Q35__FINISH_REASON__FINISH_LENGTH)
+            fail_msg("q%d: finish %d: %s", i, r[i].finish, r[i].msg);
+        assert_int_equal(r[i].n_toks, 16);
+        for (int k = 0; k < 16; k++)
+            assert_int_equal(r[i].toks[k], g_greedy[k]);
+    }
     client_close(ctx, d);
     coord_stop(&co);
     stage_stop(&st[0]);
@@ -751,6 +812,7 @@ int main(void)
         cmocka_unit_test(golden_through_1_2_3_stages),
         cmocka_unit_test(golden_at_every_split),
         cmocka_unit_test(concurrent_equals_sequential),
+        cmocka_unit_test(steps_queued_on_stage),
         cmocka_unit_test(cancel_deadline_queue),
         cmocka_unit_test(text_and_stop_string),
         cmocka_unit_test(stage_death_and_return),
