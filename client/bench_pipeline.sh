@@ -2,18 +2,28 @@
 # make bench-pipeline — what pipelining buys: a generated mini Q4_K_M model
 # (12 layers of the real 35B-A3B sizes, 64 experts, the Qwen3 vocabulary),
 # served (a) by 1 stage x 1 thread holding every layer and (b) by 2 stages
-# x 1 thread split so both read about the same weight bytes per token
-# (qwen35-info --plan 2). 8 concurrent streams of 64 generated tokens each.
+# x 1 thread split so both read about the same weight bytes per decode
+# step (qwen35-info --plan 2 --batch B). 8 concurrent streams of 64
+# generated tokens each.
 # Prints aggregate decode tokens/s of both and their ratio (target >= 1.6),
 # and each stage's time idle waiting on the wire as a share of its busy
 # time while all 8 streams decode (target <= 5%), from the stages' own
 # stats (busy_s, idle_s) read through qwen35-client --status.
 #
+# The coordinator of (b) splits the streams into M micro-batches (its
+# --micro-batches, BENCH_MICRO_BATCHES, default its own default: one per
+# stage), so each decode step of a stage carries B = streams / M sequences
+# (rounded up): B sequences read the union of their experts but the LM head
+# once, which is what the plan balances.
+#
 # Aggregate decode tokens/s = tokens generated after each stream's first
 # token / (last token's time - first stream's first token time).
 #
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/…; generated
-# when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64).
+# when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64),
+# BENCH_MICRO_BATCHES (2), BENCH_PLAN (bytes: balance the bytes a step reads;
+# time: qwen35-info --measure, balance the seconds a step takes here),
+# BENCH_SPLIT ("A:B C:D" instead of the plan).
 set -eu
 P35_ME=bench-pipeline
 . "$(dirname "$0")/pipeline.sh"
@@ -23,6 +33,10 @@ MODEL=${BENCH_MODEL:-${QWEN35_BUILD:-build}/models/mini-12L-64x-q4_k_m.gguf}
 STREAMS=${BENCH_STREAMS:-8}
 TOKENS=${BENCH_TOKENS:-64}
 N_LAYER=12
+MICRO=${BENCH_MICRO_BATCHES:-2}
+BATCH=$(( (STREAMS + MICRO - 1) / MICRO ))
+PLAN_BY=${BENCH_PLAN:-bytes}
+case $PLAN_BY in bytes|time) ;; *) p35_die "BENCH_PLAN=$PLAN_BY: expected bytes or time" ;; esac
 
 if [ ! -f "$MODEL" ]; then
     [ -x "$BIN/qwen35-mkmodel" ] || p35_die "$BIN/qwen35-mkmodel missing (run make first)"
@@ -34,22 +48,24 @@ if [ ! -f "$MODEL" ]; then
     "$BIN/qwen35-mkmodel" "$@"
 fi
 
-# The split: qwen35-info --plan 2 prints the two ranges and their bytes
-# (BENCH_SPLIT="A:B C:D" overrides it).
+# The split: qwen35-info --plan 2 --batch B prints the two ranges and the
+# bytes each reads per decode step (BENCH_SPLIT="A:B C:D" overrides it).
 if [ -n "${BENCH_SPLIT:-}" ]; then
     R0=${BENCH_SPLIT% *} R1=${BENCH_SPLIT#* }
     echo "bench-pipeline: split from BENCH_SPLIT"
 else
     [ -x "$BIN/qwen35-info" ] || p35_die "$BIN/qwen35-info missing (or set BENCH_SPLIT=\"0:A A:$N_LAYER\")"
-    PLAN=$("$BIN/qwen35-info" --plan 2 "$MODEL") || p35_die "qwen35-info --plan 2 $MODEL failed"
-    echo "bench-pipeline: qwen35-info --plan 2:"
-    printf '%s\n' "$PLAN" | grep -i 'plan\|stage [0-9]' | grep -v '^\[' | sed 's/^/  /'
+    set -- --plan 2 --batch "$BATCH"
+    [ "$PLAN_BY" = time ] && set -- "$@" --measure --threads 1
+    PLAN=$("$BIN/qwen35-info" "$@" "$MODEL") || p35_die "qwen35-info $* $MODEL failed"
+    echo "bench-pipeline: qwen35-info $* ($STREAMS streams / $MICRO micro-batches):"
+    printf '%s\n' "$PLAN" | grep '^# *\(plan\|stage [0-9]\|measured\|layer \)' | sed 's/^# */  /'
     RANGES=$(printf '%s\n' "$PLAN" | sed -n 's/.*stage [0-9]*: layers \([0-9]*:[0-9]*\).*/\1/p')
     R0=$(printf '%s\n' "$RANGES" | sed -n 1p)
     R1=$(printf '%s\n' "$RANGES" | sed -n 2p)
     [ -n "$R0" ] && [ -n "$R1" ] || p35_die "no two layer ranges A:B in the plan above"
 fi
-echo "bench-pipeline: split: stage 0 = layers $R0, stage 1 = layers $R1"
+echo "bench-pipeline: split: stage 0 = layers $R0, stage 1 = layers $R1; $MICRO micro-batches of up to $BATCH streams"
 
 p35_init
 OUTS=$(for i in $(seq 1 "$STREAMS"); do printf '%s ' "$P35_RUN/o$i"; done)
@@ -112,7 +128,7 @@ p35_clear_logs
 
 p35_stage s0 "$MODEL" "$R0" --threads 1 --max-seqs "$STREAMS" --max-ctx 256
 p35_stage s1 "$MODEL" "$R1" --threads 1 --max-seqs "$STREAMS" --max-ctx 256
-p35_coord "$MODEL" s0 s1 -- --max-seqs "$STREAMS" --max-ctx 256
+p35_coord "$MODEL" s0 s1 -- --max-seqs "$STREAMS" --max-ctx 256 --micro-batches "$MICRO"
 p35_wait_ready 600
 run "2 stages x 1 thread"
 RATE2=$RATE

@@ -1,7 +1,9 @@
 #!/bin/sh
 # qwen35-info on the golden models: attention at layers 3 and 7 (SSM
 # elsewhere), the right tensor type mix, a --plan that covers every layer
-# once; clean errors on bad input; reads what qwen35-mkmodel writes.
+# once; clean errors on bad input; reads what qwen35-mkmodel writes;
+# --plan --batch B moves layers to the last stage as B grows; --measure
+# times every layer and plans by those times.
 set -u
 BIN=${QWEN35_BUILD:-build}/bin
 G=${QWEN35_GOLDEN:-../shared/golden}
@@ -57,6 +59,45 @@ head -c 30000 "$G/models/tiny-Q8_0.gguf" > "$T/cut.gguf"
 "$BIN/qwen35-mkmodel" --preset micro --types q8_0 -o "$T/micro.gguf" 2> /dev/null || bad "mkmodel micro"
 "$BIN/qwen35-info" "$T/micro.gguf" --plan 2 > "$T/micro.txt" || bad "info on micro: exit $?"
 grep -Eq '^ +1 +attn ' "$T/micro.txt" || bad "micro: layer 1 is not attention"
+
+# --plan --batch: a micro-batch of B sequences reads the union of its
+# experts (E*(1-(1-k/E)^B) per layer) but the LM head once, so as B grows
+# the split gives the last stage more layers. A micro model with 64
+# experts (2 used) and a 4000-token vocabulary, where that shows: the head
+# weighs about 6 layers for one token and about 2 for eight.
+"$BIN/qwen35-mkmodel" --preset micro --layers 8 --experts 64 --vocab 4000 -o "$T/moe.gguf" 2> /dev/null ||
+    bad "mkmodel micro 8 layers 64 experts"
+last_layers() {   # B: layers of the last stage of --plan 2 --batch B
+    "$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --batch "$1" > "$T/b$1.txt" 2> "$T/err" ||
+        { bad "--batch $1: exit $? $(cat "$T/err")"; echo 0; return; }
+    r=$(sed -n 's/^layers = //p' "$T/b$1.txt" | tail -n 1)
+    echo $(( ${r#*:} - ${r%:*} ))
+}
+n1=$(last_layers 1); n4=$(last_layers 4); n8=$(last_layers 8)
+[ "$n1" = 1 ] && [ "$n4" = 2 ] && [ "$n8" = 3 ] ||
+    bad "--plan 2 --batch 1/4/8: last stage has $n1/$n4/$n8 layers, expected 1/2/3"
+grep -q '^# plan: 2 stages, bytes read per decoded token$' "$T/b1.txt" || bad "--batch 1: plan header changed"
+grep -q '^# plan: 2 stages, bytes read per decode step of a micro-batch of 8 sequences (14.4 of 64 experts per layer)$' \
+    "$T/b8.txt" || bad "--batch 8: plan header: $(grep '^# plan' "$T/b8.txt")"
+grep -q '^  layers .*(14.4 distinct experts of 64 per layer, expected)$' "$T/b8.txt" ||
+    bad "--batch 8: no per-step summary with 64*(1-(62/64)^8) = 14.4 experts"
+# --measure: a time for every layer, and a plan covering 0:8 (the times
+# themselves are the machine's; nothing checks their values)
+"$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --batch 4 --measure > "$T/m.txt" 2> "$T/err" ||
+    bad "--measure: exit $? $(cat "$T/err")"
+[ "$(grep -Ec '^#   layer +[0-7]  (ssm|attn) +[0-9]+\.[0-9] ms' "$T/m.txt")" = 8 ] || bad "--measure: not 8 layer times"
+grep -q '^# plan: 2 stages, measured time per decode step of a micro-batch of 4 sequences$' "$T/m.txt" ||
+    bad "--measure: plan header"
+[ "$(sed -n 's/^layers = //p' "$T/m.txt" | tr '\n' ' ')" != "" ] &&
+    sed -n 's/^layers = //p' "$T/m.txt" | head -n 1 | grep -q '^0:[1-7]$' &&
+    sed -n 's/^layers = //p' "$T/m.txt" | tail -n 1 | grep -q '^[1-7]:8$' || bad "--measure: ranges $(grep '^layers' "$T/m.txt")"
+# bad flags: one line naming the flag
+"$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --batch 0 > /dev/null 2> "$T/err" && bad "--batch 0 accepted"
+grep -q "^qwen35-info: --batch: '0' is not an integer in \[1, 4096\]" "$T/err" || bad "--batch 0 message: $(cat "$T/err")"
+"$BIN/qwen35-info" "$T/moe.gguf" --measure > /dev/null 2> "$T/err" && bad "--measure without --plan accepted"
+grep -q "^qwen35-info: --measure needs --plan N$" "$T/err" || bad "--measure message: $(cat "$T/err")"
+"$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --threads 2 > /dev/null 2> "$T/err" && bad "--threads without --measure accepted"
+grep -q "^qwen35-info: --threads applies to --measure only$" "$T/err" || bad "--threads message: $(cat "$T/err")"
 
 [ $fail = 0 ] && echo "it_info: ok"
 exit $fail

@@ -5,25 +5,52 @@
  *   qwen35-info MODEL.gguf --plan N   also a split of the layers over N
  *                                     stages balancing per-token bytes, as
  *                                     stage config files
+ *   ... --plan N --batch B            balance the bytes of one decode step
+ *                                     of a micro-batch of B sequences
+ *   ... --plan N --batch B --measure  balance the seconds such a step takes
+ *                                     in each layer on this machine
  *
  * Per-token bytes: what one decode step reads from the weights: the
  * embedding row, each layer's attention or SSM weights, norms, router and
  * shared expert in full, expert_used_count of the routed experts, and the
- * output norm and LM head. */
+ * output norm and LM head.
+ *
+ * A pipeline decodes micro-batches: B sequences in one step read every
+ * dense matrix and the LM head once, but the union of their experts. With
+ * k of E experts per token picked independently, a step reads
+ * E * (1 - (1 - k/E)^B) distinct experts on average, so layers weigh more
+ * and the head less as B grows, and the best split moves layers to the
+ * last stage.
+ *
+ * Bytes are the cost where decoding is bandwidth-bound (one token, or a
+ * GPU). A CPU decoding a batch is mostly compute-bound: every row costs
+ * its multiply-adds whatever was read, the LM head most of all, and SSM
+ * state updates and attention are work no weight byte shows. --measure
+ * times the layers through the engine instead. */
 #include "common.h"
 #include "config.h"
+#include "engine.h"
 #include "gguf.h"
 #include "quant.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct measure_opts {
+    bool on;                  /* --measure: split by measured time */
+    int batch, threads;
+    const char *backend;      /* NULL: the engine's default */
+} measure_opts;
+
 typedef struct usage {
     uint64_t stored[Q35_MAX_LAYERS];   /* bytes of each layer's tensors */
     uint64_t token[Q35_MAX_LAYERS];    /* bytes a decode step reads in each layer */
-    uint64_t prefix[Q35_MAX_LAYERS + 1];   /* sum of token[0..i) */
+    uint64_t step[Q35_MAX_LAYERS];     /* same for a step of `batch` sequences */
+    int batch;                         /* sequences per decode step (--batch) */
+    double experts;                    /* distinct experts such a step reads */
     uint64_t embd_row, head;           /* first stage / last stage extras */
     uint64_t type_n[GGML_TYPE_COUNT], type_bytes[GGML_TYPE_COUNT];
     uint64_t total, other;             /* all tensor bytes; bytes in no main layer */
@@ -36,9 +63,21 @@ static bool is_routed(const char *suffix)
            !strcmp(suffix, "ffn_down_exps.weight") || !strcmp(suffix, "ffn_gate_up_exps.weight");
 }
 
-static void account(const gguf_file *f, const q35_config *c, usage *u)
+/* Expected distinct experts among batch tokens each routed to k of n
+ * (independently, uniformly): n * (1 - (1 - k/n)^batch); exactly k for
+ * one token. */
+static double distinct_experts(uint32_t n, uint32_t k, int batch)
+{
+    if (batch == 1 || n == 0)
+        return k;
+    return n * (1.0 - pow(1.0 - (double)k / n, batch));
+}
+
+static void account(const gguf_file *f, const q35_config *c, int batch, usage *u)
 {
     memset(u, 0, sizeof *u);
+    u->batch = batch;
+    u->experts = distinct_experts(c->n_expert, c->n_expert_used, batch);
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         u->total += t->nbytes;
@@ -50,8 +89,15 @@ static void account(const gguf_file *f, const q35_config *c, usage *u)
         int n = 0;
         if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer < c->n_layer) {
             u->stored[layer] += t->nbytes;
-            u->token[layer] += is_routed(t->name + n)
-                ? t->nbytes / c->n_expert * c->n_expert_used : t->nbytes;
+            if (!is_routed(t->name + n)) {
+                u->token[layer] += t->nbytes;
+                u->step[layer] += t->nbytes;
+                continue;
+            }
+            uint64_t expert = t->nbytes / c->n_expert;
+            u->token[layer] += expert * c->n_expert_used;
+            u->step[layer] += batch == 1 ? expert * c->n_expert_used
+                                         : (uint64_t)llround((double)expert * u->experts);
             continue;
         }
         u->other += t->nbytes;
@@ -63,7 +109,6 @@ static void account(const gguf_file *f, const q35_config *c, usage *u)
         u->tied = true;
         u->head += gguf_find_tensor(f, "token_embd.weight")->nbytes;
     }
-    for (uint32_t i = 0; i < c->n_layer; i++) u->prefix[i + 1] = u->prefix[i] + u->token[i];
 }
 
 static const char *mb(uint64_t b, char *buf)
@@ -106,12 +151,17 @@ static void print_config(const gguf_file *f, const q35_config *c)
 static void print_usage(const q35_config *c, const usage *u)
 {
     char b1[32], b2[32];
-    printf("layers\n  layer  kind  stored        read per token\n");
-    uint64_t layers_tok = 0;
+    char b3[32];
+    printf("layers\n  layer  kind  stored        read per token%s\n",
+           u->batch > 1 ? "  read per step of the batch" : "");
+    uint64_t layers_tok = 0, layers_step = 0;
     for (uint32_t i = 0; i < c->n_layer; i++) {
-        printf("  %5u  %-4s  %-12s  %s\n", i, c->layer_kind[i] == Q35_LAYER_ATTN ? "attn" : "ssm",
-               mb(u->stored[i], b1), mb(u->token[i], b2));
+        printf("  %5u  %-4s  %-12s  ", i, c->layer_kind[i] == Q35_LAYER_ATTN ? "attn" : "ssm",
+               mb(u->stored[i], b1));
+        if (u->batch > 1) printf("%-12s    %s\n", mb(u->token[i], b2), mb(u->step[i], b3));
+        else printf("%s\n", mb(u->token[i], b2));
         layers_tok += u->token[i];
+        layers_step += u->step[i];
     }
     printf("tensor types\n  type     tensors  bytes         share\n");
     for (int t = 0; t < GGML_TYPE_COUNT; t++) {
@@ -129,20 +179,46 @@ static void print_usage(const q35_config *c, const usage *u)
            u->tied ? ", tied to token_embd" : "");
     printf("  total          %s of %s of weights\n", mb(u->embd_row + layers_tok + u->head, b1),
            mb(u->total, b2));
+    if (u->batch > 1) {
+        printf("per decode step of %d sequences (a micro-batch)\n", u->batch);
+        printf("  layers         %s (%.1f distinct experts of %u per layer, expected)\n",
+               mb(layers_step, b1), u->experts, c->n_expert);
+        printf("  output         %s (read once for the batch)\n", mb(u->head, b1));
+        printf("  total          %s, %s per token\n",
+               mb(u->batch * u->embd_row + layers_step + u->head, b1),
+               mb((u->batch * u->embd_row + layers_step + u->head) / (uint64_t)u->batch, b2));
+    }
+}
+
+/* What the plan balances, per layer: bytes one decode step of the batch
+ * reads (the model) or seconds it took on this machine (--measure), in
+ * integer units; the first stage adds `first`, the last `last`. */
+typedef struct plan_cost {
+    uint64_t prefix[Q35_MAX_LAYERS + 1];   /* sum of the layers [0, i) */
+    uint64_t first, last;
+    bool timed;                            /* units: ns, not bytes */
+} plan_cost;
+
+static void cost_from_bytes(const q35_config *c, const usage *u, plan_cost *pc)
+{
+    memset(pc, 0, sizeof *pc);
+    for (uint32_t i = 0; i < c->n_layer; i++) pc->prefix[i + 1] = pc->prefix[i] + u->step[i];
+    pc->first = (uint64_t)u->batch * u->embd_row;
+    pc->last = u->head;
 }
 
 /* Cost of stage [a, b) of n layers. */
-static uint64_t stage_cost(const usage *u, int a, int b, int n)
+static uint64_t stage_cost(const plan_cost *pc, int a, int b, int n)
 {
-    uint64_t s = u->prefix[b] - u->prefix[a];
-    if (a == 0) s += u->embd_row;
-    if (b == n) s += u->head;
+    uint64_t s = pc->prefix[b] - pc->prefix[a];
+    if (a == 0) s += pc->first;
+    if (b == n) s += pc->last;
     return s;
 }
 
 /* Contiguous split of n layers into k stages minimising the largest
- * stage's per-token bytes (DP over split points). cut[0..k] out. */
-static int plan_split(const usage *u, int n, int k, int *cut)
+ * stage's cost (DP over split points). cut[0..k] out. */
+static int plan_split(const plan_cost *pc, int n, int k, int *cut)
 {
     uint64_t (*best)[Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *best);
     int (*from)[Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *from);
@@ -153,7 +229,7 @@ static int plan_split(const usage *u, int n, int k, int *cut)
             best[s][j] = UINT64_MAX;
             for (int i = s - 1; i < j; i++) {
                 if (best[s - 1][i] == UINT64_MAX) continue;
-                uint64_t c = stage_cost(u, i, j, n), m = c > best[s - 1][i] ? c : best[s - 1][i];
+                uint64_t c = stage_cost(pc, i, j, n), m = c > best[s - 1][i] ? c : best[s - 1][i];
                 if (m < best[s][j]) { best[s][j] = m; from[s][j] = i; }
             }
         }
@@ -164,52 +240,225 @@ static int plan_split(const usage *u, int n, int k, int *cut)
     return 0;
 }
 
-static int print_plan(const char *model, const q35_config *c, const usage *u, int k)
+/* ---- --measure: time each layer through the engine ----------------------- */
+
+#define MEASURE_WARM 2     /* steps before timing: page faults, caches */
+#define MEASURE_STEPS 5    /* timed steps per layer; the median counts */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Seconds of one decode step of mo->batch sequences through each layer
+ * (median over MEASURE_STEPS), into sec[n_layer]. One engine per layer
+ * ([il, il+1): with the embedding for layer 0, the output norm and LM
+ * head for the last), chained like stages: each step feeds the previous
+ * step's greedy tokens through every layer in turn, so each layer routes
+ * real hidden rows (random rows route far fewer experts per batch). */
+static int time_layers(const char *model, int n, const measure_opts *mo, double *sec,
+                       char *backend, size_t backend_sz, char *err, size_t errsz)
+{
+    q35_engine *e[Q35_MAX_LAYERS] = { 0 };
+    int B = mo->batch, rc = Q35_OK;
+    for (int il = 0; il < n && !rc; il++) {
+        q35_engine_opts eo = { .model_path = model, .layer_begin = il, .layer_end = il + 1,
+                               .max_seqs = B, .max_ctx = MEASURE_WARM + MEASURE_STEPS + 1,
+                               .n_threads = mo->threads, .backend = mo->backend };
+        if (!(e[il] = q35_engine_open(&eo, err, errsz)))
+            rc = Q35_EIO;
+    }
+    const q35_config *c = rc ? NULL : q35_engine_config(e[0]);
+    size_t E = c ? c->n_embd : 0, V = c ? c->n_vocab : 0;
+    int *slot = calloc((size_t)B, sizeof *slot), *pos = calloc((size_t)B, sizeof *pos);
+    int *ntok = calloc((size_t)B, sizeof *ntok);
+    int32_t *tok = calloc((size_t)B, sizeof *tok);
+    float *x[2] = { malloc((size_t)B * E * sizeof(float) + 1), malloc((size_t)B * E * sizeof(float) + 1) };
+    float *logits = malloc((size_t)B * V * sizeof *logits + 1);
+    double (*t)[MEASURE_STEPS] = calloc((size_t)n, sizeof *t);
+    if (!rc && (!slot || !pos || !ntok || !tok || !x[0] || !x[1] || !logits || !t))
+        rc = q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d sequences", B);
+    if (!rc)
+        snprintf(backend, backend_sz, "%s", q35_engine_backend(e[0]));
+    for (int q = 0; q < B && !rc; q++) {
+        slot[q] = q;
+        ntok[q] = 1;
+        tok[q] = (int32_t)((1000 + 7919 * (size_t)q) % V);
+    }
+    for (int step = 0; step < MEASURE_WARM + MEASURE_STEPS && !rc; step++) {
+        for (int q = 0; q < B; q++)
+            pos[q] = step;
+        for (int il = 0; il < n && !rc; il++) {
+            q35_batch b = { .n_seq = B, .slot = slot, .pos = pos, .n_tok = ntok, .n_total = B,
+                            .tokens = il == 0 ? tok : NULL, .x_in = il == 0 ? NULL : x[il & 1],
+                            .x_out = il == n - 1 ? NULL : x[(il + 1) & 1],
+                            .logits = il == n - 1 ? logits : NULL };
+            double t0 = q35_now();
+            rc = q35_engine_forward(e[il], &b, err, errsz);
+            if (step >= MEASURE_WARM)
+                t[il][step - MEASURE_WARM] = q35_now() - t0;
+        }
+        for (int q = 0; q < B && !rc; q++) {     /* greedy next token */
+            const float *l = logits + (size_t)q * V;
+            int32_t best = 0;
+            for (size_t i = 1; i < V; i++)
+                if (l[i] > l[best])
+                    best = (int32_t)i;
+            tok[q] = best;
+        }
+    }
+    for (int il = 0; il < n && !rc; il++) {
+        qsort(t[il], MEASURE_STEPS, sizeof t[il][0], cmp_double);
+        sec[il] = t[il][MEASURE_STEPS / 2];
+    }
+    free(slot); free(pos); free(ntok); free(tok); free(x[0]); free(x[1]); free(logits); free(t);
+    for (int il = 0; il < n; il++)
+        q35_engine_close(&e[il]);
+    return rc;
+}
+
+static int cost_from_time(const char *model, const q35_config *c, const measure_opts *mo,
+                          plan_cost *pc, double *sec, char *backend, size_t backend_sz,
+                          char *err, size_t errsz)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->timed = true;
+    int rc = time_layers(model, (int)c->n_layer, mo, sec, backend, backend_sz, err, errsz);
+    for (uint32_t i = 0; i < c->n_layer && !rc; i++)
+        pc->prefix[i + 1] = pc->prefix[i] + (uint64_t)llround(sec[i] * 1e9);
+    return rc;
+}
+
+static int print_plan(const char *model, const q35_config *c, const usage *u, int k,
+                      const measure_opts *mo)
 {
     int n = (int)c->n_layer, cut[Q35_MAX_LAYERS + 1];
     if (k < 1 || k > n) {
         fprintf(stderr, "qwen35-info: --plan %d: expected 1..%d (one layer per stage at least)\n", k, n);
         return 2;
     }
-    if (plan_split(u, n, k, cut)) { fprintf(stderr, "qwen35-info: out of memory\n"); return 1; }
+    plan_cost pc;
+    double sec[Q35_MAX_LAYERS];
+    char backend[16] = "", err[Q35_ERRSZ];
+    if (mo->on) {
+        if (cost_from_time(model, c, mo, &pc, sec, backend, sizeof backend, err, sizeof err)) {
+            fprintf(stderr, "qwen35-info: --measure: %s\n", err);
+            return 1;
+        }
+    } else {
+        cost_from_bytes(c, u, &pc);
+    }
+    if (plan_split(&pc, n, k, cut)) { fprintf(stderr, "qwen35-info: out of memory\n"); return 1; }
     char path[PATH_MAX], b1[32];
     if (!realpath(model, path)) snprintf(path, sizeof path, "%s", model);
-    printf("# plan: %d stages, bytes read per decoded token\n", k);
-    for (int s = 0; s < k; s++)
+    if (mo->on) {
+        printf("# measured: seconds per decode step of %d sequences, %s backend, %d thread%s\n",
+               u->batch, backend, mo->threads, mo->threads == 1 ? "" : "s");
+        for (int i = 0; i < n; i++)
+            printf("#   layer %2d  %-4s  %7.1f ms%s%s\n", i,
+                   c->layer_kind[i] == Q35_LAYER_ATTN ? "attn" : "ssm", sec[i] * 1e3,
+                   i == 0 ? " (+ embedding)" : "", i == n - 1 ? " (+ output norm, LM head)" : "");
+        printf("# plan: %d stages, measured time per decode step of a micro-batch of %d sequences\n",
+               k, u->batch);
+    } else if (u->batch > 1) {
+        printf("# plan: %d stages, bytes read per decode step of a micro-batch of %d sequences "
+               "(%.1f of %u experts per layer)\n", k, u->batch, u->experts, c->n_expert);
+    } else {
+        printf("# plan: %d stages, bytes read per decoded token\n", k);
+    }
+    for (int s = 0; s < k; s++) {
+        uint64_t cost = stage_cost(&pc, cut[s], cut[s + 1], n);
+        if (pc.timed) snprintf(b1, sizeof b1, "%.1f ms", cost / 1e6);
         printf("#   stage %d: layers %d:%d  %s%s%s\n", s, cut[s], cut[s + 1],
-               mb(stage_cost(u, cut[s], cut[s + 1], n), b1),
+               pc.timed ? b1 : mb(cost, b1),
                cut[s] == 0 ? " (+ embedding)" : "", cut[s + 1] == n ? " (+ LM head)" : "");
+    }
     for (int s = 0; s < k; s++)
         printf("\n# /etc/qwen35/stage-%d.conf\n[stage]\nmodel = %s\nlayers = %d:%d\n",
                s, path, cut[s], cut[s + 1]);
     return 0;
 }
 
+static const char usage_line[] =
+    "usage: qwen35-info MODEL.gguf [--plan N [--batch B] [--measure [--threads T]]]\n";
+
+static void help(void)
+{
+    printf("%s", usage_line);
+    printf("Prints a qwen35moe model's config, layer kinds, tensor type mix and the\n"
+           "weight bytes one decoded token reads, per layer and in all.\n"
+           "  --plan N     split the layers into N contiguous stages so the busiest\n"
+           "               stage reads as few bytes per decode step as possible;\n"
+           "               prints each stage's range and bytes, then one stage\n"
+           "               config file per stage\n"
+           "  --batch B    sequences per decode step (default 1): a pipeline decodes\n"
+           "               micro-batches of B sequences, which read every dense matrix\n"
+           "               and the LM head once but the union of their routed experts\n"
+           "               (E*(1-(1-k/E)^B) of E experts, k per token). For a\n"
+           "               coordinator with M micro-batches serving S streams,\n"
+           "               B = S / M rounded up\n"
+           "  --measure    balance time instead of bytes: decodes a few steps of B\n"
+           "               sequences through one engine per layer (the engine's\n"
+           "               default backend, on this machine: a few seconds, the\n"
+           "               whole model is read), times each layer and splits by the\n"
+           "               medians; counts what bytes miss (per-row compute, SSM\n"
+           "               state, attention). Run it on a quiet machine\n"
+           "  --threads T  worker threads per layer for --measure (default 1; give\n"
+           "               the stages' --threads)\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *model = NULL;
     int plan = 0;
+    measure_opts mo = { .on = false, .batch = 1, .threads = 1, .backend = NULL };
+    bool threads_set = false;
+    char err[Q35_ERRSZ];
     for (int i = 1; i < argc; i++) {
+        long v;
         if (!strcmp(argv[i], "--plan") && i + 1 < argc) {
             char *end;
-            long v = strtol(argv[++i], &end, 10);
+            v = strtol(argv[++i], &end, 10);
             if (!*argv[i] || *end || v < 1 || v > Q35_MAX_LAYERS) {
                 fprintf(stderr, "qwen35-info: --plan '%s': expected a number of stages\n", argv[i]);
                 return 2;
             }
             plan = (int)v;
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if (q35_parse_long("--batch", argv[++i], 1, 4096, &v, err, sizeof err)) {
+                fprintf(stderr, "qwen35-info: %s (sequences per decode step)\n", err);
+                return 2;
+            }
+            mo.batch = (int)v;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (q35_parse_long("--threads", argv[++i], 1, 1024, &v, err, sizeof err)) {
+                fprintf(stderr, "qwen35-info: %s\n", err);
+                return 2;
+            }
+            mo.threads = (int)v;
+            threads_set = true;
+        } else if (!strcmp(argv[i], "--measure")) {
+            mo.on = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: qwen35-info MODEL.gguf [--plan N]\n");
+            help();
             return 0;
         } else if (!model && argv[i][0] != '-') {
             model = argv[i];
         } else {
-            fprintf(stderr, "usage: qwen35-info MODEL.gguf [--plan N]\n");
+            fprintf(stderr, "%s", usage_line);
             return 2;
         }
     }
-    if (!model) { fprintf(stderr, "usage: qwen35-info MODEL.gguf [--plan N]\n"); return 2; }
-    char err[Q35_ERRSZ];
+    if (!model) { fprintf(stderr, "%s", usage_line); return 2; }
+    if ((mo.on || threads_set) && !plan) {
+        fprintf(stderr, "qwen35-info: %s needs --plan N\n", mo.on ? "--measure" : "--threads");
+        return 2;
+    }
+    if (threads_set && !mo.on) {
+        fprintf(stderr, "qwen35-info: --threads applies to --measure only\n");
+        return 2;
+    }
     gguf_file *f = gguf_open(model, err, sizeof err);
     if (!f) { fprintf(stderr, "qwen35-info: %s\n", err); return 1; }
     q35_config c;
@@ -220,11 +469,12 @@ int main(int argc, char **argv)
     }
     usage *u = malloc(sizeof *u);
     if (!u) { gguf_close(&f); return 1; }
-    account(f, &c, u);
+    account(f, &c, mo.batch, u);
     print_config(f, &c);
     print_usage(&c, u);
-    int rc = plan ? print_plan(model, &c, u, plan) : 0;
+    fflush(stdout);
+    gguf_close(&f);   /* --measure opens the model again, one layer at a time */
+    int rc = plan ? print_plan(model, &c, u, plan, &mo) : 0;
     free(u);
-    gguf_close(&f);
     return rc;
 }
