@@ -61,9 +61,10 @@ quant_dot_fn quant_dot(int type);
 /* Y[t][r - r0] = W[r] . X[t] for rows r in [r0, r1) and t < nx.
  * W: row-major rows of `ncols` values of `type` (a type with a decoder),
  * row_bytes apart. X: nx vectors of ncols floats, ldx floats apart.
- * Y: ldy floats apart. Each weight block is decoded once per 32 vectors
- * (rows in segments of 512 values, reused from L1 by tiles of 4 vectors),
- * so a batch reads the weights once. Every Y[t][r] has exactly the bits
+ * Y: ldy floats apart. Each weight block is decoded once per tile of 4
+ * vectors (in registers; rows in blocks that stay in L2 while the tiles
+ * pass) or, for rows too long for 4 vectors to fit L1, once per 32
+ * vectors into an L1 buffer. Every Y[t][r] has exactly the bits
  * quant_dot(type)(W[r], X[t], ncols) gives: independent of r0/r1 (split
  * rows across threads freely), of nx and of t's place in the batch.
  * Thread-safe (no shared state); the caller splits rows across threads. */

@@ -32,6 +32,14 @@
 #define SEG 512         /* matmul row segment (values; a multiple of 256 and G) */
 #define RBLK 4          /* matmul rows decoded per segment */
 #define VGRP 32         /* matmul vectors per pass over a row block */
+/* Matmul: fused tiles (each weight block decoded in registers once per
+ * NV_MAX vectors, rows in blocks of MM_RBLK so the block stays in L2
+ * while the vector tiles pass) whenever one tile's vectors fit L1
+ * (MM_FUSED_X floats, 48 KB); past that, decoded row segments
+ * (mm_segmented) keep the vectors' segments in L1 instead. Measured on
+ * Zen 5: fused 1.3-1.7x the segments at 2048 columns, even at 4096. */
+#define MM_RBLK 32
+#define MM_FUSED_X 12288
 
 typedef VF acc_t[4];
 
@@ -317,7 +325,7 @@ static void mm_segmented(decode_fn decode, int blck, int bytes, const void *W,
     }
 }
 
-/* dot and matmul of a type: fused tiles for 1-2 vectors, segments above. */
+/* dot and matmul of a type: fused tiles, or segments for long rows. */
 #define KERNELS(name, ID)                                                      \
 static void decode_##name(const uint8_t *row, int64_t n, float *buf)           \
 {                                                                              \
@@ -334,15 +342,18 @@ static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \
                       float *Y, int64_t ldy)                                   \
 {                                                                              \
     const quant_type *t = quant_type_of(GGML_TYPE_##ID);                       \
-    if (nx >= 3) {                                                             \
+    if (nx >= 3 && (int64_t)(nx < NV_MAX ? nx : NV_MAX) * nc > MM_FUSED_X) {   \
         mm_segmented(GGML_TYPE_##ID == GGML_TYPE_F32 ? NULL : decode_##name,   \
                      t->blck, t->bytes, W, rb, nc, r0, r1, X,                  \
                      ldx, nx, Y, ldy);                                         \
         return;                                                                \
     }                                                                          \
-    for (int64_t r = r0; r < r1; r++)                                          \
-        tile_##name((const uint8_t *)W + (size_t)r * rb, nc, X, ldx, nx,       \
-                    Y + (r - r0), ldy);                                        \
+    for (int64_t rr = r0; rr < r1; rr += MM_RBLK)                              \
+        for (int v0 = 0; v0 < nx; v0 += NV_MAX)                                \
+            for (int64_t r = rr; r < r1 && r < rr + MM_RBLK; r++)              \
+                tile_##name((const uint8_t *)W + (size_t)r * rb, nc, X + v0 * ldx, \
+                            ldx, nx - v0 < NV_MAX ? nx - v0 : NV_MAX,          \
+                            Y + v0 * ldy + (r - r0), ldy);                     \
 }
 
 /* After the bodies: instantiate rows, tiles, dot, matmul and the table. */

@@ -1,7 +1,8 @@
 /* bench_quant — how fast each type's dot consumes weights on one core, as
  * GB/s of weight bytes and as a share of one core's read bandwidth
- * measured in the same run; and how much a matmul over nx vectors saves
- * against nx separate dots.
+ * measured in the same run; the dots are timed as the decode step runs
+ * them, a matvec (quant_matmul of every row by one vector). And how much
+ * a matmul over nx vectors saves against nx matvecs.
  *
  * Times are this thread's CPU time, best of --passes (the machine may be
  * shared); the bandwidth is measured the same way.
@@ -56,25 +57,8 @@ static int parse_types(char *list, int *out)
     return n;
 }
 
-/* Seconds for the best of `passes` dots over every row. */
-static double time_dots(quant_dot_fn dot, const uint8_t *W, size_t rb, int64_t rows,
-                        const float *x, int64_t ncols, int passes, int reps)
-{
-    double best = 1e30;
-    for (int p = 0; p < passes; p++) {
-        float s = 0;
-        double t0 = cpu_now();
-        for (int k = 0; k < reps; k++)
-            for (int64_t r = 0; r < rows; r++)
-                s += dot(W + r * rb, x + k * ncols, ncols);
-        double dt = cpu_now() - t0;
-        sink = s;
-        if (dt < best)
-            best = dt;
-    }
-    return best;
-}
-
+/* Seconds for the best of `passes` matmuls of every row by nx vectors
+ * (nx = 1: a matvec, the row dots the decode step runs). */
 static double time_matmul(int type, const uint8_t *W, size_t rb, int64_t rows,
                           const float *X, int64_t ncols, int nx, float *Y, int passes)
 {
@@ -150,14 +134,15 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < ncols * 64; i++)
         quant_fill_random(GGML_TYPE_F32, X + i, 1, 1.0f, &seed);
 
-    printf("\ndot, one core, %.0f MB of weights in rows of %lld values:\n", mb, (long long)ncols);
+    printf("\ndot (a matvec: every row by one vector), one core, %.0f MB of weights in rows of %lld values:\n",
+           mb, (long long)ncols);
     printf("%-8s %8s %9s %7s %10s\n", "type", "bits/w", "GB/s", "%bw", "Gweights/s");
     for (int i = 0; i < ntypes; i++) {
         int type = types[i];
         size_t rb = quant_row_bytes(type, ncols);
         int64_t rows = (int64_t)(cap / rb);
         quant_fill_random(type, W, rows * ncols, 1.0f, &seed);
-        double dt = time_dots(quant_dot(type), W, rb, rows, X, ncols, passes, 1);
+        double dt = time_matmul(type, W, rb, rows, X, ncols, 1, Y, passes);
         double gbs = (double)rows * (double)rb / dt / 1e9;
         printf("%-8s %8.4f %9.2f %6.1f%% %10.2f\n", quant_type_of(type)->name,
                8.0 * (double)rb / (double)ncols, gbs, 100 * gbs / bw,
@@ -166,16 +151,17 @@ int main(int argc, char **argv)
     }
 
     /* matmul vs separate dots, 64 MB of weights (past the last-level cache) */
-    printf("\nmatmul over nx vectors vs nx separate dots, one core, 64 MB of weights:\n");
-    printf("%-8s %4s %11s %11s %9s\n", "type", "nx", "dots ms", "matmul ms", "speed-up");
+    printf("\nmatmul over nx vectors vs nx matvecs, one core, 64 MB of weights:\n");
+    printf("%-8s %4s %11s %11s %9s\n", "type", "nx", "matvecs ms", "matmul ms", "speed-up");
     static const int mm_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     for (int i = 0; i < 3; i++) {
         int type = mm_types[i];
         size_t rb = quant_row_bytes(type, ncols);
         int64_t rows = (int64_t)((64e6 < (double)cap ? 64e6 : (double)cap) / (double)rb);
         quant_fill_random(type, W, rows * ncols, 1.0f, &seed);
+        double t1 = time_matmul(type, W, rb, rows, X, ncols, 1, Y, passes);
         for (int nx = 8; nx <= 64; nx *= 8) {
-            double td = time_dots(quant_dot(type), W, rb, rows, X, ncols, nx > 8 ? 1 : passes, nx);
+            double td = nx * t1;
             double tm = time_matmul(type, W, rb, rows, X, ncols, nx, Y, passes);
             printf("%-8s %4d %11.1f %11.1f %8.2fx\n", quant_type_of(type)->name, nx,
                    td * 1e3, tm * 1e3, td / tm);
