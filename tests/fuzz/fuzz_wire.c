@@ -200,7 +200,7 @@ static void reset_coord(void)
     l->hello_id = 7;
     l->epoch = 3;
     l->stats_id = 0;
-    l->busy = NULL;
+    l->n_busy = 0;
 }
 
 
