@@ -9,6 +9,7 @@
  * usage.
  */
 #include "qwen35_client.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -55,8 +56,28 @@ static void on_sigint(int sig)
     _exit(128 + sig);
 }
 
+/* The request defaults in the flags' terms (they are the sampler's). */
+static void describe_defaults(char *buf, size_t n)
+{
+    q35c_request r;
+    q35c_request_init(&r);
+    smp_params p = smp_defaults();
+    p.temp = r.temperature;
+    p.top_k = r.top_k;
+    p.top_p = r.top_p;
+    p.min_p = r.min_p;
+    p.repeat_penalty = r.repeat_penalty;
+    p.presence_penalty = r.presence_penalty;
+    p.frequency_penalty = r.frequency_penalty;
+    p.penalty_window = r.repeat_last_n;
+    p.seed = r.seed;
+    smp_describe(&p, buf, n);
+}
+
 static void usage(FILE *f)
 {
+    char sd[256];
+    describe_defaults(sd, sizeof sd);
     fputs(
 "usage: qwen35-client [options] \"prompt\"      (\"-\": read the prompt from stdin)\n"
 "       qwen35-client [options] --chat         one user turn per stdin line\n"
@@ -74,7 +95,7 @@ static void usage(FILE *f)
 "  -n N                  max tokens to generate (256; 0 = up to the context)\n"
 "  --temp T --top-k K --top-p P --min-p P --seed S\n"
 "  --repeat-penalty R --presence-penalty X --frequency-penalty X\n"
-"  --repeat-last-n N     window of the penalties (--penalty-window N: the same; 64)\n"
+"  --repeat-last-n N     window of the penalties (--penalty-window N: the same)\n"
 "  --ignore-eos          keep generating past end-of-sequence tokens\n"
 "  --stop S              stop string (repeatable)\n"
 "  --deadline MS         end the request after MS\n"
@@ -87,6 +108,7 @@ static void usage(FILE *f)
 "                        prompt position, then every generated token\n"
 "  --stats               print usage (tokens, time to first token, tokens/s) to stderr\n",
         f);
+    fprintf(f, "sampling defaults (the same in qwen35-run):\n  %s\n", sd);
 }
 
 /* Parses an int/float option value, naming the option on error. */
