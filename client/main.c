@@ -56,28 +56,12 @@ static void on_sigint(int sig)
     _exit(128 + sig);
 }
 
-/* The request defaults in the flags' terms (they are the sampler's). */
-static void describe_defaults(char *buf, size_t n)
-{
-    q35c_request r;
-    q35c_request_init(&r);
-    smp_params p = smp_defaults();
-    p.temp = r.temperature;
-    p.top_k = r.top_k;
-    p.top_p = r.top_p;
-    p.min_p = r.min_p;
-    p.repeat_penalty = r.repeat_penalty;
-    p.presence_penalty = r.presence_penalty;
-    p.frequency_penalty = r.frequency_penalty;
-    p.penalty_window = r.repeat_last_n;
-    p.seed = r.seed;
-    smp_describe(&p, buf, n);
-}
-
 static void usage(FILE *f)
 {
+    /* q35c_request_init's sampling is smp_defaults (test_client checks) */
     char sd[256];
-    describe_defaults(sd, sizeof sd);
+    smp_params d = smp_defaults();
+    smp_describe(&d, sd, sizeof sd);
     fputs(
 "usage: qwen35-client [options] \"prompt\"      (\"-\": read the prompt from stdin)\n"
 "       qwen35-client [options] --chat         one user turn per stdin line\n"
