@@ -1,7 +1,8 @@
 /* bench_quant — how fast each type's dot consumes weights on one core, as
  * GB/s of weight bytes and as a share of one core's read bandwidth
- * measured in the same run; and how much a matmul over nx vectors saves
- * against nx separate dots.
+ * measured in the same run; the dots are timed as the decode step runs
+ * them, a matvec (quant_matmul of every row by one vector). And how much
+ * a matmul over nx vectors saves against nx matvecs.
  *
  * Times are this thread's CPU time, best of --passes (the machine may be
  * shared); the bandwidth is measured the same way.
