@@ -8,6 +8,7 @@
  * an error after idle_timeout_ms. Nothing waits without a bound.
  */
 #include "qwen35_client.h"
+#include "sampler.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -63,11 +64,21 @@ const char *q35c_finish_name(q35c_finish f)
 
 void q35c_request_init(q35c_request *r)
 {
+    /* the proto cannot tell an unset field from 0 (= off), so every
+     * request carries the sampler's defaults explicitly */
+    smp_params d = smp_defaults();
     memset(r, 0, sizeof *r);
     r->think = true;
     r->max_tokens = 256;
-    r->top_p = 1.0f;
-    r->repeat_penalty = 1.0f;
+    r->temperature = d.temp;
+    r->top_k = d.top_k;
+    r->top_p = d.top_p;
+    r->min_p = d.min_p;
+    r->repeat_penalty = d.repeat_penalty;
+    r->repeat_last_n = d.penalty_window;
+    r->presence_penalty = d.presence_penalty;
+    r->frequency_penalty = d.frequency_penalty;
+    r->seed = d.seed;
 }
 
 /* --- connection ------------------------------------------------------- */

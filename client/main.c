@@ -9,6 +9,7 @@
  * usage.
  */
 #include "qwen35_client.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -57,6 +58,10 @@ static void on_sigint(int sig)
 
 static void usage(FILE *f)
 {
+    /* q35c_request_init's sampling is smp_defaults (test_client checks) */
+    char sd[256];
+    smp_params d = smp_defaults();
+    smp_describe(&d, sd, sizeof sd);
     fputs(
 "usage: qwen35-client [options] \"prompt\"      (\"-\": read the prompt from stdin)\n"
 "       qwen35-client [options] --chat         one user turn per stdin line\n"
@@ -74,7 +79,7 @@ static void usage(FILE *f)
 "  -n N                  max tokens to generate (256; 0 = up to the context)\n"
 "  --temp T --top-k K --top-p P --min-p P --seed S\n"
 "  --repeat-penalty R --presence-penalty X --frequency-penalty X\n"
-"  --repeat-last-n N     window of the penalties (--penalty-window N: the same; 64)\n"
+"  --repeat-last-n N     window of the penalties (--penalty-window N: the same)\n"
 "  --ignore-eos          keep generating past end-of-sequence tokens\n"
 "  --stop S              stop string (repeatable)\n"
 "  --deadline MS         end the request after MS\n"
@@ -87,6 +92,7 @@ static void usage(FILE *f)
 "                        prompt position, then every generated token\n"
 "  --stats               print usage (tokens, time to first token, tokens/s) to stderr\n",
         f);
+    fprintf(f, "sampling defaults (the same in qwen35-run):\n  %s\n", sd);
 }
 
 /* Parses an int/float option value, naming the option on error. */

@@ -62,13 +62,15 @@ typedef struct q35c_request {
     const char *const *stop;      /* stop strings (not part of the output) */
     int n_stop;
 
-    /* sampling (defaults: greedy) */
+    /* sampling: q35c_request_init sets the sampler's defaults (smp_defaults
+     * in model/sampler.h, the same as qwen35-run's): greedy, top-k 40,
+     * top-p 0.95, min-p 0.05 (they act once temperature > 0), window 64 */
     float temperature;            /* 0 = greedy */
     int top_k;                    /* 0 = off */
     float top_p;                  /* 1 = off */
     float min_p;                  /* 0 = off */
     float repeat_penalty;         /* 1 = off */
-    int repeat_last_n;            /* window of the penalties; 0 = the default (64) */
+    int repeat_last_n;            /* window of the penalties; 0 = 64 */
     float presence_penalty;       /* 0 = off; minus once per token in the window */
     float frequency_penalty;      /* 0 = off; minus per occurrence in the window */
     uint64_t seed;

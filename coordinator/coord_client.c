@@ -10,6 +10,7 @@
 
 #include "coord_int.h"
 #include "log.h"
+#include "sampler.h"
 
 #define MAX_MESSAGES 1024
 
@@ -91,8 +92,11 @@ static int check_sampling(const Q35__Sampling *s, int max_ctx, char *err, size_t
         return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.presence_penalty: %g, expected -100 .. 100", s->presence_penalty);
     if (!in_range(s->frequency_penalty, -100, 100))
         return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.frequency_penalty: %g, expected -100 .. 100", s->frequency_penalty);
-    if (s->repeat_last_n < 0 || s->repeat_last_n > max_ctx)
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_last_n: %d, expected 0 .. %d", s->repeat_last_n, max_ctx);
+    /* the default window (what every client sends) is fine on a shorter
+     * context: it then covers the whole history */
+    int max_win = max_ctx > smp_defaults().penalty_window ? max_ctx : smp_defaults().penalty_window;
+    if (s->repeat_last_n < 0 || s->repeat_last_n > max_win)
+        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_last_n: %d, expected 0 .. %d", s->repeat_last_n, max_win);
     return 0;
 }
 
@@ -185,8 +189,21 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         sp.repeat_last_n = g->sampling->repeat_last_n;
         sp.presence_penalty = g->sampling->presence_penalty;
         sp.frequency_penalty = g->sampling->frequency_penalty;
+        sp.seed = g->sampling->seed;
+    } else {
+        /* no sampling message: the sampler's defaults, as the client
+         * library and qwen35-run use (a present message's 0s mean off) */
+        smp_params d = smp_defaults();
+        sp.temperature = d.temp;
+        sp.top_k = d.top_k;
+        sp.top_p = d.top_p;
+        sp.min_p = d.min_p;
+        sp.repeat_penalty = d.repeat_penalty;
+        sp.repeat_last_n = d.penalty_window;
+        sp.presence_penalty = d.presence_penalty;
+        sp.frequency_penalty = d.frequency_penalty;
+        sp.seed = d.seed;
     }
-    sp.seed = g->sampling ? g->sampling->seed : 0;
     Q35__Code code = Q35__CODE__INVALID_ARGUMENT;
     req *r = calloc(1, sizeof *r);
     if (!r) {

@@ -10,94 +10,7 @@
 static const char *const IM_START = "<|im_start|>", *const IM_END = "<|im_end|>";
 static const char *const THINK = "<think>", *const END_THINK = "</think>";
 
-static int check_msgs(const chat_msg *m, size_t n, char *err, size_t errsz)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!m[i].role || !m[i].role[0] || strchr(m[i].role, '\n'))
-            return q35_err(err, errsz, Q35_EINVAL, "chat: message %zu: role must be a non-empty single line", i);
-        if (!m[i].content)
-            return q35_err(err, errsz, Q35_EINVAL, "chat: message %zu (%s): content is missing", i, m[i].role);
-    }
-    return 0;
-}
-
-static const char *assistant_open(unsigned flags)
-{
-    return flags & CHAT_NO_THINK ? "assistant\n<think>\n\n</think>\n\n" : "assistant\n<think>\n";
-}
-
-int chat_render(const chat_msg *m, size_t n, unsigned flags, char **out, size_t *len,
-                char *err, size_t errsz)
-{
-    int rc = check_msgs(m, n, err, errsz);
-    if (rc) return rc;
-    size_t total = 64;
-    for (size_t i = 0; i < n; i++) total += strlen(m[i].role) + strlen(m[i].content) + 32;
-    char *o = malloc(total), *p = o;
-    if (!o) return q35_err(err, errsz, Q35_ENOMEM, "chat: out of memory");
-    for (size_t i = 0; i < n; i++)
-        p += sprintf(p, "%s%s\n%s%s\n", IM_START, m[i].role, m[i].content, IM_END);
-    if (!(flags & CHAT_NO_ASSISTANT)) p += sprintf(p, "%s%s", IM_START, assistant_open(flags));
-    *out = o; *len = (size_t)(p - o);
-    return 0;
-}
-
-static int need_id(const tok *t, const char *name, int32_t *id, char *err, size_t errsz)
-{
-    *id = tok_find(t, name);
-    if (*id < 0) return q35_err(err, errsz, Q35_EINVAL, "chat: the vocabulary has no '%s' token", name);
-    return 0;
-}
-
-static int enc(tok *t, const char *s, unsigned tflags, tok_ids *out, char *err, size_t errsz)
-{
-    return tok_encode(t, s, strlen(s), tflags, out, err, errsz);
-}
-
-int chat_encode(tok *t, const chat_msg *m, size_t n, unsigned flags, tok_ids *out,
-                char *err, size_t errsz)
-{
-    int32_t im_start, im_end;
-    int rc = check_msgs(m, n, err, errsz);
-    if (rc || (rc = need_id(t, IM_START, &im_start, err, errsz)) ||
-        (rc = need_id(t, IM_END, &im_end, err, errsz))) return rc;
-    unsigned cf = flags & CHAT_CONTENT_SPECIAL ? TOK_PARSE_SPECIAL : 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        size_t rl = strlen(m[i].role), cl = strlen(m[i].content);
-        char *frag = malloc(rl + cl + 2);
-        if (!frag) return q35_err(err, errsz, Q35_ENOMEM, "chat: out of memory");
-        memcpy(frag, m[i].role, rl); frag[rl] = '\n'; memcpy(frag + rl + 1, m[i].content, cl + 1);
-        if (tok_ids_push(out, im_start)) rc = Q35_ENOMEM;
-        if (!rc) rc = tok_encode(t, frag, rl + cl + 1, cf, out, err, errsz);
-        if (!rc && tok_ids_push(out, im_end)) rc = Q35_ENOMEM;
-        if (!rc) rc = enc(t, "\n", 0, out, err, errsz);
-        if (rc == Q35_ENOMEM) q35_err(err, errsz, rc, "chat: out of memory");
-        free(frag);
-    }
-    if (!rc && !(flags & CHAT_NO_ASSISTANT)) {
-        /* <think> and </think> are user-defined tokens: always matched. */
-        if (tok_ids_push(out, im_start)) return q35_err(err, errsz, Q35_ENOMEM, "chat: out of memory");
-        rc = enc(t, assistant_open(flags), 0, out, err, errsz);
-    }
-    return rc;
-}
-
-/* ---- generation stream ------------------------------------------------------- */
-
 typedef struct buf { char *p; size_t n, cap; } buf;
-
-struct chat_stream {
-    const tok *t;
-    tok_stream *ds;
-    char **stop; size_t *stop_len; int n_stop;
-    int32_t eos, im_end, eot, think, end_think;
-    bool reasoning, answer_start;
-    int state, stop_index;
-    buf hold;                   /* text not yet shown: may start a stop string */
-    buf out[2];
-    chat_piece pieces[2];
-    int np;
-};
 
 static int buf_add(buf *b, const char *s, size_t n)
 {
@@ -113,6 +26,228 @@ static int buf_add(buf *b, const char *s, size_t n)
     b->p[b->n] = 0;
     return 0;
 }
+
+/* ---- the template's string operations ---------------------------------------- */
+
+typedef struct sl { const char *p; size_t n; } sl;   /* a slice of a message */
+
+static sl slice(const char *s) { return (sl){ s, strlen(s) }; }
+
+/* Bytes of the whitespace character (Python's str.isspace, which Jinja's
+ * trim uses) that starts / ends s[0..n), else 0. UTF-8. */
+static size_t space_at(const unsigned char *s, size_t n)
+{
+    if (n >= 1 && ((s[0] >= 0x09 && s[0] <= 0x0d) || (s[0] >= 0x1c && s[0] <= 0x20))) return 1;
+    if (n >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
+    if (n < 3) return 0;
+    unsigned c = (unsigned)s[0] << 16 | (unsigned)s[1] << 8 | s[2];
+    bool sp = c == 0xe19a80 || (c >= 0xe28080 && c <= 0xe2808a) || c == 0xe280a8 || c == 0xe280a9
+           || c == 0xe280af || c == 0xe2819f || c == 0xe38080;
+    return sp ? 3 : 0;
+}
+
+static size_t space_before(const unsigned char *s, size_t n)
+{
+    for (size_t k = 1; k <= 3 && k <= n; k++)
+        if (space_at(s + n - k, k) == k) return k;
+    return 0;
+}
+
+static sl trim(sl x)      /* Jinja |trim, Python str.strip() */
+{
+    size_t k;
+    while ((k = space_at((const unsigned char *)x.p, x.n))) { x.p += k; x.n -= k; }
+    while ((k = space_before((const unsigned char *)x.p, x.n))) x.n -= k;
+    return x;
+}
+
+static sl lstrip_nl(sl x) { while (x.n && *x.p == '\n') { x.p++; x.n--; } return x; }
+static sl rstrip_nl(sl x) { while (x.n && x.p[x.n - 1] == '\n') x.n--; return x; }
+
+static const char *find_first(sl x, const char *w) { return memmem(x.p, x.n, w, strlen(w)); }
+
+static const char *find_last(sl x, const char *w)
+{
+    const char *last = NULL, *f;
+    size_t wl = strlen(w);
+    for (sl r = x; (f = memmem(r.p, r.n, w, wl)); r = (sl){ f + 1, (size_t)(x.p + x.n - f - 1) })
+        last = f;
+    return last;
+}
+
+static bool starts(sl x, const char *w) { size_t l = strlen(w); return x.n >= l && !memcmp(x.p, w, l); }
+static bool ends(sl x, const char *w) { size_t l = strlen(w); return x.n >= l && !memcmp(x.p + x.n - l, w, l); }
+
+/* An assistant message's content split as the template does when it holds
+ * "</think>": the reasoning is what lies between the last <think> before
+ * the first </think> and that </think>; the answer what follows the last
+ * </think>. */
+static void split_think(sl c, sl *reason, sl *answer)
+{
+    *reason = (sl){ "", 0 };
+    *answer = c;
+    const char *first = find_first(c, END_THINK);
+    if (!first) return;
+    sl before = rstrip_nl((sl){ c.p, (size_t)(first - c.p) });
+    const char *open = find_last(before, THINK);
+    if (open) before = (sl){ open + strlen(THINK), (size_t)(before.p + before.n - open - strlen(THINK)) };
+    *reason = lstrip_nl(before);
+    const char *last = find_last(c, END_THINK) + strlen(END_THINK);
+    *answer = lstrip_nl((sl){ last, (size_t)(c.p + c.n - last) });
+}
+
+/* ---- one renderer for the text and the ids ----------------------------------- */
+
+/* chat_render collects the text; chat_encode (t set) tokenizes the text
+ * between two control tokens as one fragment, as tokenizing the whole
+ * rendered text would. */
+typedef struct emit {
+    buf text;
+    tok *t;
+    tok_ids *ids;
+    unsigned tflags;
+    int32_t im_start, im_end;
+    int rc;
+    char *err; size_t errsz;
+} emit;
+
+static void put(emit *e, const char *s, size_t n)
+{
+    if (!e->rc && buf_add(&e->text, s, n)) e->rc = q35_err(e->err, e->errsz, Q35_ENOMEM, "chat: out of memory");
+}
+
+static void puts_(emit *e, const char *s) { put(e, s, strlen(s)); }
+
+static void flush(emit *e)
+{
+    if (e->rc || !e->t || !e->text.n) return;
+    e->rc = tok_encode(e->t, e->text.p, e->text.n, e->tflags, e->ids, e->err, e->errsz);
+    e->text.n = 0;
+}
+
+static void mark(emit *e, bool start)
+{
+    if (!e->t) { puts_(e, start ? IM_START : IM_END); return; }
+    flush(e);
+    if (!e->rc && tok_ids_push(e->ids, start ? e->im_start : e->im_end))
+        e->rc = q35_err(e->err, e->errsz, Q35_ENOMEM, "chat: out of memory");
+}
+
+static bool is(const chat_msg *m, const char *role) { return !strcmp(m->role, role); }
+
+/* The template's checks: known roles, system only first, a user query. */
+static int check_msgs(const chat_msg *m, size_t n, size_t *last_query, char *err, size_t errsz)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!m[i].role || !m[i].content)
+            return q35_err(err, errsz, Q35_EINVAL, "chat: message %zu: role or content is missing", i);
+        if (!is(&m[i], "system") && !is(&m[i], "user") && !is(&m[i], "assistant") && !is(&m[i], "tool"))
+            return q35_err(err, errsz, Q35_EINVAL, "chat: message %zu: role '%.32s' (expected system, user, assistant or tool)",
+                           i, m[i].role);
+        if (i && is(&m[i], "system"))
+            return q35_err(err, errsz, Q35_EINVAL, "chat: message %zu: a system message must come first", i);
+    }
+    /* the last user message that is not a wrapped tool response */
+    for (size_t i = n; i-- > 0;) {
+        sl c = trim(slice(m[i].content));
+        if (is(&m[i], "user") && !(starts(c, "<tool_response>") && ends(c, "</tool_response>"))) {
+            *last_query = i;
+            return 0;
+        }
+    }
+    return q35_err(err, errsz, Q35_EINVAL, "chat: no user message among the %zu messages", n);
+}
+
+static const char *assistant_open(unsigned flags)
+{
+    return flags & CHAT_NO_THINK ? "assistant\n<think>\n\n</think>\n\n" : "assistant\n<think>\n";
+}
+
+static int render(emit *e, const chat_msg *m, size_t n, unsigned flags)
+{
+    size_t last_query = 0;
+    if ((e->rc = check_msgs(m, n, &last_query, e->err, e->errsz))) return e->rc;
+    for (size_t i = 0; i < n && !e->rc; i++) {
+        sl c = trim(slice(m[i].content));
+        if (is(&m[i], "tool")) {
+            /* a run of tool results is one user turn */
+            if (i && !is(&m[i - 1], "tool")) { mark(e, true); puts_(e, "user"); }
+            puts_(e, "\n<tool_response>\n"); put(e, c.p, c.n); puts_(e, "\n</tool_response>");
+            if (i + 1 == n || !is(&m[i + 1], "tool")) { mark(e, false); puts_(e, "\n"); }
+            continue;
+        }
+        mark(e, true);
+        puts_(e, m[i].role);
+        puts_(e, "\n");
+        if (is(&m[i], "assistant")) {
+            /* earlier turns lose their reasoning; turns after the last
+             * user query (tool-call rounds, a prefilled answer) keep it */
+            sl reason, answer;
+            split_think(c, &reason, &answer);
+            if (i > last_query) {
+                reason = trim(reason);
+                puts_(e, "<think>\n"); put(e, reason.p, reason.n); puts_(e, "\n</think>\n\n");
+            }
+            c = answer;
+        }
+        put(e, c.p, c.n);
+        mark(e, false);
+        puts_(e, "\n");
+    }
+    if (!(flags & CHAT_NO_ASSISTANT)) {
+        mark(e, true);
+        puts_(e, assistant_open(flags));
+    }
+    flush(e);
+    return e->rc;
+}
+
+int chat_render(const chat_msg *m, size_t n, unsigned flags, char **out, size_t *len,
+                char *err, size_t errsz)
+{
+    emit e = { .err = err, .errsz = errsz };
+    if (render(&e, m, n, flags) || buf_add(&e.text, "", 0)) {
+        free(e.text.p);
+        return e.rc ? e.rc : q35_err(err, errsz, Q35_ENOMEM, "chat: out of memory");
+    }
+    *out = e.text.p; *len = e.text.n;
+    return 0;
+}
+
+static int need_id(const tok *t, const char *name, int32_t *id, char *err, size_t errsz)
+{
+    *id = tok_find(t, name);
+    if (*id < 0) return q35_err(err, errsz, Q35_EINVAL, "chat: the vocabulary has no '%s' token", name);
+    return 0;
+}
+
+int chat_encode(tok *t, const chat_msg *m, size_t n, unsigned flags, tok_ids *out,
+                char *err, size_t errsz)
+{
+    /* <think>, </think>, <tool_response> are user-defined tokens: always matched. */
+    emit e = { .t = t, .ids = out, .tflags = flags & CHAT_CONTENT_SPECIAL ? TOK_PARSE_SPECIAL : 0,
+               .err = err, .errsz = errsz };
+    int rc = need_id(t, IM_START, &e.im_start, err, errsz);
+    if (!rc) rc = need_id(t, IM_END, &e.im_end, err, errsz);
+    if (!rc) rc = render(&e, m, n, flags);
+    free(e.text.p);
+    return rc;
+}
+
+/* ---- generation stream ------------------------------------------------------- */
+
+struct chat_stream {
+    const tok *t;
+    tok_stream *ds;
+    char **stop; size_t *stop_len; int n_stop;
+    int32_t eos, im_end, eot, think, end_think;
+    bool reasoning, answer_start;
+    int state, stop_index;
+    buf hold;                   /* text not yet shown: may start a stop string */
+    buf out[2];
+    chat_piece pieces[2];
+    int np;
+};
 
 chat_stream *chat_stream_new(const tok *t, const chat_stream_opts *o, char *err, size_t errsz)
 {

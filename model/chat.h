@@ -1,8 +1,24 @@
 /* chat.h — ChatML prompts and the text side of generation.
  *
- * Prompt: per message "<|im_start|>{role}\n{content}<|im_end|>\n", then the
- * assistant turn "<|im_start|>assistant\n<think>\n" (reasoning on, the
- * default) or "<|im_start|>assistant\n<think>\n\n</think>\n\n" (off).
+ * Prompt: the Qwen3.5 chat template (tokenizer.chat_template of the
+ * official models) for text messages, without tools:
+ *   - every content is whitespace-trimmed (Jinja |trim = Python strip());
+ *   - system: allowed only as the first message;
+ *   - user: "<|im_start|>user\n{content}<|im_end|>\n";
+ *   - assistant: when the content holds "</think>", the reasoning (after the
+ *     last <think> before the first </think>) is split from the answer
+ *     (after the last </think>, leading newlines dropped). Turns before the
+ *     last user query render only the answer:
+ *     "<|im_start|>assistant\n{answer}<|im_end|>\n"; later turns (tool-call
+ *     rounds, a prefilled reply) keep it:
+ *     "<|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{answer}<|im_end|>\n";
+ *   - tool: consecutive tool messages form one user turn of
+ *     "\n<tool_response>\n{content}\n</tool_response>" blocks;
+ *   - then the assistant turn "<|im_start|>assistant\n<think>\n" (reasoning
+ *     on, the default) or "<|im_start|>assistant\n<think>\n\n</think>\n\n" (off).
+ * As the template, it fails (Q35_EINVAL) on another role, a system message
+ * after the first, or no user message ("user query": one that is not a
+ * wrapped <tool_response>).
  *
  * Generation: chat_stream turns sampled ids into text pieces, each flagged
  * reasoning (between <think> and </think>) or answer; it stops at
@@ -30,9 +46,10 @@ typedef struct chat_msg { const char *role, *content; } chat_msg;
 int chat_render(const chat_msg *m, size_t n, unsigned flags, char **out, size_t *len,
                 char *err, size_t errsz);
 
-/* The prompt as ids, APPENDED to *out: role markers are special ids, each
- * "{role}\n{content}" is tokenized as one fragment, exactly as tokenizing
- * chat_render's text would (when the content holds no control tokens). */
+/* The prompt as ids, APPENDED to *out: <|im_start|>/<|im_end|> are special
+ * ids, the text between two of them is tokenized as one fragment, exactly
+ * as tokenizing chat_render's text would (when the content holds no control
+ * tokens). */
 int chat_encode(tok *t, const chat_msg *m, size_t n, unsigned flags, tok_ids *out,
                 char *err, size_t errsz);
 

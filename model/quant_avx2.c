@@ -27,6 +27,7 @@
 
 #define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
                  X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
+#define OWN(X)
 #define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
                    X(q2_K, Q2_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
 

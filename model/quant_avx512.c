@@ -13,10 +13,15 @@
  * of four decoded vectors to EMIT4, which either multiply-adds them into
  * NV vectors' accumulators or, NV == 0, stores them to a row buffer.
  * Bodies are always inlined with NV constant, so no branch survives.
+ *
+ * Q4_K is the exception (quant_q4k.h): its scales are factored out of the
+ * sums, which costs less than decoding each weight on one vector (the
+ * decode step), and keeps its own fixed order.
  */
 #include "quant_impl.h"
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define VF __m512
@@ -35,10 +40,11 @@
 
 /* Types with their own body below; the others use the generic one. */
 #define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
-                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K) X(q4_0, Q4_0) \
+                 X(q5_K, Q5_K) X(q6_K, Q6_K) X(q4_0, Q4_0) \
                  X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) X(iq4_nl, IQ4_NL) \
                  X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
 #define GENERIC(X) X(q2_K, Q2_K)
+#define OWN(X) X(q4_K, Q4_K)      /* quant_q4k.h: scales factored out */
 
 
 #include "quant_kern.h"
@@ -105,34 +111,6 @@ INLINE void k4_scales(const uint8_t *b, float *tab)
                                                         1, 1, 1, 1, 1, 1, 1, 1),
                                       _mm512_castps128_ps512(dd));
     _mm512_store_ps(tab, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm)), dm));
-}
-
-/* Q4_K: a group is two 32-value sub-blocks sharing 32 bytes (low nibbles,
- * then high); each sub-block's 16 possible values are one lookup table. */
-INLINE void body_q4_K(BODY_ARGS)
-{
-    /* scales of the next block are unpacked while this one is used: the
-     * unpack's latency then hides behind a whole block of lookups */
-    float tab[2][16] __attribute__((aligned(64)));
-    if (n >= 256)
-        k4_scales(row, tab[0]);
-    for (int64_t i = 0; i < n; i += 256) {
-        const uint8_t *b = row + (i / 256) * 144;
-        const float *cur = tab[(i / 256) & 1];
-        if (i + 256 < n)
-            k4_scales(b + 144, tab[((i / 256) + 1) & 1]);
-        __asm__ volatile("" : : "m"(tab) : "memory");
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            __m512 t0 = lin_table(iota16, &cur[2 * p], &cur[8 + 2 * p]);
-            __m512 t1 = lin_table(iota16, &cur[2 * p + 1], &cur[9 + 2 * p]);
-            __m512i q0 = bytes16(b + 16 + 32 * p), q1 = bytes16(b + 32 + 32 * p);
-            PREFETCH(b + 36 * p);
-            EMIT4(_mm512_permutexvar_ps(q0, t0), _mm512_permutexvar_ps(q1, t0),
-                  _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t1),
-                  _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t1), i + 64 * p);
-        }
-    }
 }
 
 /* Q5_K: as Q4_K with a fifth bit from qh; 32-entry tables (two vectors),
@@ -383,5 +361,7 @@ INLINE void body_iq4_xs(BODY_ARGS)
         }
     }
 }
+
+#include "quant_q4k.h"
 
 QUANT_INSTANTIATE

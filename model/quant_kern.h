@@ -24,6 +24,8 @@
  *                     nothing past p + k
  *   V_F16(p) V_BF16(p) VL halves / bfloat16s at p, widened exactly
  *   FUSED(X) GENERIC(X)  X(name, ID) lists: own body_<name> / generic
+ *   OWN(X)            types with their own dot_<name> / mm_<name>, written
+ *                     before the expansion (outside this framework)
  *   KT                the kernel table's name
  */
 #define INLINE static inline __attribute__((always_inline))
@@ -364,5 +366,5 @@ static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \
     TILE_FN(f32) FUSED(QK_ROWTILE) GENERIC(QK_GENROWTILE)                      \
     KERNELS(f32, F32) FUSED(KERNELS) GENERIC(KERNELS)                          \
     const quant_kernels KT[GGML_TYPE_COUNT] = {                                \
-        QK_ENTRY(f32, F32) FUSED(QK_ENTRY) GENERIC(QK_ENTRY)                   \
+        QK_ENTRY(f32, F32) FUSED(QK_ENTRY) GENERIC(QK_ENTRY) OWN(QK_ENTRY)     \
     };

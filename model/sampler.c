@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,17 @@ struct smp {
 
 smp_params smp_defaults(void)
 {
-    return (smp_params){ .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+    return (smp_params){ .temp = 0.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                          .repeat_penalty = 1.0f, .penalty_window = 64 };
+}
+
+int smp_describe(const smp_params *p, char *buf, size_t n)
+{
+    return snprintf(buf, n, "--temp %g --top-k %d --top-p %g --min-p %g --repeat-penalty %g "
+                    "--presence-penalty %g --frequency-penalty %g --penalty-window %d --seed %llu",
+                    (double)p->temp, p->top_k, (double)p->top_p, (double)p->min_p,
+                    (double)p->repeat_penalty, (double)p->presence_penalty,
+                    (double)p->frequency_penalty, p->penalty_window, (unsigned long long)p->seed);
 }
 
 static bool in(float x, float lo, float hi) { return isfinite(x) && x >= lo && x <= hi; }

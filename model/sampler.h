@@ -25,23 +25,33 @@
 
 typedef struct smp_bias { int32_t id; float bias; } smp_bias;   /* bias -INFINITY bans */
 
+/* The defaults (smp_defaults) are the ONE source of the sampling defaults:
+ * qwen35-run, the client library's q35c_request_init (so qwen35-client)
+ * and the coordinator (a request without sampling) all start from them. */
 typedef struct smp_params {
-    float temp;               /* <= 0: greedy. default 0.8 */
+    float temp;               /* <= 0: greedy. default 0 (greedy) */
     int32_t top_k;            /* 0: off. default 40 */
     float top_p;              /* 1: off. default 0.95 */
     float min_p;              /* 0: off. default 0.05 */
     float repeat_penalty;     /* 1: off. default 1 */
-    float presence_penalty;   /* 0: off */
-    float frequency_penalty;  /* 0: off */
+    float presence_penalty;   /* 0: off. default 0 */
+    float frequency_penalty;  /* 0: off. default 0 */
     int32_t penalty_window;   /* last N tokens of the history; default 64 */
-    uint64_t seed;
+    uint64_t seed;            /* default 0 */
     int32_t n_top;            /* report the n most likely alternatives (0..SMP_MAX_TOP_N) */
     bool logprobs;            /* report the chosen token's logprob */
     const smp_bias *bias; int32_t n_bias;   /* borrowed for the sampler's life */
 } smp_params;
 
-/* Defaults as documented above (seed 0). */
+/* Defaults as documented above (no logprobs, no bias). */
 smp_params smp_defaults(void);
+
+/* The sampling fields of p as the tools' flags name them, into buf (always
+ * NUL-terminated): "--temp 0 --top-k 40 --top-p 0.95 --min-p 0.05
+ * --repeat-penalty 1 --presence-penalty 0 --frequency-penalty 0
+ * --penalty-window 64 --seed 0". For --help texts and logs. Returns the
+ * length it needed (snprintf). */
+int smp_describe(const smp_params *p, char *buf, size_t n);
 
 /* Logprobs are over the distribution after bias and penalties, before
  * temperature and truncation (the model's view). */

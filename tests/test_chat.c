@@ -72,6 +72,91 @@ static void encode_matches_tokenizing_the_text(void **st)
     tok_ids_free(&ids);
 }
 
+static char *render(const chat_msg *m, size_t n, unsigned flags)
+{
+    char *s = NULL, err[Q35_ERRSZ];
+    size_t len;
+    int rc = chat_render(m, n, flags, &s, &len, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(len, strlen(s));
+    return s;
+}
+
+/* The expected texts are what the Qwen3.5 chat template (Jinja) renders
+ * for the same messages. */
+static void history_drops_earlier_reasoning(void **st)
+{
+    (void)st;
+    const chat_msg three[] = { { "user", "What is 2+2?" }, { "assistant", "<think>abc</think>\n\nanswer" },
+                               { "user", "And 3+3?" } };
+    char *s = render(three, 3, 0);
+    assert_string_equal(s, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                           "<|im_start|>assistant\nanswer<|im_end|>\n"
+                           "<|im_start|>user\nAnd 3+3?<|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\n");
+    free(s);
+    /* contents trimmed (Unicode spaces too); after the last user query the
+     * reasoning stays: the one after the last <think> before the first
+     * </think>, the answer after the last </think> */
+    const chat_msg trimmed[] = {
+        { "system", " sys \n" }, { "user", "  q1\xe3\x80\x80" },
+        { "assistant", "<think>\nr1\n</think>\n\n a1 \n" }, { "user", "q2" },
+        { "assistant", "pre <think>x<think>\n\n r2 \n\n</think>mid</think>\n\nfinal" } };
+    s = render(trimmed, 5, CHAT_NO_ASSISTANT);
+    assert_string_equal(s, "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nq1<|im_end|>\n"
+                           "<|im_start|>assistant\n a1<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\nr2\n</think>\n\nfinal<|im_end|>\n");
+    free(s);
+    /* a tool round: the reply after the query keeps an (empty) think block,
+     * consecutive tool results share one user turn */
+    const chat_msg tools[] = { { "user", "q" }, { "assistant", "<think>r</think>call" }, { "tool", " res1 " },
+                               { "tool", "res2" }, { "assistant", "no think here" } };
+    s = render(tools, 5, CHAT_NO_THINK);
+    assert_string_equal(s, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\ncall<|im_end|>\n"
+                           "<|im_start|>user\n<tool_response>\nres1\n</tool_response>\n<tool_response>\nres2\n</tool_response><|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\n\n</think>\n\nno think here<|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    free(s);
+    const chat_msg spaces[] = { { "user", "\xc2\xa0\xc2\x85 a\xe2\x80\xa8\x1f" } };
+    s = render(spaces, 1, 0);
+    assert_string_equal(s, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    free(s);
+    /* the ids agree with tokenizing the text */
+    const chat_msg *convs[] = { three, trimmed, tools };
+    const size_t lens[] = { 3, 5, 5 };
+    char err[Q35_ERRSZ];
+    for (int c = 0; c < 3; c++) {
+        size_t n;
+        tok_ids a = {0}, b = {0};
+        assert_int_equal(chat_render(convs[c], lens[c], 0, &s, &n, err, sizeof err), 0);
+        assert_int_equal(tok_encode(T, s, n, TOK_PARSE_SPECIAL, &a, err, sizeof err), 0);
+        assert_int_equal(chat_encode(T, convs[c], lens[c], 0, &b, err, sizeof err), 0);
+        assert_int_equal(a.n, b.n);
+        assert_memory_equal(a.v, b.v, a.n * sizeof *a.v);
+        free(s); tok_ids_free(&a); tok_ids_free(&b);
+    }
+}
+
+/* Where the template raises an exception. */
+static void template_errors(void **st)
+{
+    (void)st;
+    char *s, err[Q35_ERRSZ];
+    size_t n;
+    tok_ids ids = {0};
+    const chat_msg late[] = { { "user", "q" }, { "assistant", "x" }, { "system", "late" } };
+    assert_int_equal(chat_render(late, 3, 0, &s, &n, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "message 2: a system message must come first"));
+    const chat_msg no_user[] = { { "system", "s" }, { "user", "<tool_response>x</tool_response>" } };
+    assert_int_equal(chat_encode(T, no_user, 2, 0, &ids, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "no user message"));
+    assert_int_equal(ids.n, 0);
+    const chat_msg odd[] = { { "user", "q" }, { "narrator", "x" } };
+    assert_int_equal(chat_render(odd, 2, 0, &s, &n, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "message 1: role 'narrator'"));
+}
+
 typedef struct out { char reason[4096], answer[4096]; int rc; int stop_index; } out;
 
 /* Feeds the ids of each text (tokenized separately, so tokens split where
@@ -164,6 +249,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(render_think_on_and_off),
         cmocka_unit_test(encode_matches_tokenizing_the_text),
+        cmocka_unit_test(history_drops_earlier_reasoning),
+        cmocka_unit_test(template_errors),
         cmocka_unit_test(reasoning_then_answer_until_im_end),
         cmocka_unit_test(stop_strings_across_tokens_are_not_emitted),
     };

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "qwen35_client.h"
+#include "sampler.h"
+#include "help_test.h"
 #include "wire.h"
 
 static char g_dir[64], g_ep[128];
@@ -119,10 +121,11 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
                                                      : Q35__FINISH_REASON__FINISH_STOP, 1);
     } else if (g->prompt_case == Q35__GENERATE__PROMPT_IDS) {
         /* echo the ids back, sampling parameters in the text */
-        char buf[128];
-        snprintf(buf, sizeof buf, "t=%.2f k=%d p=%.2f seed=%llu max=%u", g->sampling->temperature,
-                 g->sampling->top_k, g->sampling->top_p, (unsigned long long)g->sampling->seed,
-                 g->max_tokens);
+        char buf[160];
+        const Q35__Sampling *sp = g->sampling;
+        snprintf(buf, sizeof buf, "t=%.2f k=%d p=%.2f m=%.2f r=%.2f n=%d pr=%.2f fr=%.2f seed=%llu max=%u",
+                 sp->temperature, sp->top_k, sp->top_p, sp->min_p, sp->repeat_penalty, sp->repeat_last_n,
+                 sp->presence_penalty, sp->frequency_penalty, (unsigned long long)sp->seed, g->max_tokens);
         send_piece(f, ident, ilen, rid, buf, g->ids->ids, g->ids->n_ids, false);
         send_final(f, ident, ilen, rid, Q35__FINISH_REASON__FINISH_LENGTH, (unsigned)g->ids->n_ids);
     } else if (!strcmp(mode, "mode:normal")) {
@@ -387,7 +390,7 @@ static void test_stream(void **state)
     r.max_tokens = 9;
     memset(&rc, 0, sizeof rc);
     assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), 0);
-    assert_string_equal(rc.text, "t=0.70 k=40 p=0.90 seed=1234567890123 max=9");
+    assert_string_equal(rc.text, "t=0.70 k=40 p=0.90 m=0.05 r=1.00 n=64 pr=0.00 fr=0.00 seed=1234567890123 max=9");
     assert_int_equal(rc.n_ids, 4);
     assert_memory_equal(rc.ids, ids, sizeof ids);
     q35c_destroy(&c);
@@ -650,6 +653,49 @@ static void test_json(void **state)
     free(buf);
 }
 
+/* The request defaults are the sampler's (one source for qwen35-run,
+ * qwen35-client and the library), on the wire too, and qwen35-client
+ * --help shows them. */
+static void test_default_sampling_is_the_samplers(void **state)
+{
+    (void)state;
+    smp_params d = smp_defaults();
+    q35c_request r;
+    q35c_request_init(&r);
+    assert_true(r.temperature == d.temp);
+    assert_int_equal(r.top_k, d.top_k);
+    assert_true(r.top_p == d.top_p);
+    assert_true(r.min_p == d.min_p);
+    assert_true(r.repeat_penalty == d.repeat_penalty);
+    assert_int_equal(r.repeat_last_n, d.penalty_window);
+    assert_true(r.presence_penalty == d.presence_penalty);
+    assert_true(r.frequency_penalty == d.frequency_penalty);
+    assert_true(r.seed == d.seed);
+
+    fake *f = fake_start();
+    q35c_client *c = connect_(5000);
+    char err[Q35_ERRSZ];
+    int32_t ids[2] = { 5, 6 };
+    r.prompt_ids = ids;
+    r.n_prompt_ids = 2;
+    rec rc = { 0 };
+    assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), 0);
+    char want[160];
+    snprintf(want, sizeof want, "t=%.2f k=%d p=%.2f m=%.2f r=%.2f n=%d pr=%.2f fr=%.2f seed=%llu max=256",
+             d.temp, d.top_k, d.top_p, d.min_p, d.repeat_penalty, d.penalty_window,
+             d.presence_penalty, d.frequency_penalty, (unsigned long long)d.seed);
+    assert_string_equal(rc.text, want);
+    q35c_destroy(&c);
+    fake_stop(&f);
+
+    /* the CLI's --help (skipped where the binaries are not built: build-san) */
+    char sd[256];
+    smp_describe(&d, sd, sizeof sd);
+    int shown = help_shows("qwen35-client", sd);
+    if (shown < 0) { skip(); return; }
+    assert_int_equal(shown, 1);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -684,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_coordinator_silent),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_default_sampling_is_the_samplers),
     };
     alarm(60);   /* a hang is a failure, not a stuck test run */
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -5,12 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "common.h"
 #include "sampler.h"
+#include "help_test.h"
 
 static smp_params plain(void)
 {
@@ -224,7 +226,7 @@ static void same_seed_same_tokens_and_replay_from_middle(void **st)
     (void)st;
     enum { N = 5000, L = 60 };
     smp_params p = smp_defaults();
-    p.seed = 42; p.repeat_penalty = 1.1f; p.top_k = 300;   /* the quickselect path */
+    p.temp = 0.8f; p.seed = 42; p.repeat_penalty = 1.1f; p.top_k = 300;   /* the quickselect path */
     int32_t a[L], b[L], c[L];
     generate(&p, N, a, 0, L);
     generate(&p, N, b, 0, L);
@@ -303,6 +305,33 @@ static void absurd_parameters_are_rejected(void **st)
     assert_int_equal(smp_check(&p, 10, err, sizeof err), Q35_EINVAL);
 }
 
+/* One set of defaults, as documented in sampler.h; qwen35-run starts from
+ * them and its --help shows them (skipped where the binaries are not
+ * built: build-san). */
+static void defaults_documented_and_used_by_qwen35_run(void **st)
+{
+    (void)st;
+    smp_params d = smp_defaults();
+    assert_true(d.temp == 0);
+    assert_int_equal(d.top_k, 40);
+    assert_true(d.top_p == 0.95f);
+    assert_true(d.min_p == 0.05f);
+    assert_true(d.repeat_penalty == 1);
+    assert_true(d.presence_penalty == 0 && d.frequency_penalty == 0);
+    assert_int_equal(d.penalty_window, 64);
+    assert_true(d.seed == 0);
+    assert_true(d.n_top == 0 && !d.logprobs && !d.bias && d.n_bias == 0);
+    char sd[256], err[Q35_ERRSZ];
+    assert_int_equal(smp_check(&d, 10, err, sizeof err), 0);
+    smp_describe(&d, sd, sizeof sd);
+    assert_string_equal(sd, "--temp 0 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1 "
+                            "--presence-penalty 0 --frequency-penalty 0 --penalty-window 64 --seed 0");
+
+    int shown = help_shows("qwen35-run", sd);
+    if (shown < 0) { skip(); return; }
+    assert_int_equal(shown, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +346,7 @@ int main(void)
         cmocka_unit_test(draws_follow_the_distribution),
         cmocka_unit_test(logprobs_and_alternatives),
         cmocka_unit_test(absurd_parameters_are_rejected),
+        cmocka_unit_test(defaults_documented_and_used_by_qwen35_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,8 +35,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 256; i++) hist[i] = (int32_t)((i * 7919) % NV);
     struct { const char *name; smp_params p; } cfg[6];
     smp_params d = smp_defaults();
+    d.temp = 0.8f;                /* the defaults are greedy: time the truncation chain */
     cfg[0].name = "greedy"; cfg[0].p = d; cfg[0].p.temp = 0;
-    cfg[1].name = "defaults (top-k 40, top-p 0.95, min-p 0.05, temp 0.8)"; cfg[1].p = d;
+    cfg[1].name = "default chain (top-k 40, top-p 0.95, min-p 0.05), temp 0.8"; cfg[1].p = d;
     cfg[2].name = "top-p 0.95 only (no top-k)"; cfg[2].p = d; cfg[2].p.top_k = 0; cfg[2].p.min_p = 0;
     cfg[3].name = "min-p 0.05 only"; cfg[3].p = d; cfg[3].p.top_k = 0; cfg[3].p.top_p = 1;
     cfg[4].name = "defaults + penalties (window 64)"; cfg[4].p = d;

@@ -8,14 +8,15 @@
  * Feeds the token ids of FILE (whitespace separated) N per pass (default:
  * all in one pass); --split A runs layers [0,A) and [A,n) as two engines
  * with the hidden state handed over; --logits-out writes float32
- * [n_tokens][n_vocab]; -n N then generates N tokens greedily and prints
+ * [n_tokens][n_vocab]; -n N then generates N tokens (greedy by default) and prints
  * their ids on one line. Progress and sizes go to stderr.
  *
  * With -p the prompt is text, tokenized with the model's tokenizer (--chat:
  * wrapped in the ChatML template, reasoning on unless --no-think), and the
  * continuation streams as text to stdout (reasoning to stderr) until an end
  * token, a --stop string or N tokens (default 256). Sampling flags apply to
- * both modes; the default is greedy (--temp 0).
+ * both modes; their defaults are the sampler's (smp_defaults: greedy), the
+ * same as qwen35-client's, and --help prints them.
  */
 #include "chat.h"
 #include "common.h"
@@ -51,8 +52,18 @@ typedef struct chain {
     int cap;
 } chain;
 
+/* The options before parsing: --help shows these sampling defaults. */
+static void run_defaults(run_opts *o)
+{
+    *o = (run_opts){ .threads = 1, .sp = smp_defaults(), .n_gen = -1 };
+}
+
 static void usage(FILE *to)
 {
+    run_opts d;
+    char sd[256];
+    run_defaults(&d);
+    smp_describe(&d.sp, sd, sizeof sd);
     fprintf(to,
         "usage: qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]\n"
         "                  [--logits-out OUT.f32] [-n N] [--ctx N] [--backend cpu|cuda]\n"
@@ -62,7 +73,7 @@ static void usage(FILE *to)
         "      --split A         run layers [0,A) and [A,n) as two engines\n"
         "  -t, --threads T       CPU threads (default 1)\n"
         "      --logits-out F    write float32 logits [n_tokens][n_vocab] to F\n"
-        "  -n N                  then generate N tokens greedily, ids on one line\n"
+        "  -n N                  then generate N tokens (greedy by default), ids on one line\n"
         "      --ctx N           context per sequence (default: tokens + N)\n"
         "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n"
         "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
@@ -70,10 +81,11 @@ static void usage(FILE *to)
         "      --system TEXT     system message (with --chat)\n"
         "      --no-think        open the assistant turn with an empty think block\n"
         "      --stop S          stop before the text S (up to %d times)\n"
-        "  sampling (default greedy): --temp T (0 greedy) --top-k K (0 off, default 40)\n"
-        "      --top-p P (1 off, default 0.95) --min-p P (0 off, default 0.05)\n"
-        "      --repeat-penalty R (1 off) --presence-penalty X --frequency-penalty X\n"
-        "      --penalty-window N (default 64) --seed S (default 0)\n", MAX_STOP);
+        "  sampling: --temp T (0 greedy) --top-k K (0 off) --top-p P (1 off) --min-p P (0 off)\n"
+        "      --repeat-penalty R (1 off) --presence-penalty X (0 off) --frequency-penalty X (0 off)\n"
+        "      --penalty-window N --seed S\n"
+        "  sampling defaults (the same in qwen35-client):\n"
+        "      %s\n", MAX_STOP, sd);
 }
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
@@ -118,8 +130,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         { "penalty-window", required_argument, 0, O_WIN }, { "seed", required_argument, 0, O_SEED },
         { "help", no_argument, 0, 'h' },           { 0, 0, 0, 0 },
     };
-    *o = (run_opts){ .threads = 1, .sp = smp_defaults(), .n_gen = -1 };
-    o->sp.temp = 0;
+    run_defaults(o);
     int c;
     while ((c = getopt_long(argc, argv, "m:t:n:p:h", lo, NULL)) != -1) {
         int rc = 0;
