@@ -243,16 +243,12 @@ static int plan_split(const plan_cost *pc, int n, int k, int *cut)
 /* ---- --measure: time each layer through the engine ----------------------- */
 
 #define MEASURE_WARM 2     /* steps before timing: page faults, caches */
-#define MEASURE_STEPS 5    /* timed steps per layer; the median counts */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define MEASURE_STEPS 7    /* timed steps per layer; the fastest counts */
 
 /* Seconds of one decode step of mo->batch sequences through each layer
- * (median over MEASURE_STEPS), into sec[n_layer]. One engine per layer
+ * (the fastest of MEASURE_STEPS: on a shared machine other processes only
+ * ever add time, and they add it to some layers and not others), into
+ * sec[n_layer]. One engine per layer
  * ([il, il+1): with the embedding for layer 0, the output norm and LM
  * head for the last), chained like stages: each step feeds the previous
  * step's greedy tokens through every layer in turn, so each layer routes
@@ -309,8 +305,9 @@ static int time_layers(const char *model, int n, const measure_opts *mo, double 
         }
     }
     for (int il = 0; il < n && !rc; il++) {
-        qsort(t[il], MEASURE_STEPS, sizeof t[il][0], cmp_double);
-        sec[il] = t[il][MEASURE_STEPS / 2];
+        sec[il] = t[il][0];
+        for (int k = 1; k < MEASURE_STEPS; k++)
+            sec[il] = fmin(sec[il], t[il][k]);
     }
     free(slot); free(pos); free(ntok); free(tok); free(x[0]); free(x[1]); free(logits); free(t);
     for (int il = 0; il < n; il++)
@@ -401,9 +398,10 @@ static void help(void)
            "  --measure    balance time instead of bytes: decodes a few steps of B\n"
            "               sequences through one engine per layer (the engine's\n"
            "               default backend, on this machine: a few seconds, the\n"
-           "               whole model is read), times each layer and splits by the\n"
-           "               medians; counts what bytes miss (per-row compute, SSM\n"
-           "               state, attention). Run it on a quiet machine\n"
+           "               whole model is read), times each layer (the fastest of a\n"
+           "               few steps) and splits by those times; counts what bytes\n"
+           "               miss (per-row compute, SSM state, attention). Run it on\n"
+           "               a quiet machine\n"
            "  --threads T  worker threads per layer for --measure (default 1; give\n"
            "               the stages' --threads)\n");
 }
