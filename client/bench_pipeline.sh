@@ -19,6 +19,11 @@
 # Aggregate decode tokens/s = tokens generated after each stream's first
 # token / (last token's time - first stream's first token time).
 #
+# Also printed: the most 2 stages can gain where decoding is bandwidth-bound
+# (1 stage reads the union of 8 sequences' experts per step, each stage
+# the union of B's: more bytes per token), and each stage's forward time
+# per token (against qwen35-info --measure: what sharing the machine costs).
+#
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/…; generated
 # when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64),
 # BENCH_MICRO_BATCHES (2), BENCH_PLAN (bytes: balance the bytes a step reads;
@@ -66,6 +71,21 @@ else
     [ -n "$R0" ] && [ -n "$R1" ] || p35_die "no two layer ranges A:B in the plan above"
 fi
 echo "bench-pipeline: split: stage 0 = layers $R0, stage 1 = layers $R1; $MICRO micro-batches of up to $BATCH streams"
+
+# What batching allows: 1 stage decodes all streams in one step, each of 2
+# stages a micro-batch of B; B sequences read the union of their experts,
+# so a token costs more weight bytes in the smaller batch. Where decoding
+# is bandwidth-bound, 2 stages reach at most 2 x that ratio.
+per_token() {   # B: weight bytes per token of a decode step of B sequences
+    "$BIN/qwen35-info" --batch "$1" "$MODEL" | awk -v b="$1" '
+        b == 1 && /^  total / { v = $2; u = $3 }
+        b > 1 && /^  total .* per token$/ { v = $(NF-3); u = $(NF-2); sub(/,$/, "", u) }
+        END { m = u == "GB" ? 1e9 : u == "MB" ? 1e6 : 1e3; printf "%.0f", v * m }'
+}
+PT1=$(per_token "$STREAMS")
+PT2=$(per_token "$BATCH")
+awk -v a="$PT1" -v b="$PT2" -v s="$STREAMS" -v m="$BATCH" 'BEGIN { if (a > 0 && b > 0)
+    printf "bench-pipeline: weight bytes per token: %.2f MB in steps of %d sequences, %.2f MB in steps of %d: bandwidth-bound, 2 stages reach at most %.2fx\n", a / 1e6, s, b / 1e6, m, 2 * a / b }'
 
 p35_init
 OUTS=$(for i in $(seq 1 "$STREAMS"); do printf '%s ' "$P35_RUN/o$i"; done)
