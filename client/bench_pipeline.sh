@@ -19,10 +19,11 @@
 # Aggregate decode tokens/s = tokens generated after each stream's first
 # token / (last token's time - first stream's first token time).
 #
-# Also printed: the most 2 stages can gain where decoding is bandwidth-bound
-# (1 stage reads the union of 8 sequences' experts per step, each stage
-# the union of B's: more bytes per token), and each stage's forward time
-# per token (against qwen35-info --measure: what sharing the machine costs).
+# Also printed: each stage's forward time per token, and what that allows:
+# a micro-batch of B sequences reads the union of their experts, so each
+# of 2 stages spends more per token than 1 stage decoding all streams at
+# once; 2 x (1 stage's time per token / the 2 stages' together) is the
+# most 2 stages can gain with no idle time at all.
 #
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/…; generated
 # when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64),
@@ -71,21 +72,6 @@ else
     [ -n "$R0" ] && [ -n "$R1" ] || p35_die "no two layer ranges A:B in the plan above"
 fi
 echo "bench-pipeline: split: stage 0 = layers $R0, stage 1 = layers $R1; $MICRO micro-batches of up to $BATCH streams"
-
-# What batching allows: 1 stage decodes all streams in one step, each of 2
-# stages a micro-batch of B; B sequences read the union of their experts,
-# so a token costs more weight bytes in the smaller batch. Where decoding
-# is bandwidth-bound, 2 stages reach at most 2 x that ratio.
-per_token() {   # B: weight bytes per token of a decode step of B sequences
-    "$BIN/qwen35-info" --batch "$1" "$MODEL" | awk -v b="$1" '
-        b == 1 && /^  total / { v = $2; u = $3 }
-        b > 1 && /^  total .* per token$/ { v = $(NF-3); u = $(NF-2); sub(/,$/, "", u) }
-        END { m = u == "GB" ? 1e9 : u == "MB" ? 1e6 : 1e3; printf "%.0f", v * m }'
-}
-PT1=$(per_token "$STREAMS")
-PT2=$(per_token "$BATCH")
-awk -v a="$PT1" -v b="$PT2" -v s="$STREAMS" -v m="$BATCH" 'BEGIN { if (a > 0 && b > 0)
-    printf "bench-pipeline: weight bytes per token: %.2f MB in steps of %d sequences, %.2f MB in steps of %d: bandwidth-bound, 2 stages reach at most %.2fx\n", a / 1e6, s, b / 1e6, m, 2 * a / b }'
 
 p35_init
 OUTS=$(for i in $(seq 1 "$STREAMS"); do printf '%s ' "$P35_RUN/o$i"; done)
@@ -148,7 +134,8 @@ run() {
         END { if (t1 > t0) printf "%.2f", cnt / (t1 - t0); else print "0" }' $OUTS)
     IDLE=$(p35_busy_between "$st0" "$st1")
     echo "bench-pipeline: $label: $STREAMS streams x $TOKENS tokens: aggregate decode $RATE tokens/s;$IDLE"
-    echo "bench-pipeline: $label: compute per token:$(compute_per_token "$st0" "$st1")"
+    CPT=$(compute_per_token "$st0" "$st1")
+    echo "bench-pipeline: $label: compute per token:$CPT"
     # the token record of the last run, for the cross-check below
     # shellcheck disable=SC2086
     cat $OUTS | grep -o '"ids":\[[0-9,]*\]' | sort >"$P35_RUN/ids.$label"
@@ -159,6 +146,7 @@ p35_coord "$MODEL" all -- --max-seqs "$STREAMS" --max-ctx 256
 p35_wait_ready 600
 run "1 stage x 1 thread"
 RATE1=$RATE
+CPT1=$CPT
 p35_stop
 p35_clear_logs
 
@@ -169,9 +157,20 @@ p35_wait_ready 600
 run "2 stages x 1 thread"
 RATE2=$RATE
 IDLE2=$IDLE
+CPT2=$CPT
 
 cmp -s "$P35_RUN/ids.1 stage x 1 thread" "$P35_RUN/ids.2 stages x 1 thread" ||
     echo "bench-pipeline: WARNING: the two configurations generated different tokens"
 RATIO=$(awk -v a="$RATE2" -v b="$RATE1" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
 echo "bench-pipeline: result: 1 stage $RATE1 tokens/s, 2 stages $RATE2 tokens/s, ratio ${RATIO}x (target >= 1.6x)"
 echo "bench-pipeline: 2 stages while all streams decode:$IDLE2 (target: idle <= 5% of busy)"
+# What batching allows: the 2 stages' compute per token together against
+# the 1 stage's (each stage decodes micro-batches of B, the 1 stage all
+# streams at once; fewer sequences per step read more expert bytes per
+# token): with no idle time at all, 2 stages reach 2 x the ratio.
+printf '%s\n%s\n' "$CPT1" "$CPT2" | awk -v b="$BATCH" -v s="$STREAMS" '
+    { n = split($0, f, /: |;/); t = 0
+      for (i = 1; i <= n; i++) if (f[i] ~ / ms$/) t += f[i] + 0
+      c[NR] = t }
+    END { if (c[1] > 0 && c[2] > 0)
+        printf "bench-pipeline: compute per token: 1 stage %.1f ms (steps of %d), 2 stages %.1f ms together (steps of %d): with no idle time, 2 stages reach at most %.2fx\n", c[1], s, c[2], b, 2 * c[1] / c[2] }'
