@@ -30,6 +30,7 @@ typedef struct inflight {
     void *user;
     int logit_rows;                 /* rows delivered so far (first_pos) */
     bool cancel_sent;
+    uint64_t status_seq;            /* statuses numbered from here were sent after it */
 } inflight;
 
 struct q35c_client {
@@ -364,7 +365,8 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     free(cm);
     free(cmp);
     if (rc) return rc;
-    c->req[c->n_req++] = (inflight){ .id = id, .fn = fn, .user = user };
+    c->req[c->n_req++] = (inflight){ .id = id, .fn = fn, .user = user,
+                                     .status_seq = c->next_probe };
     if (id_out) *id_out = id;
     return 0;
 }
@@ -425,6 +427,42 @@ static void fail_all(q35c_client *c, const char *code, const char *msg)
                           .code = code, .message = msg };
         deliver(c, id, &ev);
         drop_req(c, id);
+    }
+}
+
+/* A status reply (to a probe or a status request, "probe-N" / "status-N")
+ * that lists the coordinator's requests for this connection: a request
+ * sent before that status and missing from the list was lost on the way
+ * (the coordinator restarted at once, or the message went into a dying
+ * connection). It ends with an error: the coordinator answering probes
+ * would otherwise keep the wait alive forever. */
+static void check_known(q35c_client *c, const char *rid, const Q35__StatusReply *m)
+{
+    if (!m->lists_known) return;                 /* an older coordinator */
+    const char *num = !strncmp(rid, "probe-", 6) ? rid + 6 : !strncmp(rid, "status-", 7) ? rid + 7 : NULL;
+    if (!num || !*num) return;
+    char *end;
+    uint64_t seq = strtoull(num, &end, 10);
+    if (*end) return;
+    for (int i = 0; i < c->n_req;) {
+        inflight *r = &c->req[i];
+        bool known = seq < r->status_seq;        /* sent before the request: no claim */
+        char id[24];
+        snprintf(id, sizeof id, "%" PRIu64, r->id);
+        for (size_t k = 0; !known && k < m->n_known_requests; k++)
+            known = m->known_requests[k] && !strcmp(m->known_requests[k], id);
+        if (known) {
+            i++;
+            continue;
+        }
+        char msg[400];
+        snprintf(msg, sizeof msg, "coordinator at %s does not know request %s "
+                 "(it restarted, or the request was lost on the way): send it again", c->endpoint, id);
+        uint64_t rid_num = r->id;
+        q35c_event ev = { .kind = Q35C_EV_ERROR, .id = rid_num, .finish = Q35C_FINISH_ERROR,
+                          .code = "UNAVAILABLE", .message = msg };
+        deliver(c, rid_num, &ev);
+        drop_req(c, rid_num);                    /* the list shifted: same i */
     }
 }
 
@@ -538,6 +576,8 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
     char *end;
     uint64_t id = strtoull(e->request_id, &end, 10);
     if (e->body_case == Q35__EVENT__BODY_STATUS || (c->status_id[0] && !strcmp(e->request_id, c->status_id))) {
+        if (e->body_case == Q35__EVENT__BODY_STATUS)
+            check_known(c, e->request_id, e->status);
         on_status(c, e);
     } else if (*end || !e->request_id[0] || !find_req(c, id)) {
         /* not ours (any more) */

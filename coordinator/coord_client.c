@@ -271,11 +271,28 @@ static void on_status(coord *c, const uint8_t *ident, size_t ident_len, const ch
     Q35__StatusReply st;
     Q35__StageStatus ss[COORD_MAX_STAGES], *pss[COORD_MAX_STAGES];
     coord_status(c, &st, ss, pss);
+    /* this connection's requests, so that it can tell a lost one */
+    size_t n = 0;
+    for (int list = 0; list < 2; list++)
+        for (req *r = list ? c->active : c->queue_head; r; r = r->next)
+            n += r->ident_len == ident_len && !memcmp(r->ident, ident, ident_len);
+    char **known = n ? malloc(n * sizeof *known) : NULL;
+    if (known || !n) {
+        n = 0;
+        for (int list = 0; list < 2; list++)
+            for (req *r = list ? c->active : c->queue_head; r; r = r->next)
+                if (r->ident_len == ident_len && !memcmp(r->ident, ident, ident_len))
+                    known[n++] = r->rid;
+        st.known_requests = known;
+        st.n_known_requests = n;
+        st.lists_known = true;     /* without memory: no list, no claim */
+    }
     Q35__Event ev = Q35__EVENT__INIT;
     ev.request_id = (char *)rid;
     ev.body_case = Q35__EVENT__BODY_STATUS;
     ev.status = &st;
     q35_wire_send(c->cli, ident, ident_len, &ev.base, ZMQ_DONTWAIT);
+    free(known);
 }
 
 void client_on_message(coord *c)

@@ -97,6 +97,11 @@ static void send_status(fake *f, const void *ident, size_t ilen, const char *rid
     Q35__StatusReply r = Q35__STATUS_REPLY__INIT;
     r.stages = sp; r.n_stages = 2; r.queued = 1; r.max_queue = 64; r.active = 2;
     r.slots_in_use = 2; r.max_seqs = 8; r.tokens_per_s = 55.5; r.model = "tiny.gguf"; r.n_layer = 8;
+    /* the one request a fake keeps open (mode:cancel) is all it knows */
+    char *known[1] = { f->cancel_id };
+    r.lists_known = true;
+    r.known_requests = known;
+    r.n_known_requests = f->cancel_id[0] ? 1 : 0;
     Q35__Event e = Q35__EVENT__INIT;
     e.request_id = (char *)rid;
     e.body_case = Q35__EVENT__BODY_STATUS;
@@ -176,6 +181,8 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
     } else if (!strcmp(mode, "mode:restart")) {
         send_piece(f, ident, ilen, rid, "a", ids, 1, false);
         return 2;
+    } else if (!strcmp(mode, "mode:forget")) {
+        /* received and forgotten: as a request lost on the way */
     } else if (!strcmp(mode, "mode:silent")) {
         f->silent = true;
     } else if (!strcmp(mode, "mode:slow")) {
@@ -217,6 +224,7 @@ static void *fake_main(void *arg)
         q35_wire_msg_close(&m);
         if (die == 1) break;
         if (die == 2) {   /* a new coordinator on the same endpoint at once */
+            f->cancel_id[0] = 0;
             zmq_close(f->sock);
             f->sock = zmq_socket(f->ctx, ZMQ_ROUTER);
             assert_int_equal(q35_wire_sockopts(f->sock, 1 << 20, NULL, 0), 0);
@@ -572,10 +580,52 @@ static void test_coordinator_restarts(void **state)
     assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), Q35_EIO);
     assert_true(q35_now() - t0 < 10.0);
     assert_string_equal(rc.code, "UNAVAILABLE");
+    /* A request sent while the link is being re-established can be lost
+     * (it went into the old connection): the client says so (the new
+     * coordinator's status does not list it), and the retry is served. */
     r = raw("mode:normal");
-    memset(&rc, 0, sizeof rc);
-    assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), 0);
+    int tries = 0, code;
+    do {
+        memset(&rc, 0, sizeof rc);
+        code = q35c_generate(c, &r, rec_fn, &rc, err, sizeof err);
+        if (code)
+            assert_non_null(strstr(rc.message, "does not know request"));
+    } while (code && ++tries < 3);
+    assert_int_equal(code, 0);
     assert_string_equal(rc.text, "think|Hello world");
+    q35c_destroy(&c);
+    fake_stop(&f);
+}
+
+/* A request the coordinator never got (or forgot) while it keeps answering
+ * probes ends with an error naming it, not an endless wait. */
+static void test_lost_request(void **state)
+{
+    (void)state;
+    fake *f = fake_start();
+    q35c_client *c = connect_(600);
+    char err[Q35_ERRSZ];
+    q35c_request r = raw("mode:forget");
+    rec rc = { 0 };
+    double t0 = q35_now();
+    assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), Q35_EIO);
+    assert_true(q35_now() - t0 < 5.0);    /* the first probe's answer, not the idle timeout */
+    assert_int_equal(rc.n_error, 1);
+    assert_string_equal(rc.code, "UNAVAILABLE");
+    assert_non_null(strstr(rc.message, "does not know request 1"));
+    /* a request the coordinator lists stays open through the probes
+     * (every 200 ms here), until it is cancelled */
+    r = raw("mode:cancel");
+    memset(&rc, 0, sizeof rc);
+    uint64_t id;
+    assert_int_equal(q35c_submit(c, &r, rec_fn, &rc, &id, err, sizeof err), 0);
+    assert_int_equal(q35c_run(c, 1000, err, sizeof err), 0);
+    assert_int_equal(rc.n_error, 0);
+    assert_int_equal(q35c_in_flight(c), 1);
+    assert_true(f->n_status >= 2);
+    assert_int_equal(q35c_cancel(c, id, err, sizeof err), 0);
+    assert_int_equal(q35c_run(c, 3000, err, sizeof err), 0);
+    assert_int_equal(rc.finish, Q35C_FINISH_CANCELLED);
     q35c_destroy(&c);
     fake_stop(&f);
 }
@@ -728,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_coordinator_dies),
         cmocka_unit_test(test_coordinator_restarts),
         cmocka_unit_test(test_coordinator_silent),
+        cmocka_unit_test(test_lost_request),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_default_sampling_is_the_samplers),
