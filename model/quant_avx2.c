@@ -25,11 +25,11 @@
 #define V_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KT quant_kernels_avx2
 
-#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
-                 X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
+#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q2_K, Q2_K) \
+                 X(q3_K, Q3_K) X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
 #define OWN(X)
 #define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
-                   X(q2_K, Q2_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
+                   X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
 
 static inline float hsum8(__m256 v)
 {
@@ -121,6 +121,45 @@ INLINE void body_q5_K(BODY_ARGS)
             EMIT4(Q5W(0), Q5W(1), Q5W(2), Q5W(3), i + 32 * j);
 #undef Q5W
 #undef HB
+        }
+    }
+}
+
+/* Q2_K: group (h, j): 2 bits of qs[32h + l] at 2j, a scale and a min
+ * per 16 values (sub-block 8h + 2j + l / 16). A sub-block's four values
+ * dl * q - ml (rounded twice, as the scalar decoder does) fill each
+ * 128-bit lane of a table that vpermilps indexes with bits 1:0 of the
+ * shifted byte, so the bits above need no mask. */
+INLINE void body_q2_K(BODY_ARGS)
+{
+    const __m256 qpat = _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i m4 = _mm256_set1_epi32(0x0F);
+    float tab[32];      /* dl of sub-block s at s, ml at 16 + s */
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 84;
+        __m256 d = _mm256_set1_ps(h2f(b + 80)), dmin = _mm256_set1_ps(h2f(b + 82));
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) {
+            __m256i sc = bytes8(b + 8 * k);
+            _mm256_storeu_ps(tab + 8 * k, _mm256_mul_ps(d, cvt(_mm256_and_si256(sc, m4))));
+            _mm256_storeu_ps(tab + 16 + 8 * k, _mm256_mul_ps(dmin, cvt(_mm256_srli_epi32(sc, 4))));
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = b + 16 + 32 * h;
+            __m256i qv[4] = { bytes8(q), bytes8(q + 8), bytes8(q + 16), bytes8(q + 24) };
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                int s = 8 * h + 2 * j;
+                PREFETCH(b + 11 * (4 * h + j));
+                __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(qpat, _mm256_set1_ps(tab[s])),
+                                          _mm256_set1_ps(tab[16 + s]));
+                __m256 t1 = _mm256_sub_ps(_mm256_mul_ps(qpat, _mm256_set1_ps(tab[s + 1])),
+                                          _mm256_set1_ps(tab[17 + s]));
+#define Q2W(k, t) _mm256_permutevar_ps(t, _mm256_srli_epi32(qv[k], 2 * j))
+                EMIT4(Q2W(0, t0), Q2W(1, t0), Q2W(2, t1), Q2W(3, t1), i + 128 * h + 32 * j);
+#undef Q2W
+            }
         }
     }
 }

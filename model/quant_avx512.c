@@ -39,11 +39,11 @@
 #define PAIR_NV 3       /* row-pair matmul tiles: 24 of the 32 registers */
 
 /* Types with their own body below; the others use the generic one. */
-#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q3_K, Q3_K) \
-                 X(q5_K, Q5_K) X(q6_K, Q6_K) X(q4_0, Q4_0) \
+#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q2_K, Q2_K) \
+                 X(q3_K, Q3_K) X(q5_K, Q5_K) X(q6_K, Q6_K) X(q4_0, Q4_0) \
                  X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) X(iq4_nl, IQ4_NL) \
                  X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
-#define GENERIC(X) X(q2_K, Q2_K)
+#define GENERIC(X)
 #define OWN(X) X(q4_K, Q4_K)      /* quant_q4k.h: scales factored out */
 
 
@@ -150,6 +150,51 @@ INLINE void body_q5_K(BODY_ARGS)
             EMIT4(_mm512_permutex2var_ps(t0l, i0, t0h), _mm512_permutex2var_ps(t0l, i1, t0h),
                   _mm512_permutex2var_ps(t1l, i2, t1h), _mm512_permutex2var_ps(t1l, i3, t1h),
                   i + 64 * p);
+        }
+    }
+}
+
+/* Q2_K: sub-block s (16 values) has dl = d * (scale nibble), ml = dmin *
+ * (min nibble); its values dl * q - ml for q = 0..3 (rounded twice, as the
+ * scalar decoder does) are entries 4s..4s+3 of a 64-entry table, four
+ * vectors; vector t serves sub-blocks 4t..4t+3, so a value's index in it
+ * is its two bits | 4 * (s % 4). */
+static const float q2pat[16] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3 };
+
+INLINE void body_q2_K(BODY_ARGS)
+{
+    const __m512i low2 = _mm512_set1_epi32(3);
+    const __m512 qpat = _mm512_loadu_ps(q2pat);
+    for (int64_t i = 0; i < n; i += 256) {
+        const uint8_t *b = row + (i / 256) * 84;
+        __m512i sc = bytes16(b);
+        __m512 dl = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 80)),
+                                  _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
+        __m512 ml = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 82)),
+                                  _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i q[2] = { bytes16(b + 16 + 32 * h), bytes16(b + 32 + 32 * h) };
+            PREFETCH(b + 42 * h);
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                /* lane k: sub-block 8h + 4p + k / 4 */
+                __m512i ti = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1,
+                                                                2, 2, 2, 2, 3, 3, 3, 3),
+                                              _mm512_set1_epi32(8 * h + 4 * p));
+                __m512 tab = _mm512_sub_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ti, dl), qpat),
+                                           _mm512_permutexvar_ps(ti, ml));
+                __m512 w[4];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    int j = 2 * p + k / 2, half = k % 2;   /* bits 2j of q[half] */
+                    __m512i idx = _mm512_ternarylogic_epi32(
+                        _mm512_srli_epi32(q[half], (unsigned)(2 * j)),
+                        _mm512_set1_epi32(4 * k), low2, SEL_C_A_B);
+                    w[k] = _mm512_permutexvar_ps(idx, tab);
+                }
+                EMIT4(w[0], w[1], w[2], w[3], i + 128 * h + 64 * p);
+            }
         }
     }
 }
