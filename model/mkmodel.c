@@ -33,6 +33,12 @@ enum role { R_MAT, R_EMBD, R_NORM, R_SSM_A, R_DT_BIAS };
 
 typedef struct tdesc {
     char name[GGUF_NAME_MAX];
+    /* The tensors whose random streams (seeded by name) give the values:
+     * itself; token_embd for a head copied from it; gate and up for a
+     * fused gate_up (each expert's rows split evenly between them). The
+     * type is the first source's. */
+    char src[2][GGUF_NAME_MAX];
+    int n_src;
     int n_dims;
     int64_t ne[4];
     int layer;             /* -1: not a layer tensor */
@@ -54,6 +60,8 @@ static int add(plan *p, int layer, const char *suffix, enum role role, int n_dim
     tdesc *t = &p->t[p->n++];
     if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, suffix);
     else snprintf(t->name, sizeof t->name, "%s", suffix);
+    memcpy(t->src[0], t->name, sizeof t->name);
+    t->n_src = 1;
     t->n_dims = n_dims;
     t->ne[0] = a; t->ne[1] = b; t->ne[2] = c; t->ne[3] = 1;
     t->layer = layer;
@@ -67,7 +75,7 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* The tensors of one layer, sorted by name as the reference files are. */
-static int add_layer(plan *p, const preset *m, int i)
+static int add_layer(plan *p, const preset *m, const mkmodel_opts *o, int i)
 {
     int64_t E = m->n_embd, X = m->n_expert, F = m->n_ff, Fs = m->n_ff_sh;
     int64_t hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
@@ -94,8 +102,18 @@ static int add_layer(plan *p, const preset *m, int i)
         rc |= add(p, i, "ssm_out.weight", R_MAT, 2, vd, E, 1);
     }
     rc |= add(p, i, "ffn_gate_inp.weight", R_MAT, 2, E, X, 1);
-    rc |= add(p, i, "ffn_gate_exps.weight", R_MAT, 3, E, F, X);
-    rc |= add(p, i, "ffn_up_exps.weight", R_MAT, 3, E, F, X);
+    if (o->fused_gate_up) {
+        rc |= add(p, i, "ffn_gate_up_exps.weight", R_MAT, 3, E, 2 * F, X);
+        if (!rc) {
+            tdesc *t = &p->t[p->n - 1];
+            snprintf(t->src[0], sizeof t->src[0], "blk.%d.ffn_gate_exps.weight", i);
+            snprintf(t->src[1], sizeof t->src[1], "blk.%d.ffn_up_exps.weight", i);
+            t->n_src = 2;
+        }
+    } else {
+        rc |= add(p, i, "ffn_gate_exps.weight", R_MAT, 3, E, F, X);
+        rc |= add(p, i, "ffn_up_exps.weight", R_MAT, 3, E, F, X);
+    }
     rc |= add(p, i, "ffn_down_exps.weight", R_MAT, 3, F, E, X);
     rc |= add(p, i, "ffn_gate_inp_shexp.weight", R_MAT, 1, E, 1, 1);
     rc |= add(p, i, "ffn_gate_shexp.weight", R_MAT, 2, E, Fs, 1);
@@ -218,44 +236,61 @@ static float sigma_of(const tdesc *t)
     return t->role == R_EMBD ? 1.0f : 1.0f / sqrtf((float)t->ne[0]);
 }
 
-/* Streams one tensor's values in chunks of whole rows. */
+/* Streams one tensor's values in chunks of whole rows. Each source's
+ * stream is drawn in order, so the bytes do not depend on the chunking: a
+ * fused gate_up holds exactly the rows the separate tensors would. */
 static int write_tensor(gguf_writer *w, const tdesc *t, int type, uint64_t seed,
                         uint8_t *chunk, size_t chunk_sz, char *err, size_t errsz)
 {
-    mkmodel_rng r = { seed };
-    for (const char *c = t->name; *c; c++) r.s = (r.s ^ (uint8_t)*c) * 0x100000001b3ull;
-    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+    mkmodel_rng rs[2];
+    for (int k = 0; k < t->n_src; k++) {
+        rs[k].s = seed;
+        for (const char *c = t->src[k]; *c; c++) rs[k].s = (rs[k].s ^ (uint8_t)*c) * 0x100000001b3ull;
+    }
+    /* segments of ne[1] / n_src rows (a matrix, or half an expert's), sources in turn */
+    int64_t seg = t->ne[1] / t->n_src, n_seg = t->ne[2] * t->ne[3] * t->n_src;
     size_t row_bytes = (size_t)quant_row_bytes(type, t->ne[0]);
     int64_t per = (int64_t)(chunk_sz / row_bytes);
     if (per < 1)
         return q35_err(err, errsz, Q35_ERANGE, "tensor '%s': row of %zu bytes too long", t->name, row_bytes);
     float *f = (float *)chunk;
-    for (int64_t r0 = 0; r0 < rows; r0 += per) {
-        int64_t nr = rows - r0 < per ? rows - r0 : per;
-        int64_t n = nr * t->ne[0];
-        if (t->role == R_MAT || t->role == R_EMBD) {
-            if (!mkmodel_fill(type, &r, sigma_of(t), chunk, n))
-                return q35_err(err, errsz, Q35_EINVAL, "tensor '%s': cannot generate type %s",
-                               t->name, quant_type_of(type)->name);
-        } else {   /* 1-d F32 vectors */
-            mkmodel_fill(GGML_TYPE_F32, &r, 0.577350f, chunk, n);   /* uniform [-1, 1) */
-            for (int64_t i = 0; i < n; i++)
-                f[i] = t->role == R_NORM ? 1.0f + 0.05f * f[i]
-                     : t->role == R_SSM_A ? -expf(0.5f * f[i])
-                     : 0.1f * f[i];
+    for (int64_t sg = 0; sg < n_seg; sg++) {
+        mkmodel_rng *r = &rs[sg % t->n_src];
+        for (int64_t r0 = 0; r0 < seg; r0 += per) {
+            int64_t nr = seg - r0 < per ? seg - r0 : per;
+            int64_t n = nr * t->ne[0];
+            if (t->role == R_MAT || t->role == R_EMBD) {
+                if (!mkmodel_fill(type, r, sigma_of(t), chunk, n))
+                    return q35_err(err, errsz, Q35_EINVAL, "tensor '%s': cannot generate type %s",
+                                   t->name, quant_type_of(type)->name);
+            } else {   /* 1-d F32 vectors */
+                mkmodel_fill(GGML_TYPE_F32, r, 0.577350f, chunk, n);   /* uniform [-1, 1) */
+                for (int64_t i = 0; i < n; i++)
+                    f[i] = t->role == R_NORM ? 1.0f + 0.05f * f[i]
+                         : t->role == R_SSM_A ? -expf(0.5f * f[i])
+                         : 0.1f * f[i];
+            }
+            int rc = gguf_w_data(w, chunk, (size_t)nr * row_bytes, err, errsz);
+            if (rc) return rc;
         }
-        int rc = gguf_w_data(w, chunk, (size_t)nr * row_bytes, err, errsz);
-        if (rc) return rc;
     }
     return 0;
 }
 
-static int build_plan(plan *p, const preset *m)
+static int build_plan(plan *p, const preset *m, const mkmodel_opts *o)
 {
-    int rc = add(p, -1, "output.weight", R_MAT, 2, m->n_embd, m->n_vocab, 1);
+    int rc = 0;
+    if (!o->tied_head) {
+        rc = add(p, -1, "output.weight", R_MAT, 2, m->n_embd, m->n_vocab, 1);
+        if (!rc && o->head_from_embd) {
+            tdesc *t = &p->t[p->n - 1];
+            snprintf(t->src[0], sizeof t->src[0], "token_embd.weight");
+            t->role = R_EMBD;
+        }
+    }
     rc |= add(p, -1, "output_norm.weight", R_NORM, 1, m->n_embd, 1, 1);
     rc |= add(p, -1, "token_embd.weight", R_EMBD, 2, m->n_embd, m->n_vocab, 1);
-    for (uint32_t i = 0; !rc && i < m->n_layer; i++) rc = add_layer(p, m, (int)i);
+    for (uint32_t i = 0; !rc && i < m->n_layer; i++) rc = add_layer(p, m, o, (int)i);
     return rc ? Q35_ENOMEM : 0;
 }
 
@@ -278,6 +313,9 @@ int mkmodel_write(const mkmodel_opts *o, const char *path, char *err, size_t err
         return q35_err(err, errsz, Q35_EINVAL, "layers %u / experts %u: out of range (1..256 / 1..4096)",
                        m.n_layer, m.n_expert);
     if (m.n_expert_used > m.n_expert) m.n_expert_used = m.n_expert;
+    if (o->tied_head && o->head_from_embd)
+        return q35_err(err, errsz, Q35_EINVAL, "--tied-head and --head-from-embd: choose one "
+                       "(a tied head has no output.weight to copy into)");
     mkmodel_opts eff = *o;
     eff.types = mix;
 
@@ -287,13 +325,18 @@ int mkmodel_write(const mkmodel_opts *o, const char *path, char *err, size_t err
     int rc = o->vocab_from ? copy_vocab(w, o->vocab_from, &m.n_vocab, err, errsz)
                            : mkmodel_vocab(w, m.n_vocab, err, errsz);
     plan p = {0};
-    if (!rc) rc = build_plan(&p, &m);
+    if (!rc) rc = build_plan(&p, &m, o);
     if (rc == Q35_ENOMEM) q35_err(err, errsz, rc, "%s: out of memory", path);
     int *types = rc ? NULL : calloc((size_t)p.n, sizeof *types);
     if (!rc && !types) rc = q35_err(err, errsz, Q35_ENOMEM, "%s: out of memory", path);
     for (int i = 0; !rc && i < p.n; i++) {
-        types[i] = mkmodel_pick_type(mix, p.t[i].name, p.t[i].layer, (int)m.n_layer, p.t[i].ne[0]);
-        gguf_w_tensor(w, p.t[i].name, types[i], p.t[i].n_dims, p.t[i].ne);
+        const tdesc *t = &p.t[i];
+        types[i] = mkmodel_pick_type(mix, t->src[0], t->layer, (int)m.n_layer, t->ne[0]);
+        for (int k = 1; k < t->n_src; k++)
+            if (mkmodel_pick_type(mix, t->src[k], t->layer, (int)m.n_layer, t->ne[0]) != types[i])
+                rc = q35_err(err, errsz, Q35_EINVAL, "tensor '%s': mix '%s' gives '%s' and '%s' different types",
+                             t->name, mix, t->src[0], t->src[k]);
+        gguf_w_tensor(w, t->name, types[i], t->n_dims, t->ne);
     }
     size_t chunk_sz = 4u << 20;
     uint8_t *chunk = rc ? NULL : malloc(chunk_sz);

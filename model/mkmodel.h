@@ -10,6 +10,7 @@
 #ifndef Q35_MKMODEL_H
 #define Q35_MKMODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,13 @@ typedef struct mkmodel_opts {
     const char *vocab_from;  /* GGUF whose tokenizer.* keys are copied; NULL: generated BPE */
     int n_vocab;             /* generated vocabulary size; 0: the preset's */
     uint64_t seed;
+    /* Variants of the same random weights (each tensor's values depend on
+     * the seed and its name only, so these differ from the default file in
+     * layout, not in values), for tests of the engine's alternative paths: */
+    bool tied_head;          /* no output.weight: the LM head is token_embd */
+    bool head_from_embd;     /* output.weight = a copy of token_embd (same type, same bytes) */
+    bool fused_gate_up;      /* blk.N.ffn_gate_up_exps [E, 2F, X] in place of ffn_gate_exps and
+                                ffn_up_exps: per expert the F gate rows, then the F up rows */
 } mkmodel_opts;
 
 /* Writes the model to `path` (via path.tmp, renamed when complete).
