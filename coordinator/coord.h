@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../daemon/curve.h"
+
 typedef struct coord_opts {
     const char *model_path;
     const char *listen;
@@ -35,6 +37,11 @@ typedef struct coord_opts {
     size_t max_msg;         /* cap on client request bytes */
     int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);
                                a stage that does not take it is not routed to */
+    /* CURVE (daemon/curve.h): NULL = plaintext links. Otherwise every
+     * stage link is a CURVE client with this secret key (public derived)
+     * and stage_key[i] as stage i's server key. Borrowed like stage_ep. */
+    const curve_key *curve_secret;
+    const curve_key *stage_key;     /* [n_stages] */
 } coord_opts;
 
 typedef struct coord coord;

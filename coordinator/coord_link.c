@@ -32,7 +32,9 @@ int link_open(coord *c, link *l, char *err, size_t errsz)
     char mon[96];
     snprintf(mon, sizeof mon, "inproc://q35-coord-mon-%p-%d", (void *)c, l->idx);
     if (zmq_socket_monitor(l->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
-                                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+                                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: monitor: %s", l->idx, zmq_strerror(errno));
     l->mon = zmq_socket(c->zctx, ZMQ_PAIR);
     int linger = 0;
@@ -40,6 +42,9 @@ int link_open(coord *c, link *l, char *err, size_t errsz)
         zmq_connect(l->mon, mon) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: monitor socket: %s", l->idx,
                        zmq_strerror(errno));
+    if (c->o.curve_secret &&
+        (rc = curve_client_setup(l->sock, c->o.curve_secret, &c->o.stage_key[l->idx], err, errsz)))
+        return rc;
     if (zmq_connect(l->sock, l->endpoint) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: connect %s: %s", l->idx, l->endpoint,
                        zmq_strerror(errno));
@@ -296,14 +301,35 @@ void link_on_monitor(coord *c, link *l)
         size_t len;
         const uint8_t *p = q35_wire_frame(&m, 0, &len);
         uint16_t ev = 0;
+        uint32_t val = 0;
         if (len >= 2)
             memcpy(&ev, p, 2);
+        if (len >= 6)
+            memcpy(&val, p + 2, 4);
         q35_wire_msg_close(&m);
-        if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+            char why[sizeof l->problem];
+            if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                snprintf(why, sizeof why, "CURVE handshake refused by the stage (ZAP status %u): "
+                         "this coordinator's public key is not in the stage's curve-clients", val);
+            else
+                snprintf(why, sizeof why, "ZeroMQ handshake failed (protocol error 0x%x): do both "
+                         "ends agree on CURVE (curve-secret-key, stage-key)?", val);
+            if (strcmp(why, l->problem))   /* once, not per reconnect */
+                q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, why);
+            snprintf(l->problem, sizeof l->problem, "%s", why);
+        } else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             l->connected = true;
             if (l->state != L_UP)
                 send_hello(c, l, q35_now());
         } else if (ev == ZMQ_EVENT_DISCONNECTED) {
+            if (!l->connected && c->o.curve_secret && !strcmp(l->problem, "not connected yet")) {
+                /* a CURVE server that cannot decrypt our HELLO just hangs up */
+                snprintf(l->problem, sizeof l->problem, "the stage closed the connection during "
+                         "the CURVE handshake: is stage-key this stage's public key, and does "
+                         "the stage have curve-secret-key set?");
+                q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, l->problem);
+            }
             l->connected = false;
             if (l->state == L_UP)
                 link_fail(c, l, "disconnected");

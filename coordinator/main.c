@@ -35,7 +35,9 @@ int main(int argc, char **argv)
     int n = cf.n_stages;
     const char **ep = calloc(n, sizeof *ep), **where = calloc(n, sizeof *where);
     int *b = calloc(n, sizeof *b), *e = calloc(n, sizeof *e);
-    for (int i = 0; ep && where && b && e && i < n; i++) {
+    curve_key *keys = calloc(n, sizeof *keys);
+    for (int i = 0; ep && where && b && e && keys && i < n; i++) {
+        keys[i] = cf.stages[i].server_key;
         ep[i] = cf.stages[i].endpoint;
         where[i] = cf.stages[i].where;
         b[i] = cf.stages[i].layers.begin;
@@ -48,8 +50,14 @@ int main(int argc, char **argv)
         .step_timeout_ms = cf.step_timeout_ms, .max_msg = (size_t)cf.max_msg_mb << 20,
         .wire_dtype = !strcmp(cf.wire_dtype, "bf16") ? Q35__DTYPE__DTYPE_BF16
                     : !strcmp(cf.wire_dtype, "f16") ? Q35__DTYPE__DTYPE_F16 : Q35__DTYPE__DTYPE_F32,
+        .curve_secret = cf.curve ? &cf.curve_secret : NULL, .stage_key = keys,
     };
-    coord *c = ep && where && b && e ? coord_new(&o, err, sizeof err) : NULL;
+    if (cf.curve) {
+        curve_key pub;
+        if (curve_key_public(&cf.curve_secret, &pub, err, sizeof err) == 0)
+            q35_log_info("CURVE: stage links authenticated, this coordinator's public key %s", pub.z85);
+    }
+    coord *c = ep && where && b && e && keys ? coord_new(&o, err, sizeof err) : NULL;
     if (!c) {
         q35_log_error("%s", ep ? err : "out of memory");
         rc = 1;
@@ -93,6 +101,7 @@ out:
     free(where);
     free(b);
     free(e);
+    free(keys);
     coord_cfg_free(&cf);
     return rc;
 }

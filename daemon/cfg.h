@@ -20,6 +20,7 @@
 #ifndef Q35_CFG_H
 #define Q35_CFG_H
 
+#include "curve.h"
 #include "opts.h"
 
 /* Exit status for a bad configuration (EX_CONFIG): the units list it in
@@ -47,6 +48,13 @@ typedef struct stage_cfg {
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     char *log_level;
+    char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
+    char *curve_clients;     /* path of the allowed client public keys */
+    /* filled by stage_cfg_load from the two files above */
+    bool curve;              /* CURVE server with a ZAP allow-list */
+    curve_key curve_secret, curve_public;
+    int n_curve_allowed;
+    curve_key *curve_allowed;   /* [n_curve_allowed] */
 } stage_cfg;
 
 extern const opts_spec stage_cfg_spec;
@@ -58,6 +66,7 @@ typedef struct coord_stage {
     char *endpoint;
     opt_range layers;
     const char *where;       /* "file:line" / "--stage" (points into stage_list) */
+    curve_key server_key;    /* with CURVE: the stage's public key (from stage-key) */
 } coord_stage;
 
 typedef struct coord_cfg {
@@ -73,10 +82,14 @@ typedef struct coord_cfg {
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *log_level;
+    char *curve_secret_key;  /* path of the coordinator's own secret key; NULL: plaintext */
+    opt_list stage_key;      /* raw paths of the stages' public keys, in stage order */
     /* filled by coord_cfg_load from stage_list (validated: ordered,
      * contiguous from layer 0, no overlap, no duplicate endpoint) */
     int n_stages;
     coord_stage *stages;     /* [n_stages] */
+    bool curve;              /* CURVE client: curve_secret and each stage's server_key set */
+    curve_key curve_secret;
 } coord_cfg;
 
 extern const opts_spec coord_cfg_spec;

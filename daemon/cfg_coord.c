@@ -84,7 +84,44 @@ static const opt_def coord_defs[] = {
       "exact; bf16 and f16 halve the bytes on the wire at some precision." },
     CFG_ROW_MAX_MSG_MB(coord_cfg),
     CFG_ROW_LOG_LEVEL(coord_cfg),
+    { "curve-secret-key", OPT_STR, F(curve_secret_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "Authenticate to the stages with CURVE: this coordinator's secret key (one Z85 key, "
+      "from qwen35-keygen; mode 0600). Its public key must be in each stage's curve-clients. "
+      "Needs one stage-key per stage. The client-facing socket is not affected." },
+    { "stage-key", OPT_LIST, F(stage_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "With curve-secret-key: the public key file (.pub) of a stage's curve-secret-key; repeat "
+      "once per stage, in the order of the stage lines (the first stage-key goes with the "
+      "first stage)." },
 };
+
+/* CURVE: a secret key and exactly one stage-key per stage, read here. */
+static int coord_curve_check(coord_cfg *c, char *err, size_t errsz)
+{
+    const opts_spec *s = &coord_cfg_spec;
+    char msg[Q35_ERRSZ - 64];
+    const opt_list *k = &c->stage_key;
+    if (!c->curve_secret_key) {
+        if (k->n)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: stage-key is set but curve-secret-key is not: "
+                           "CURVE needs the coordinator's own key too",
+                           k->where[0] ? k->where[0] : "--stage-key");
+        return 0;
+    }
+    if (k->n != c->n_stages)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "%s: curve-secret-key is set, so every stage needs its stage-key: %d stage-key "
+                       "for %d stages (one per stage, in stage order)",
+                       opts_where(s, c, "curve-secret-key"), k->n, c->n_stages);
+    if (curve_key_read(c->curve_secret_key, true, &c->curve_secret, msg, sizeof msg))
+        return q35_err(err, errsz, Q35_EINVAL, "%s: curve-secret-key: %s",
+                       opts_where(s, c, "curve-secret-key"), msg);
+    for (int i = 0; i < k->n; i++)
+        if (curve_key_read(k->v[i], false, &c->stages[i].server_key, msg, sizeof msg))
+            return q35_err(err, errsz, Q35_EINVAL, "%s: stage-key: %s",
+                           k->where[i] ? k->where[i] : "--stage-key", msg);
+    c->curve = true;
+    return 0;
+}
 
 /* Stages in layer order, from layer 0, without gap or overlap; distinct
  * endpoints. The end against the model's layer count is checked once the
@@ -131,7 +168,7 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
                            st->where, st->layers.begin, st->layers.end,
                            pv->layers.end, st->layers.begin, pv->where);
     }
-    return 0;
+    return coord_curve_check(c, err, errsz);
 }
 
 const opts_spec coord_cfg_spec = {
@@ -169,6 +206,8 @@ void coord_cfg_free(coord_cfg *c)
 {
     for (int i = 0; i < c->n_stages; i++) free(c->stages[i].endpoint);
     free(c->stages);
+    explicit_bzero(&c->curve_secret, sizeof c->curve_secret);
+    c->curve = false;
     c->stages = NULL;
     c->n_stages = 0;
     opts_free(&coord_cfg_spec, c);

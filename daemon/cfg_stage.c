@@ -1,6 +1,7 @@
 /* qwen35-stage options. See cfg.h. */
 #include "cfg.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -32,7 +33,39 @@ static const opt_def stage_defs[] = {
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Deadline for one forward step; past it the step fails with an error." },
     CFG_ROW_LOG_LEVEL(stage_cfg),
+    { "curve-secret-key", OPT_STR, F(curve_secret_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "Authenticate peers with CURVE: this stage's secret key (one Z85 key, from "
+      "qwen35-keygen; mode 0600). Only the clients listed in curve-clients get through. "
+      "Unset: plaintext, reachable by anyone who can connect (single host only)." },
+    { "curve-clients", OPT_STR, F(curve_clients), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "With curve-secret-key: the client (coordinator) public keys allowed in, one Z85 key per "
+      "line, '# ' comments. Others are refused, each key logged once." },
 };
+
+/* Both CURVE options or neither; the key files are read here, so a bad
+ * key stops the start with the line that names it. */
+static int stage_cross_check(const opts_spec *s, void *cfgp, char *err, size_t errsz)
+{
+    stage_cfg *c = cfgp;
+    char msg[Q35_ERRSZ - 64];
+    if (!c->curve_secret_key && !c->curve_clients)
+        return 0;
+    if (!c->curve_secret_key || !c->curve_clients) {
+        const char *set = c->curve_secret_key ? "curve-secret-key" : "curve-clients";
+        const char *unset = c->curve_secret_key ? "curve-clients" : "curve-secret-key";
+        return q35_err(err, errsz, Q35_EINVAL, "%s: %s is set but %s is not: CURVE needs both",
+                       opts_where(s, c, set), set, unset);
+    }
+    if (curve_key_read(c->curve_secret_key, true, &c->curve_secret, msg, sizeof msg) ||
+        curve_key_public(&c->curve_secret, &c->curve_public, msg, sizeof msg))
+        return q35_err(err, errsz, Q35_EINVAL, "%s: curve-secret-key: %s",
+                       opts_where(s, c, "curve-secret-key"), msg);
+    if (curve_keys_read_list(c->curve_clients, &c->curve_allowed, &c->n_curve_allowed, msg, sizeof msg))
+        return q35_err(err, errsz, Q35_EINVAL, "%s: curve-clients: %s",
+                       opts_where(s, c, "curve-clients"), msg);
+    c->curve = true;
+    return 0;
+}
 
 const opts_spec stage_cfg_spec = {
     .prog = "qwen35-stage",
@@ -52,6 +85,7 @@ const opts_spec stage_cfg_spec = {
                "bind = tcp://0.0.0.0:5701\nbackend = cuda\ndevice = 0\nmax-seqs = 16",
     .defs = stage_defs,
     .n_defs = (int)(sizeof stage_defs / sizeof stage_defs[0]),
+    .cross_check = stage_cross_check,
 };
 
 int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz)
@@ -65,6 +99,11 @@ int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz)
 
 void stage_cfg_free(stage_cfg *c)
 {
+    free(c->curve_allowed);
+    explicit_bzero(&c->curve_secret, sizeof c->curve_secret);
+    c->curve_allowed = NULL;
+    c->n_curve_allowed = 0;
+    c->curve = false;
     opts_free(&stage_cfg_spec, c);
 }
 

@@ -57,6 +57,8 @@ int main(int argc, char **argv)
         .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .device = c.device,
         .max_msg = (size_t)c.max_msg_mb << 20,
+        .curve_secret = c.curve ? &c.curve_secret : NULL,
+        .curve_allowed = c.curve_allowed, .n_curve_allowed = c.n_curve_allowed,
     };
     /* Read the range's weights before READY=1 (progress in STATUS), so
      * "ready" means loaded, not merely mapped. */
@@ -81,6 +83,11 @@ int main(int argc, char **argv)
         stage_cfg_free(&c);
         return 1;
     }
+    if (c.curve)
+        q35_log_info("CURVE: public key %s, %d client key%s allowed (%s)", c.curve_public.z85,
+                     c.n_curve_allowed, c.n_curve_allowed == 1 ? "" : "s", c.curve_clients);
+    else
+        q35_log_info("no curve-secret-key: plaintext, anyone who reaches %s is served", c.bind);
     q35_log_info("serving %s on %s", stage_describe(s), c.bind);
     notify_ready("serving %s", stage_describe(s));
     rc = 0;

@@ -27,6 +27,10 @@ struct stage {
     uint64_t instance;
     size_t req_max;             /* ZMQ_MAXMSGSIZE of requests */
     void *zctx, *sock, *mon;        /* ROUTER and its monitor */
+    curve_zap *zap;                 /* CURVE allow-list, NULL: plaintext */
+    const curve_key *curve_secret;  /* borrowed from stage_opts until stage_bind */
+    const curve_key *curve_allowed;
+    int n_curve_allowed;
     int n_peers;                    /* connections accepted minus lost */
     float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
     stage_sampler *smp;
@@ -108,6 +112,9 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (ur)
         fclose(ur);
     s->instance = inst;
+    s->curve_secret = o->curve_secret;
+    s->curve_allowed = o->curve_allowed;
+    s->n_curve_allowed = o->n_curve_allowed;
     s->req_max = q35_wire_stage_req_max(s->cfg->n_embd, s->max_batch, s->max_seqs);
     if (o->max_msg && o->max_msg < s->req_max)
         s->req_max = o->max_msg;
@@ -132,6 +139,7 @@ void stage_destroy(stage **ps)
     }
     if (s->mon)
         zmq_close(s->mon);
+    curve_zap_destroy(&s->zap);   /* its sockets too, before the context ends */
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     q35_engine_close(&s->eng);
@@ -631,6 +639,15 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
         !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
         zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s->mon, mon))
         return q35_err(err, errsz, Q35_EIO, "socket monitor: %s", zmq_strerror(errno));
+    if (s->curve_secret) {
+        /* the handler must run before the first peer handshakes */
+        if (!(s->zap = curve_zap_new(s->zctx, s->curve_allowed, s->n_curve_allowed, err, errsz)))
+            return Q35_EIO;
+        if ((rc = curve_server_setup(s->sock, s->curve_secret, err, errsz)))
+            return rc;
+    }
+    s->curve_secret = NULL;
+    s->curve_allowed = NULL;
     if (zmq_bind(s->sock, endpoint) != 0)
         return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
     return 0;

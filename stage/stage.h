@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine.h"
+#include "../daemon/curve.h"
 
 typedef struct stage_opts {
     const char *model_path;
@@ -23,6 +24,13 @@ typedef struct stage_opts {
     const char *backend;          /* "cpu" / "cuda" / NULL = auto */
     int device;
     size_t max_msg;               /* cap on request bytes (0: derived only) */
+    /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a
+     * CURVE server with this secret key and only the n_curve_allowed
+     * client keys get through (a ZAP handler in the stage's context).
+     * Borrowed until stage_bind returns. */
+    const curve_key *curve_secret;
+    const curve_key *curve_allowed;
+    int n_curve_allowed;
 } stage_opts;
 
 typedef struct stage stage;
@@ -32,7 +40,9 @@ typedef struct stage stage;
 stage *stage_new(const stage_opts *o, char *err, size_t errsz);
 void stage_destroy(stage **s);
 
-/* Creates the ROUTER socket (limits from the model) and binds endpoint. */
+/* Creates the ROUTER socket (limits from the model) and binds endpoint;
+ * with opts.curve_secret, starts the ZAP handler first and makes the
+ * socket a CURVE server. */
 int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz);
 
 /* Answers one request payload. *out is a malloc'd packed StageReply the
