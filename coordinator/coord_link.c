@@ -312,6 +312,12 @@ void link_on_monitor(coord *c, link *l)
             if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
                 snprintf(why, sizeof why, "CURVE handshake refused by the stage (ZAP status %u): "
                          "this coordinator's public key is not in the stage's curve-clients", val);
+            else if (val == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+                snprintf(why, sizeof why, "ZeroMQ handshake failed: %s",
+                         c->o.curve_secret ? "the stage does not use CURVE (no curve-secret-key) "
+                                             "but this coordinator does"
+                                           : "the stage requires CURVE: set curve-secret-key "
+                                             "and stage-key here");
             else
                 snprintf(why, sizeof why, "ZeroMQ handshake failed (protocol error 0x%x): do both "
                          "ends agree on CURVE (curve-secret-key, stage-key)?", val);

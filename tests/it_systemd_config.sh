@@ -59,6 +59,42 @@ layers = 0:8
 bind = tcp://nohost
 C
 
+# CURVE keys (qwen35-keygen): a secret key others can read, a key of the
+# wrong length, a key that is not Z85.
+if [ -x "$BIN/qwen35-keygen" ]; then
+"$BIN/qwen35-keygen" "$T/st" > /dev/null && "$BIN/qwen35-keygen" "$T/co" > /dev/null
+cp "$T/st.key" "$T/open.key" && chmod 0644 "$T/open.key"
+cp "$T/co.pub" "$T/clients"
+head -c 39 "$T/co.pub" > "$T/short.pub"
+sed 's/^\(.\{20\}\)./\1,/' "$T/co.pub" > "$T/notz85.pub"
+refuse qwen35-stage curve-key-readable 5 "curve-secret-key: $T/open.key: secret key readable by others (mode 0644): chmod 600" <<'C'
+[stage]
+model = @MODEL@
+layers = 0:8
+bind = ipc://@T@/s.sock
+curve-secret-key = @T@/open.key
+curve-clients = @T@/clients
+C
+refuse qwen35-stage curve-client-short 6 "curve-clients: $T/short.pub:1: not a CURVE public key: 39 characters" <<'C'
+[stage]
+model = @MODEL@
+layers = 0:8
+bind = ipc://@T@/s.sock
+curve-secret-key = @T@/st.key
+curve-clients = @T@/short.pub
+C
+refuse qwen35-coordinator curve-stage-key-not-z85 6 "stage-key: $T/notz85.pub: not a CURVE public key: character 21 (0x2c) is not Z85" <<'C'
+[coordinator]
+model = @MODEL@
+listen = ipc://@T@/c.sock
+stage = ipc://@T@/s0.sock 0:8
+curve-secret-key = @T@/co.key
+stage-key = @T@/notz85.pub
+C
+else
+    echo "FAIL qwen35-keygen not built"; fail=1
+fi
+
 if [ -x "$BIN/qwen35-coordinator" ]; then
 refuse qwen35-coordinator overlapping-ranges 5 "layers 3:8 overlap 0:4 of the stage at $T/overlapping-ranges.conf:4" <<'C'
 [coordinator]

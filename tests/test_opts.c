@@ -371,6 +371,41 @@ static void bools_and_doubles(void **state)
 
 /* The shipped examples parse (with the model path replaced; their splits
  * are for a 40-layer model, checked against 40 instead of the file). */
+/* A copy of an example config in g_dir whose CURVE key paths (absolute
+ * paths on the target host) point at keys generated here. */
+static const char *localize_keys(const char *example)
+{
+    static char out[300];
+    char key[300], pub[300], clients[300], line[512];
+    snprintf(key, sizeof key, "%s/ex.key", g_dir);
+    snprintf(pub, sizeof pub, "%s/ex.pub", g_dir);
+    snprintf(clients, sizeof clients, "%s/ex.clients", g_dir);
+    if (access(key, F_OK) != 0) {
+        char prefix[300], err[Q35_ERRSZ];
+        snprintf(prefix, sizeof prefix, "%s/ex", g_dir);
+        assert_int_equal(curve_keygen(prefix, err, sizeof err), 0);
+        FILE *c = fopen(clients, "w");
+        assert_non_null(c);
+        curve_key k;
+        assert_int_equal(curve_key_read(pub, false, &k, err, sizeof err), 0);
+        fprintf(c, "# the coordinator\n%s\n", k.z85);
+        fclose(c);
+    }
+    snprintf(out, sizeof out, "%s/example.conf", g_dir);
+    FILE *in = fopen(example, "r"), *o = fopen(out, "w");
+    assert_non_null(in);
+    assert_non_null(o);
+    while (fgets(line, sizeof line, in)) {
+        if (!strncmp(line, "curve-secret-key", 16)) fprintf(o, "curve-secret-key = %s\n", key);
+        else if (!strncmp(line, "curve-clients", 13)) fprintf(o, "curve-clients = %s\n", clients);
+        else if (!strncmp(line, "stage-key", 9)) fprintf(o, "stage-key = %s\n", pub);
+        else fputs(line, o);
+    }
+    fclose(in);
+    fclose(o);
+    return out;
+}
+
 static void examples_parse(void **state)
 {
     (void)state;
@@ -385,17 +420,19 @@ static void examples_parse(void **state)
     char err[Q35_ERRSZ] = "";
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         stage_cfg c;
-        args a = mkargs("--config", stages[i], "--model", g_model, NULL);
+        args a = mkargs("--config", localize_keys(stages[i]), "--model", g_model, NULL);
         memset(&c, 0, sizeof c);
         if (opts_parse(&stage_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(c.curve, strstr(stages[i], "two-hosts") != NULL);   /* across hosts: CURVE */
         assert_int_equal(stage_cfg_check_layers(&c, 40, err, sizeof err), 0);
         stage_cfg_free(&c);
     }
     for (size_t i = 0; i < sizeof coords / sizeof coords[0]; i++) {
         coord_cfg c;
-        args a = mkargs("--config", coords[i], "--model", g_model, NULL);
+        args a = mkargs("--config", localize_keys(coords[i]), "--model", g_model, NULL);
         memset(&c, 0, sizeof c);
         if (opts_parse(&coord_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(c.curve, strstr(coords[i], "two-hosts") != NULL);
         assert_int_equal(coord_cfg_check_layers(&c, 40, err, sizeof err), 0);
         coord_cfg_free(&c);
     }

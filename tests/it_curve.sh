@@ -1,0 +1,70 @@
+#!/bin/sh
+# CURVE between coordinator and stages, with the real daemons (2 stages,
+# tiny Q8_0, ipc://):
+# - stages with curve-secret-key + curve-clients, a coordinator with its
+#   key and each stage's stage-key: a request is served, greedy exact;
+# - a coordinator whose key is not listed: the stage logs the refused key
+#   and the coordinator's --status names the refusal;
+# - a coordinator with a wrong stage-key, and one without CURVE: no link
+#   comes up and --status says why.
+set -eu
+P35_ME=it_curve
+. "$(dirname "$0")/../client/pipeline.sh"
+G=${QWEN35_GOLDEN:?}
+M=$G/models/tiny-Q8_0.gguf
+p35_init
+K=$P35_RUN/keys
+mkdir "$K"
+for n in s0 s1 coord intruder; do "$BIN/qwen35-keygen" "$K/$n" > /dev/null; done
+{ echo "# coordinators allowed in"; cat "$K/coord.pub"; } > "$K/clients"
+GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
+
+stage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 256 \
+              --curve-secret-key "$K/$1.key" --curve-clients "$K/clients"; }
+stage s0 0:4
+stage s1 4:8
+
+# status_problem SECONDS TEXT: until --status shows TEXT (a stage's problem)
+status_problem() {
+    _end=$(( $(date +%s) + $1 ))
+    while :; do
+        st=$(p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null) || st=""
+        case $st in *"$2"*) return 0 ;; esac
+        [ "$(date +%s)" -ge "$_end" ] && { echo "$st"; return 1; }
+        sleep 0.2
+    done
+}
+
+p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s0.pub" --stage-key "$K/s1.pub"
+p35_wait_ready 30
+got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 20000) ||
+    p35_fail "request over CURVE failed"
+[ "$got" = "$GOLD" ] || p35_fail "over CURVE greedy [$got] != golden [$GOLD]"
+grep -qF "CURVE: public key $(cat "$K/s0.pub")" "$P35_RUN/s0.log" || p35_fail "s0 does not log its public key"
+echo "allowed coordinator: served, greedy exact"
+p35_kill coord TERM
+
+# a coordinator key the stages do not list
+p35_coord "$M" s0 s1 -- --curve-secret-key "$K/intruder.key" --stage-key "$K/s0.pub" --stage-key "$K/s1.pub"
+status_problem 10 "CURVE handshake refused by the stage" ||
+    p35_fail "unlisted coordinator key: --status does not name the refusal"
+grep -qF "refused client key $(cat "$K/intruder.pub")" "$P35_RUN/s0.log" ||
+    p35_fail "s0 did not log the refused key"
+n=$(grep -c "refused client key" "$P35_RUN/s0.log" || true)
+[ "$n" -eq 1 ] || p35_fail "s0 logged the refused key $n times (want once)"
+echo "unlisted key: refused; $(grep -o 'stage 0 ([^)]*): CURVE[^"]*' "$P35_RUN/coord.log" | head -n 1)"
+p35_kill coord TERM
+
+# the stages' keys swapped: the coordinator cannot speak to either
+p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s1.pub" --stage-key "$K/s0.pub"
+status_problem 10 "closed the connection during the CURVE handshake" ||
+    p35_fail "wrong stage-key: --status does not say so"
+echo "wrong stage-key: not connected, --status says why"
+p35_kill coord TERM
+
+# no CURVE at all
+p35_coord "$M" s0 s1
+status_problem 10 "the stage requires CURVE: set curve-secret-key" ||
+    p35_fail "plaintext coordinator: --status does not say why"
+echo "plaintext coordinator: refused, --status says why"
+p35_result "CURVE: allowed key served; unlisted key, wrong stage-key and plaintext refused"
