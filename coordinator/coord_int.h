@@ -33,6 +33,7 @@ typedef struct link {
     bool connected;
     uint64_t epoch, next_id;
     double hello_at;                /* last Hello sent */
+    double reconnect_at;            /* after a refused handshake: 0 = none due */
     uint64_t hello_id;
     /* from the handshake */
     Q35__Handshake hs;

@@ -15,6 +15,7 @@
 #define HELLO_RETRY_S     0.3
 #define HELLO_RETRY_BAD_S 2.0
 #define STATS_EVERY_S     0.5
+#define RECONNECT_REFUSED_S 2.0   /* a fresh connection after a refused handshake */
 
 int link_open(coord *c, link *l, char *err, size_t errsz)
 {
@@ -324,6 +325,7 @@ void link_on_monitor(coord *c, link *l)
             if (strcmp(why, l->problem))   /* once, not per reconnect */
                 q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, why);
             snprintf(l->problem, sizeof l->problem, "%s", why);
+            l->reconnect_at = q35_now() + RECONNECT_REFUSED_S;
         } else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             l->connected = true;
             if (l->state != L_UP)
@@ -348,6 +350,16 @@ void link_on_monitor(coord *c, link *l)
 void link_timers(coord *c, link *l, double now)
 {
     double step = c->o.step_timeout_ms / 1000.0;
+    if (l->reconnect_at && now >= l->reconnect_at) {
+        /* libzmq ends the session after a refused handshake (a protocol
+         * error) and never reconnects it; a fresh connection lets a stage
+         * that now lists our key (or now agrees on CURVE) in without
+         * restarting the coordinator. */
+        l->reconnect_at = 0;
+        zmq_disconnect(l->sock, l->endpoint);   /* ENOENT when the session is gone already */
+        if (zmq_connect(l->sock, l->endpoint) != 0)
+            q35_log_warn("stage %d: reconnect %s: %s", l->idx, l->endpoint, zmq_strerror(errno));
+    }
     if (l->state != L_UP) {
         if (now - l->hello_at > (l->state == L_BAD ? HELLO_RETRY_BAD_S : HELLO_RETRY_S)) {
             if (l->hello_id)

@@ -4,7 +4,8 @@
 # - stages with curve-secret-key + curve-clients, a coordinator with its
 #   key and each stage's stage-key: a request is served, greedy exact;
 # - a coordinator whose key is not listed: the stage logs the refused key
-#   and the coordinator's --status names the refusal;
+#   and the coordinator's --status names the refusal; once the stages
+#   (restarted) list it, the same coordinator gets in;
 # - a coordinator with a wrong stage-key, and one without CURVE: no link
 #   comes up and --status says why.
 set -eu
@@ -19,8 +20,9 @@ for n in s0 s1 coord intruder; do "$BIN/qwen35-keygen" "$K/$n" > /dev/null; done
 { echo "# coordinators allowed in"; cat "$K/coord.pub"; } > "$K/clients"
 GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 
+# stage NAME A:B [CLIENTS-FILE]
 stage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 256 \
-              --curve-secret-key "$K/$1.key" --curve-clients "$K/clients"; }
+              --curve-secret-key "$K/$1.key" --curve-clients "${3:-$K/clients}"; }
 stage s0 0:4
 stage s1 4:8
 
@@ -53,7 +55,21 @@ grep -qF "refused client key $(cat "$K/intruder.pub")" "$P35_RUN/s0.log" ||
 n=$(grep -c "refused client key" "$P35_RUN/s0.log" || true)
 [ "$n" -eq 1 ] || p35_fail "s0 logged the refused key $n times (want once)"
 echo "unlisted key: refused; $(grep -o 'stage 0 ([^)]*): CURVE[^"]*' "$P35_RUN/coord.log" | head -n 1)"
+# the stages restart listing that key: the same coordinator gets in
+{ cat "$K/clients"; cat "$K/intruder.pub"; } > "$K/clients2"
+p35_kill s0 TERM
+p35_kill s1 TERM
+stage s0 0:4 "$K/clients2"
+stage s1 4:8 "$K/clients2"
+p35_wait_ready 20
+got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 4 --ignore-eos --ids --timeout 20000) ||
+    p35_fail "request after the stages listed the key failed"
+echo "key listed after a restart of the stages: the coordinator reconnected by itself"
 p35_kill coord TERM
+p35_kill s0 TERM
+p35_kill s1 TERM
+stage s0 0:4
+stage s1 4:8
 
 # the stages' keys swapped: the coordinator cannot speak to either
 p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s1.pub" --stage-key "$K/s0.pub"
