@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "gguf.h"
+#include "log.h"
 #include "stage.h"
 #include "stage_sample.h"
 #include "wire.h"
@@ -32,6 +33,8 @@ struct stage {
     const curve_key *curve_allowed;
     int n_curve_allowed;
     int n_peers;                    /* connections accepted minus lost */
+    uint32_t hs_logged[4];          /* CURVE: handshake errors already logged (once each) */
+    int n_hs_logged;
     float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
     stage_sampler *smp;
     /* stats */
@@ -635,7 +638,8 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://q35-stage-mon-%p", (void *)s);
     int linger = 0;
-    if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+    if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0 ||
         !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
         zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s->mon, mon))
         return q35_err(err, errsz, Q35_EIO, "socket monitor: %s", zmq_strerror(errno));
@@ -653,6 +657,24 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
     return 0;
 }
 
+/* A peer that never got through the handshake (refused keys are logged
+ * by the ZAP handler): once per kind, since it retries forever. */
+static void on_handshake_failed(stage *s, uint32_t code)
+{
+    for (int i = 0; i < s->n_hs_logged; i++)
+        if (s->hs_logged[i] == code)
+            return;
+    if (s->n_hs_logged == (int)(sizeof s->hs_logged / sizeof s->hs_logged[0]))
+        return;
+    s->hs_logged[s->n_hs_logged++] = code;
+    const char *why = code == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                          ? (s->zap ? "it does not use CURVE (plaintext)" : "it uses CURVE, this stage does not")
+                      : code == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
+                          ? "its CURVE hello does not decrypt (its stage-key is not this stage's public key)"
+                          : "protocol error";
+    q35_log_warn("refused a peer: handshake failed (0x%x): %s", code, why);
+}
+
 /* When the last peer is gone (the coordinator died or its link timed out
  * on heartbeats), nobody can continue the sequences: free every slot. */
 static void on_monitor(stage *s)
@@ -662,10 +684,15 @@ static void on_monitor(stage *s)
         size_t len;
         const uint8_t *p = q35_wire_frame(&m, 0, &len);
         uint16_t ev = 0;
+        uint32_t val = 0;
         if (len >= 2)
             memcpy(&ev, p, 2);
+        if (len >= 6)
+            memcpy(&val, p + 2, 4);
         q35_wire_msg_close(&m);
-        if (ev == ZMQ_EVENT_ACCEPTED)
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            on_handshake_failed(s, val);
+        else if (ev == ZMQ_EVENT_ACCEPTED)
             s->n_peers++;
         else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0)
             for (int i = 0; i < s->max_seqs; i++)

@@ -75,6 +75,8 @@ stage s1 4:8
 p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s1.pub" --stage-key "$K/s0.pub"
 status_problem 10 "closed the connection during the CURVE handshake" ||
     p35_fail "wrong stage-key: --status does not say so"
+p35_wait_file "$P35_RUN/s1.log" "stage-key is not this stage's public key" 5 ||
+    p35_fail "wrong stage-key: s1 does not log the failed handshake"
 echo "wrong stage-key: not connected, --status says why"
 p35_kill coord TERM
 
@@ -82,5 +84,9 @@ p35_kill coord TERM
 p35_coord "$M" s0 s1
 status_problem 10 "the stage requires CURVE: set curve-secret-key" ||
     p35_fail "plaintext coordinator: --status does not say why"
+# (the stage logs the mechanism mismatch only when it reads the greeting
+# before the coordinator hangs up: a race, so not checked here)
+n=$(grep -c "does not use CURVE" "$P35_RUN/s0.log" || true)
+[ "$n" -le 1 ] || p35_fail "s0 logged the plaintext peer $n times (want at most once)"
 echo "plaintext coordinator: refused, --status says why"
 p35_result "CURVE: allowed key served; unlisted key, wrong stage-key and plaintext refused"
