@@ -155,30 +155,15 @@ int q35c_in_flight(const q35c_client *c)
     return c ? c->n_req : 0;
 }
 
-/* Reads the monitor's pending events: [u16 event][u32 value] + endpoint. */
+/* Reads the monitor's pending events. */
 static void drain_monitor(q35c_client *c)
 {
-    for (;;) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            return;
-        }
-        uint16_t ev = 0;
-        if (zmq_msg_size(&m) >= 6) memcpy(&ev, zmq_msg_data(&m), sizeof ev);
-        bool more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        while (more) {   /* the endpoint frame */
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, c->mon, 0) < 0) more = false;
-            else more = zmq_msg_more(&m);
-            zmq_msg_close(&m);
-        }
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(c->mon, &ev, &val) == 0)
         /* Sticky: a coordinator that restarts at once (disconnect and
          * connect in one drain) has still forgotten our requests. */
         if (ev == ZMQ_EVENT_DISCONNECTED) c->link_lost = true;
-    }
 }
 
 /* Sends one ClientRequest, waiting at most the connect timeout for a
