@@ -103,6 +103,7 @@ struct coord {
     /* capacity of the chain, fixed at the first full handshake */
     bool chain_known;
     int max_seqs, max_ctx, max_batch, max_logit_rows;
+    char cap_warning[512];          /* a stage smaller than its peers; "" if none */
     /* requests */
     req *queue_head, *queue_tail;
     int n_queued;
