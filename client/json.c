@@ -75,6 +75,18 @@ void q35c_event_write_json(FILE *f, const q35c_event *ev)
             for (int i = 0; i < ev->n_ids; i++) json_array_append_new(lp, num(ev->logprobs[i]));
             json_object_set_new(o, "logprobs", lp);
         }
+        if (ev->top_ids) {
+            json_t *top = json_array();
+            for (int i = 0; i < ev->n_ids; i++) {
+                json_t *row = json_array();
+                for (int k = 0; k < ev->n_top; k++)
+                    json_array_append_new(row, json_pack("{s:i,s:o}", "id",
+                                                         ev->top_ids[i * ev->n_top + k], "logprob",
+                                                         num(ev->top_logprobs[i * ev->n_top + k])));
+                json_array_append_new(top, row);
+            }
+            json_object_set_new(o, "top_logprobs", top);
+        }
         break;
     }
     case Q35C_EV_LOGITS:
@@ -140,9 +152,12 @@ json_t *q35c_status_to_json(const q35c_status *s)
         json_object_set_new(st, "idle_s", num(g->idle_s));
         json_object_set_new(st, "wire_idle_pct", num(g->wire_idle_pct));
         if (g->problem[0]) json_object_set_new(st, "problem", json_string(g->problem));
+        json_object_set_new(st, "max_ctx", json_integer(g->max_ctx));
         json_array_append_new(stages, st);
     }
     json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "max_ctx", json_integer(s->max_ctx));
+    if (s->warning[0]) json_object_set_new(o, "warning", json_string(s->warning));
     return o;
 }
 
@@ -172,4 +187,5 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                 (unsigned long long)g->tokens);
         if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
     }
+    if (s->warning[0]) fprintf(f, "WARN %s\n", s->warning);
 }

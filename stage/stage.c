@@ -679,17 +679,9 @@ static void on_handshake_failed(stage *s, uint32_t code)
  * on heartbeats), nobody can continue the sequences: free every slot. */
 static void on_monitor(stage *s)
 {
-    q35_wire_msg m;
-    while (q35_wire_recv(s->mon, &m, ZMQ_DONTWAIT) == 0) {
-        size_t len;
-        const uint8_t *p = q35_wire_frame(&m, 0, &len);
-        uint16_t ev = 0;
-        uint32_t val = 0;
-        if (len >= 2)
-            memcpy(&ev, p, 2);
-        if (len >= 6)
-            memcpy(&val, p + 2, 4);
-        q35_wire_msg_close(&m);
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(s->mon, &ev, &val) == 0) {
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
             on_handshake_failed(s, val);
         else if (ev == ZMQ_EVENT_ACCEPTED)
