@@ -115,6 +115,18 @@ typedef struct q35_backend_ops {
     /* Empties a slot (zeros its conv and S state; its KV cache is simply
      * overwritten later). */
     void (*slot_reset)(q35_backend *b, int slot);
+    /* Checkpoints (engine.h): a copy of slot's state at its length n
+     * (every owned SSM layer's conv + S, every attention layer's K/V rows
+     * [0, n)), kept where the backend keeps slot state (host memory for
+     * cpu, device memory for cuda); the slot is not changed. NULL on
+     * failure (Q35_ENOMEM / Q35_EDEVICE, message in err). */
+    void *(*ckpt_save)(q35_backend *b, int slot, int n, char *err, size_t errsz);
+    /* Replaces slot's state with checkpoint ck (taken at length n): after
+     * it the slot continues exactly as the saved sequence would. */
+    int (*ckpt_restore)(q35_backend *b, const void *ck, int slot, int n, char *err, size_t errsz);
+    void (*ckpt_free)(q35_backend *b, void *ck);
+    /* Bytes free where checkpoints would live (the store's default budget). */
+    uint64_t (*mem_free)(const q35_backend *b);
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;

@@ -190,6 +190,12 @@ void *ckpt_store_get(ckpt_store *s, uint64_t id, int *n)
 
 int ckpt_store_has(const ckpt_store *s, uint64_t id) { return *slot_of(s, id) != NULL; }
 
+int ckpt_store_len(const ckpt_store *s, uint64_t id)
+{
+    const entry *e = *slot_of(s, id);
+    return e ? e->n : -1;
+}
+
 int ckpt_store_drop(ckpt_store *s, uint64_t id)
 {
     entry *e = *slot_of(s, id);

@@ -54,6 +54,8 @@ int ckpt_store_put(ckpt_store *s, uint64_t id, int n, uint64_t bytes, void *data
 void *ckpt_store_get(ckpt_store *s, uint64_t id, int *n);
 /* Whether id is present (no use, no counting). */
 int ckpt_store_has(const ckpt_store *s, uint64_t id);
+/* The entry's position n, -1 when absent (no use, no counting). */
+int ckpt_store_len(const ckpt_store *s, uint64_t id);
 
 /* Removes the entry and frees its data: 0, or Q35_EINVAL when absent. */
 int ckpt_store_drop(ckpt_store *s, uint64_t id);

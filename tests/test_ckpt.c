@@ -81,6 +81,8 @@ static void test_ckpt_lru_eviction(void **state)
     assert_int_equal(ev[1], 3);
     assert_int_equal(ckpt_store_has(s, 2), 0);
     assert_int_equal(ckpt_store_has(s, 1), 1);
+    assert_int_equal(ckpt_store_len(s, 1), 1);
+    assert_int_equal(ckpt_store_len(s, 2), -1);
     assert_int_equal(ckpt_store_put(s, 5, 5, 400, tag(5), err, sizeof err), 0);
     ckpt_stats st;
     ckpt_store_stats(s, &st);
