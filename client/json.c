@@ -66,6 +66,19 @@ void q35c_event_write_json(FILE *f, const q35c_event *ev)
             }
             fputc(']', f);
         }
+        if (ev->top_ids) {
+            fputs(",\"top_logprobs\":[", f);
+            for (int i = 0; i < ev->n_ids; i++) {
+                fputs(i ? ",[" : "[", f);
+                for (int k = 0; k < ev->n_top; k++) {
+                    fprintf(f, "%s{\"id\":%d,\"logprob\":", k ? "," : "", ev->top_ids[i * ev->n_top + k]);
+                    json_num(f, ev->top_logprobs[i * ev->n_top + k]);
+                    fputc('}', f);
+                }
+                fputc(']', f);
+            }
+            fputc(']', f);
+        }
         break;
     case Q35C_EV_LOGITS:
         fprintf(f, "\"event\":\"logits\",\"first_pos\":%d,\"rows\":%d,\"n_vocab\":%d",
@@ -126,9 +139,14 @@ void q35c_status_write_json(FILE *f, const q35c_status *s)
             fputs(",\"problem\":", f);
             json_cstr(f, g->problem);
         }
-        fputc('}', f);
+        fprintf(f, ",\"max_ctx\":%d}", g->max_ctx);
     }
-    fputs("]}\n", f);
+    fprintf(f, "],\"max_ctx\":%d", s->max_ctx);
+    if (s->warning[0]) {
+        fputs(",\"warning\":", f);
+        json_cstr(f, s->warning);
+    }
+    fputs("}\n", f);
 }
 
 void q35c_status_write_text(FILE *f, const q35c_status *s)
@@ -150,4 +168,5 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                 (unsigned long long)g->tokens);
         if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
     }
+    if (s->warning[0]) fprintf(f, "WARN %s\n", s->warning);
 }

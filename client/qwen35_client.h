@@ -76,7 +76,8 @@ typedef struct q35c_request {
     uint64_t seed;
 
     uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */
-    int n_logprobs;               /* 0 = none; else chosen token's logprob + top n-1..20 */
+    int n_logprobs;               /* 0 = none; else each chosen token's logprob and
+                                     its n (1..20) most likely alternatives */
     bool logits;                  /* full logits: every prompt position and
                                      every generated token */
     uint64_t id;                  /* 0: the library picks one */
@@ -114,6 +115,11 @@ typedef struct q35c_event {
     const int32_t *ids;           /* [n_ids] */
     int n_ids;
     const float *logprobs;        /* [n_ids] chosen tokens' logprobs, or NULL */
+    int n_top;                    /* alternatives per token (request.n_logprobs) */
+    const int32_t *top_ids;       /* [n_ids][n_top] most likely first, or NULL */
+    const float *top_logprobs;    /* [n_ids][n_top] their logprobs (the
+                                     distribution after penalties, before
+                                     temperature and truncation) */
     bool reasoning;               /* inside <think> … </think> */
     /* LOGITS: n_rows rows of n_vocab floats, first_pos = the position of
      * the first row in the sequence (prompt positions come first) */
@@ -143,6 +149,7 @@ typedef struct q35c_stage_status {
     char backend[16];
     char problem[256];            /* why it is not routed to, when down */
     int slots_used, slots_total;
+    int max_ctx;                  /* positions per slot it announced */
     double busy_pct;              /* busy / uptime over the stage's life */
     double busy_s, idle_s;        /* computing; waiting with nothing to do */
     double wire_idle_pct;         /* idle_s as a share of busy_s, in % */
@@ -154,6 +161,8 @@ typedef struct q35c_status {
     int n_layer;
     int active, queued, max_queue;
     int slots_used, slots_total;
+    int max_ctx;                  /* positions per slot of the pipeline */
+    char warning[512];            /* a stage smaller than its peers; "" if none */
     double tokens_per_s;          /* recent aggregate generation rate */
     double uptime_s;
     uint64_t requests_done, tokens_generated;
@@ -212,7 +221,7 @@ void q35c_status_destroy(q35c_status **s);
 /* --- printing (client/json.c) --------------------------------------------- */
 
 /* One JSON object per line: {"event":"piece","id":…,"text":…,"ids":[…],
- * "reasoning":…[,"logprobs":[…]],"t":…}, {"event":"logits","id":…,
+ * "reasoning":…[,"logprobs":[…],"top_logprobs":[[{"id":…,"logprob":…},…],…]],"t":…}, {"event":"logits","id":…,
  * "first_pos":…,"rows":…,"n_vocab":…,"t":…} (the values go to
  * --logits-out, not JSON), {"event":"final","id":…,"finish":…,
  * "prompt_tokens":…,"completion_tokens":…,"ttft_s":…,"decode_tps":…,"t":…},

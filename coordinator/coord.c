@@ -140,6 +140,33 @@ void coord_fail_all(coord *c, const char *why)
         req_error(c, c->active, Q35__CODE__UNAVAILABLE, "%s", why);
 }
 
+/* A stage announcing fewer slots or positions than its peers shrinks the
+ * whole pipeline to its size: almost always a config slip (one stage file
+ * edited, not the others), so it is a WARN and shows in status. */
+static void cap_mismatch(coord *c)
+{
+    uint32_t top_seqs = 0, top_ctx = 0;
+    for (int i = 0; i < c->n_links; i++) {
+        const Q35__Handshake *h = &c->links[i].hs;
+        top_seqs = h->max_seqs > top_seqs ? h->max_seqs : top_seqs;
+        top_ctx = h->max_ctx > top_ctx ? h->max_ctx : top_ctx;
+    }
+    c->cap_warning[0] = 0;
+    size_t n = 0;
+    for (int i = 0; i < c->n_links && n < sizeof c->cap_warning; i++) {
+        const Q35__Handshake *h = &c->links[i].hs;
+        if (h->max_ctx == top_ctx && h->max_seqs == top_seqs)
+            continue;
+        n += (size_t)snprintf(c->cap_warning + n, sizeof c->cap_warning - n,
+                              "%sstage %d (%s) has max-seqs %u, max-ctx %u while a peer has %u, %u: "
+                              "the pipeline runs at %d slots x %d positions; give every stage the same "
+                              "max-seqs and max-ctx", n ? "; " : "", i, c->links[i].endpoint,
+                              h->max_seqs, h->max_ctx, top_seqs, top_ctx, c->max_seqs, c->max_ctx);
+    }
+    if (c->cap_warning[0])
+        q35_log_warn("%s", c->cap_warning);
+}
+
 /* First time every stage is up: the chain's capacity is fixed. */
 static int chain_first_up(coord *c, char *err, size_t errsz)
 {
@@ -153,6 +180,7 @@ static int chain_first_up(coord *c, char *err, size_t errsz)
     c->max_seqs = seqs;
     c->max_ctx = ctx;
     c->max_batch = batch;
+    cap_mismatch(c);
     c->max_logit_rows = (int)c->links[c->n_links - 1].hs.max_logit_rows;
     c->slot_req = calloc((size_t)seqs, sizeof *c->slot_req);
     if (!c->slot_req)
@@ -238,6 +266,7 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->backend = (char *)(l->ever_up ? l->backend : "");
         s->slots_in_use = l->st.slots_in_use;
         s->max_seqs = l->hs.max_seqs;
+        s->max_ctx = l->hs.max_ctx;
         s->busy_s = l->st.busy_s;
         s->idle_s = l->st.idle_s;
         s->busy_pct = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
@@ -252,6 +281,8 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         used += c->slot_req[s] != NULL;
     st->slots_in_use = used;
     st->max_seqs = c->chain_known ? c->max_seqs : c->o.max_seqs;
+    st->max_ctx = c->chain_known ? c->max_ctx : c->o.max_ctx;
+    st->warning = c->cap_warning;
     st->queued = c->n_queued;
     st->max_queue = c->o.max_queue;
     st->active = c->n_active;

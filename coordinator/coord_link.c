@@ -88,10 +88,13 @@ static void send_hello(coord *c, link *l, double now)
         l->hello_id = r.id;
 }
 
-static void send_free_all(coord *c, link *l)
+void link_free(coord *c, link *l, int slot)
 {
+    uint32_t s = slot < 0 ? 0 : (uint32_t)slot;
     Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.all = true;
+    f.all = slot < 0;
+    f.n_slots = slot < 0 ? 0 : 1;
+    f.slots = &s;
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
     r.free = &f;
@@ -226,7 +229,7 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     l->problem[0] = 0;
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
-    send_free_all(c, l);
+    link_free(c, l, -1);
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
                  h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
@@ -295,19 +298,9 @@ void link_on_reply(coord *c, link *l)
 
 void link_on_monitor(coord *c, link *l)
 {
-    for (;;) {
-        q35_wire_msg m;
-        if (q35_wire_recv(l->mon, &m, ZMQ_DONTWAIT) != 0)
-            return;
-        size_t len;
-        const uint8_t *p = q35_wire_frame(&m, 0, &len);
-        uint16_t ev = 0;
-        uint32_t val = 0;
-        if (len >= 2)
-            memcpy(&ev, p, 2);
-        if (len >= 6)
-            memcpy(&val, p + 2, 4);
-        q35_wire_msg_close(&m);
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(l->mon, &ev, &val) == 0) {
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             char why[sizeof l->problem];
             if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)

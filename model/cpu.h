@@ -106,7 +106,7 @@ void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x
 void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
 
 /* cpu_ckpt.c: the backend's checkpoint ops (backend.h). */
-void *cpu_ckpt_save(q35_backend *b, int slot, int n, char *err, size_t errsz);
+int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz);
 int cpu_ckpt_restore(q35_backend *b, const void *ck, int slot, int n, char *err, size_t errsz);
 void cpu_ckpt_free(q35_backend *b, void *ck);
 uint64_t cpu_mem_free(const q35_backend *b);

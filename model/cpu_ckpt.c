@@ -25,17 +25,16 @@ static size_t layer_parts(const q35_backend *b, int il, int n, size_t *na, size_
     return *na + *nb;
 }
 
-void *cpu_ckpt_save(q35_backend *b, int slot, int n, char *err, size_t errsz)
+int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz)
 {
     size_t total = 0, na, nb;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++)
         total += layer_parts(b, il, n, &na, &nb);
     float *ck = malloc(total ? total * sizeof(float) : 1);
-    if (!ck) {
-        q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory for a checkpoint of %zu bytes",
-                total * sizeof(float));
-        return NULL;
-    }
+    if (!ck)
+        return q35_err(err, errsz, Q35_ENOMEM,
+                       "cpu backend: out of memory for a checkpoint of %zu bytes",
+                       total * sizeof(float));
     float *p = ck;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         layer_parts(b, il, n, &na, &nb);
@@ -45,7 +44,8 @@ void *cpu_ckpt_save(q35_backend *b, int slot, int n, char *err, size_t errsz)
         memcpy(p + na, ssm ? st->S : st->v, nb * sizeof(float));
         p += na + nb;
     }
-    return ck;
+    *out = ck;
+    return 0;
 }
 
 int cpu_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err, size_t errsz)

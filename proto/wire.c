@@ -186,6 +186,23 @@ void q35_wire_msg_close(q35_wire_msg *m)
     m->n = 0;
 }
 
+int q35_wire_monitor_event(void *mon, uint16_t *event, uint32_t *value)
+{
+    q35_wire_msg m;
+    if (q35_wire_recv(mon, &m, ZMQ_DONTWAIT) != 0)
+        return -1;
+    size_t len;
+    const uint8_t *p = q35_wire_frame(&m, 0, &len);
+    *event = 0;
+    *value = 0;
+    if (len >= 2)
+        memcpy(event, p, 2);
+    if (len >= 6)
+        memcpy(value, p + 2, 4);
+    q35_wire_msg_close(&m);
+    return 0;
+}
+
 static void free_buf(void *data, void *hint)
 {
     (void)hint;
