@@ -148,10 +148,9 @@ static int bind(const q35_backend *b, const seg *sg, int ns, const q35_tensor *t
     if (matrix && t->ne[0] % 8)
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': row length %lld not a multiple of 8",
                        t->name, (long long)t->ne[0]);
-    /* Alignment the decoders' loads need (cu_quant.cuh): segments start
+    /* Alignment the decoders' loads need (quant.h's align column): segments start
      * 256-aligned, so only a view inside a merged segment could miss it. */
-    const size_t need = t->type == GGML_TYPE_F32 ? 16 :
-                        (t->type == GGML_TYPE_Q4_K || t->type == GGML_TYPE_Q5_K) ? 8 : 2;
+    const size_t need = matrix ? (size_t)quant_type_of(t->type)->cuda_align : 1;
     if (matrix && (((uintptr_t)d->p | d->row_bytes | d->stride) % need))
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': rows not %zu-byte aligned on the device",
                        t->name, need);
