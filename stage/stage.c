@@ -78,6 +78,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .device = o->device,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)
@@ -259,6 +260,8 @@ static int on_free(stage *s, const Q35__FreeSlots *f, reply *rp, Q35__Freed *fr)
     for (int i = 0; i < n; i++) {
         int slot = f->all ? i : (int)f->slots[i];
         int rc = q35_engine_slot_reset(s->eng, slot, err, sizeof err);
+        if (rc == Q35_EDEVICE)
+            snprintf(s->device_err, sizeof s->device_err, "%s", err);
         if (rc)
             return fail(rp, q35_wire_code(rc), "free.slots", "free: slot %d: %s", slot, err);
         fr->n_freed++;
