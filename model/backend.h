@@ -91,6 +91,7 @@ typedef struct q35_backend_opts {
     int max_seqs, max_ctx;
     int n_threads;                     /* CPU workers (the CUDA backend may ignore) */
     int device;                        /* CUDA device index */
+    int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
 } q35_backend_opts;
 
 typedef struct q35_backend q35_backend;    /* a backend's own state, opaque */

@@ -222,6 +222,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     q35_backend_opts bo = {
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
         .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
+        .activations = o->activations,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);
     if (!e->be && !o->backend && e->ops != &q35_backend_cpu) {

@@ -24,6 +24,8 @@ typedef struct q35_engine_opts {
     int n_threads;                /* CPU worker threads */
     const char *backend;          /* "cpu", "cuda", or NULL = cuda if available else cpu */
     int device;                   /* CUDA device index */
+    int activations;              /* CPU matmul activations: enum quant_act
+                                   * (quant_act.h); 0 = exact (the default) */
 } q35_engine_opts;
 
 /* One forward pass over tokens of one or more sequences. Sequence s has
