@@ -12,7 +12,8 @@
  *
  * Files: coord.c (loop, status, lifecycle), coord_link.c (stage links:
  * handshake, liveness, epochs), coord_sched.c (slots, micro-batches,
- * results), coord_client.c (client requests, text, events).
+ * results), coord_req.c (a request's lifecycle), coord_client.c (client
+ * requests, text, events).
  */
 #ifndef Q35_COORD_H
 #define Q35_COORD_H

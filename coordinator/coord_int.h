@@ -1,4 +1,7 @@
-/* coord_int.h — the coordinator's state, shared by its files (not an API). */
+/* coord_int.h — the coordinator's state and internal API, shared by its
+ * files (not a public API). Each file exports under its own prefix:
+ * link_ (coord_link.c), sched_ (coord_sched.c), req_ (coord_req.c),
+ * client_ (coord_client.c), coord_ (coord.c). */
 #ifndef Q35_COORD_INT_H
 #define Q35_COORD_INT_H
 
@@ -21,6 +24,9 @@
 typedef struct mbatch mbatch;
 
 enum link_state { L_DOWN, L_UP, L_BAD };
+
+/* stats replies kept for the recent busy share: 24 x 0.5 s covers ~10 s */
+#define LINK_WINDOW 24
 
 typedef struct link {
     int idx;
@@ -51,6 +57,11 @@ typedef struct link {
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
     Q35__StageStats st;
+    /* busy share over a recent window: (time, busy_s, uptime_s) of the
+     * last stats replies, a ring of LINK_WINDOW */
+    struct { double busy_s, uptime_s; } win[LINK_WINDOW];
+    int win_n, win_head;
+    uint64_t bytes_out, bytes_in;   /* wire bytes sent to / read from the stage */
 } link;
 
 enum req_state { R_QUEUED, R_ACTIVE };
@@ -100,6 +111,7 @@ struct coord {
     /* capacity of the chain, fixed at the first full handshake */
     bool chain_known;
     int max_seqs, max_ctx, max_batch, max_logit_rows;
+    char cap_warning[512];          /* a stage smaller than its peers; "" if none */
     /* requests */
     req *queue_head, *queue_tail;
     int n_queued;
@@ -117,39 +129,97 @@ struct coord {
     char summary[256];
 };
 
-/* coord_link.c */
+/* ---- link_*: coord_link.c, one stage link --------------------------- */
+
+/* Creates l's DEALER (limits from the model, CURVE when configured), its
+ * monitor and connects to l->endpoint; l starts L_DOWN at epoch 1. */
 int  link_open(coord *c, link *l, char *err, size_t errsz);
+/* Closes l's sockets (safe on a link that never opened). */
 void link_close(link *l);
+/* Handles l's pending monitor events: a handshake that succeeded sends a
+ * Hello, a disconnect fails an up link, refused handshakes are logged once. */
 void link_on_monitor(coord *c, link *l);
+/* Reads l's pending replies: handshakes, forward results (handed to the
+ * scheduler in order), stats. Replies of another epoch are dropped. */
 void link_on_reply(coord *c, link *l);
+/* Deadlines and probes of l: hello retries, the step deadline, stats
+ * polls (which also prove the stage alive while idle). */
 void link_timers(coord *c, link *l, double now);
+/* Gives l up: it goes L_DOWN, its epoch moves on (late replies are then
+ * dropped), its queued steps are forgotten and the scheduler is told. */
 void link_fail(coord *c, link *l, const char *why);
+/* Sends r on l with l's epoch and the next request id (r->id set).
+ * 0, or -1 with errno (nothing connected, a full pipe). */
 int  link_send(coord *c, link *l, Q35__StageRequest *r);
+/* Asks l's stage to reset slot (slot < 0: every slot); fire and forget. */
+void link_free(coord *c, link *l, int slot);
+/* True (with the reason in err) when a stage refused or failed its
+ * handshake before the chain was ever up: the coordinator cannot start. */
 bool link_startup_problem(const coord *c, char *err, size_t errsz);
 
-/* coord_sched.c */
+/* ---- sched_*: coord_sched.c, slots and micro-batches ---------------- */
+
+/* Is m sent to some stage and not answered yet? */
 bool sched_in_flight(const coord *c, const mbatch *m);
+/* Moves queued requests into free slots (chain up only). */
 void sched_admit(coord *c);
+/* Keeps every up stage fed: micro-batches waiting for stage k are sent,
+ * new ones formed for stage 0, up to COORD_LINK_DEPTH per stage. */
 void sched_dispatch(coord *c);
+/* Stage l answered m: the hidden rows move m on to the next stage; from
+ * the last stage, sampled tokens are appended and streamed. A reply that
+ * does not fit m fails l. */
 void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr);
+/* Stage l refused m: its requests end with an INTERNAL error. */
 void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e);
+/* A stage was lost: every micro-batch is void and every request that had
+ * started ends with UNAVAILABLE naming why; the other stages free all. */
 void sched_fail_started(coord *c, const char *why);
+/* Request deadlines, and requests that waited too long for a broken chain. */
 void sched_timers(coord *c, double now);
+
+/* ---- req_*: coord_req.c, a request's lifecycle ---------------------- */
+
+/* Appends r (fully built) to the queue (R_QUEUED). */
+void req_enqueue(coord *c, req *r);
+/* Takes r, unlinked from the queue, into the active list on slot. */
+void req_activate(coord *c, req *r, int slot);
+/* Takes r out of whichever list holds it (queue or active). */
+void req_unlink(coord *c, req *r);
+/* Frees r and everything it owns; r must be unlinked. */
+void req_destroy(req *r);
+/* Ends r with a Final event (usage, stop string); a request in flight is
+ * only marked and ends when its micro-batch comes back. r is gone after. */
 void req_finish(coord *c, req *r, Q35__FinishReason why);
+/* Ends r at once with an error event (message printf-style). r is gone. */
 void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Frees r's slot on every up stage and in slot_req (no-op without one). */
 void req_free_slot(coord *c, req *r);
 
-/* coord_client.c */
+/* ---- client_*: coord_client.c, the client socket -------------------- */
+
+/* Reads pending client messages: generate (validated into a queued
+ * request), cancel, status. Anything malformed gets an error event. */
 void client_on_message(coord *c);
+/* Sends ev to r's client (r != NULL: its id, index and route) or to the
+ * route ident. 0, or -1 when the client is gone (r is then cancelled). */
 int  client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
                  Q35__Event *ev);
+/* An error event, to r's client or (r == NULL) to a message that never
+ * became a request. r is not ended here. */
 void client_error(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
                   const char *rid, Q35__Code code, const char *msg);
 /* Streams one sampled token: 0 go on, 1 stop (end of turn / stop string),
  * -1 the request ended with an error (it is gone). */
 int  client_piece(coord *c, req *r, int32_t tok, const Q35__Sampled *sm, int *stop_idx);
+/* Streams n_rows full-logit rows of r. */
 void client_logit_rows(coord *c, req *r, const float *logits, int n_rows);
+
+/* ---- coord.c -------------------------------------------------------- */
+
+/* Fills a status reply (ss, pss: COORD_MAX_STAGES entries the reply
+ * points into). */
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss);
 
 #endif

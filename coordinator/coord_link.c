@@ -72,7 +72,10 @@ int link_send(coord *c, link *l, Q35__StageRequest *r)
     (void)c;
     r->epoch = l->epoch;
     r->id = l->next_id++;
-    return q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+    int rc = q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+    if (rc == 0)
+        l->bytes_out += protobuf_c_message_get_packed_size(&r->base);
+    return rc;
 }
 
 static void send_hello(coord *c, link *l, double now)
@@ -88,10 +91,13 @@ static void send_hello(coord *c, link *l, double now)
         l->hello_id = r.id;
 }
 
-static void send_free_all(coord *c, link *l)
+void link_free(coord *c, link *l, int slot)
 {
+    uint32_t s = slot < 0 ? 0 : (uint32_t)slot;
     Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.all = true;
+    f.all = slot < 0;
+    f.n_slots = slot < 0 ? 0 : 1;
+    f.slots = &s;
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
     r.free = &f;
@@ -115,9 +121,10 @@ void link_fail(coord *c, link *l, const char *why)
         l->busy[i]->used = false;
     }
     l->n_busy = 0;
-    char msg[400];
-    snprintf(msg, sizeof msg, "stage %d (%s, layers %d:%d): %s", l->idx, l->endpoint,
-             l->want_begin, l->want_end, why);
+    char msg[400], layers[32] = "layers not known yet";
+    if (l->want_begin >= 0)
+        snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
+    snprintf(msg, sizeof msg, "stage %d (%s, %s): %s", l->idx, l->endpoint, layers, why);
     sched_fail_started(c, msg);
 }
 
@@ -226,7 +233,7 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     l->problem[0] = 0;
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
-    send_free_all(c, l);
+    link_free(c, l, -1);
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
                  h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
@@ -242,6 +249,7 @@ void link_on_reply(coord *c, link *l)
         const void *p = q35_wire_frame(&m, m.n - 1, &len);
         q35_wire_budget b;
         char err[Q35_ERRSZ];
+        l->bytes_in += len;
         q35_wire_budget_init(&b, q35_wire_budget_for(len));
         Q35__StageReply *r = m.n == 1 && !m.too_many
             ? q35_wire_unpack(&q35__stage_reply__descriptor, p, len, &b, err, sizeof err) : NULL;
@@ -284,6 +292,13 @@ void link_on_reply(coord *c, link *l)
             l->st = *r->stats;
             l->st.base.n_unknown_fields = 0;
             l->st.base.unknown_fields = NULL;
+            if (l->win_n && l->st.uptime_s < l->win[l->win_head].uptime_s)
+                l->win_n = 0;               /* the stage restarted */
+            l->win_head = (l->win_head + 1) % LINK_WINDOW;
+            l->win[l->win_head].busy_s = l->st.busy_s;
+            l->win[l->win_head].uptime_s = l->st.uptime_s;
+            if (l->win_n < LINK_WINDOW)
+                l->win_n++;
         } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
             q35_log_warn("stage %d (%s): %s (%s)", l->idx, l->endpoint, r->error->message,
                          q35_wire_code_name(r->error->code));
@@ -295,19 +310,9 @@ void link_on_reply(coord *c, link *l)
 
 void link_on_monitor(coord *c, link *l)
 {
-    for (;;) {
-        q35_wire_msg m;
-        if (q35_wire_recv(l->mon, &m, ZMQ_DONTWAIT) != 0)
-            return;
-        size_t len;
-        const uint8_t *p = q35_wire_frame(&m, 0, &len);
-        uint16_t ev = 0;
-        uint32_t val = 0;
-        if (len >= 2)
-            memcpy(&ev, p, 2);
-        if (len >= 6)
-            memcpy(&val, p + 2, 4);
-        q35_wire_msg_close(&m);
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(l->mon, &ev, &val) == 0) {
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             char why[sizeof l->problem];
             if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)

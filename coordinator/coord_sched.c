@@ -9,7 +9,6 @@
  * its positions always continue its slot on every stage. Decode tokens
  * go first in each micro-batch, prefill chunks fill the rest of its row
  * budget, so a long prompt never stalls running decodes. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,146 +18,18 @@
 
 #define QUEUE_PATIENCE_S 10.0   /* longest a request waits for a broken chain */
 
-static bool chain_up(const coord *c)
-{
-    if (!c->chain_known)
-        return false;
-    for (int i = 0; i < c->n_links; i++)
-        if (c->links[i].state != L_UP)
-            return false;
-    return true;
-}
-
-/* ---- request lifecycle ------------------------------------------------- */
-
-static void unlink_req(coord *c, req *r)
-{
-    if (r->state == R_QUEUED) {
-        if (r->prev) r->prev->next = r->next; else c->queue_head = r->next;
-        if (r->next) r->next->prev = r->prev; else c->queue_tail = r->prev;
-        c->n_queued--;
-    } else {
-        if (r->prev) r->prev->next = r->next; else c->active = r->next;
-        if (r->next) r->next->prev = r->prev;
-        c->n_active--;
-    }
-    r->next = r->prev = NULL;
-}
-
-static void req_destroy(req *r)
-{
-    for (int i = 0; i < r->n_stop; i++)
-        free(r->stop[i]);
-    coord_textstate_destroy(&r->text);
-    free(r->toks);
-    free(r);
-}
-
-void req_free_slot(coord *c, req *r)
-{
-    if (r->slot < 0)
-        return;
-    uint32_t slot = (uint32_t)r->slot;
-    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.n_slots = 1;
-    f.slots = &slot;
-    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
-    m.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    m.free = &f;
-    for (int i = 0; i < c->n_links; i++)
-        if (c->links[i].state == L_UP)
-            link_send(c, &c->links[i], &m);
-    c->slot_req[r->slot] = NULL;
-    r->slot = -1;
-}
-
-static void fill_usage(const req *r, Q35__Usage *u)
-{
-    double now = q35_now();
-    u->prompt_tokens = r->n_prompt;
-    u->completion_tokens = r->n_gen;
-    u->ttft_s = r->n_gen ? r->t_first - r->t_recv : 0;
-    u->tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first
-                      ? (r->n_gen - 1) / (r->t_last - r->t_first) : 0;
-    u->total_s = now - r->t_recv;
-}
-
-void req_finish(coord *c, req *r, Q35__FinishReason why)
-{
-    if (r->in_flight) {             /* ends when its micro-batch comes back */
-        if (why == Q35__FINISH_REASON__FINISH_CANCELLED)
-            r->cancelled = true;
-        else
-            r->expired = true;
-        return;
-    }
-    if (r->text && r->state == R_ACTIVE) {
-        const coord_piece *pc;
-        int n;
-        coord_textstate_finish(r->text, &pc, &n);
-        for (int i = 0; i < n; i++) {
-            Q35__Piece p = Q35__PIECE__INIT;
-            p.text = (char *)pc[i].text;
-            p.reasoning = pc[i].reasoning;
-            Q35__Event ev = Q35__EVENT__INIT;
-            ev.body_case = Q35__EVENT__BODY_PIECE;
-            ev.piece = &p;
-            client_send(c, r, NULL, 0, &ev);
-        }
-    }
-    Q35__Usage u = Q35__USAGE__INIT;
-    fill_usage(r, &u);
-    Q35__Final f = Q35__FINAL__INIT;
-    f.reason = why;
-    f.usage = &u;
-    if (why == Q35__FINISH_REASON__FINISH_STOP && r->stop_hit >= 0)
-        f.stop = r->stop[r->stop_hit];
-    Q35__Event ev = Q35__EVENT__INIT;
-    ev.body_case = Q35__EVENT__BODY_FINAL;
-    ev.final = &f;
-    client_send(c, r, NULL, 0, &ev);
-    q35_log_debug("request %s: finished (%d), %d+%d tokens", r->rid, why, r->n_prompt, r->n_gen);
-    req_free_slot(c, r);
-    unlink_req(c, r);
-    c->requests_done++;
-    req_destroy(r);
-}
-
-void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
-{
-    char msg[Q35_ERRSZ];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    client_error(c, r, NULL, 0, NULL, code, msg);
-    q35_log_info("request %s: %s: %s", r->rid, q35_wire_code_name(code), msg);
-    r->in_flight = false;
-    req_free_slot(c, r);
-    unlink_req(c, r);
-    c->requests_done++;
-    req_destroy(r);
-}
-
 /* ---- admission and micro-batches ---------------------------------------- */
 
 void sched_admit(coord *c)
 {
-    if (!chain_up(c))
+    if (!coord_chain_up(c))
         return;
     for (int s = 0; s < c->max_seqs && c->queue_head; s++) {
         if (c->slot_req[s])
             continue;
         req *r = c->queue_head;
-        unlink_req(c, r);
-        r->state = R_ACTIVE;
-        r->slot = s;
-        c->slot_req[s] = r;
-        r->next = c->active;
-        if (c->active)
-            c->active->prev = r;
-        c->active = r;
-        c->n_active++;
+        req_unlink(c, r);
+        req_activate(c, r, s);
     }
 }
 
@@ -289,7 +160,7 @@ static mbatch *form_mb(coord *c)
 
 void sched_dispatch(coord *c)
 {
-    if (!chain_up(c))
+    if (!coord_chain_up(c))
         return;
     /* later stages first: finishing work frees slots sooner */
     for (int k = c->n_links - 1; k >= 0; k--) {
@@ -470,19 +341,14 @@ void sched_fail_started(coord *c, const char *why)
             req_error(c, r, Q35__CODE__UNAVAILABLE, "%s; %d tokens were delivered", why, r->n_gen);
     }
     /* other stages may still hold those sequences */
-    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.all = true;
-    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
-    m.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    m.free = &f;
     for (int i = 0; i < c->n_links; i++)
         if (c->links[i].state == L_UP)
-            link_send(c, &c->links[i], &m);
+            link_free(c, &c->links[i], -1);
 }
 
 void sched_timers(coord *c, double now)
 {
-    bool up = chain_up(c);
+    bool up = coord_chain_up(c);
     req *next;
     for (int list = 0; list < 2; list++)
         for (req *r = list ? c->active : c->queue_head; r; r = next) {

@@ -15,8 +15,10 @@
  *
  * Errors: every CUDA failure becomes Q35_EDEVICE with the call, file and
  * error name. A failure after kernels started may have advanced slot state
- * part-way, so the backend then refuses further batches (the message says
- * so) instead of computing from torn state; restart the stage.
+ * part-way, which backend.h's contract allows only for Q35_EDEVICE: the
+ * engine then refuses further batches instead of computing from torn
+ * state. Rows per pass and graphs on/off come from q35_backend_opts
+ * (the stage's pass-rows / cuda-graphs options).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,9 +83,6 @@ struct q35_backend {
     graph_ent graphs[GRAPH_CACHE];
     int n_graphs;
     bool no_graphs;
-    /* failure */
-    int broken;
-    char broken_msg[Q35_ERRSZ];
 };
 
 /* ---- init helpers -------------------------------------------------------- */
@@ -152,10 +151,9 @@ static int bind(const q35_backend *b, const seg *sg, int ns, const q35_tensor *t
     if (matrix && t->ne[0] % 8)
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': row length %lld not a multiple of 8",
                        t->name, (long long)t->ne[0]);
-    /* Alignment the decoders' loads need (cu_quant.cuh): segments start
+    /* Alignment the decoders' loads need (quant.h's align column): segments start
      * 256-aligned, so only a view inside a merged segment could miss it. */
-    const size_t need = t->type == GGML_TYPE_F32 ? 16 :
-                        (t->type == GGML_TYPE_Q4_K || t->type == GGML_TYPE_Q5_K) ? 8 : 2;
+    const size_t need = matrix ? (size_t)quant_type_of(t->type)->cuda_align : 1;
     if (matrix && (((uintptr_t)d->p | d->row_bytes | d->stride) % need))
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': rows not %zu-byte aligned on the device",
                        t->name, need);
@@ -288,12 +286,10 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
     b->lb = w->layer_begin; b->le = w->layer_end; b->n_own = b->le - b->lb;
     b->has_embd = w->has_embd; b->has_head = w->has_head;
     b->max_seqs = o->max_seqs; b->max_ctx = o->max_ctx;
-    b->B = B_ROWS_DEFAULT;
-    const char *eb = getenv("QWEN35_CUDA_ROWS");
-    if (eb && atoi(eb) >= 1 && atoi(eb) <= 4096) b->B = atoi(eb);
+    b->B = o->pass_rows > 0 ? o->pass_rows : B_ROWS_DEFAULT;
     b->LB = o->max_seqs > 16 ? o->max_seqs : 16;
     if (b->LB > b->B) b->LB = b->B;
-    b->no_graphs = getenv("QWEN35_CUDA_NOGRAPH") != NULL;
+    b->no_graphs = o->no_graphs;
     /* on failure the message is already in err; init returns NULL */
 #define TRY(x) do { if ((x) != 0) goto fail; } while (0)
 #define TRYCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -405,18 +401,13 @@ static size_t cuda_state_bytes(const q35_backend *b)
     return (b->ssm_floats + b->kv_floats) * (size_t)b->max_seqs * sizeof(float);
 }
 
-static void cuda_slot_reset(q35_backend *b, int slot)
+static int cuda_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
 {
-    if (!b || slot < 0 || slot >= b->max_seqs || !b->ssm_floats) return;
-    cudaSetDevice(b->dev);
-    cudaError_t e = cudaMemsetAsync(b->ssm + (size_t)slot * b->ssm_floats, 0,
-                                    b->ssm_floats * sizeof(float), b->st);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(b->st);
-    if (e != cudaSuccess && !b->broken) {          /* reported by the next forward */
-        b->broken = 1;
-        q35_cu_fail(b->broken_msg, sizeof b->broken_msg, "cudaMemsetAsync (slot reset)", e,
-                    __FILE__, __LINE__);
-    }
+    if (!b->ssm_floats) return 0;
+    CU(cudaSetDevice(b->dev));
+    CU(cudaMemsetAsync(b->ssm + (size_t)slot * b->ssm_floats, 0, b->ssm_floats * sizeof(float), b->st));
+    CU(cudaStreamSynchronize(b->st));
+    return 0;
 }
 
 /* ---- the forward pass ----------------------------------------------------- */
@@ -632,9 +623,6 @@ static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
 static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
 {
     const q35_config *c = &b->cfg;
-    if (b->broken)
-        return q35_err(err, errsz, Q35_EDEVICE, "cuda: device failed earlier (%s); restart the stage",
-                       b->broken_msg);
     CU(cudaSetDevice(b->dev));
     const int B = b->B, E = c->n_embd, V = c->n_vocab;
     const bool all = bt->all_logits != 0;
@@ -686,11 +674,14 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t e
             if (!all && p.nout == b->LB) break;
         }
         int rc = run_pass(b, &p, err, errsz);
-        if (rc) {       /* kernels may have run part-way: state is torn */
-            b->broken = 1;
-            snprintf(b->broken_msg, sizeof b->broken_msg, "%s", err ? err : "device error");
-            return rc;
+        if (rc && rc != Q35_EDEVICE) {
+            /* Kernels of this pass (and earlier passes) may have advanced
+             * slot state: backend.h allows that only for Q35_EDEVICE. */
+            char m[Q35_ERRSZ];
+            snprintf(m, sizeof m, "%s", err ? err : "");
+            rc = q35_err(err, errsz, Q35_EDEVICE, "%s (slot state may have advanced)", m);
         }
+        if (rc) return rc;
         if (b->has_head) {
             if (all) {
                 memcpy(bt->logits + (size_t)row0_g * V, b->h_out, (size_t)p.nout * V * sizeof(float));

@@ -45,6 +45,8 @@ typedef struct stage_cfg {
     int max_ctx;
     char *backend;           /* "auto" | "cpu" | "cuda" */
     int device;
+    int pass_rows;           /* rows per backend pass; 0 = the backend's default */
+    char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     char *log_level;

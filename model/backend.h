@@ -8,12 +8,10 @@
  * receives bound weights once and then only validated batches; it owns the
  * per-slot state (SSM conv + S, KV cache) and its scratch memory.
  *
- * calm style: the engine picks one q35_backend_ops at start-up
- * (q35_backend_find) and calls through it; there is no op graph.
- * A CUDA build provides `q35_backend_cuda` (a strong definition of the weak
- * symbol declared below, linked into the binary: put its object/archive in
- * ENGINE_LIBS with --whole-archive or list the object directly, since a weak
- * reference does not pull an archive member in).
+ * calm style: the engine picks one q35_backend_ops at start-up from its
+ * table of the backends built in (engine.c: q35_backend_cpu, and
+ * q35_backend_cuda when Q35_HAVE_CUDA) and calls through it; there is no
+ * op graph. A new backend is one row of that table.
  */
 #ifndef Q35_BACKEND_H
 #define Q35_BACKEND_H
@@ -91,6 +89,8 @@ typedef struct q35_backend_opts {
     int max_seqs, max_ctx;
     int n_threads;                     /* CPU workers (the CUDA backend may ignore) */
     int device;                        /* CUDA device index */
+    int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
+    bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
     int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
 } q35_backend_opts;
 
@@ -110,19 +110,32 @@ typedef struct q35_backend_ops {
     /* Runs a batch the engine has validated: each slot's current length
      * equals pos[s]; pos[s] + n_tok[s] <= max_ctx; slots distinct; tokens
      * in range; the needed buffers non-NULL. Appends the batch's positions
-     * to each slot's state. Fails only for resources (ENOMEM, EDEVICE),
-     * and then before any slot state changed. */
+     * to each slot's state. Fails only for resources, and the code says
+     * what a failure leaves:
+     *   Q35_ENOMEM (or any code but Q35_EDEVICE): failed before any slot
+     *     state changed; the backend stays usable and the batch may be
+     *     retried.
+     *   Q35_EDEVICE: the device failed, possibly after kernels advanced
+     *     slot state part-way: no slot's state can be trusted.
+     * The engine acts on it: after Q35_EDEVICE it refuses every later
+     * forward and slot_reset (naming the first failure); the process must
+     * restart the backend (a stage exits, systemd restarts it). */
     int (*forward)(q35_backend *b, const q35_batch *batch, char *err, size_t errsz);
     /* Empties a slot (zeros its conv and S state; its KV cache is simply
-     * overwritten later). */
-    void (*slot_reset)(q35_backend *b, int slot);
+     * overwritten later). 0, or Q35_EDEVICE with the reason in err (the
+     * slot's state is then unknown: the engine treats it as for forward). */
+    int (*slot_reset)(q35_backend *b, int slot, char *err, size_t errsz);
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;
-extern const q35_backend_ops q35_backend_cuda __attribute__((weak));
+#ifdef Q35_HAVE_CUDA
+extern const q35_backend_ops q35_backend_cuda;
+#endif
 
-/* The ops for "cpu" / "cuda"; NULL name: cuda when linked in, else cpu.
- * NULL (message in err) for an unknown or unavailable backend. */
+/* The ops for "cpu" / "cuda"; NULL name: the first of the built-in table
+ * (cuda when built in, else cpu; the engine falls back along the table
+ * when one cannot start). NULL (message in err) for an unknown or
+ * unavailable backend. */
 const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errsz);
 
 #endif

@@ -21,23 +21,33 @@ struct q35_engine {
     int max_seqs, max_ctx;
     int *slot_len;            /* [max_seqs] next position of each slot */
     unsigned char *seen;      /* [max_seqs] scratch for duplicate-slot checks */
+    /* Set when the backend reported Q35_EDEVICE (backend.h): slot state is
+     * untrusted, so every later forward / reset is refused with this. */
+    char failed[Q35_ERRSZ];
 };
 
 /* ---- backend choice ------------------------------------------------------ */
 
+/* The backends built in, in the order "auto" tries them. */
+static const q35_backend_ops *const backends[] = {
+#ifdef Q35_HAVE_CUDA
+    &q35_backend_cuda,
+#endif
+    &q35_backend_cpu,
+};
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
 const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errsz)
 {
-    const q35_backend_ops *cuda = &q35_backend_cuda ? &q35_backend_cuda : NULL;
     if (!name)
-        return cuda ? cuda : &q35_backend_cpu;
-    if (!strcmp(name, "cpu"))
-        return &q35_backend_cpu;
-    if (!strcmp(name, "cuda")) {
-        if (!cuda)
-            q35_err(err, errsz, Q35_EINVAL, "backend 'cuda': not built into this binary");
-        return cuda;
-    }
-    q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu or cuda)", name);
+        return backends[0];
+    for (int i = 0; i < N_BACKENDS; i++)
+        if (!strcmp(name, backends[i]->name))
+            return backends[i];
+    if (!strcmp(name, "cuda"))
+        q35_err(err, errsz, Q35_EINVAL, "backend 'cuda': not built into this binary");
+    else
+        q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu or cuda)", name);
     return NULL;
 }
 
@@ -222,12 +232,14 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     q35_backend_opts bo = {
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
         .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
         .activations = o->activations,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);
-    if (!e->be && !o->backend && e->ops != &q35_backend_cpu) {
-        /* "cuda if available": linked in but no usable device. */
-        e->ops = &q35_backend_cpu;
+    /* "auto": the next backend of the table when one cannot start (cuda
+     * built in but no usable device). */
+    for (int i = 1; !e->be && !o->backend && i < N_BACKENDS; i++) {
+        e->ops = backends[i];
         e->be = e->ops->init(&e->w, &bo, err, errsz);
     }
     if (!e->be)
@@ -322,13 +334,30 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
     return 0;
 }
 
+/* After Q35_EDEVICE from the backend no slot's state can be trusted
+ * (backend.h): remember the first failure and refuse from then on. */
+static int backend_failed(q35_engine *e, int rc, const char *err)
+{
+    if (rc == Q35_EDEVICE && !e->failed[0])
+        snprintf(e->failed, sizeof e->failed, "%s", err && err[0] ? err : "device error");
+    return rc;
+}
+
+static int refuse_failed(const q35_engine *e, char *err, size_t errsz)
+{
+    return q35_err(err, errsz, Q35_EDEVICE, "engine: backend %s failed earlier (%s); restart the stage",
+                   e->ops->name, e->failed);
+}
+
 int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
 {
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
     int rc = check_batch(e, b, err, errsz);
     if (rc)
         return rc;
     if ((rc = e->ops->forward(e->be, b, err, errsz)))
-        return rc;
+        return backend_failed(e, rc, err);
     for (int s = 0; s < b->n_seq; s++)
         e->slot_len[b->slot[s]] += b->n_tok[s];
     return 0;
@@ -345,7 +374,14 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
 {
     if (slot < 0 || slot >= e->max_seqs)
         return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
-    e->ops->slot_reset(e->be, slot);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    char msg[Q35_ERRSZ] = "";
+    int rc = e->ops->slot_reset(e->be, slot, msg, sizeof msg);
+    if (rc) {
+        backend_failed(e, rc, msg);
+        return q35_err(err, errsz, rc, "%s", msg);
+    }
     e->slot_len[slot] = 0;
     return 0;
 }

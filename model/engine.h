@@ -24,6 +24,8 @@ typedef struct q35_engine_opts {
     int n_threads;                /* CPU worker threads */
     const char *backend;          /* "cpu", "cuda", or NULL = cuda if available else cpu */
     int device;                   /* CUDA device index */
+    int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
+    bool no_graphs;               /* CUDA: no captured graphs for decode passes */
     int activations;              /* CPU matmul activations: enum quant_act
                                    * (quant_act.h); 0 = exact (the default) */
 } q35_engine_opts;
@@ -70,10 +72,14 @@ uint64_t q35_engine_decode_bytes(const q35_engine *e);
 
 /* Runs the batch. Validates slots, positions (continuing each slot,
  * < max_ctx), token ids, sizes: Q35_EINVAL / Q35_ESTATE with a message
- * naming the sequence and field; on error no slot state changes. */
+ * naming the sequence and field; on such an error, and on a resource
+ * error (Q35_ENOMEM), no slot state changes. Q35_EDEVICE: the device
+ * failed and slot state is lost; every later forward and reset then
+ * fails with Q35_EDEVICE naming that failure (reopen the engine). */
 int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz);
 
-/* Slot state: current length (next position), reset to empty. */
+/* Slot state: current length (next position), reset to empty (reset:
+ * 0, Q35_EINVAL for a bad slot, Q35_EDEVICE as for forward). */
 int q35_engine_slot_len(const q35_engine *e, int slot);
 int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
 

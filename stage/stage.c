@@ -78,6 +78,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .device = o->device,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)
@@ -259,6 +260,8 @@ static int on_free(stage *s, const Q35__FreeSlots *f, reply *rp, Q35__Freed *fr)
     for (int i = 0; i < n; i++) {
         int slot = f->all ? i : (int)f->slots[i];
         int rc = q35_engine_slot_reset(s->eng, slot, err, sizeof err);
+        if (rc == Q35_EDEVICE)
+            snprintf(s->device_err, sizeof s->device_err, "%s", err);
         if (rc)
             return fail(rp, q35_wire_code(rc), "free.slots", "free: slot %d: %s", slot, err);
         fr->n_freed++;
@@ -679,17 +682,9 @@ static void on_handshake_failed(stage *s, uint32_t code)
  * on heartbeats), nobody can continue the sequences: free every slot. */
 static void on_monitor(stage *s)
 {
-    q35_wire_msg m;
-    while (q35_wire_recv(s->mon, &m, ZMQ_DONTWAIT) == 0) {
-        size_t len;
-        const uint8_t *p = q35_wire_frame(&m, 0, &len);
-        uint16_t ev = 0;
-        uint32_t val = 0;
-        if (len >= 2)
-            memcpy(&ev, p, 2);
-        if (len >= 6)
-            memcpy(&val, p + 2, 4);
-        q35_wire_msg_close(&m);
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(s->mon, &ev, &val) == 0) {
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
             on_handshake_failed(s, val);
         else if (ev == ZMQ_EVENT_ACCEPTED)

@@ -20,6 +20,7 @@
 #include "common.h"
 #include "../coordinator/coord.h"
 #include "../stage/stage.h"
+#include "qwen35_client.h"
 #include "wire.h"
 
 static char g_dir[64], g_model[512], g_model2[512], g_expect[512];
@@ -373,6 +374,88 @@ static void golden_run(const char *ep, const char *rid)
         fail_msg("%s: logits differ by %g", rid, maxd);
     free(r.logits);
     client_close(ctx, d);
+}
+
+/* What lp_fn saw of one request through the client library. */
+typedef struct lp_seen {
+    float *rows;              /* [n_rows][512] every logits row */
+    int n_rows, n_tok, n_top;
+    int32_t tok[16], top_id[16][3];
+    float lp[16], top_lp[16][3];
+} lp_seen;
+
+static int lp_fn(const q35c_event *ev, void *user)
+{
+    lp_seen *s = user;
+    if (ev->kind == Q35C_EV_LOGITS) {
+        s->rows = realloc(s->rows, (size_t)(s->n_rows + ev->n_rows) * 512 * sizeof(float));
+        memcpy(s->rows + (size_t)s->n_rows * 512, ev->logits, (size_t)ev->n_rows * 512 * sizeof(float));
+        s->n_rows += ev->n_rows;
+    }
+    for (int i = 0; ev->kind == Q35C_EV_PIECE && i < ev->n_ids && s->n_tok < 16; i++, s->n_tok++) {
+        s->tok[s->n_tok] = ev->ids[i];
+        s->lp[s->n_tok] = ev->logprobs ? ev->logprobs[i] : NAN;
+        s->n_top = ev->n_top;
+        for (int k = 0; k < 3 && k < ev->n_top; k++) {
+            s->top_id[s->n_tok][k] = ev->top_ids[i * ev->n_top + k];
+            s->top_lp[s->n_tok][k] = ev->top_logprobs[i * ev->n_top + k];
+        }
+    }
+    return 0;
+}
+
+/* --logprobs 3 through the client library: each token's 3 alternatives
+ * and its own logprob are the log-softmax of the full logits row it was
+ * drawn from (sampled at temperature 1, so not only the argmax). */
+static void logprobs_are_log_softmax(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "lp0", 2), stage_start(g_model, 4, 8, "lp1", 2) };
+    co_thread *co = coord_start(2, st, b, 2, 4, 30000);
+    wait_up(co);
+    char err[Q35_ERRSZ];
+    q35c_client *qc = q35c_new(co->listen, NULL, err, sizeof err);
+    assert_non_null(qc);
+    q35c_request r;
+    q35c_request_init(&r);
+    r.prompt_ids = g_toks;
+    r.n_prompt_ids = 8;
+    r.max_tokens = 12;
+    r.ignore_eos = true;
+    r.temperature = 1;
+    r.seed = 7;
+    r.n_logprobs = 3;
+    r.logits = true;
+    lp_seen s = { 0 };
+    if (q35c_generate(qc, &r, lp_fn, &s, err, sizeof err))
+        fail_msg("generate: %s", err);
+    assert_int_equal(s.n_tok, 12);
+    assert_int_equal(s.n_top, 3);
+    assert_int_equal(s.n_rows, 8 + 11);
+    double maxd = 0;
+    for (int t = 0; t < 12; t++) {
+        const float *row = s.rows + (size_t)(8 - 1 + t) * 512;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < 512; v++) mx = fmax(mx, row[v]);
+        for (int v = 0; v < 512; v++) sum += exp(row[v] - mx);
+        double lse = mx + log(sum);
+        maxd = fmax(maxd, fabs(s.lp[t] - (row[s.tok[t]] - lse)));
+        for (int k = 0; k < 3; k++) {
+            int id = s.top_id[t][k];
+            maxd = fmax(maxd, fabs(s.top_lp[t][k] - (row[id] - lse)));
+            for (int v = 0; v < 512; v++)   /* nothing outside the top 3 is more likely */
+                if (row[v] > row[id] && v != s.top_id[t][0] && v != s.top_id[t][1] && v != s.top_id[t][2])
+                    fail_msg("token %d: id %d (%g) beats alternative %d (%g)", t, v, row[v], id, row[id]);
+        }
+    }
+    if (maxd > 1e-4)
+        fail_msg("logprobs differ from the log-softmax of the logits by %g", maxd);
+    free(s.rows);
+    q35c_destroy(&qc);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
 }
 
 static void golden_through_1_2_3_stages(void **state)
@@ -749,6 +832,24 @@ static void bare_endpoints(void **state)
     golden_run(co->listen, "bare");
     coord_stop(&co);
     stage_stop(&st[1]);
+    /* a stage with fewer slots than its peer: WARN and in status, not only
+     * a smaller pipeline */
+    st[1] = stage_start(g_model, 3, 8, "be1", 1);
+    co = coord_start(2, st, NULL, 2, 4, 30000);
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    Q35__StatusReply *s = status(d);
+    assert_int_equal(s->max_seqs, 1);
+    assert_int_equal(s->max_ctx, 256);
+    assert_int_equal(s->stages[1]->max_ctx, 256);
+    assert_non_null(s->warning);
+    assert_non_null(strstr(s->warning, "stage 1"));
+    assert_non_null(strstr(s->warning, "max-seqs 1"));
+    assert_null(strstr(s->warning, "stage 0"));
+    q35__status_reply__free_unpacked(s, NULL);
+    client_close(ctx, d);
+    coord_stop(&co);
+    stage_stop(&st[1]);
     st[1] = stage_start(g_model, 4, 8, "be1", 2);   /* a gap: 0:3 then 4:8 */
     co = coord_start(2, st, NULL, 2, 4, 30000);
     for (double end = q35_now() + WAIT_S; q35_now() < end && !co->rc;)
@@ -818,6 +919,7 @@ int main(void)
         cmocka_unit_test(stage_death_and_return),
         cmocka_unit_test(wrong_chain_refused),
         cmocka_unit_test(bare_endpoints),
+        cmocka_unit_test(logprobs_are_log_softmax),
         cmocka_unit_test(wire_dtype_half),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
