@@ -342,4 +342,8 @@ const q35_backend_ops q35_backend_cpu = {
     .limits = cpu_limits,
     .forward = cpu_forward,
     .slot_reset = cpu_slot_reset,
+    .ckpt_save = cpu_ckpt_save,
+    .ckpt_restore = cpu_ckpt_restore,
+    .ckpt_free = cpu_ckpt_free,
+    .mem_free = cpu_mem_free,
 };
