@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,20 @@ void *ts_read_file(const char *path, size_t *size)
     fclose(f);
     *size = (size_t)n;
     return buf;
+}
+
+int ts_read_ids(const char *path, int32_t *ids, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", path);
+        return -1;
+    }
+    int n = 0, v;
+    while (n < max && fscanf(f, "%d", &v) == 1)
+        ids[n++] = v;
+    fclose(f);
+    return n;
 }
 
 ts_args ts_args_of(const char *first, ...)
@@ -86,6 +102,19 @@ char *ts_capture_stderr(void (*fn)(void), bool journal)
     close(fd);
     buf[n > 0 ? n : 0] = 0;
     return buf;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+int ts_rm_rf(const char *dir)
+{
+    if (nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0)
+        return 0;
+    return errno == ENOENT ? 0 : -1;
 }
 
 int ts_help_shows(const char *prog, const char *text)
