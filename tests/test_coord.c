@@ -22,6 +22,7 @@
 #include "../stage/stage.h"
 #include "qwen35_client.h"
 #include "wire.h"
+#include "support.h"
 
 static char g_dir[64], g_model[512], g_model2[512], g_expect[512];
 static int32_t g_toks[64];
@@ -31,9 +32,7 @@ static float *g_logits;   /* [64][512] */
 static int setup(void **state)
 {
     (void)state;
-    const char *g = getenv("QWEN35_GOLDEN");
-    if (!g)
-        g = "../shared/golden";
+    const char *g = ts_golden_dir();
     snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
     snprintf(g_model2, sizeof g_model2, "%s/models/tiny-Q4_K_M.gguf", g);
     snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
