@@ -74,7 +74,7 @@ void cache_destroy(coord *c)
 /* On when every stage of the chain is up with a store. */
 static bool cache_on(const coord *c)
 {
-    if (!c->cache || !coord_chain_up(c))
+    if (!c->cache || c->o.no_prefix_cache || !coord_chain_up(c))
         return false;
     for (int i = 0; i < c->n_links; i++)
         if (c->links[i].hs.cache_budget == 0)
@@ -378,17 +378,19 @@ void cache_link_down(coord *c, link *l)
     if (!k)
         return;
     /* their answers will not come: restores in progress start over at 0
-     * (nothing of them was computed), saves stay pending until the link's
-     * next handshake makes everything forgotten */
+     * (nothing of them was computed; the scheduler replays the others from
+     * 0 too), saves stay pending until the link's next handshake makes
+     * everything forgotten */
     k->ops[l->idx].n = 0;
-    for (req *r = c->active; r; r = r->next)
+    for (req *r = c->active; r; r = r->next) {
+        k->cached_tokens -= (uint64_t)r->n_cached;   /* replayed from position 0 */
+        r->n_cached = 0;
         if (r->restoring > 0) {
-            k->cached_tokens -= (uint64_t)r->n_cached;
             r->restoring = 0;
             r->restore_failed = false;
-            r->n_cached = 0;
             r->n_fed = 0;
         }
+    }
 }
 
 void cache_link_up(coord *c, link *l, bool restarted)
