@@ -119,6 +119,14 @@ c=$(cached "$T.sh")
 [ "${c:-0}" -ge 80 ] || p35_fail "short prompt (86 tokens) extending a cached one restored ${c:-0} tokens"
 echo "short prompt of $(wc -w <"$T.short") tokens: ${c:-0} restored"
 
+# --- the chat template: turn 2 extends turn 1 up to where the template
+# rewrites history (the answer loses its think block): it hits up to there
+printf 'hello there\nand once more\n' | p35_client --chat --no-think -n 6 --stats >"$T.chat" 2>"$T.chat.err" ||
+    p35_fail "--chat failed: $(tail -n 2 "$T.chat.err")"
+c=$(grep -o '([0-9]* cached)' "$T.chat.err" | sed -n 2p | tr -dc 0-9)
+[ "${c:-0}" -gt 0 ] || p35_fail "chat turn 2 restored nothing: $(cat "$T.chat.err")"
+echo "chat: turn 2 restored ${c:-0} tokens (up to the template's rewrite of turn 1's answer)"
+
 # --- a stage restarted between turns: its checkpoints are gone ---------------
 p35_kill s1 KILL
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb 64
