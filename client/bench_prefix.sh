@@ -10,11 +10,12 @@
 #     stages: time to first token per turn, prompt tokens computed, total
 #     time. Target: turn 8's TTFT >= 10x lower with the cache.
 #  2. 16 requests sharing a 1000-token system prompt, differing after it
-#     (one first, then 15 at once): prompt tokens computed. Target: the
-#     shared 1000 computed once.
+#     (one first, then 15 at once), cache off then on: prompt tokens
+#     computed, time. Target: the shared 1000 computed once.
 #  3. a prompt of < 100 tokens extending a cached one: it hits.
 #  4. each stage's RSS growth with the cache on, from after the cache-off
-#     run (slot pools already touched) to the end. Target: < 300 MB.
+#     runs of 1 and 2 (the same stages: every slot used is touched
+#     already) to the end. Target: < 300 MB.
 #
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/mini-4L-64x-q4_k_m.gguf;
 # generated when missing), BENCH_THREADS (1 per stage), BENCH_TURNS (8),
@@ -54,7 +55,6 @@ final() { grep '"event":"final"' "$1"; }
 rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 now() { date +%s.%N; }
 
-for s in s0 s1; do :; done
 p35_stage s0 "$MODEL" 0:2 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
 p35_stage s1 "$MODEL" 2:4 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
 
@@ -82,12 +82,42 @@ chat() {
     echo "$(now) $_t0" | awk '{ printf "%.1f", $1 - $2 }' >"$T.$_tag.total"
 }
 
+# shared TAG: REQS requests sharing a SHARED-token system prompt, one
+# first, then the others at once; figures in $T.TAG.shared
+printf '%s %s ' "$IM" "$(ids $((SHARED - 1)) 7)" >"$T.sys"
+req_prompt() { printf '%s %s %s' "$(cat "$T.sys")" "$IM" "$(ids 49 $((1000 + $1)))" >"$T.sys.$1"; }
+shared() {
+    _tag=$1
+    for i in $(seq 1 "$REQS"); do req_prompt "$i"; done
+    _t0=$(now)
+    p35_client --prompt-ids "$T.sys.1" -n 8 --ignore-eos --json --timeout 600000 >"$T.$_tag.sys.1" ||
+        p35_die "shared request 1 failed"
+    _pids=""
+    for i in $(seq 2 "$REQS"); do
+        p35_bg_client "$T.$_tag.sys.$i" --prompt-ids "$T.sys.$i" -n 8 --ignore-eos --json --timeout 600000
+        _pids="$_pids $P35_LAST"
+    done
+    for p in $_pids; do wait "$p" || p35_die "a shared-prompt request failed"; done
+    _t1=$(now)
+    _comp=0 _tot=0 _hits=0
+    for i in $(seq 1 "$REQS"); do
+        f=$(final "$T.$_tag.sys.$i")
+        p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens)
+        _comp=$((_comp + p - ${c:-0})) _tot=$((_tot + p))
+        [ "${c:-0}" -ge "$SHARED" ] && _hits=$((_hits + 1))
+    done
+    echo "$_tot $_comp $_hits $(echo "$_t1 $_t0" | awk '{ printf "%.1f", $1 - $2 }')" >"$T.$_tag.shared"
+}
+
 echo "bench-prefix: $MODEL, 2 stages x $THREADS thread(s), cache-mb $CACHE_MB"
 coord off
 chat off
+shared off
+sleep 1
 rss0_s0=$(rss_mb "$P35_PID_s0") rss0_s1=$(rss_mb "$P35_PID_s1")
 coord on
 chat on
+shared on
 
 echo
 echo "1. $TURNS-turn chat (user $USER, answers $ANSWER tokens): cache off vs on"
@@ -102,30 +132,12 @@ awk -v r="$ratio" 'BEGIN { exit !(r >= 10) }' && v=holds || v="does NOT hold"
 echo "turn $TURNS TTFT $ratio x lower with the cache (target >= 10x): $v"
 
 echo
-echo "2. $REQS requests sharing a $SHARED-token system prompt"
-printf '%s %s ' "$IM" "$(ids $((SHARED - 1)) 7)" >"$T.sys"
-req_prompt() { printf '%s %s %s' "$(cat "$T.sys")" "$IM" "$(ids 49 $((1000 + $1)))" >"$T.sys.$1"; }
-req_prompt 1
-t0=$(now)
-p35_client --prompt-ids "$T.sys.1" -n 8 --ignore-eos --json --timeout 600000 >"$T.sys.out.1" || p35_die "shared request 1 failed"
-pids=""
-for i in $(seq 2 "$REQS"); do
-    req_prompt "$i"
-    p35_bg_client "$T.sys.out.$i" --prompt-ids "$T.sys.$i" -n 8 --ignore-eos --json --timeout 600000
-    pids="$pids $P35_LAST"
-done
-for p in $pids; do wait "$p" || p35_die "a shared-prompt request failed"; done
-t1=$(now)
-computed=0 total=0 hits=0
-for i in $(seq 1 "$REQS"); do
-    f=$(final "$T.sys.out.$i")
-    p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens)
-    computed=$((computed + p - ${c:-0})) total=$((total + p))
-    [ "${c:-0}" -ge "$SHARED" ] && hits=$((hits + 1))
-done
-suffix=$((total / REQS - SHARED))
-echo "prompt tokens: $total, computed: $computed (the shared $SHARED once + $REQS x $suffix differing = $((SHARED + REQS * suffix))); $hits of $((REQS - 1)) later requests restored the shared prompt; $(echo "$t1 $t0" | awk '{ printf "%.1f", $1 - $2 }') s"
-[ "$computed" -le $((SHARED + REQS * suffix)) ] && v=holds || v="does NOT hold"
+echo "2. $REQS requests sharing a $SHARED-token system prompt (one first, then $((REQS - 1)) at once)"
+read tot comp_off hits_off t_off <"$T.off.shared"
+read tot comp_on hits_on t_on <"$T.on.shared"
+suffix=$((tot / REQS - SHARED))
+echo "prompt tokens: $tot; computed: $comp_off off ($t_off s), $comp_on on ($t_on s); the shared $SHARED once + $REQS x $suffix differing = $((SHARED + REQS * suffix)); $hits_on of $((REQS - 1)) later requests restored the shared prompt"
+[ "$comp_on" -le $((SHARED + REQS * suffix)) ] && [ "$hits_on" -ge $((REQS - 1)) ] && v=holds || v="does NOT hold"
 echo "shared $SHARED tokens computed once: $v"
 
 echo
@@ -145,5 +157,5 @@ rss1_s0=$(rss_mb "$P35_PID_s0") rss1_s1=$(rss_mb "$P35_PID_s1")
 p35_client --status | grep -i "prefix cache" || true
 for s in s0 s1; do
     eval "a=\$rss0_$s b=\$rss1_$s"
-    echo "$s: RSS $a MB after the cache-off run, $b MB at the end: growth $((b - a)) MB (target < 300): $([ $((b - a)) -lt 300 ] && echo holds || echo 'does NOT hold')"
+    echo "$s: RSS $a MB after the cache-off runs, $b MB at the end: growth $((b - a)) MB (target < 300): $([ $((b - a)) -lt 300 ] && echo holds || echo 'does NOT hold')"
 done

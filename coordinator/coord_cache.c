@@ -254,11 +254,16 @@ bool cache_waiting(const req *r) { return r->restoring > 0; }
 
 /* The next position where r's prefill stops for a checkpoint: a message
  * boundary (the start of the next <|im_start|>), a multiple of
- * COORD_CKPT_EVERY, or the end of the prompt. */
+ * COORD_CKPT_EVERY, or the end of the prompt. Right after a restore, a
+ * boundary a few tokens on is not worth a step of its own (a restored chat
+ * turn would otherwise run the last answer token alone): the first at
+ * least CKPT_MIN_GAP on. */
+#define CKPT_MIN_GAP 16
 static int next_stop(const coord *c, const req *r)
 {
     const coord_cache *k = c->cache;
-    int from = r->n_fed + 1, end = r->n_prompt;
+    int gap = r->n_cached > 0 && r->n_fed == r->n_cached ? CKPT_MIN_GAP : 1;
+    int from = r->n_fed + gap, end = r->n_prompt;
     int every = (from + COORD_CKPT_EVERY - 1) / COORD_CKPT_EVERY * COORD_CKPT_EVERY;
     if (every < end)
         end = every;
