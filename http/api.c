@@ -429,6 +429,7 @@ int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim
         if (get_bool(so, "include_usage", &g->include_usage, e)) return -1;
     }
     if (get_bool(root, "return_token_ids", &g->return_token_ids, e)) return -1;
+    if (get_bool(root, "ignore_eos", &g->r.ignore_eos, e)) return -1;      /* vLLM's extension */
     if (parse_sampling(g, root, lim, e) || parse_stop(g, root, e)) return -1;
     if (k == HTTP_COMPLETION) {
         bool echo = false;

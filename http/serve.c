@@ -687,11 +687,9 @@ static enum MHD_Result begin(conn *k, const char *url, const char *method, bool 
     }
     if (!post) return fail(k, 405, NULL, "method_not_allowed", "this route takes POST");
     const char *cl = MHD_lookup_connection_value(k->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > k->srv->o.max_body) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the body (%s bytes) is larger than max-body (%zu bytes)", cl, k->srv->o.max_body);
-        return fail(k, 413, NULL, "request_too_large", msg);
-    }
+    /* too large: read and drop it, then 413 (answering first would reset
+     * a client still sending) */
+    if (cl && strtoull(cl, NULL, 10) > k->srv->o.max_body) k->too_big = true;
     k->route = r;
     *answered = false;
     return MHD_YES;
