@@ -26,9 +26,9 @@ static int32_t toks[N_TOK];
 static int setup(void **s)
 {
     (void)s;
-    snprintf(model, sizeof model, "%s/models/tiny-Q4_K_M.gguf", fu_golden_dir());
+    snprintf(model, sizeof model, "%s/models/tiny-Q4_K_M.gguf", ts_golden_dir());
     char path[600];
-    snprintf(path, sizeof path, "%s/tokens64.txt", fu_golden_dir());
+    snprintf(path, sizeof path, "%s/tokens64.txt", ts_golden_dir());
     return fu_read_ids(path, toks, N_TOK) == N_TOK ? 0 : -1;
 }
 
