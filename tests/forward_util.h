@@ -23,19 +23,6 @@ static FU_UNUSED void *fu_alloc(size_t n)
     return p;
 }
 
-/* Reads up to max whitespace-separated ids; returns how many. */
-static FU_UNUSED int fu_read_ids(const char *path, int32_t *ids, int max)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("%s: cannot open", path);
-    int n = 0, v;
-    while (n < max && fscanf(f, "%d", &v) == 1)
-        ids[n++] = v;
-    fclose(f);
-    return n;
-}
-
 static FU_UNUSED double fu_max_diff(const float *a, const float *b, size_t n)
 {
     double m = 0;

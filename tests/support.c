@@ -43,6 +43,20 @@ void *ts_read_file(const char *path, size_t *size)
     return buf;
 }
 
+int ts_read_ids(const char *path, int32_t *ids, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", path);
+        return -1;
+    }
+    int n = 0, v;
+    while (n < max && fscanf(f, "%d", &v) == 1)
+        ids[n++] = v;
+    fclose(f);
+    return n;
+}
+
 ts_args ts_args_of(const char *first, ...)
 {
     ts_args a = { 0, { 0 } };

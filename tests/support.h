@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The golden data: $QWEN35_GOLDEN, or ../shared/golden (relative to the
  * repository root, where the tests run). */
@@ -18,6 +19,11 @@ char *ts_golden(char *buf, size_t n, const char *rel);
 /* The whole file at path in a malloc'd buffer (*size bytes); fails the
  * test when it cannot be read. */
 void *ts_read_file(const char *path, size_t *size);
+
+/* Up to max whitespace-separated ids from the file at path (golden token
+ * lists): how many were read, or -1, said on stderr, when the file cannot
+ * be opened. Does not fail the test (fixtures' setup calls it). */
+int ts_read_ids(const char *path, int32_t *ids, int max);
 
 /* An argument vector: "prog", then the strings up to the NULL that ends
  * the list (at most TS_ARGS_MAX - 1 in all; the vector stays

@@ -26,7 +26,7 @@
 
 static char g_dir[64], g_model[512], g_model2[512], g_expect[512];
 static int32_t g_toks[64];
-static int g_greedy[16];
+static int32_t g_greedy[16];
 static float *g_logits;   /* [64][512] */
 
 static int setup(void **state)
@@ -38,25 +38,13 @@ static int setup(void **state)
     snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
     char p[600];
     snprintf(p, sizeof p, "%s/tokens64.txt", g);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", p);
-    for (int i = 0; f && i < 64; i++)
-        if (fscanf(f, "%d", &g_toks[i]) != 1)
-            return -1;
-    if (!f)
+    if (ts_read_ids(p, g_toks, 64) != 64)
         return -1;
-    fclose(f);
     snprintf(p, sizeof p, "%s.greedy.txt", g_expect);
-    f = fopen(p, "r");
-    for (int i = 0; f && i < 16; i++)
-        if (fscanf(f, "%d", &g_greedy[i]) != 1)
-            return -1;
-    if (!f)
+    if (ts_read_ids(p, g_greedy, 16) != 16)
         return -1;
-    fclose(f);
     snprintf(p, sizeof p, "%s.logits.f32", g_expect);
-    f = fopen(p, "rb");
+    FILE *f = fopen(p, "rb");
     g_logits = malloc(64 * 512 * sizeof(float));
     if (!f || fread(g_logits, sizeof(float), 64 * 512, f) != 64 * 512)
         return -1;

@@ -37,9 +37,9 @@ static void load_golden(golden *g, const char *name)
     g->name = name;
     snprintf(g->model, sizeof g->model, "%s/models/tiny-%s.gguf", dir, name);
     snprintf(path, sizeof path, "%s/tokens64.txt", dir);
-    assert_int_equal(fu_read_ids(path, g->tok, N_TOK), N_TOK);
+    assert_int_equal(ts_read_ids(path, g->tok, N_TOK), N_TOK);
     snprintf(path, sizeof path, "%s/expect/tiny-%s.greedy.txt", dir, name);
-    assert_int_equal(fu_read_ids(path, g->greedy, N_GEN), N_GEN);
+    assert_int_equal(ts_read_ids(path, g->greedy, N_GEN), N_GEN);
     snprintf(path, sizeof path, "%s/expect/tiny-%s.logits.f32", dir, name);
     size_t bytes = 0;
     g->logits = ts_read_file(path, &bytes);
