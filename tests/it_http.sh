@@ -20,10 +20,10 @@ NPM=${QWEN35_NPM_DIR:-$(cd "$B" && pwd)/npm}
 sh "$(dirname "$0")/http/npm-setup.sh" "$NPM" || p35_die "npm install of the test clients failed"
 
 M=$G/models/tiny-Q8_0.gguf
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 1024
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 1024
+p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
+p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
 # one slot and a queue of one: a third request is refused (429)
-p35_coord "$M" s0 s1 -- --max-ctx 1024 --max-seqs 1 --max-queue 1
+p35_coord "$M" s0 s1 -- --max-ctx 4096 --max-seqs 1 --max-queue 1
 p35_wait_ready 30
 KEY=sk-test-$$
 printf '# test keys\n\n%s\n' "$KEY" >"$P35_RUN/keys"
@@ -86,7 +86,7 @@ p35_kill s1 KILL
 i=0
 until [ "$(curl -s -o "$P35_RUN/h.json" -w '%{http_code}' "$U/health")" = 503 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q '"reason":"stage 1' "$P35_RUN/h.json" || p35_fail "/health with stage 1 down: $(cat "$P35_RUN/h.json")"
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 1024
+p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
 i=0
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/health")" = 200 ] || [ $i -ge 200 ]; do sleep 0.1; i=$((i + 1)); done
 [ $i -lt 200 ] || p35_fail "/health not 200 again after stage 1 came back"

@@ -8,6 +8,7 @@ const base = process.env.Q35_BASE;
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
+  protocolTimeout: 30000,
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"],
 });
 try {
@@ -25,18 +26,22 @@ try {
   await page.type("#key", process.env.Q35_KEY);
   await page.$eval("#temperature", (e) => { e.value = "0"; });     // greedy: the same answers every run
   await page.$eval("#max_tokens", (e) => { e.value = "120"; });
+  // text streams into the view: it grows in many steps (one per chunk read);
+  // the observer is in place before the request goes out
+  await page.evaluate(() => {
+    window.__steps = [];
+    new MutationObserver(() => {
+      const a = document.querySelectorAll(".assistant")[0];
+      if (!a) return;
+      const n = a.querySelector(".reasoning").textContent.length + a.querySelector(".answer").textContent.length;
+      if (!window.__steps.length || window.__steps[window.__steps.length - 1] !== n) window.__steps.push(n);
+      if (/tokens|finished/.test(a.querySelector(".meta").textContent)) window.__done = true;
+    }).observe(document.querySelector("#log"), { subtree: true, childList: true, characterData: true });
+  });
   await page.type("#input", "Why is the sky blue?");
   await page.click("#send");
-  // text streams into the view: it grows in many steps (one per chunk read)
-  const lengths = await page.evaluate(() => new Promise((done) => {
-    const el = document.querySelectorAll(".assistant")[0];
-    const seen = [];
-    const len = () => el.querySelector(".reasoning").textContent.length + el.querySelector(".answer").textContent.length;
-    new MutationObserver(() => {
-      if (!seen.length || seen[seen.length - 1] !== len()) seen.push(len());
-      if (/tokens|finished/.test(el.querySelector(".meta").textContent)) done(seen);
-    }).observe(el, { subtree: true, childList: true, characterData: true });
-  }));
+  await page.waitForFunction(() => window.__done === true, { timeout: 20000 });
+  const lengths = await page.evaluate(() => window.__steps);
   assert.ok(lengths.length >= 5, "the answer grew in " + lengths.length + " steps: " + lengths);
   console.log(`ok a message streamed into the view in ${lengths.length} steps`);
   assert.equal(bodies[0].chat_template_kwargs.enable_thinking, true);
@@ -55,7 +60,7 @@ try {
 
   // stop cancels a long answer
   await page.click("#think");
-  await page.$eval("#max_tokens", (e) => { e.value = "600"; });
+  await page.$eval("#max_tokens", (e) => { e.value = "3000"; });
   await page.type("#input", "Tell me a long story.");
   await page.click("#send");
   await page.waitForFunction(() => {
