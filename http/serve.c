@@ -71,7 +71,7 @@ typedef struct conn {
     bool done, sent_done, role_sent, in_tool;
     sbuf content, reasoning, pending;    /* pending: answer text held back (a tool call may start) */
     json_t *token_ids, *lp;              /* all generated ids; logprobs entries */
-    int prompt_tokens, completion_tokens;
+    int prompt_tokens, completion_tokens, cached_tokens;
     q35c_finish finish;
     char code[48], message[512];
     double t_start, t_last;
@@ -318,8 +318,10 @@ static void answer_text(conn *k, const char *t, size_t n, json_t *ids, json_t *l
 
 static json_t *usage_json(conn *k)
 {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", k->prompt_tokens, "completion_tokens",
-                     k->completion_tokens, "total_tokens", k->prompt_tokens + k->completion_tokens);
+    /* prompt tokens restored from the coordinator's prefix cache */
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", k->prompt_tokens, "completion_tokens",
+                     k->completion_tokens, "total_tokens", k->prompt_tokens + k->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", k->cached_tokens);
 }
 
 /* The held-back answer at the end: tool calls when it parses, else text. */
@@ -385,6 +387,7 @@ static int on_event(const q35c_event *ev, void *user)
         k->finish = ev->kind == Q35C_EV_ERROR ? Q35C_FINISH_ERROR : ev->finish;
         k->prompt_tokens = ev->prompt_tokens;
         k->completion_tokens = ev->completion_tokens;
+        k->cached_tokens = ev->cached_tokens;
         if (k->finish == Q35C_FINISH_ERROR || k->finish == Q35C_FINISH_DEADLINE) {
             snprintf(k->code, sizeof k->code, "%s",
                      ev->code ? ev->code : k->finish == Q35C_FINISH_DEADLINE ? "DEADLINE_EXCEEDED" : "INTERNAL");

@@ -77,7 +77,8 @@ same(await whole({ temperature: 0, seed: 7 }), greedy, "greedy, whole");
 const gs = await streamed({ temperature: 0, seed: 7 });
 same(gs, greedy, "greedy, streamed");
 assert.ok(gs.chunks >= 3, `streamed in ${gs.chunks} chunks`);
-console.log(`ok greedy: ${greedy.ids.length} ids as qwen35-client --ids gives, whole and in ${gs.chunks} chunks; usage ${greedy.final.prompt_tokens}+${greedy.final.completion_tokens}`);
+assert.equal(typeof gs.usage.prompt_tokens_details.cached_tokens, "number");
+console.log(`ok greedy: ${greedy.ids.length} ids as qwen35-client --ids gives, whole and in ${gs.chunks} chunks; usage ${greedy.final.prompt_tokens}+${greedy.final.completion_tokens}, ${gs.usage.prompt_tokens_details.cached_tokens} prompt tokens from the prefix cache`);
 
 const seeded = reference(["--temp", "0.8", "--seed", "1234", "--top-k", "40"]);
 same(await whole({ temperature: 0.8, seed: 1234, top_k: 40 }), seeded, "seeded, whole");
