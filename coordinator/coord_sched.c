@@ -35,6 +35,10 @@ void sched_admit(coord *c)
         req *r = c->queue_head;
         req_unlink(c, r);
         req_activate(c, r, s);
+        /* whatever a slot holds (an earlier life, a rogue peer), a
+         * sequence starts from empty on every stage */
+        for (int i = 0; i < c->n_links; i++)
+            link_free(c, &c->links[i], s);
     }
 }
 
