@@ -69,7 +69,7 @@ static void usage(FILE *to)
     fprintf(to,
         "usage: qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]\n"
         "                  [--logits-out OUT.f32] [-n N] [--ctx N] [--backend cpu|cuda]\n"
-        "                  [--activations exact|f32]\n"
+        "                  [--activations exact|f32|q8]\n"
         "  -m, --model FILE      qwen35moe GGUF model\n"
         "      --tokens FILE     token ids, whitespace separated, fed to one sequence\n"
         "      --ubatch N        tokens per forward pass (default: all in one pass)\n"
@@ -80,7 +80,8 @@ static void usage(FILE *to)
         "      --ctx N           context per sequence (default: tokens + N)\n"
         "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n"
         "      --activations A   CPU matmul activations: exact (default; int16 VNNI dot\n"
-        "                        products for q4_K/q6_K, within the golden tolerance) or f32\n"
+        "                        products for q4_K/q6_K, within the golden tolerance), f32,\n"
+        "                        or q8 (int8, as the reference engine: faster, not exact)\n"
         "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
         "      --chat            wrap the prompt in the ChatML template (user turn)\n"
         "      --system TEXT     system message (with --chat)\n"
@@ -147,7 +148,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case O_BACKEND: o->backend = optarg; break;
         case O_ACT:
             if ((o->activations = quant_act_parse(optarg)) < 0) {
-                fprintf(stderr, "qwen35-run: --activations: '%s' is not exact or f32\n", optarg);
+                fprintf(stderr, "qwen35-run: --activations: '%s' is not exact, f32 or q8\n", optarg);
                 rc = -1;
             }
             break;
