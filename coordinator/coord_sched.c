@@ -36,15 +36,18 @@ void sched_admit(coord *c)
         req_unlink(c, r);
         req_activate(c, r, s);
         /* whatever a slot holds (an earlier life, a rogue peer), a
-         * sequence starts from empty on every stage */
+         * sequence starts from empty on every stage (before a cached
+         * prefix is restored into it) */
         for (int i = 0; i < c->n_links; i++)
             link_free(c, &c->links[i], s);
+        cache_admit(c, r);
     }
 }
 
 static bool runnable(const req *r)
 {
-    return !r->in_flight && !r->cancelled && !r->expired && r->n_fed < r->n_toks;
+    return !r->in_flight && !r->cancelled && !r->expired && r->n_fed < r->n_toks &&
+           !cache_waiting(r);
 }
 
 static int send_mb(coord *c, mbatch *m)
@@ -144,6 +147,8 @@ static mbatch *form_mb(coord *c)
                 n = c->max_batch - rows;
             if (r->want_logits && n > c->max_logit_rows - lrows)
                 n = c->max_logit_rows - lrows;
+            if (!decode)
+                n = cache_chunk_limit(c, r, n);
             if (n <= 0)
                 continue;
             m->r[m->n] = r;
@@ -290,6 +295,7 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
         req *r = rs[i];
         r->in_flight = false;
         r->n_fed += ntok[i];
+        cache_after_chunk(c, r);   /* before the request may end and free its slot */
         if (r->want_logits) {
             /* a rebuilt sequence recomputes rows the client already has */
             int skip = r->n_logit_rows_sent - pos[i];
