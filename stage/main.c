@@ -88,7 +88,9 @@ int main(int argc, char **argv)
         q35_log_error("%s", err);
         stage_destroy(&s);
         stage_cfg_free(&c);
-        return 1;
+        /* a model or range that cannot load is not fixed by a restart:
+         * RestartPreventExitStatus=78 stops the loop */
+        return rc == Q35_EINVAL || rc == Q35_ERANGE ? CFG_EXIT_CONFIG : 1;
     }
     if (c.curve)
         q35_log_info("CURVE: public key %s, %d client key%s allowed (%s)", c.curve_public.z85,

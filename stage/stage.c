@@ -855,9 +855,7 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
     }
     s->curve_secret = NULL;
     s->curve_allowed = NULL;
-    if (zmq_bind(s->sock, endpoint) != 0)
-        return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
-    return 0;
+    return q35_wire_bind(s->sock, endpoint, err, errsz);
 }
 
 /* A peer that never got through the handshake (refused keys are logged
