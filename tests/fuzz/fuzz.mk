@@ -76,6 +76,7 @@ $(FUZZ_DIR)/plain/%.o: %.c
 $(FUZZ_DIR)/plain/model/quant_avx512.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/plain/model/quant_avx2.o: FUZZ_X := -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/plain/model/quant_vnni.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+$(FUZZ_DIR)/plain/model/quant_avxvnni.o: FUZZ_X := -mavx2 -mfma -mf16c -mavxvnni
 $(FUZZ_DIR)/plain/model/cpu_vec.o: FUZZ_X := -O3
 
 $(FUZZ_DIR)/fuzz_%:
