@@ -60,13 +60,14 @@ cost() {
               printf "%.1f", t }' "$PROFILE"
 }
 
-# split N: N layer ranges "A:B" whose decode steps cost about the same
-# (the head counts on the last stage).
+# split N B: N layer ranges "A:B" whose decode steps of B sequences cost
+# about the same (the head counts on the last stage): the plan by time, at
+# the batch the coordinator will form.
 split() {
-    awk -v n="$1" -v nl=$N_LAYER '
+    awk -v n="$1" -v r="$2" -v nl=$N_LAYER '
         /^[ \t]*#/ { next }
-        $1 == "ssm" || $1 == "attn" { c[$1] = $2 + $3 }
-        $1 == "embd" || $1 == "head" { c[$1] = $2 + $3 }
+        $1 == "ssm" || $1 == "attn" { c[$1] = $2 + ($3 + $4) * r }
+        $1 == "embd" || $1 == "head" { c[$1] = $2 + $3 * r }
         END { tot = c["embd"] + c["head"]
               for (i = 0; i < nl; i++) { k = (i + 1) % 4 == 0 ? "attn" : "ssm"; lc[i] = c[k]; tot += c[k] }
               lc[0] += c["embd"]; lc[nl - 1] += c["head"]
@@ -90,25 +91,25 @@ for i in $(seq 1 $MAXS); do
 done
 
 echo "bench-pipeline-sim: SIMULATED dies ($(sed -n 's/^name *//p' "$PROFILE") from $PROFILE), $TOKENS tokens a stream"
-printf '%-5s %-7s %-4s %-5s %9s %9s %7s %8s %8s %s\n' dies streams mb rows tok/s ideal "%ideal" ttft_ms min_busy "busy% per stage"
+printf '%-5s %-7s %-4s %-5s %9s %9s %7s %8s %8s %s\n' dies streams mb rows tok/s ideal "%ideal" ttft_ms min_busy "busy% per stage (split by time at that batch)"
 
 for N in $DIES; do
-    RANGES=$(split "$N")
-    names=""
-    k=0
-    for r in $RANGES; do
-        p35_stage "d$k" "$MODEL" "$r" --backend sim --sim-profile "$PROFILE" --max-seqs $MAXS --max-ctx 256
-        names="$names d$k"
-        k=$((k + 1))
-    done
-    set -- --max-seqs $MAXS --max-ctx 256
-    [ -n "$MICRO" ] && set -- "$@" --micro-batches "$MICRO"
-    # shellcheck disable=SC2086
-    p35_coord "$MODEL" $names -- "$@" ${BENCH_COORD_OPTS:-}
-    p35_wait_ready 60
-    M=$(sed -n 's/.*, \([0-9]*\) micro-batches.*/\1/p' "$P35_RUN/coord.log" | tail -n 1)
-    [ -n "$M" ] || M=$N
+    M=${MICRO:-$N}
     for S in $STREAMS_LIST; do
+        B=$(( (S + M - 1) / M ))
+        RANGES=$(split "$N" "$B")
+        names=""
+        k=0
+        for r in $RANGES; do
+            p35_stage "d$k" "$MODEL" "$r" --backend sim --sim-profile "$PROFILE" --max-seqs $MAXS --max-ctx 256
+            names="$names d$k"
+            k=$((k + 1))
+        done
+        set -- --max-seqs $MAXS --max-ctx 256
+        [ -n "$MICRO" ] && set -- "$@" --micro-batches "$MICRO"
+        # shellcheck disable=SC2086
+        p35_coord "$MODEL" $names -- "$@" ${BENCH_COORD_OPTS:-}
+        p35_wait_ready 60
         outs=""
         pids=""
         for i in $(seq 1 "$S"); do
@@ -153,7 +154,6 @@ for N in $DIES; do
         # the ideal: every stage busy all the time at B rows a step
         mbs=$M
         [ "$S" -lt "$mbs" ] && mbs=$S
-        B=$(( (S + M - 1) / M ))
         worst=0
         sum1=0
         for r in $RANGES; do
@@ -174,9 +174,9 @@ for N in $DIES; do
                 printf "      1 stream: a token every %.2f ms; the stages'"'"' steps sum to %.2f ms; %.3f ms per hop (%d hops; target < 1 ms)\n",
                     iv / 1000, s / 1000, (iv - s) / 1000 / n, n } }'
         fi
+        p35_stop
+        p35_clear_logs
     done
-    p35_stop
-    p35_clear_logs
 done
 
 echo "bench-pipeline-sim: targets (4 and 8 dies, streams >= 2 x dies): %ideal >= 85 and min_busy >= 85:"

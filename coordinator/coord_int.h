@@ -62,6 +62,10 @@ typedef struct link {
     double busy_start;              /* when the stage started the oldest */
     double busy_deadline;           /* of the oldest: the one the stage works on */
     double row_s;                   /* measured seconds per row (decaying max), 0: none yet */
+    /* the stage's compute time per step as fixed + per_row x rows, fitted
+     * to its recent steps (decaying sums of 1, r, r^2, t, r t) */
+    double fit[5];
+    double step_fixed_s, step_row_s;   /* the fit; 0 0: nothing measured yet */
     /* stats poll (also a liveness probe while idle) */
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */

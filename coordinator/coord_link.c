@@ -322,18 +322,42 @@ static bool fenced(coord *c, link *l, const Q35__StageReply *r)
     return true;
 }
 
-/* A step answered: its slice on l's track of the trace (the stage's own
- * compute time, ending now). */
-static void trace_step(coord *c, link *l, const mbatch *m, const Q35__ForwardResult *fr)
+/* Least squares of step time on rows over l's recent steps (each weighs
+ * 0.97 of the one after it): what the row budget of --step-target-ms
+ * reads. A decode-only history (one row count) gives the mean per row. */
+static void fit_step(link *l, int rows, double t)
 {
-    if (!c->trace)
-        return;
+    double *f = l->fit, r = rows;
+    for (int i = 0; i < 5; i++)
+        f[i] *= 0.97;
+    f[0] += 1, f[1] += r, f[2] += r * r, f[3] += t, f[4] += r * t;
+    double det = f[0] * f[2] - f[1] * f[1];
+    double b = det > 1e-9 * f[0] * f[2] ? (f[0] * f[4] - f[1] * f[3]) / det : f[3] / f[1];
+    if (b < 0)
+        b = 0;
+    double a = (f[3] - b * f[1]) / f[0];
+    if (a < 0) {               /* no fixed cost to speak of: all per row */
+        a = 0;
+        b = f[3] / f[1];
+    }
+    l->step_fixed_s = a;
+    l->step_row_s = b;
+}
+
+/* A step answered: its compute time teaches the step-time fit, and it is
+ * a slice on l's track of the trace (the stage's own time, ending now). */
+static void step_done(coord *c, link *l, const mbatch *m, const Q35__ForwardResult *fr)
+{
     int rows = 0, decode = 0;
     for (int i = 0; i < m->n; i++) {
         rows += m->ntok[i];
         decode += m->pos[i] >= m->r[i]->n_prompt;
     }
     double now = q35_now(), dt = fr->compute_s > 0 && fr->compute_s < 3600 ? fr->compute_s : 0;
+    if (rows > 0 && dt > 0)
+        fit_step(l, rows, dt);
+    if (!c->trace)
+        return;
     /* a stage runs one step at a time: a reply read late must not draw
      * its step over the one before */
     double t0 = now - dt > l->trace_end ? now - dt : l->trace_end;
@@ -382,7 +406,7 @@ void link_on_reply(coord *c, link *l)
             if (mb->dead || fenced(c, l, r))
                 mb->used = false;
             else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD) {
-                trace_step(c, l, mb, r->forward);
+                step_done(c, l, mb, r->forward);
                 sched_on_forward(c, l, mb, r->forward);
             }
             else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR)

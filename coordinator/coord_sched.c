@@ -112,8 +112,31 @@ bool sched_in_flight(const coord *c, const mbatch *m)
     return false;
 }
 
+/* Rows a step may hold so the slowest stage's takes about
+ * --step-target-ms, from each stage's fitted step time (0: no target). */
+static int step_budget(const coord *c)
+{
+    if (c->o.step_target_ms <= 0)
+        return 0;
+    double t = c->o.step_target_ms / 1000.0;
+    int budget = c->max_batch;
+    bool known = false;
+    for (int k = 0; k < c->n_links; k++) {
+        const link *l = &c->links[k];
+        if (l->state != L_UP || l->step_row_s <= 0)
+            continue;
+        known = true;
+        double rows = (t - l->step_fixed_s) / l->step_row_s;
+        if (rows < budget)
+            budget = rows < 1 ? 1 : (int)rows;
+    }
+    return known ? budget : COORD_PREFILL_CHUNK;   /* nothing measured yet: a modest start */
+}
+
 /* Forms a new micro-batch from runnable requests: decode rows first,
- * then prefill chunks, at most cap requests and max_batch rows. */
+ * then prefill chunks, at most cap requests and max_batch rows. With a
+ * step target, prefill fills the step only up to the row budget (but
+ * always gets a quarter of it, so decodes never starve a prompt). */
 static mbatch *form_mb(coord *c)
 {
     mbatch *m = NULL;
@@ -130,10 +153,17 @@ static mbatch *form_mb(coord *c)
         cap = 1;
     if (cap > 64)
         cap = 64;
-    int rows = 0, lrows = 0;
+    int rows = 0, lrows = 0, budget = step_budget(c);
     m->n = 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (req *r = c->active; r && m->n < cap && rows < c->max_batch; r = r->next) {
+        int limit = c->max_batch;   /* decode rows: always all of them */
+        if (pass == 1 && budget > 0) {
+            int floor = budget / 4 > 0 ? budget / 4 : 1;
+            limit = rows + floor > budget ? rows + floor : budget;
+            if (limit > c->max_batch)
+                limit = c->max_batch;
+        }
+        for (req *r = c->active; r && m->n < cap && rows < limit; r = r->next) {
             if (!runnable(r))
                 continue;
             int left = r->n_toks - r->n_fed;
@@ -141,10 +171,10 @@ static mbatch *form_mb(coord *c)
             if (decode != (pass == 0))
                 continue;
             int n = left;
-            if (n > COORD_PREFILL_CHUNK)
-                n = COORD_PREFILL_CHUNK;
-            if (n > c->max_batch - rows)
-                n = c->max_batch - rows;
+            if (n > (budget > 0 ? budget : COORD_PREFILL_CHUNK))
+                n = budget > 0 ? budget : COORD_PREFILL_CHUNK;
+            if (n > limit - rows)
+                n = limit - rows;
             if (r->want_logits && n > c->max_logit_rows - lrows)
                 n = c->max_logit_rows - lrows;
             if (!decode)

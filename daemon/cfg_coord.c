@@ -77,6 +77,12 @@ static const opt_def coord_defs[] = {
       "Longest sequence (prompt + generated tokens)." },
     { "micro-batches", OPT_INT, F(micro_batches), "N", "0", 0, 64, NULL, false, NULL,
       "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
+    { "step-target-ms", OPT_INT, F(step_target_ms), "MS", "0", 0, 600000, NULL, false, NULL,
+      "Target time of one forward step: prefill chunks fill each micro-batch, after its "
+      "decode rows, only up to the rows the slowest stage runs in about this time (from "
+      "each stage's measured step times, fitted as fixed + per-row cost), so a long prompt "
+      "stalls running decodes by at most about this; a quarter of the budget always goes to "
+      "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch." },
     { "trace", OPT_STR, F(trace), "FILE", NULL, 1, 0, NULL, false, NULL,
       "Write every forward step of every stage to FILE as Chrome trace-event JSON (one track "
       "per stage, one slice per step with its micro-batch, rows and sequences; open it in "
