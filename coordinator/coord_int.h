@@ -68,6 +68,7 @@ typedef struct req {
     int32_t *toks;                  /* prompt + generated */
     int n_toks, cap;
     int n_prompt, n_fed, n_gen, max_tokens;
+    int max_ctx;                    /* the pipeline's, or less (request ctx_size) */
     Q35__Sampling sp;
     uint64_t rng;
     int n_logprobs;
