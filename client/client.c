@@ -477,16 +477,22 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
         snprintf(o->backend, sizeof o->backend, "%s", g->backend ? g->backend : "");
         snprintf(o->problem, sizeof o->problem, "%s", g->problem ? g->problem : "");
         o->up = g->up;
-        o->layer_begin = (int)g->layer_begin;
-        o->layer_end = (int)g->layer_end;
+        o->layers_known = g->layers_known;
+        o->layer_begin = g->layers_known ? (int)g->layer_begin : -1;
+        o->layer_end = g->layers_known ? (int)g->layer_end : -1;
         o->slots_used = (int)g->slots_in_use;
         o->slots_total = (int)g->max_seqs;
         o->max_ctx = (int)g->max_ctx;
         o->busy_pct = g->busy_pct;
         o->busy_s = g->busy_s;
         o->idle_s = g->idle_s;
-        o->wire_idle_pct = g->busy_s > 0 ? 100.0 * g->idle_s / g->busy_s : 0;
+        o->busy_pct_total = g->busy_pct_total;
+        o->uptime_s = g->uptime_s;
+        o->wire_idle_pct = g->uptime_s > 0 ? fmin(100.0, 100.0 * g->idle_s / g->uptime_s) : 0;
         o->tokens = g->n_tokens;
+        o->n_forward = g->n_forward;
+        o->wire_bytes_out = g->wire_bytes_out;
+        o->wire_bytes_in = g->wire_bytes_in;
     }
 }
 

@@ -147,16 +147,20 @@ typedef int (*q35c_event_fn)(const q35c_event *ev, void *user);
 
 typedef struct q35c_stage_status {
     char endpoint[256];
-    int layer_begin, layer_end;   /* [a, b) */
+    bool layers_known;            /* false: a bare endpoint not handshaken yet */
+    int layer_begin, layer_end;   /* [a, b) when layers_known */
     bool up;
     char backend[16];
     char problem[256];            /* why it is not routed to, when down */
     int slots_used, slots_total;
     int max_ctx;                  /* positions per slot it announced */
-    double busy_pct;              /* busy / uptime over the stage's life */
+    double busy_pct;              /* busy share of wall time over the last ~10 s */
+    double busy_pct_total;        /* busy / uptime over the stage's life */
     double busy_s, idle_s;        /* computing; waiting with nothing to do */
-    double wire_idle_pct;         /* idle_s as a share of busy_s, in % */
-    uint64_t tokens;
+    double uptime_s;
+    double wire_idle_pct;         /* idle_s as a share of the stage's uptime, in % */
+    uint64_t tokens, n_forward;   /* tokens computed; forward steps */
+    uint64_t wire_bytes_out, wire_bytes_in;   /* coordinator -> stage, stage -> coordinator */
 } q35c_stage_status;
 
 typedef struct q35c_status {
@@ -232,7 +236,8 @@ void q35c_status_destroy(q35c_status **s);
  * clock (Unix seconds) when the event was printed. */
 void q35c_event_write_json(FILE *f, const q35c_event *ev);
 void q35c_status_write_json(FILE *f, const q35c_status *s);
-/* A table for people: one line per stage (busy% over its uptime). */
+/* A table for people: one line per stage (busy% over the last ~10 s,
+ * layers "?" until a bare endpoint's stage has answered). */
 void q35c_status_write_text(FILE *f, const q35c_status *s);
 
 #endif

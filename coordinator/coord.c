@@ -1,5 +1,6 @@
 /* coord.c — the coordinator's lifecycle, serving loop and status. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,18 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
     return 0;
 }
 
+/* Busy share of wall time between the oldest and the newest stats reply
+ * kept (~10 s); over the stage's life until two replies came. */
+static double busy_recent(const link *l)
+{
+    if (l->win_n < 2)
+        return l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+    int old = (l->win_head - l->win_n + 1 + LINK_WINDOW) % LINK_WINDOW;
+    double dt = l->win[l->win_head].uptime_s - l->win[old].uptime_s;
+    double db = l->win[l->win_head].busy_s - l->win[old].busy_s;
+    return dt > 0 ? fmin(100.0, fmax(0.0, 100.0 * db / dt)) : 0;
+}
+
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss)
 {
     q35__status_reply__init(st);
@@ -269,7 +282,13 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->max_ctx = l->hs.max_ctx;
         s->busy_s = l->st.busy_s;
         s->idle_s = l->st.idle_s;
-        s->busy_pct = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+        s->busy_pct = busy_recent(l);
+        s->busy_pct_total = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+        s->uptime_s = l->st.uptime_s;
+        s->n_forward = l->st.n_forward;
+        s->wire_bytes_out = l->bytes_out;
+        s->wire_bytes_in = l->bytes_in;
+        s->layers_known = l->want_begin >= 0 && l->want_end > l->want_begin;
         s->n_tokens = l->st.n_tokens;
         s->problem = (char *)(l->state == L_UP ? "" : l->problem);
         pss[i] = s;

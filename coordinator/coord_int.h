@@ -25,6 +25,9 @@ typedef struct mbatch mbatch;
 
 enum link_state { L_DOWN, L_UP, L_BAD };
 
+/* stats replies kept for the recent busy share: 24 x 0.5 s covers ~10 s */
+#define LINK_WINDOW 24
+
 typedef struct link {
     int idx;
     char *endpoint;
@@ -54,6 +57,11 @@ typedef struct link {
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
     Q35__StageStats st;
+    /* busy share over a recent window: (time, busy_s, uptime_s) of the
+     * last stats replies, a ring of LINK_WINDOW */
+    struct { double busy_s, uptime_s; } win[LINK_WINDOW];
+    int win_n, win_head;
+    uint64_t bytes_out, bytes_in;   /* wire bytes sent to / read from the stage */
 } link;
 
 enum req_state { R_QUEUED, R_ACTIVE };

@@ -72,7 +72,10 @@ int link_send(coord *c, link *l, Q35__StageRequest *r)
     (void)c;
     r->epoch = l->epoch;
     r->id = l->next_id++;
-    return q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+    int rc = q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+    if (rc == 0)
+        l->bytes_out += protobuf_c_message_get_packed_size(&r->base);
+    return rc;
 }
 
 static void send_hello(coord *c, link *l, double now)
@@ -118,9 +121,10 @@ void link_fail(coord *c, link *l, const char *why)
         l->busy[i]->used = false;
     }
     l->n_busy = 0;
-    char msg[400];
-    snprintf(msg, sizeof msg, "stage %d (%s, layers %d:%d): %s", l->idx, l->endpoint,
-             l->want_begin, l->want_end, why);
+    char msg[400], layers[32] = "layers not known yet";
+    if (l->want_begin >= 0)
+        snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
+    snprintf(msg, sizeof msg, "stage %d (%s, %s): %s", l->idx, l->endpoint, layers, why);
     sched_fail_started(c, msg);
 }
 
@@ -245,6 +249,7 @@ void link_on_reply(coord *c, link *l)
         const void *p = q35_wire_frame(&m, m.n - 1, &len);
         q35_wire_budget b;
         char err[Q35_ERRSZ];
+        l->bytes_in += len;
         q35_wire_budget_init(&b, q35_wire_budget_for(len));
         Q35__StageReply *r = m.n == 1 && !m.too_many
             ? q35_wire_unpack(&q35__stage_reply__descriptor, p, len, &b, err, sizeof err) : NULL;
@@ -287,6 +292,13 @@ void link_on_reply(coord *c, link *l)
             l->st = *r->stats;
             l->st.base.n_unknown_fields = 0;
             l->st.base.unknown_fields = NULL;
+            if (l->win_n && l->st.uptime_s < l->win[l->win_head].uptime_s)
+                l->win_n = 0;               /* the stage restarted */
+            l->win_head = (l->win_head + 1) % LINK_WINDOW;
+            l->win[l->win_head].busy_s = l->st.busy_s;
+            l->win[l->win_head].uptime_s = l->st.uptime_s;
+            if (l->win_n < LINK_WINDOW)
+                l->win_n++;
         } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
             q35_log_warn("stage %d (%s): %s (%s)", l->idx, l->endpoint, r->error->message,
                          q35_wire_code_name(r->error->code));

@@ -79,6 +79,19 @@ static void fill_usage(const req *r, Q35__Usage *u)
     u->total_s = now - r->t_recv;
 }
 
+/* The names the client library and the HTTP front use. */
+static const char *finish_name(Q35__FinishReason why)
+{
+    switch (why) {
+    case Q35__FINISH_REASON__FINISH_STOP:      return "stop";
+    case Q35__FINISH_REASON__FINISH_LENGTH:    return "length";
+    case Q35__FINISH_REASON__FINISH_CANCELLED: return "cancelled";
+    case Q35__FINISH_REASON__FINISH_DEADLINE:  return "deadline";
+    case Q35__FINISH_REASON__FINISH_ERROR:     return "error";
+    default:                                   return "unspecified";
+    }
+}
+
 void req_finish(coord *c, req *r, Q35__FinishReason why)
 {
     if (r->in_flight) {             /* ends when its micro-batch comes back */
@@ -113,7 +126,8 @@ void req_finish(coord *c, req *r, Q35__FinishReason why)
     ev.body_case = Q35__EVENT__BODY_FINAL;
     ev.final = &f;
     client_send(c, r, NULL, 0, &ev);
-    q35_log_debug("request %s: finished (%d), %d+%d tokens", r->rid, why, r->n_prompt, r->n_gen);
+    q35_log_info("request %s: %s, %d prompt + %d completion tokens, ttft %.3f s, %.1f tokens/s",
+                 r->rid, finish_name(why), r->n_prompt, r->n_gen, u.ttft_s, u.tokens_per_s);
     req_free_slot(c, r);
     req_unlink(c, r);
     c->requests_done++;

@@ -51,130 +51,6 @@ const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errs
     return NULL;
 }
 
-/* ---- binding -------------------------------------------------------------- */
-
-static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
-                int64_t ne0, int64_t ne1, int64_t ne2, char *err, size_t errsz)
-{
-    int64_t ne[3] = { ne0, ne1, ne2 };
-    const gguf_tensor *g = q35_bind(f, name, n_dims, ne, err, errsz);
-    if (!g)
-        return Q35_EINVAL;
-    memset(t, 0, sizeof *t);
-    t->name = g->name;
-    t->type = g->type;
-    t->n_dims = n_dims;
-    for (int i = 0; i < 4; i++)
-        t->ne[i] = i < n_dims ? ne[i] : 1;
-    t->row_bytes = (size_t)quant_row_bytes(g->type, ne0);
-    t->expert_stride = n_dims == 3 ? t->row_bytes * (size_t)ne1 : 0;
-    t->data = g->data;
-    t->nbytes = g->nbytes;
-    /* Vectors the CPU reads as plain floats must be F32. */
-    if (n_dims == 1 && g->type != GGML_TYPE_F32)
-        return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
-                       gguf_name(f), name, g->type);
-    return 0;
-}
-
-#define BINDL(field, suffix, nd, a, b, c) do {                                  \
-        snprintf(name, sizeof name, "blk.%d." suffix, il);                       \
-        if ((rc = bind(f, &lw->field, name, nd, a, b, c, err, errsz)))          \
-            return rc;                                                           \
-    } while (0)
-
-static int bind_moe(const gguf_file *f, const q35_config *c, int il,
-                    q35_layer_weights *lw, char *err, size_t errsz)
-{
-    char name[GGUF_NAME_MAX + 16];
-    int rc;
-    int64_t E = c->n_embd, X = c->n_expert, F = c->n_ff_exp, Fs = c->n_ff_shexp;
-    BINDL(ffn_gate_inp, "ffn_gate_inp.weight", 2, E, X, 1);
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-    if (gguf_find_tensor(f, name)) {
-        /* Fused: rows [0, F) of each expert are gate, [F, 2F) up. */
-        if ((rc = bind(f, &lw->ffn_gate_exps, name, 3, E, 2 * F, X, err, errsz)))
-            return rc;
-        lw->ffn_gate_exps.ne[1] = F;
-        lw->ffn_up_exps = lw->ffn_gate_exps;
-        lw->ffn_up_exps.data = (const char *)lw->ffn_gate_exps.data
-                               + lw->ffn_gate_exps.row_bytes * (size_t)F;
-    } else {
-        BINDL(ffn_gate_exps, "ffn_gate_exps.weight", 3, E, F, X);
-        BINDL(ffn_up_exps, "ffn_up_exps.weight", 3, E, F, X);
-    }
-    BINDL(ffn_down_exps, "ffn_down_exps.weight", 3, F, E, X);
-    BINDL(ffn_gate_inp_shexp, "ffn_gate_inp_shexp.weight", 1, E, 1, 1);
-    BINDL(ffn_gate_shexp, "ffn_gate_shexp.weight", 2, E, Fs, 1);
-    BINDL(ffn_up_shexp, "ffn_up_shexp.weight", 2, E, Fs, 1);
-    BINDL(ffn_down_shexp, "ffn_down_shexp.weight", 2, Fs, E, 1);
-    return 0;
-}
-
-static int bind_layer(const gguf_file *f, const q35_config *c, int il,
-                      q35_layer_weights *lw, char *err, size_t errsz)
-{
-    char name[GGUF_NAME_MAX + 16];
-    int rc;
-    int64_t E = c->n_embd;
-    lw->kind = c->layer_kind[il];
-    BINDL(attn_norm, "attn_norm.weight", 1, E, 1, 1);
-    BINDL(post_attention_norm, "post_attention_norm.weight", 1, E, 1, 1);
-    if (lw->kind == Q35_LAYER_ATTN) {
-        int64_t hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
-        BINDL(attn_q, "attn_q.weight", 2, E, 2 * hd * nh, 1);
-        BINDL(attn_k, "attn_k.weight", 2, E, hd * nkv, 1);
-        BINDL(attn_v, "attn_v.weight", 2, E, hdv * nkv, 1);
-        BINDL(attn_q_norm, "attn_q_norm.weight", 1, hd, 1, 1);
-        BINDL(attn_k_norm, "attn_k_norm.weight", 1, hd, 1, 1);
-        BINDL(attn_output, "attn_output.weight", 2, hdv * nh, E, 1);
-    } else {
-        int64_t C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
-        BINDL(attn_qkv, "attn_qkv.weight", 2, E, C, 1);
-        BINDL(attn_gate, "attn_gate.weight", 2, E, vd, 1);
-        BINDL(ssm_conv1d, "ssm_conv1d.weight", 2, c->ssm_d_conv, C, 1);
-        if (lw->ssm_conv1d.type != GGML_TYPE_F32)
-            return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
-                           gguf_name(f), lw->ssm_conv1d.name, lw->ssm_conv1d.type);
-        BINDL(ssm_dt_bias, "ssm_dt.bias", 1, nv, 1, 1);
-        BINDL(ssm_a, "ssm_a", 1, nv, 1, 1);
-        BINDL(ssm_beta, "ssm_beta.weight", 2, E, nv, 1);
-        BINDL(ssm_alpha, "ssm_alpha.weight", 2, E, nv, 1);
-        BINDL(ssm_norm, "ssm_norm.weight", 1, c->ssm_hv, 1, 1);
-        BINDL(ssm_out, "ssm_out.weight", 2, vd, E, 1);
-    }
-    return bind_moe(f, c, il, lw, err, errsz);
-}
-
-static int bind_all(q35_engine *e, char *err, size_t errsz)
-{
-    const q35_config *c = &e->cfg;
-    q35_weights *w = &e->w;
-    int64_t E = c->n_embd, V = c->n_vocab;
-    int rc;
-    w->cfg = c;
-    w->has_embd = w->layer_begin == 0;
-    w->has_head = w->layer_end == (int)c->n_layer;
-    if (w->has_embd && (rc = bind(e->f, &w->token_embd, "token_embd.weight", 2, E, V, 1, err, errsz)))
-        return rc;
-    if (w->has_head) {
-        if ((rc = bind(e->f, &w->output_norm, "output_norm.weight", 1, E, 1, 1, err, errsz)))
-            return rc;
-        const char *head = gguf_find_tensor(e->f, "output.weight") ? "output.weight"
-                                                                     : "token_embd.weight";
-        if ((rc = bind(e->f, &w->output, head, 2, E, V, 1, err, errsz)))
-            return rc;
-    }
-    int n = w->layer_end - w->layer_begin;
-    w->layers = calloc((size_t)(n > 0 ? n : 1), sizeof *w->layers);
-    if (!w->layers)
-        return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
-    for (int il = w->layer_begin; il < w->layer_end; il++)
-        if ((rc = bind_layer(e->f, c, il, &w->layers[il - w->layer_begin], err, errsz)))
-            return rc;
-    return 0;
-}
-
 /* ---- open / close --------------------------------------------------------- */
 
 q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
@@ -214,9 +90,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
                 o->model_path, e->cfg.head_dim_v, e->cfg.head_dim);
         goto fail;
     }
-    e->w.layer_begin = a;
-    e->w.layer_end = b;
-    if (bind_all(e, err, errsz))
+    if (q35_weights_bind(e->f, &e->cfg, a, b, &e->w, err, errsz))
         goto fail;
     e->ops = q35_backend_find(o->backend, err, errsz);
     if (!e->ops)
@@ -256,7 +130,7 @@ void q35_engine_close(q35_engine **pe)
     q35_engine *e = *pe;
     if (e->be)
         e->ops->destroy(&e->be);
-    free(e->w.layers);
+    q35_weights_free(&e->w);
     free(e->slot_len);
     free(e->seen);
     gguf_close(&e->f);
@@ -385,29 +259,4 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
     return 0;
 }
 
-uint64_t q35_engine_decode_bytes(const q35_engine *e)
-{
-    const q35_weights *w = &e->w;
-    uint64_t n = 0;
-    if (w->has_embd)
-        n += w->token_embd.row_bytes;
-    if (w->has_head)
-        n += w->output_norm.nbytes + w->output.nbytes;
-    for (int il = w->layer_begin; il < w->layer_end; il++) {
-        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
-        const q35_tensor *dense[] = {
-            &l->attn_norm, &l->post_attention_norm, &l->attn_q, &l->attn_k, &l->attn_v,
-            &l->attn_q_norm, &l->attn_k_norm, &l->attn_output, &l->attn_qkv, &l->attn_gate,
-            &l->ssm_conv1d, &l->ssm_dt_bias, &l->ssm_a, &l->ssm_beta, &l->ssm_alpha,
-            &l->ssm_norm, &l->ssm_out, &l->ffn_gate_inp, &l->ffn_gate_inp_shexp,
-            &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
-        };
-        for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++)
-            if (dense[i]->data)
-                n += dense[i]->nbytes;
-        const q35_tensor *exps[] = { &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps };
-        for (int i = 0; i < 3; i++)
-            n += (uint64_t)e->cfg.n_expert_used * exps[i]->row_bytes * (uint64_t)exps[i]->ne[1];
-    }
-    return n;
-}
+uint64_t q35_engine_decode_bytes(const q35_engine *e) { return q35_weights_decode_bytes(&e->w); }

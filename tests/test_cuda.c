@@ -108,7 +108,12 @@ static void test_cuda_decoders_on_host(void **state)
 #ifndef Q35_HAVE_CUDA
     skip();
 #else
-    static const char *const types[] = { "f32", "f16", "bf16", "q8_0", "q3_K", "q4_K", "q5_K", "q6_K" };
+    /* Every type the CUDA kernels decode: the CU rows of quant.h's table. */
+    static const char *const types[] = {
+#define X(T, name) #name,
+        QUANT_CUDA(X)
+#undef X
+    };
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         int t = -1;
         for (int i = 0; i < GGML_TYPE_COUNT; i++)
