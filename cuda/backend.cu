@@ -677,6 +677,122 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t e
     return 0;
 }
 
+/* ---- checkpoints ---------------------------------------------------------
+ * One device allocation per checkpoint: layer after owned layer, an SSM
+ * layer's conv then S state, an attention layer's K rows [0, n) then V
+ * rows [0, n) (the same order as the CPU backend). Device-to-device copies
+ * on the backend's stream, synchronised before returning, so the bits are
+ * exactly the slot's and the next forward sees the restored state. */
+
+/* Device addresses of one owned layer's two parts in slot `slot`, and
+ * their float counts for a checkpoint of n positions. */
+static void ckpt_parts(const q35_backend *b, int i, int slot, int n, float **pa, size_t *na,
+                       float **pb, size_t *nb)
+{
+    const q35_config *c = &b->cfg;
+    const dlayer *d = &b->L[i];
+    if (d->kind == Q35_LAYER_ATTN) {
+        const size_t row = (size_t)c->n_head_kv * c->head_dim;
+        float *kc = b->kv + (size_t)slot * b->kv_floats + d->state_off;
+        *pa = kc;
+        *na = (size_t)n * row;
+        *pb = kc + al4((size_t)b->max_ctx * row);
+        *nb = (size_t)n * row;
+    } else {
+        const size_t conv_f = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
+        float *cs = b->ssm + (size_t)slot * b->ssm_floats + d->state_off;
+        *pa = cs;
+        *na = conv_f;
+        *pb = cs + al4(conv_f);
+        *nb = (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+    }
+}
+
+static int cuda_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= b->max_seqs || n < 0 || n > b->max_ctx)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "cuda: checkpoint of slot %d at %d positions out of range", slot, n);
+    size_t total = 0, na, nb;
+    float *pa, *pb;
+    for (int i = 0; i < b->n_own; i++) {
+        ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
+        total += na + nb;
+    }
+    float *ck = NULL;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&ck, total ? total * sizeof(float) : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();   /* an allocation failure is not sticky: clear it */
+        return q35_err(err, errsz, Q35_ENOMEM,
+                       "cuda: no device memory for a checkpoint of %zu bytes (%s)",
+                       total * sizeof(float), cudaGetErrorString(e));
+    }
+    float *p = ck;
+    for (int i = 0; i < b->n_own && e == cudaSuccess; i++) {
+        ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
+        e = cudaMemcpyAsync(p, pa, na * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(p + na, pb, nb * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        p += na + nb;
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->st);
+    if (e != cudaSuccess) {
+        cudaFree(ck);
+        return q35_cu_fail(err, errsz, "cudaMemcpyAsync (checkpoint save)", e, __FILE__, __LINE__);
+    }
+    *out = ck;
+    return 0;
+}
+
+static int cuda_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err,
+                             size_t errsz)
+{
+    if (slot < 0 || slot >= b->max_seqs || n < 0 || n > b->max_ctx)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: restore into slot %d at %d positions out of range",
+                       slot, n);
+    const float *p = (const float *)ckp;
+    size_t na, nb;
+    float *pa, *pb;
+    cudaError_t e = cudaSetDevice(b->dev);
+    for (int i = 0; i < b->n_own && e == cudaSuccess; i++) {
+        ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
+        e = cudaMemcpyAsync(pa, p, na * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(pb, p + na, nb * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        p += na + nb;
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->st);
+    if (e != cudaSuccess) {
+        /* the slot may hold half a copy: Q35_EDEVICE, the engine trusts no state now */
+        return q35_cu_fail(err, errsz, "cudaMemcpyAsync (checkpoint restore)", e, __FILE__,
+                           __LINE__);
+    }
+    return 0;
+}
+
+static void cuda_ckpt_free(q35_backend *b, void *ck)
+{
+    if (!ck)
+        return;
+    cudaSetDevice(b->dev);
+    cudaFree(ck);
+}
+
+static uint64_t cuda_mem_free(const q35_backend *b)
+{
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(b->dev) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return (uint64_t)fr;
+}
+
 extern "C" const q35_backend_ops q35_backend_cuda = {
     "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_forward, cuda_slot_reset,
+    cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free,
 };

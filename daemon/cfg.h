@@ -49,6 +49,7 @@ typedef struct stage_cfg {
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
+    int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
     char *curve_clients;     /* path of the allowed client public keys */

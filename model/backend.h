@@ -176,6 +176,18 @@ typedef struct q35_backend_ops {
      * overwritten later). 0, or Q35_EDEVICE with the reason in err (the
      * slot's state is then unknown: the engine treats it as for forward). */
     int (*slot_reset)(q35_backend *b, int slot, char *err, size_t errsz);
+    /* Checkpoints (engine.h): a copy of slot's state at its length n
+     * (every owned SSM layer's conv + S, every attention layer's K/V rows
+     * [0, n)), kept where the backend keeps slot state (host memory for
+     * cpu, device memory for cuda) into *ck; the slot is not changed.
+     * Q35_ENOMEM (nothing changed) or Q35_EDEVICE, message in err. */
+    int (*ckpt_save)(q35_backend *b, int slot, int n, void **ck, char *err, size_t errsz);
+    /* Replaces slot's state with checkpoint ck (taken at length n): after
+     * it the slot continues exactly as the saved sequence would. */
+    int (*ckpt_restore)(q35_backend *b, const void *ck, int slot, int n, char *err, size_t errsz);
+    void (*ckpt_free)(q35_backend *b, void *ck);
+    /* Bytes free where checkpoints would live (the store's default budget). */
+    uint64_t (*mem_free)(const q35_backend *b);
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;

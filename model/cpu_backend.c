@@ -361,4 +361,8 @@ const q35_backend_ops q35_backend_cpu = {
     .state_bytes = cpu_state_bytes,
     .forward = cpu_forward,
     .slot_reset = cpu_slot_reset,
+    .ckpt_save = cpu_ckpt_save,
+    .ckpt_restore = cpu_ckpt_restore,
+    .ckpt_free = cpu_ckpt_free,
+    .mem_free = cpu_mem_free,
 };

@@ -4,6 +4,7 @@
  * backend chosen at open (backend.h). */
 #include "engine.h"
 #include "backend.h"
+#include "ckpt.h"
 #include "common.h"
 #include "gguf.h"
 #include "quant.h"
@@ -24,6 +25,8 @@ struct q35_engine {
     /* Set when the backend reported Q35_EDEVICE (backend.h): slot state is
      * untrusted, so every later forward / reset is refused with this. */
     char failed[Q35_ERRSZ];
+    ckpt_store *ckpt;         /* checkpoints (prefix cache) */
+    uint64_t ck_fixed, ck_pos;   /* a checkpoint of n positions: fixed + n x pos bytes */
 };
 
 /* ---- backend choice ------------------------------------------------------ */
@@ -52,6 +55,105 @@ const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errs
 }
 
 /* ---- open / close --------------------------------------------------------- */
+
+/* ---- checkpoints ------------------------------------------------------- */
+
+static int backend_failed(q35_engine *e, int rc, const char *err);
+static int refuse_failed(const q35_engine *e, char *err, size_t errsz);
+
+static void ckpt_drop_cb(void *ctx, void *data)
+{
+    q35_engine *e = ctx;
+    e->ops->ckpt_free(e->be, data);
+}
+
+static int init_ckpt(q35_engine *e, int64_t budget, char *err, size_t errsz)
+{
+    const q35_config *c = &e->cfg;
+    e->ck_fixed = e->ck_pos = 0;
+    for (int il = e->w.layer_begin; il < e->w.layer_end; il++) {
+        if (c->layer_kind[il] == Q35_LAYER_SSM)
+            e->ck_fixed += ((uint64_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch
+                            + (uint64_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv) * sizeof(float);
+        else
+            e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
+    }
+    if (budget == Q35_CACHE_AUTO)
+        budget = (int64_t)(e->ops->mem_free(e->be) / 4);
+    if (budget < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "checkpoint budget %lld bytes: expected >= 0",
+                       (long long)budget);
+    e->ckpt = ckpt_store_new((uint64_t)budget, ckpt_drop_cb, e);
+    if (!e->ckpt)
+        return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+    return 0;
+}
+
+void q35_engine_ckpt_size(const q35_engine *e, uint64_t *fixed, uint64_t *per_pos)
+{
+    *fixed = e->ck_fixed;
+    *per_pos = e->ck_pos;
+}
+
+int q35_engine_ckpt_save(q35_engine *e, int slot, uint64_t id, uint64_t *evicted, int cap,
+                         int *n_evicted, char *err, size_t errsz)
+{
+    if (n_evicted)
+        *n_evicted = 0;
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (id == 0)
+        return q35_err(err, errsz, Q35_EINVAL, "checkpoint id 0 is reserved");
+    if (ckpt_store_has(e->ckpt, id))
+        return q35_err(err, errsz, Q35_EINVAL, "checkpoint %llu exists already",
+                       (unsigned long long)id);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    int n = e->slot_len[slot];
+    if (n < 1)
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d is empty: nothing to save", slot);
+    uint64_t bytes = e->ck_fixed + (uint64_t)n * e->ck_pos;
+    int rc = ckpt_store_reserve(e->ckpt, bytes, evicted, cap, n_evicted, err, errsz);
+    if (rc)
+        return rc;
+    void *ck = NULL;
+    if ((rc = e->ops->ckpt_save(e->be, slot, n, &ck, err, errsz)))
+        return backend_failed(e, rc, err);
+    if ((rc = ckpt_store_put(e->ckpt, id, n, bytes, ck, err, errsz)))
+        e->ops->ckpt_free(e->be, ck);
+    return rc;
+}
+
+int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    if (e->slot_len[slot] != 0)
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d is not empty (length %d): free it first",
+                       slot, e->slot_len[slot]);
+    int len = 0;
+    const void *ck = ckpt_store_get(e->ckpt, id, &len);
+    if (!ck)
+        return q35_err(err, errsz, Q35_EINVAL, "unknown checkpoint %llu", (unsigned long long)id);
+    if (len > e->max_ctx)
+        return q35_err(err, errsz, Q35_ERANGE, "checkpoint %llu of %d positions exceeds max_ctx %d",
+                       (unsigned long long)id, len, e->max_ctx);
+    int rc = e->ops->ckpt_restore(e->be, ck, slot, len, err, errsz);
+    if (rc)
+        return backend_failed(e, rc, err);   /* only Q35_EDEVICE: no state is trusted */
+    e->slot_len[slot] = len;
+    if (n)
+        *n = len;
+    return 0;
+}
+
+int q35_engine_ckpt_len(const q35_engine *e, uint64_t id) { return ckpt_store_len(e->ckpt, id); }
+
+int q35_engine_ckpt_drop(q35_engine *e, uint64_t id) { return ckpt_store_drop(e->ckpt, id); }
+int q35_engine_ckpt_clear(q35_engine *e) { return ckpt_store_clear(e->ckpt); }
+void q35_engine_ckpt_stats(const q35_engine *e, ckpt_stats *st) { ckpt_store_stats(e->ckpt, st); }
 
 q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
 {
@@ -117,6 +219,8 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (!e->be)
         goto fail;
+    if (init_ckpt(e, o->cache_bytes, err, errsz))
+        goto fail;
     return e;
 fail:
     q35_engine_close(&e);
@@ -128,6 +232,7 @@ void q35_engine_close(q35_engine **pe)
     if (!pe || !*pe)
         return;
     q35_engine *e = *pe;
+    ckpt_store_destroy(&e->ckpt);   /* frees through the backend: before it goes */
     if (e->be)
         e->ops->destroy(&e->be);
     q35_weights_free(&e->w);
