@@ -51,8 +51,11 @@ typedef struct link {
      * answers in order); up to COORD_LINK_DEPTH */
     mbatch *busy[COORD_LINK_DEPTH];
     uint64_t busy_id[COORD_LINK_DEPTH];
+    int busy_rows[COORD_LINK_DEPTH];
     int n_busy;
+    double busy_start;              /* when the stage started the oldest */
     double busy_deadline;           /* of the oldest: the one the stage works on */
+    double row_s;                   /* measured seconds per row (decaying max), 0: none yet */
     /* stats poll (also a liveness probe while idle) */
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
@@ -77,6 +80,8 @@ typedef struct req {
     int n_toks, cap;
     int n_prompt, n_fed, n_gen, max_tokens;
     int max_ctx;                    /* the pipeline's, or less (request ctx_size) */
+    int n_logit_rows_sent;          /* positions whose logits the client has (replay skips them) */
+    int n_replays;                  /* times rebuilt after a stage was lost */
     Q35__Sampling sp;
     uint64_t rng;
     int n_logprobs;
@@ -122,6 +127,9 @@ struct coord {
     int n_mb;
     mbatch mb[COORD_MAX_STAGES + 1];
     bool draining;
+    /* a stage was lost: requests wait for its range until lost_at + replay wait */
+    double lost_at;
+    char lost_why[400];
     double t_start;
     uint64_t requests_done, tokens_generated;
     double rate_t[8];
@@ -152,6 +160,12 @@ void link_fail(coord *c, link *l, const char *why);
 /* Sends r on l with l's epoch and the next request id (r->id set).
  * 0, or -1 with errno (nothing connected, a full pipe). */
 int  link_send(coord *c, link *l, Q35__StageRequest *r);
+/* Deadline in seconds for a step of `rows` rows on l (adaptive, see
+ * --step-timeout-ms). */
+double link_step_deadline_s(const coord *c, const link *l, int rows);
+/* Records micro-batch m sent to l as request id (its deadline starts when
+ * the stage starts it). */
+void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows);
 /* Asks l's stage to reset slot (slot < 0: every slot); fire and forget. */
 void link_free(coord *c, link *l, int slot);
 /* True (with the reason in err) when a stage refused or failed its
@@ -173,9 +187,11 @@ void sched_dispatch(coord *c);
 void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr);
 /* Stage l refused m: its requests end with an INTERNAL error. */
 void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e);
-/* A stage was lost: every micro-batch is void and every request that had
- * started ends with UNAVAILABLE naming why; the other stages free all. */
-void sched_fail_started(coord *c, const char *why);
+/* A stage was lost: every micro-batch is void, every stage still up frees
+ * all its slots, and the active requests are kept: each is rebuilt from
+ * its tokens (prompt + generated) once the chain is up again, unless that
+ * takes longer than the replay wait (then it ends naming why). */
+void sched_on_stage_lost(coord *c, const char *why);
 /* Request deadlines, and requests that waited too long for a broken chain. */
 void sched_timers(coord *c, double now);
 

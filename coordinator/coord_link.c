@@ -16,6 +16,11 @@
 #define HELLO_RETRY_BAD_S 2.0
 #define STATS_EVERY_S     0.5
 #define RECONNECT_REFUSED_S 2.0   /* a fresh connection after a refused handshake */
+/* Step deadline: STEP_MULT x the measured time per row x the step's rows,
+ * at least STEP_FLOOR_S (a loaded host stalls for seconds), at most
+ * --step-timeout-ms. */
+#define STEP_MULT    10.0
+#define STEP_FLOOR_S 5.0
 
 int link_open(coord *c, link *l, char *err, size_t errsz)
 {
@@ -67,6 +72,45 @@ void link_close(link *l)
     l->sock = l->mon = NULL;
 }
 
+double link_step_deadline_s(const coord *c, const link *l, int rows)
+{
+    double cap = c->o.step_timeout_ms / 1000.0, floor = cap < STEP_FLOOR_S ? cap : STEP_FLOOR_S;
+    if (l->row_s <= 0)
+        return cap;                 /* nothing measured yet */
+    double d = STEP_MULT * l->row_s * (rows > 0 ? rows : 1);
+    return d < floor ? floor : d > cap ? cap : d;
+}
+
+void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows)
+{
+    if (l->n_busy == 0) {           /* else it starts when the one before is answered */
+        l->busy_start = q35_now();
+        l->busy_deadline = l->busy_start + link_step_deadline_s(c, l, rows);
+    }
+    l->busy[l->n_busy] = m;
+    l->busy_id[l->n_busy] = id;
+    l->busy_rows[l->n_busy] = rows;
+    l->n_busy++;
+}
+
+/* The oldest step was answered: its time teaches the deadline, and the
+ * stage starts on the next one now. */
+static mbatch *step_answered(coord *c, link *l)
+{
+    mbatch *mb = l->busy[0];
+    double now = q35_now(), per = (now - l->busy_start) / (l->busy_rows[0] > 0 ? l->busy_rows[0] : 1);
+    l->row_s = per > l->row_s * 0.95 ? per : l->row_s * 0.95;
+    l->n_busy--;
+    memmove(l->busy, l->busy + 1, (size_t)l->n_busy * sizeof l->busy[0]);
+    memmove(l->busy_id, l->busy_id + 1, (size_t)l->n_busy * sizeof l->busy_id[0]);
+    memmove(l->busy_rows, l->busy_rows + 1, (size_t)l->n_busy * sizeof l->busy_rows[0]);
+    if (l->n_busy) {
+        l->busy_start = now;
+        l->busy_deadline = now + link_step_deadline_s(c, l, l->busy_rows[0]);
+    }
+    return mb;
+}
+
 int link_send(coord *c, link *l, Q35__StageRequest *r)
 {
     (void)c;
@@ -107,7 +151,7 @@ void link_free(coord *c, link *l, int slot)
 void link_fail(coord *c, link *l, const char *why)
 {
     if (l->state == L_UP) {
-        q35_log_warn("stage %d (%s): %s; ending its requests", l->idx, l->endpoint, why);
+        q35_log_warn("stage %d (%s): lost: %s", l->idx, l->endpoint, why);
         snprintf(l->problem, sizeof l->problem, "%s", why);
     }
     l->state = L_DOWN;
@@ -125,7 +169,7 @@ void link_fail(coord *c, link *l, const char *why)
     if (l->want_begin >= 0)
         snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
     snprintf(msg, sizeof msg, "stage %d (%s, %s): %s", l->idx, l->endpoint, layers, why);
-    sched_fail_started(c, msg);
+    sched_on_stage_lost(c, msg);
 }
 
 /* A stage listed without a range: its handshake's range must continue
@@ -273,12 +317,7 @@ void link_on_reply(coord *c, link *l)
                 l->state = L_BAD;
             }
         } else if (l->n_busy && r->id == l->busy_id[0]) {
-            mbatch *mb = l->busy[0];
-            l->n_busy--;
-            memmove(l->busy, l->busy + 1, (size_t)l->n_busy * sizeof l->busy[0]);
-            memmove(l->busy_id, l->busy_id + 1, (size_t)l->n_busy * sizeof l->busy_id[0]);
-            if (l->n_busy)          /* the stage starts the next one now */
-                l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
+            mbatch *mb = step_answered(c, l);
             if (mb->dead)
                 mb->used = false;
             else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD)
@@ -354,7 +393,6 @@ void link_on_monitor(coord *c, link *l)
 
 void link_timers(coord *c, link *l, double now)
 {
-    double step = c->o.step_timeout_ms / 1000.0;
     if (l->reconnect_at && now >= l->reconnect_at) {
         /* libzmq ends the session after a refused handshake (a protocol
          * error) and never reconnects it; a fresh connection lets a stage
@@ -375,7 +413,8 @@ void link_timers(coord *c, link *l, double now)
     }
     char why[128];
     if (l->n_busy && now > l->busy_deadline) {
-        snprintf(why, sizeof why, "no reply to a forward step within %d ms", c->o.step_timeout_ms);
+        snprintf(why, sizeof why, "no reply to a forward step of %d rows within %.1f s",
+                 l->busy_rows[0], l->busy_deadline - l->busy_start);
         link_fail(c, l, why);
         return;
     }
@@ -391,7 +430,11 @@ void link_timers(coord *c, link *l, double now)
         r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
         r.stats = &s;
         l->stats_at = now;
-        l->stats_deadline = now + step * (1 + l->n_busy);
+        /* answered after the steps queued before it */
+        double d = link_step_deadline_s(c, l, 1);
+        for (int i = 0; i < l->n_busy; i++)
+            d += link_step_deadline_s(c, l, l->busy_rows[i]);
+        l->stats_deadline = now + d;
         if (link_send(c, l, &r) == 0)
             l->stats_id = r.id;
         else

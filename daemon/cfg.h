@@ -81,7 +81,8 @@ typedef struct coord_cfg {
     int max_seqs;            /* sequences decoded at once */
     int max_ctx;
     int micro_batches;       /* in flight through the pipeline */
-    int step_timeout_ms;
+    int step_timeout_ms;     /* ceiling of the adaptive step deadline */
+    int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *log_level;

@@ -16,7 +16,7 @@
 
 #include "qwen35_client.h"
 #include "sampler.h"
-#include "help_test.h"
+#include "support.h"
 #include "wire.h"
 
 static char g_dir[64], g_ep[128];
@@ -754,7 +754,7 @@ static void test_default_sampling_is_the_samplers(void **state)
     /* the CLI's --help (skipped where the binaries are not built: build-san) */
     char sd[256];
     smp_describe(&d, sd, sizeof sd);
-    int shown = help_shows("qwen35-client", sd);
+    int shown = ts_help_shows("qwen35-client", sd);
     if (shown < 0) { skip(); return; }
     assert_int_equal(shown, 1);
 }

@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "mkmodel.h"
 #include "quant.h"
+#include "support.h"
 
 static char dir[64];
 
@@ -39,9 +40,7 @@ static int rm_tmp(void **s)
 static const char *golden(const char *rel)
 {
     static char buf[512];
-    const char *g = getenv("QWEN35_GOLDEN");
-    snprintf(buf, sizeof buf, "%s/%s", g ? g : "../shared/golden", rel);
-    return buf;
+    return ts_golden(buf, sizeof buf, rel);
 }
 
 static gguf_file *make(const mkmodel_opts *o, const char *name, q35_config *c)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "quant.h"
+#include "support.h"
 
 /* The golden types: every decoded row of quant.h's table (the golden
  * file stem is the type's name). */
@@ -30,24 +31,12 @@ static uint32_t next_u32(void)
 #define NGOLDEN (sizeof golden / sizeof *golden)
 enum { GROWS = 16, GCOLS = 512 };
 
-/* Whole file into a malloc'd buffer; fails the test if unreadable. */
+/* A golden file (quant/<stem>.<ext>); fails the test if unreadable. */
 static void *slurp(const char *stem, const char *ext, size_t *len)
 {
-    const char *dir = getenv("QWEN35_GOLDEN");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/quant/%s.%s", dir ? dir : "../shared/golden", stem, ext);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s (set QWEN35_GOLDEN)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "quant/%s.%s", stem, ext);
+    return ts_read_file(ts_golden(path, sizeof path, rel), len);
 }
 
 static void golden_dequant_bit_exact(void **state)

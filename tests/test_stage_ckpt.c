@@ -16,6 +16,7 @@
 #include "config.h"
 #include "../stage/stage.h"
 #include "wire.h"
+#include "support.h"
 
 static char g_model[512];
 static int32_t g_toks[64];
@@ -23,22 +24,9 @@ static int32_t g_toks[64];
 static int setup(void **state)
 {
     (void)state;
-    const char *g = getenv("QWEN35_GOLDEN");
-    if (!g)
-        g = "../shared/golden";
     char path[600];
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
-    snprintf(path, sizeof path, "%s/tokens64.txt", g);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", path);
-        return -1;
-    }
-    for (int i = 0; i < 64; i++)
-        if (fscanf(f, "%d", &g_toks[i]) != 1)
-            return -1;
-    fclose(f);
-    return 0;
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
+    return ts_read_ids(ts_golden(path, sizeof path, "tokens64.txt"), g_toks, 64) == 64 ? 0 : -1;
 }
 
 static stage *open_stage(int a, int b, int64_t cache_bytes)
