@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +102,19 @@ char *ts_capture_stderr(void (*fn)(void), bool journal)
     close(fd);
     buf[n > 0 ? n : 0] = 0;
     return buf;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+int ts_rm_rf(const char *dir)
+{
+    if (nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0)
+        return 0;
+    return errno == ENOENT ? 0 : -1;
 }
 
 int ts_help_shows(const char *prog, const char *text)

@@ -1,6 +1,6 @@
 /* support.h — what the test programs share (tests/support.c, linked into
  * every build/tests/test_* program): golden-data paths, whole files,
- * argument vectors, stderr capture, --help checks. Include after cmocka.h;
+ * argument vectors, stderr capture, scratch directories, --help checks. Include after cmocka.h;
  * failures abort the running test through cmocka. */
 #ifndef Q35_TEST_SUPPORT_H
 #define Q35_TEST_SUPPORT_H
@@ -36,6 +36,11 @@ ts_args ts_args_of(const char *first, ...);
  * stderr is announced as the journal's stream (JOURNAL_STREAM), so log.c
  * writes "<N>" priority prefixes; otherwise plain "ident: LEVEL: " lines. */
 char *ts_capture_stderr(void (*fn)(void), bool journal);
+
+/* Removes dir and everything below it (a test's scratch directory; links
+ * are removed, not followed): 0, also when dir does not exist; -1 with
+ * errno set when something could not be removed. */
+int ts_rm_rf(const char *dir);
 
 /* Whether `$QWEN35_BUILD/bin/prog --help` (QWEN35_BUILD default "build")
  * prints a line containing text and exits 0: 1 yes, 0 no, -1 when the

@@ -57,9 +57,7 @@ static int teardown(void **state)
 {
     (void)state;
     free(g_logits);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd);
+    return ts_rm_rf(g_dir);
 }
 
 /* ---- a stage on a thread ---------------------------------------------------- */

@@ -36,9 +36,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd);
+    return ts_rm_rf(g_dir);
 }
 
 static const char *path_in(const char *name)

@@ -32,9 +32,7 @@ static int mkdir_tmp(void **s)
 static int rm_tmp(void **s)
 {
     (void)s;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return ts_rm_rf(dir);
 }
 
 static const char *golden(const char *rel)

@@ -35,9 +35,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd);
+    return ts_rm_rf(g_dir);
 }
 
 /* Writes `text` (with %M replaced by the model path) to DIR/name. */
