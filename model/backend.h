@@ -143,6 +143,7 @@ typedef struct q35_backend_opts {
     int device;                        /* CUDA device index */
     int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
     bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
+    int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
 } q35_backend_opts;
 
 typedef struct q35_backend q35_backend;    /* a backend's own state, opaque */

@@ -4,6 +4,7 @@
 #include "cpu.h"
 #include "common.h"
 #include "quant.h"
+#include "quant_act.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps)
         y[i] = x[i] * scale * w[i];
 }
 
-typedef struct mm_job { int n; const cpu_mm *mm; } mm_job;
+typedef struct mm_job { int n; quant_act act; const cpu_mm *mm; } mm_job;
 
 static void mm_worker(void *arg, int ith, int nth)
 {
@@ -31,8 +32,8 @@ static void mm_worker(void *arg, int ith, int nth)
         int64_t r0, r1;
         pool_range(t->ne[1], ith, nth, 8, &r0, &r1);
         if (r1 > r0 && m->nx > 0)
-            quant_matmul(t->type, m->W ? m->W : t->data, t->row_bytes, t->ne[0], r0, r1,
-                         m->X, m->ldx, m->nx, m->Y + r0, m->ldy);
+            quant_matmul_act(j->act, t->type, m->W ? m->W : t->data, t->row_bytes, t->ne[0],
+                             r0, r1, m->X, m->ldx, m->nx, m->Y + r0, m->ldy);
     }
 }
 
@@ -48,7 +49,7 @@ void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes)
 
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
 {
-    mm_job j = { n, mm };
+    mm_job j = { n, (quant_act)b->o.activations, mm };
     double work = 0;
     for (int i = 0; i < n; i++)
         work += (double)mm[i].t->row_bytes * (double)mm[i].t->ne[1]

@@ -31,6 +31,8 @@ typedef struct q35_engine_opts {
      * backend keeps checkpoints (host RAM for cpu, device memory for cuda)
      * once the slot pool is allocated. */
     int64_t cache_bytes;
+    int activations;              /* CPU matmul activations: enum quant_act
+                                   * (quant_act.h); 0 = exact (the default) */
 } q35_engine_opts;
 
 #define Q35_CACHE_AUTO ((int64_t)-1)

@@ -8,11 +8,12 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "quant_act.h"
 
 enum {
     O_MODEL = 1, O_PROMPT, O_FILE, O_TOKENS, O_SYSTEM, O_CNV, O_NO_CNV, O_NO_THINK, O_HIDE_THINK,
     O_SHOW_THINK, O_N, O_CTX, O_THREADS, O_UBATCH, O_SPLIT, O_BACKEND, O_LOGITS, O_STOP,
-    O_IGNORE_EOS, O_NO_PERF,
+    O_IGNORE_EOS, O_NO_PERF, O_ACT,
 };
 
 static const cli_opt input_opts[] = {
@@ -59,6 +60,9 @@ static const cli_opt engine_opts[] = {
       "prompt tokens per forward pass (default: 512; --tokens: all in one pass)" },
     { O_SPLIT, "--split", "A", "run layers [0,A) and [A,n) as two engines (a two-stage check)" },
     { O_BACKEND, "--backend", "cpu|cuda", "default: cuda when built in and a device is present, else cpu" },
+    { O_ACT, "--activations", "exact|f32",
+      "CPU matmul activations: exact (default; int16 VNNI dot products for q4_K/q6_K, within the "
+      "golden tolerance) or f32" },
 };
 
 static const cli_group g_input = { "input", input_opts, sizeof input_opts / sizeof input_opts[0] };
@@ -160,6 +164,10 @@ int run_parse(int argc, char **argv, run_opts *o, char **prompt)
         case O_IGNORE_EOS: o->ignore_eos = true; break;
         case O_LOGITS: o->logits_out = val; break;
         case O_BACKEND: o->backend = val; break;
+        case O_ACT:
+            if ((o->activations = quant_act_parse(val)) < 0)
+                return bad("--activations: '%s' is not exact or f32", val);
+            break;
         case O_N:
             if (!(rc = cli_int(name, val, -1, 1 << 24, &v, err, sizeof err))) o->n_gen = (int)v;
             break;
