@@ -97,7 +97,7 @@ void opts_man(const opts_spec *s, FILE *out)
         cli_roff_paragraphs(out, s->files);
     }
     if (s->example) {
-        fputs(".SH EXAMPLE\n.PP\n.nf\n", out);
+        fputs(".SH EXAMPLES\n.PP\n.nf\n", out);
         cli_roff(out, s->example);
         fputs("\n.fi\n", out);
     }

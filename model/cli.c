@@ -436,6 +436,13 @@ void cli_man(const cli_spec *s, FILE *out)
     cli_see_also(out, s->prog, NULL);
 }
 
+const char *cli_size(uint64_t bytes, char *buf, size_t n)
+{
+    if (bytes >= 1073741824ull) snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
+    else snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
+    return buf;
+}
+
 void cli_progress(const char *what, uint64_t done, uint64_t total)
 {
     static double t0, last;

@@ -90,6 +90,10 @@ void cli_roff_paragraphs(FILE *out, const char *t);
  * is; may be NULL). */
 void cli_see_also(FILE *out, const char *prog, const char *extra);
 
+/* A size for people, into buf: "10.52 GiB" from 1 GiB up, else "15.1 MiB"
+ * (the planner and the stages' load lines print sizes alike). */
+const char *cli_size(uint64_t bytes, char *buf, size_t n);
+
 /* Load progress on a terminal: one line rewritten in place on stderr
  * ("loading 3.10 / 20.95 GiB  62%  812 MB/s"), at most 10 times a second;
  * done == total ends the line. Nothing when stderr is not a terminal (a

@@ -68,11 +68,13 @@ int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
             return -1;
         }
         ch->n = i + 1;
-        fprintf(stderr, "qwen35-run: loaded layers %d:%d on %s: weights %.2f GiB resident, slot state "
-                "%.1f MiB (1 x %d positions), %d threads, %.1f s\n",
-                q35_engine_layer_begin(ch->e[i]), q35_engine_layer_end(ch->e[i]),
-                q35_engine_backend(ch->e[i]), weights / 1073741824.0,
-                q35_engine_state_bytes(ch->e[i]) / 1048576.0, ctx, o->threads, q35_now() - t0);
+        char w[24], st[24];
+        if (o->stats)
+            fprintf(stderr, "qwen35-run: loaded layers %d:%d on %s: weights %s resident, slot state %s "
+                    "(1 x %d positions), %d threads, %.1f s\n", q35_engine_layer_begin(ch->e[i]),
+                    q35_engine_layer_end(ch->e[i]), q35_engine_backend(ch->e[i]),
+                    cli_size(weights, w, sizeof w), cli_size(q35_engine_state_bytes(ch->e[i]), st, sizeof st),
+                    ctx, o->threads, q35_now() - t0);
     }
     const q35_config *c = q35_engine_config(ch->e[0]);
     ch->n_embd = (int)c->n_embd;

@@ -89,13 +89,13 @@ static const cli_spec spec = {
         "Sampling defaults are the sampler's, the same as qwen35-client's and the pipeline's, so "
         "the same flags and seed give the same tokens in one process and through the stages.",
     .examples =
-        "qwen35-run -m /srv/qwen35/models/model.gguf -p \"Why is the sky blue?\"\n"
+        "qwen35-run -m /srv/qwen35/models/qwen35moe.gguf -p \"Why is the sky blue?\"\n"
         "One answer, greedy, reasoning dimmed.\n\n"
-        "qwen35-run -m /srv/qwen35/models/model.gguf -cnv -sys \"Be brief.\" --temp 0.7 -s 1\n"
+        "qwen35-run -m /srv/qwen35/models/qwen35moe.gguf -cnv -sys \"Be brief.\" --temp 0.7 -s 1\n"
         "A conversation on the terminal, sampled with a fixed seed.\n\n"
-        "qwen35-run -m /srv/qwen35/models/model.gguf -f prompt.txt -n 64 -c 2048 --hide-think\n"
+        "qwen35-run -m /srv/qwen35/models/qwen35moe.gguf -f prompt.txt -n 64 -c 2048 --hide-think\n"
         "The prompt from a file, 64 tokens at most, the answer without its reasoning.\n\n"
-        "qwen35-run -m /srv/qwen35/models/model.gguf --tokens ids.txt -n 16 --split 20\n"
+        "qwen35-run -m /srv/qwen35/models/qwen35moe.gguf --tokens ids.txt -n 16 --split 20\n"
         "Greedy ids through two engines split at layer 20, as two stages would run them.",
     .groups = groups,
     .n_groups = sizeof groups / sizeof groups[0],
