@@ -8,9 +8,10 @@
  * shared); the bandwidth is measured the same way.
  *
  * Activations as the engine's default (--act exact: int16 VNNI kernels
- * where the CPU has them) or float32 (--act f32, quant_matmul itself).
+ * where the CPU has them), float32 (--act f32, quant_matmul itself) or
+ * int8 (--act q8).
  *
- *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar] [--act exact|f32]
+ *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar] [--act exact|f32|q8]
  *                      [--types q4_K,q6_K,...] [--bw-mb N]
  */
 #include "common.h"
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
             int a = quant_act_parse(argv[++i]);
             if (a < 0) {
-                fprintf(stderr, "bench-quant: --act %s: not exact or f32\n", argv[i]);
+                fprintf(stderr, "bench-quant: --act %s: not exact, f32 or q8\n", argv[i]);
                 return 2;
             }
             act = (quant_act)a;
@@ -107,7 +108,7 @@ int main(int argc, char **argv)
                 return 2;
         } else {
             fprintf(stderr, "usage: %s [--mb N] [--bw-mb N] [--passes N] "
-                            "[--isa avx512|avx2|scalar] [--act exact|f32] [--types q4_K,q6_K,...]\n", argv[0]);
+                            "[--isa avx512|avx2|scalar] [--act exact|f32|q8] [--types q4_K,q6_K,...]\n", argv[0]);
             return 2;
         }
     }
