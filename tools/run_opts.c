@@ -61,7 +61,7 @@ static const cli_opt engine_opts[] = {
     { O_SPLIT, "--split", "A", "run layers [0,A) and [A,n) as two engines (a two-stage check)" },
     { O_BACKEND, "--backend", "cpu|cuda", "default: cuda when built in and a device is present, else cpu" },
     { O_ACT, "--activations", "exact|f32|q8",
-      "CPU matmul activations: exact (default; int16 VNNI dot products for q4_K/q6_K, within the "
+      "CPU matmul activations: exact (default; int16 VNNI dot products for q6_K, within the "
       "golden tolerance), f32, or q8 (int8, as the reference engine: faster, not exact)" },
 };
 
