@@ -47,7 +47,7 @@ typedef struct stage_cfg {
     int device;
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
-    char *activations;       /* "exact" | "f32": CPU matmul activations (quant_act.h) */
+    char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
@@ -86,6 +86,7 @@ typedef struct coord_cfg {
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
+    char *prefix_cache;      /* on | off */
     char *log_level;
     char *curve_secret_key;  /* path of the coordinator's own secret key; NULL: plaintext */
     opt_list stage_key;      /* raw paths of the stages' public keys, in stage order */

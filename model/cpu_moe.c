@@ -14,7 +14,7 @@
 typedef struct moe_job {
     q35_backend *b;
     int il;
-    const cpu_rows *r;
+    const q35_pass *r;
     float *x;
 } moe_job;
 
@@ -148,7 +148,7 @@ static void down_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x)
+void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);

@@ -9,7 +9,7 @@
 typedef void (*mm_fn)(const void *W, size_t rb, int64_t nc, int64_t r0, int64_t r1,
                       const float *X, int64_t ldx, int nx, float *Y, int64_t ldy);
 
-static const char *const act_names[QUANT_ACT_COUNT] = { "exact", "f32" };
+static const char *const act_names[QUANT_ACT_COUNT] = { "exact", "f32", "q8" };
 
 /* Cached: cpuid once; quant_isa() follows quant_force_isa. */
 static bool have_vnni512(void)
@@ -28,12 +28,16 @@ static bool have_vnni512(void)
 static mm_fn pick(quant_act act, int type, const char **name)
 {
     *name = "float";
-    if (act != QUANT_ACT_EXACT || strcmp(quant_isa(), "avx512") || !have_vnni512())
+    bool q8 = act == QUANT_ACT_Q8;
+    if ((act != QUANT_ACT_EXACT && !q8) || strcmp(quant_isa(), "avx512") || !have_vnni512())
         return NULL;
-    *name = "avx512vnni-i16";
+    *name = q8 ? "avx512vnni-q8" : "avx512vnni-i16";
     switch (type) {
-    case GGML_TYPE_Q6_K: return quant_i16_mm_q6_K_avx512vnni;
-    case GGML_TYPE_Q4_K: return quant_i16_mm_q4_K_avx512vnni;
+    case GGML_TYPE_Q6_K: return q8 ? quant_q8_mm_q6_K_avx512vnni : quant_i16_mm_q6_K_avx512vnni;
+    case GGML_TYPE_Q4_K:      /* exact: its float kernel is as fast (quant_vnni.c) */
+        if (q8)
+            return quant_q8_mm_q4_K_avx512vnni;
+        break;
     default: break;
     }
     *name = "float";

@@ -7,7 +7,7 @@
  *   tokens, with the weight bytes they stream per second.
  *
  *   qwen35-bench -m MODEL [--threads T] [--tokens N] [--membw-mb MB]
- *                [--activations exact,f32] [--only decode|prefill]
+ *                [--activations exact,q8,f32 (default exact,q8)] [--only decode|prefill]
  *
  * Lines starting "RESULT" (what, threads, mode, tok/s) are for scripts
  * (tools/bench_peer.sh).
@@ -184,7 +184,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     };
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (bench_opts){ .max_threads = ncpu > 0 ? (int)ncpu : 1, .n_decode = 16, .membw_mb = 512,
-                       .acts = { QUANT_ACT_EXACT, QUANT_ACT_F32 }, .n_acts = 2 };
+                       .acts = { QUANT_ACT_EXACT, QUANT_ACT_Q8 }, .n_acts = 2 };
     int c;
     while ((c = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
         int *dst = c == 't' ? &o->max_threads : c == 'n' ? &o->n_decode : c == 'b' ? &o->membw_mb : NULL;
@@ -195,7 +195,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
                 int a = quant_act_parse(tok);
                 if (a < 0 || o->n_acts == QUANT_ACT_COUNT) {
-                    fprintf(stderr, "qwen35-bench: --activations: '%s' is not exact or f32\n", tok);
+                    fprintf(stderr, "qwen35-bench: --activations: '%s' is not exact, f32 or q8\n", tok);
                     return -1;
                 }
                 o->acts[o->n_acts++] = a;
@@ -217,7 +217,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         } else {
             fprintf(c == 'h' ? stdout : stderr,
                     "usage: qwen35-bench -m MODEL [--threads T (max, default all)] [--tokens N (decode steps, default 16)]\n"
-                    "                    [--membw-mb MB] [--activations exact,f32] [--only decode|prefill]\n"
+                    "                    [--membw-mb MB] [--activations exact,q8,f32] [--only decode|prefill]\n"
                     "  --only decode: just decode at --threads T; --only prefill: just prefill of 64 at T\n");
             return c == 'h' ? 1 : -1;
         }

@@ -60,9 +60,9 @@ static const cli_opt engine_opts[] = {
       "prompt tokens per forward pass (default: 512; --tokens: all in one pass)" },
     { O_SPLIT, "--split", "A", "run layers [0,A) and [A,n) as two engines (a two-stage check)" },
     { O_BACKEND, "--backend", "cpu|cuda", "default: cuda when built in and a device is present, else cpu" },
-    { O_ACT, "--activations", "exact|f32",
-      "CPU matmul activations: exact (default; int16 VNNI dot products for q4_K/q6_K, within the "
-      "golden tolerance) or f32" },
+    { O_ACT, "--activations", "exact|f32|q8",
+      "CPU matmul activations: exact (default; int16 VNNI dot products for q6_K, within the "
+      "golden tolerance), f32, or q8 (int8, as the reference engine: faster, not exact)" },
 };
 
 static const cli_group g_input = { "input", input_opts, sizeof input_opts / sizeof input_opts[0] };
@@ -166,7 +166,7 @@ int run_parse(int argc, char **argv, run_opts *o, char **prompt)
         case O_BACKEND: o->backend = val; break;
         case O_ACT:
             if ((o->activations = quant_act_parse(val)) < 0)
-                return bad("--activations: '%s' is not exact or f32", val);
+                return bad("--activations: '%s' is not exact, f32 or q8", val);
             break;
         case O_N:
             if (!(rc = cli_int(name, val, -1, 1 << 24, &v, err, sizeof err))) o->n_gen = (int)v;
