@@ -1,10 +1,13 @@
-/* qwen35-info: what a qwen35moe GGUF holds and what decoding it reads.
+/* qwen35-info: what a qwen35moe GGUF holds, what decoding it reads, and a
+ * stage split that fits.
  *
  *   qwen35-info MODEL.gguf            config, layer kinds, tensor type mix,
  *                                     bytes per layer and per decoded token
  *   qwen35-info MODEL.gguf --plan N   also a split of the layers over N
- *                                     stages balancing per-token bytes, as
- *                                     stage config files
+ *                                     stages balancing per-token bytes, each
+ *                                     stage's memory (tools/info_plan.c) and
+ *                                     the config files that start it
+ *   ... --device-mem 11.2G,...        only splits whose stages fit
  *   ... --plan N --batch B            balance the bytes of one decode step
  *                                     of a micro-batch of B sequences
  *   ... --plan N --batch B --measure  balance the seconds such a step takes

@@ -139,6 +139,8 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
                cli_size(m[s].scratch, sc, sizeof sc), cli_size(m[s].total, t, sizeof t), d);
         if (dev > 0 && m[s].total > dev) fits = 0;
     }
+    printf("#   (the stages' prefix cache comes on top, within what is left: cache-mb, by default a "
+           "quarter of the memory free after loading)\n");
     if (!fits) {
         for (int s = 0; s < k; s++) {
             double dev = po->dev_mem[po->n_dev == 1 ? 0 : s];
