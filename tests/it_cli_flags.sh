@@ -8,6 +8,7 @@
 #   system turn, -no-cnv drops the template, -t sets the threads, --ignore-eos
 #   runs to -n, --hide-think/--show-think and the default <think> markers;
 # - -cnv driven through a pty (script(1)) answers two turns in each tool;
+#   in qwen35-run Ctrl-C ends an answer and the conversation goes on;
 # - llama.cpp flags without a meaning here (-ngl 99, -fa, --mlock) are
 #   refused with one line naming them; -t in the client names the stage.
 set -eu
@@ -143,6 +144,34 @@ if command -v script >/dev/null; then
     n=$(grep -c '\[length:' "$T.pty" || true)
     [ "$n" -eq 2 ] || p35_fail "client -cnv (pty): $n answers, want 2: $(cat -v "$T.pty")"
     grep -q "$(printf '\033')\[2m" "$T.pty" || p35_fail "client -cnv (pty): reasoning not dimmed"
+    # Ctrl-C while an answer streams ends that answer, the conversation goes on
+    # (its context kept); end of input at the prompt ends the run
+    rm -f "$T.fifo"
+    mkfifo "$T.fifo"
+    : >"$T.pty"
+    script -qec "$RUN -cnv -n 4000 --ignore-eos --hide-think" /dev/null <"$T.fifo" >"$T.pty" 2>&1 &
+    spid=$!
+    trap '' PIPE   # a run that ended early: a FAIL below, not a dead script
+    exec 7>"$T.fifo"
+    waitfor() {   # waitfor PATTERN: until the pty shows it (30 s at most)
+        i=0
+        while ! grep -aq -- "$1" "$T.pty" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    }
+    waitfor '> '
+    printf 'Hello\n' >&7
+    sleep 1
+    printf '\003' >&7
+    waitfor 'interrupted'
+    printf 'Again\n' >&7
+    sleep 1
+    printf '\003' >&7
+    sleep 1
+    printf '\004' >&7
+    exec 7>&-
+    trap - PIPE
+    wait $spid || true
+    [ "$(grep -ac '^\[interrupted: ' "$T.pty")" -eq 2 ] ||
+        p35_fail "run -cnv: Ctrl-C did not end two answers: $(grep -a '^\[' "$T.pty")"
 else
     echo "script(1) missing: -cnv checked through a pipe only"
 fi
