@@ -330,7 +330,7 @@ void cli_roff_paragraphs(FILE *out, const char *t)
 /* Every page the project installs. */
 static const char *const pages[] = {
     "qwen35-run", "qwen35-client", "qwen35-info", "qwen35-tokenize", "qwen35-stage",
-    "qwen35-coordinator", "qwen35-keygen", "qwen35-mkmodel",
+    "qwen35-coordinator", "qwen35-http", "qwen35-keygen", "qwen35-mkmodel",
 };
 
 void cli_see_also(FILE *out, const char *prog, const char *extra)

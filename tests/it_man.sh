@@ -7,7 +7,7 @@
 set -u
 BUILD=${QWEN35_BUILD:-build}
 fail=0
-progs="qwen35-stage qwen35-coordinator qwen35-run qwen35-client qwen35-info qwen35-tokenize qwen35-keygen qwen35-mkmodel"
+progs="qwen35-stage qwen35-coordinator qwen35-http qwen35-run qwen35-client qwen35-info qwen35-tokenize qwen35-keygen qwen35-mkmodel"
 for prog in $progs; do
     page=$BUILD/man/$prog.1
     [ -s "$page" ] || { echo "FAIL $page missing"; fail=1; continue; }
