@@ -275,6 +275,7 @@ void cli_help(const cli_spec *s, FILE *out)
         p = e ? e + 1 : NULL;
     }
     fprintf(out, "%s\n", s->summary);
+    if (!s->n_groups && s->description) wrap(out, s->description, 0, 79);   /* nothing else says it */
     for (int g = 0; g < s->n_groups; g++) {
         fprintf(out, "%s:\n", s->groups[g]->heading);
         for (int k = 0; k < s->groups[g]->n; k++) {
