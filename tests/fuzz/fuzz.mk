@@ -36,7 +36,7 @@ FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
 FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
 FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS),$(sort $(wildcard model/*.c)))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
-FUZZ_NET_SRCS := stage/stage.c stage/stage_sample.c daemon/curve.c \
+FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c \
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
