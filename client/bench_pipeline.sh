@@ -2,8 +2,8 @@
 # make bench-pipeline — what pipelining buys: a generated mini Q4_K_M model
 # (12 layers of the real 35B-A3B sizes, 64 experts, the Qwen3 vocabulary),
 # served (a) by 1 stage x 1 thread holding every layer and (b) by 2 stages
-# x 1 thread split so both read about the same weight bytes per decode
-# step (qwen35-info --plan 2 --batch B). 8 concurrent streams of 64
+# x 1 thread split so both take about the same time per decode step as
+# measured here (qwen35-info --plan 2 --batch B --measure). 8 concurrent streams of 64
 # generated tokens each.
 # Prints aggregate decode tokens/s of both and their ratio (target >= 1.6),
 # and each stage's time idle waiting on the wire as a share of its busy
@@ -27,8 +27,9 @@
 #
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/…; generated
 # when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64),
-# BENCH_MICRO_BATCHES (2), BENCH_PLAN (bytes: balance the bytes a step reads;
-# time: qwen35-info --measure, balance the seconds a step takes here),
+# BENCH_MICRO_BATCHES (2), BENCH_PLAN (time, the default: qwen35-info
+# --measure, balance the seconds a step takes here; bytes: balance the
+# bytes a step reads),
 # BENCH_SPLIT ("A:B C:D" instead of the plan).
 set -eu
 P35_ME=bench-pipeline
@@ -41,7 +42,7 @@ TOKENS=${BENCH_TOKENS:-64}
 N_LAYER=12
 MICRO=${BENCH_MICRO_BATCHES:-2}
 BATCH=$(( (STREAMS + MICRO - 1) / MICRO ))
-PLAN_BY=${BENCH_PLAN:-bytes}
+PLAN_BY=${BENCH_PLAN:-time}
 case $PLAN_BY in bytes|time) ;; *) p35_die "BENCH_PLAN=$PLAN_BY: expected bytes or time" ;; esac
 
 if [ ! -f "$MODEL" ]; then
