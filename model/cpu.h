@@ -72,6 +72,7 @@ typedef struct cpu_job {
     int il;                   /* the layer */
     const q35_pass *r;        /* the pass's rows */
     float *out;               /* the block's output [r->n][E], where it writes one */
+    const float *in;          /* the block's normed input [r->n][E], where it reads it */
 } cpu_job;
 
 /* fn(j, i0, i1, ith): items [i0, i1), on thread ith (b->thr scratch ith). */

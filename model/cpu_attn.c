@@ -130,7 +130,7 @@ void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, fl
     };
     cpu_matmuls(b, 3, proj);
 
-    cpu_job j = { b, il, r, NULL };
+    cpu_job j = { b, il, r, NULL, NULL };
     cpu_parallel(&j, n, 1, 4.0 * (nh + 2 * nkv) * hd * 4, qk_prepare);     /* per row */
     double ctx = 0;      /* keys and values each row reads */
     for (int i = 0; i < n; i++)

@@ -119,7 +119,7 @@ void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
     };
     cpu_matmuls(b, 4, proj);
 
-    cpu_job j = { b, il, r, NULL };
+    cpu_job j = { b, il, r, NULL, NULL };
     cpu_parallel(&j, C, 16, 4.0 * n * (c->ssm_d_conv + 2), conv_channels);   /* per channel */
     cpu_parallel(&j, (int64_t)r->n_seq * nv, 1,                               /* per (seq, V-head) */
                  4.0 * 4 * n * c->ssm_d_state * c->ssm_hv / r->n_seq, delta_heads);

@@ -80,6 +80,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .device = o->device, .cache_bytes = o->cache_bytes,
         .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .activations = o->activations,
+        .cpu_affinity = o->cpu_affinity,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)

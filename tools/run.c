@@ -38,6 +38,7 @@ typedef struct run_opts {
     const char *model, *tokens_file, *logits_out, *backend;
     int ubatch, split, threads, n_gen, ctx;
     int activations;                  /* enum quant_act */
+    bool cpu_affinity;
     /* text mode */
     const char *prompt, *system;
     int chat, no_think, n_stop;
@@ -69,7 +70,7 @@ static void usage(FILE *to)
     fprintf(to,
         "usage: qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]\n"
         "                  [--logits-out OUT.f32] [-n N] [--ctx N] [--backend cpu|cuda]\n"
-        "                  [--activations exact|f32|q8]\n"
+        "                  [--activations exact|f32|q8] [--cpu-affinity]\n"
         "  -m, --model FILE      qwen35moe GGUF model\n"
         "      --tokens FILE     token ids, whitespace separated, fed to one sequence\n"
         "      --ubatch N        tokens per forward pass (default: all in one pass)\n"
@@ -82,6 +83,7 @@ static void usage(FILE *to)
         "      --activations A   CPU matmul activations: exact (default; int16 VNNI dot\n"
         "                        products for q6_K, within the golden tolerance), f32,\n"
         "                        or q8 (int8, as the reference engine: faster, not exact)\n"
+        "      --cpu-affinity    pin CPU thread i to the i-th CPU this process may use\n"
         "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
         "      --chat            wrap the prompt in the ChatML template (user turn)\n"
         "      --system TEXT     system message (with --chat)\n"
@@ -118,7 +120,7 @@ static int parse_float(const char *opt, const char *s, float *out)
 
 static int parse_args(int argc, char **argv, run_opts *o)
 {
-    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND, O_ACT,
+    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND, O_ACT, O_AFF,
            O_CHAT, O_SYSTEM, O_NOTHINK, O_STOP, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP,
            O_PRES, O_FREQ, O_WIN, O_SEED };
     static const struct option lo[] = {
@@ -126,7 +128,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         { "ubatch", required_argument, 0, O_UBATCH }, { "split", required_argument, 0, O_SPLIT },
         { "threads", required_argument, 0, 't' },  { "logits-out", required_argument, 0, O_LOGITS },
         { "ctx", required_argument, 0, O_CTX },    { "backend", required_argument, 0, O_BACKEND },
-        { "activations", required_argument, 0, O_ACT },
+        { "activations", required_argument, 0, O_ACT }, { "cpu-affinity", no_argument, 0, O_AFF },
         { "prompt", required_argument, 0, 'p' },   { "chat", no_argument, 0, O_CHAT },
         { "system", required_argument, 0, O_SYSTEM }, { "no-think", no_argument, 0, O_NOTHINK },
         { "stop", required_argument, 0, O_STOP },  { "temp", required_argument, 0, O_TEMP },
@@ -146,6 +148,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case O_TOKENS: o->tokens_file = optarg; break;
         case O_LOGITS: o->logits_out = optarg; break;
         case O_BACKEND: o->backend = optarg; break;
+        case O_AFF: o->cpu_affinity = true; break;
         case O_ACT:
             if ((o->activations = quant_act_parse(optarg)) < 0) {
                 fprintf(stderr, "qwen35-run: --activations: '%s' is not exact, f32 or q8\n", optarg);
@@ -236,7 +239,7 @@ static int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t e
         q35_engine_opts eo = {
             .model_path = o->model, .layer_begin = bounds[i], .layer_end = bounds[i + 1],
             .max_seqs = 1, .max_ctx = ctx, .n_threads = o->threads, .backend = o->backend,
-            .activations = o->activations,
+            .activations = o->activations, .cpu_affinity = o->cpu_affinity,
         };
         ch->e[i] = q35_engine_open(&eo, err, errsz);
         if (!ch->e[i]) {
