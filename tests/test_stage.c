@@ -26,10 +26,9 @@ static int32_t g_toks[64];
 static int setup(void **state)
 {
     (void)state;
-    const char *g = ts_golden_dir();
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
-    snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
-    snprintf(g_tokens, sizeof g_tokens, "%s/tokens64.txt", g);
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
+    ts_golden(g_expect, sizeof g_expect, "expect/tiny-Q8_0");
+    ts_golden(g_tokens, sizeof g_tokens, "tokens64.txt");
     return ts_read_ids(g_tokens, g_toks, 64) == 64 ? 0 : -1;
 }
 
