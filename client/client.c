@@ -49,6 +49,7 @@ struct q35c_client {
     char endpoint[256];
     q35c_opts o;
     volatile sig_atomic_t interrupted;
+    uint64_t n_delivered;           /* events handed to callbacks (q35c_run_some) */
     uint64_t next_id, next_probe;
     inflight *req;
     int n_req, cap_req;
@@ -422,6 +423,7 @@ static void deliver(q35c_client *c, uint64_t id, const q35c_event *ev)
 {
     inflight *r = find_req(c, id);
     if (!r || !r->fn) return;
+    c->n_delivered++;
     if (r->fn(ev, r->user) && ev->kind != Q35C_EV_FINAL && ev->kind != Q35C_EV_ERROR)
         q35c_cancel(c, id, NULL, 0);
 }
@@ -835,6 +837,17 @@ static bool none_in_flight(q35c_client *c, void *arg)
 int q35c_run(q35c_client *c, int timeout_ms, char *err, size_t errsz)
 {
     return pump(c, timeout_ms, none_in_flight, NULL, err, errsz);
+}
+
+static bool some_delivered(q35c_client *c, void *arg)
+{
+    return c->n_req == 0 || c->n_delivered != *(const uint64_t *)arg;
+}
+
+int q35c_run_some(q35c_client *c, int timeout_ms, char *err, size_t errsz)
+{
+    uint64_t before = c->n_delivered;
+    return pump(c, timeout_ms, some_delivered, &before, err, errsz);
 }
 
 /* --- generate: submit + run, with the outcome kept ------------------------ */

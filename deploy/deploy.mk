@@ -28,9 +28,9 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DOCDIR     ?= $(PREFIX)/share/doc/qwen35
 CONFDIR    := $(SYSCONFDIR)/qwen35
 
-UNITS        := qwen35-stage@.service qwen35-coordinator.service qwen35.target
+UNITS        := qwen35-stage@.service qwen35-coordinator.service qwen35-http.service qwen35.target
 # The single-host set (examples/two-die) becomes /etc/qwen35/*.conf.
-ETC_CONFIGS  := stage-0.conf stage-1.conf coordinator.conf
+ETC_CONFIGS  := stage-0.conf stage-1.conf coordinator.conf http.conf
 EXAMPLES     := README $(patsubst deploy/examples/%,%,$(wildcard deploy/examples/*/*.conf))
 INSTALL_BINS  = $(filter-out $(INTERNAL_BINS),$(BINS))
 
