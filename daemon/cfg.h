@@ -43,7 +43,8 @@ typedef struct stage_cfg {
     int threads;             /* 0 = one per online CPU */
     int max_seqs;
     int max_ctx;
-    char *backend;           /* "auto" | "cpu" | "cuda" */
+    char *backend;           /* "auto" | "cpu" | "cuda" | "sim" */
+    char *sim_profile;       /* backend sim: the timing profile */
     int device;
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
@@ -51,6 +52,7 @@ typedef struct stage_cfg {
     bool cpu_affinity;       /* pin the CPU worker threads */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
+    int lease_ms;            /* the owning coordinator silent this long: lease ends */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
@@ -85,6 +87,7 @@ typedef struct coord_cfg {
     int micro_batches;       /* in flight through the pipeline */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
+    bool takeover;           /* take stages owned by another coordinator */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *prefix_cache;      /* on | off */

@@ -36,7 +36,7 @@ FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
 FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
 FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS),$(sort $(wildcard model/*.c)))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
-FUZZ_NET_SRCS := stage/stage.c stage/stage_sample.c daemon/curve.c \
+FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c \
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
@@ -71,12 +71,8 @@ $(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c client/clie
 
 $(FUZZ_DIR)/plain/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP -Imodel -Iproto -I$(FUZZ_DIR)/gen $(FUZZ_X) -c -o $@ $<
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP -Imodel -Iproto -I$(FUZZ_DIR)/gen $(FILE_CFLAGS.$*) -c -o $@ $<
 
-$(FUZZ_DIR)/plain/model/quant_avx512.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/plain/model/quant_avx2.o: FUZZ_X := -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/plain/model/quant_vnni.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/plain/model/cpu_vec.o: FUZZ_X := -O3
 
 $(FUZZ_DIR)/fuzz_%:
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter %.o,$^) $(FUZZ_$*_LIBS) -lm -pthread
