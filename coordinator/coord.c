@@ -79,10 +79,8 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     if (q35_wire_sockopts(c->cli, (int64_t)max, err, errsz) ||
         zmq_setsockopt(c->cli, ZMQ_SNDHWM, &hwm, sizeof hwm))
         goto fail;
-    if (zmq_bind(c->cli, o->listen) != 0) {
-        q35_err(err, errsz, Q35_EIO, "bind %s: %s", o->listen, zmq_strerror(errno));
+    if (q35_wire_bind(c->cli, o->listen, err, errsz))
         goto fail;
-    }
     c->n_links = o->n_stages;
     for (int i = 0; i < c->n_links; i++) {
         link *l = &c->links[i];

@@ -73,4 +73,28 @@ st=$(p35_client --status --json --timeout 3000) || true
 printf '%s' "$st" | grep -q '"up":true' && p35_fail "the fenced coordinator still shows a stage up: $st"
 kill -TERM $B
 wait $B || true
+
+# an ipc path a live stage listens on is refused (libzmq would take it
+# over silently); a stale file (a killed stage's) is replaced, as every
+# restart in it_pipeline_faults shows
+rc=0
+timeout 60 "$BIN/qwen35-stage" --model "$M" --layers 0:4 --bind "ipc://$P35_RUN/s0.sock" \
+    --threads 1 >"$P35_RUN/dup.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || p35_fail "a second stage on a live ipc path: exit $rc"
+grep -q "in use by a running process" "$P35_RUN/dup.log" ||
+    p35_fail "ipc path in use: no clear message ($(tail -n 1 "$P35_RUN/dup.log"))"
+echo "ipc path in use: refused, exit $rc: $(grep -o 'bind [^ ]*: the path is in use[^(]*' "$P35_RUN/dup.log")"
+
+# start-up errors a restart cannot fix exit 78 (RestartPreventExitStatus=78)
+mkfifo "$P35_RUN/fifo.gguf"
+rc=0
+timeout 20 "$BIN/qwen35-stage" --model "$P35_RUN/fifo.gguf" --layers 0:4 --bind "ipc://$P35_RUN/f.sock" \
+    >"$P35_RUN/fifo.log" 2>&1 || rc=$?
+[ $rc -eq 78 ] || p35_fail "a FIFO as model: exit $rc, expected 78 ($(tail -n 1 "$P35_RUN/fifo.log"))"
+grep -q "not a regular file (a FIFO)" "$P35_RUN/fifo.log" || p35_fail "a FIFO as model: no clear message"
+rc=0
+timeout 60 "$BIN/qwen35-stage" --model "$M" --layers 4:12 --bind "ipc://$P35_RUN/r.sock" \
+    >"$P35_RUN/range.log" 2>&1 || rc=$?
+[ $rc -eq 78 ] || p35_fail "layers past the model: exit $rc, expected 78 ($(tail -n 1 "$P35_RUN/range.log"))"
+echo "unfixable start-up errors: exit 78 (FIFO as model, layers 4:12 of 8)"
 p35_result "ok"
