@@ -66,31 +66,48 @@ static void group_rows(q35_backend *b, int n, const float *h)
         }
 }
 
-/* The shared expert's rows [s0, s1) matching the expert rows [r0, r1) of
- * F: the same share of its Fs rows, in multiples of 8 (so every thread's
- * work is about the same even when F != Fs). */
-static int64_t shared_at(int64_t r, int64_t F, int64_t Fs)
+/* act = silu(gate) ⊙ up of the shared expert, per element. */
+static void shared_act(const cpu_job *j, int64_t i0, int64_t i1, int ith)
 {
-    if (r >= F)
-        return Fs;
-    int64_t s = (r * Fs / F) / 8 * 8;
-    return s < Fs ? s : Fs;
+    (void)ith;
+    cpu_scratch *s = j->s;
+    for (int64_t i = i0; i < i1; i++)
+        s->shg[i] = cpu_silu(s->shg[i]) * s->shu[i];
 }
 
-/* One parallel region for every gate and up of the block: a row share
- * [r0, r1) of the F rows of every chosen expert's gate and up, then
- * act = silu(gate) ⊙ up; the same share of the shared expert's gate and
- * up, then its act; the share starting at row 0 also takes the shared
- * expert's gate logit (h · gate_inp_shexp, one row). */
-static void moe_gate_up(const cpu_job *j, int64_t r0, int64_t r1, int ith)
+/* The shared expert, every row through it:
+ * y = sigmoid(h · gate_inp_shexp) · down_shexp(silu(gate_shexp · h) ⊙ up_shexp · h). */
+static void shared_expert(q35_backend *b, int il, const q35_pass *r, const float *h, float *y)
+{
+    const q35_layer_weights *l = cpu_layer(b, il);
+    cpu_scratch *s = &b->s;
+    int n = r->n;
+    int64_t E = b->c->n_embd, Fs = b->c->n_ff_shexp;
+    cpu_mm proj[3] = {
+        { &l->ffn_gate_shexp, NULL, h, E, n, s->shg, Fs },        /* [E, Fs] */
+        { &l->ffn_up_shexp, NULL, h, E, n, s->shu, Fs },          /* [E, Fs] */
+        { &l->ffn_gate_inp_shexp, NULL, h, E, n, s->shgate, 1 },  /* [E] */
+    };
+    cpu_matmuls(b, 3, proj);
+    cpu_job j = cpu_job_of(b, il, r, NULL);
+    cpu_parallel(&j, (int64_t)n * Fs, 64, 12, shared_act);
+    cpu_mm down = { &l->ffn_down_shexp, NULL, s->shg, Fs, n, y, E };   /* [Fs, E] */
+    cpu_matmuls(b, 1, &down);
+    for (int t = 0; t < n; t++) {
+        float g = cpu_sigmoid(s->shgate[t]);
+        for (int64_t i = 0; i < E; i++)
+            y[t * E + i] *= g;
+    }
+}
+
+/* A row share [r0, r1) of every chosen expert's gate and up, then
+ * act = silu(gate) ⊙ up. */
+static void experts_gate_up(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
-    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
-    int n = j->r->n;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
+    int64_t E = c->n_embd, F = c->n_ff_exp;
     const q35_tensor *tg = &l->ffn_gate_exps, *tu = &l->ffn_up_exps;   /* [E, F, X] */
     quant_act act = (quant_act)b->o.activations;
     for (int a = 0; a < b->n_active; a++) {
@@ -105,33 +122,18 @@ static void moe_gate_up(const cpu_job *j, int64_t r0, int64_t r1, int ith)
             for (int64_t i = r0; i < r1; i++)
                 ge[t * F + i] = cpu_silu(ge[t * F + i]) * ue[t * F + i];
     }
-    const q35_tensor *sg = &l->ffn_gate_shexp, *su = &l->ffn_up_shexp;   /* [E, Fs] */
-    int64_t s0 = shared_at(r0, F, Fs), s1 = shared_at(r1, F, Fs);
-    quant_matmul_act(act, sg->type, sg->data, sg->row_bytes, E, s0, s1, j->in, E, n, s->shg + s0, Fs);
-    quant_matmul_act(act, su->type, su->data, su->row_bytes, E, s0, s1, j->in, E, n, s->shu + s0, Fs);
-    for (int t = 0; t < n; t++)
-        for (int64_t i = s0; i < s1; i++)
-            s->shg[t * Fs + i] = cpu_silu(s->shg[t * Fs + i]) * s->shu[t * Fs + i];
-    if (r0 == 0) {
-        const q35_tensor *gi = &l->ffn_gate_inp_shexp;               /* [E] */
-        quant_matmul_act(act, gi->type, gi->data, gi->row_bytes, E, 0, 1, j->in, E, n, s->shgate, 1);
-    }
 }
 
-/* One parallel region for every down of the block: a share [r0, r1) of
- * the E output rows of every chosen expert's down and of the shared
- * expert's, then out = Σ_k w_k·down_k + sigmoid(g)·shared_down. */
-static void moe_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
+/* A share [r0, r1) of the E output rows: every chosen expert's down, then
+ * out = Σ_k w_k·down_k + out (out holds the shared expert's output). */
+static void experts_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
-    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
+    int64_t E = c->n_embd, F = c->n_ff_exp;
     int n = j->r->n, K = c->n_expert_used;
     const q35_tensor *td = &l->ffn_down_exps;          /* [F, E, X] */
-    const q35_tensor *sd = &l->ffn_down_shexp;         /* [Fs, E] */
     quant_act act = (quant_act)b->o.activations;
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
@@ -139,13 +141,9 @@ static void moe_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
                          td->row_bytes, F, r0, r1, s->ge + (int64_t)off * F, F, cnt,
                          s->de + (int64_t)off * E + r0, E);
     }
-    quant_matmul_act(act, sd->type, sd->data, sd->row_bytes, Fs, r0, r1, s->shg, Fs, n,
-                     j->out + r0, E);
     for (int t = 0; t < n; t++) {
-        float g = cpu_sigmoid(s->shgate[t]);
         float *out = j->out + (int64_t)t * E;
         for (int64_t i = r0; i < r1; i++) {
-            out[i] *= g;
             float routed = 0;
             for (int k = 0; k < K; k++)
                 routed += s->top_w[t * K + k] * s->de[(int64_t)s->pair_at[t * K + k] * E + i];
@@ -160,7 +158,7 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
     const q35_layer_weights *l = cpu_layer(b, il);
     cpu_scratch *s = &b->s;
     int n = r->n, X = c->n_expert, K = c->n_expert_used;
-    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    int64_t E = c->n_embd;
 
     cpu_mm router = { &l->ffn_gate_inp, NULL, h, E, n, s->router, X };   /* [E, X] */
     cpu_matmuls(b, 1, &router);
@@ -168,13 +166,11 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
         route(s->router + (int64_t)row * X, X, K, s->top_i + row * K, s->top_w + row * K);
     group_rows(b, n, h);
 
-    /* two regions: all gates and ups (chosen and shared experts), all downs */
-    cpu_job j = { b, il, r, out, h };
-    const q35_tensor *tg = &l->ffn_gate_exps, *tu = &l->ffn_up_exps, *td = &l->ffn_down_exps;
-    const q35_tensor *sg = &l->ffn_gate_shexp, *su = &l->ffn_up_shexp, *sd = &l->ffn_down_shexp;
-    double gate_up = b->n_active * (double)(tg->row_bytes + tu->row_bytes) * (double)F +
-                     (double)(sg->row_bytes + su->row_bytes) * (double)Fs;
-    double down = b->n_active * (double)td->row_bytes * (double)E + (double)sd->row_bytes * (double)E;
-    cpu_parallel(&j, F, 8, gate_up / (double)F, moe_gate_up);
-    cpu_parallel(&j, E, 8, down / (double)E, moe_down);
+    shared_expert(b, il, r, h, out);
+
+    cpu_job j = cpu_job_of(b, il, r, out);
+    const q35_tensor *tg = &l->ffn_gate_exps, *td = &l->ffn_down_exps;
+    double per_expert = (double)tg->row_bytes * tg->ne[1] * 2 + (double)td->row_bytes * td->ne[1];
+    cpu_parallel(&j, c->n_ff_exp, 8, b->n_active * per_expert * 2 / 3 / c->n_ff_exp, experts_gate_up);
+    cpu_parallel(&j, E, 8, b->n_active * per_expert / 3 / E, experts_down);
 }
