@@ -212,6 +212,18 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         reply_error(c, ident, ident_len, rid, Q35__CODE__ALREADY_EXISTS, "request_id '%s' is already running on this connection", rid);
         return;
     }
+    if (c->o.max_client_requests > 0) {
+        int mine = 0;
+        for (int list = 0; list < 2; list++)
+            for (req *q = list ? c->active : c->queue_head; q; q = q->next)
+                mine += q->ident_len == ident_len && !memcmp(q->ident, ident, ident_len);
+        if (mine >= c->o.max_client_requests) {
+            reply_error(c, ident, ident_len, rid, Q35__CODE__RESOURCE_EXHAUSTED,
+                        "this connection has %d requests active or queued (max-client-requests %d)",
+                        mine, c->o.max_client_requests);
+            return;
+        }
+    }
     /* waiting requests: up to the free slots (admitted this turn) plus max-queue */
     int free_slots = (c->chain_known ? c->max_seqs : c->o.max_seqs) - c->n_active;
     if (c->n_queued >= c->o.max_queue + (free_slots > 0 ? free_slots : 0)) {
