@@ -77,6 +77,10 @@ static const opt_def coord_defs[] = {
       "Longest sequence (prompt + generated tokens)." },
     { "micro-batches", OPT_INT, F(micro_batches), "N", "0", 0, 64, NULL, false, NULL,
       "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
+    { "trace", OPT_STR, F(trace), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "Write every forward step of every stage to FILE as Chrome trace-event JSON (one track "
+      "per stage, one slice per step with its micro-batch, rows and sequences; open it in "
+      "Perfetto or chrome://tracing). The file is complete when the coordinator stops." },
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Longest a stage may take to answer one step; past it the stage is treated as lost. "
       "The deadline applied is adaptive: 10x the stage's measured time for a step of that "
@@ -204,9 +208,12 @@ const opts_spec coord_cfg_spec = {
         "loop, and on SIGTERM sends STOPPING=1 and lets requests in flight finish or end "
         "with an explicit error before it exits 0.",
     .files = "/etc/qwen35/coordinator.conf: the configuration of qwen35-coordinator.service.",
-    .example = "[coordinator]\nmodel = /var/lib/qwen35/models/qwen35moe.gguf\n"
-               "listen = tcp://0.0.0.0:5700\nstage = tcp://127.0.0.1:5701 0:20\n"
-               "stage = tcp://127.0.0.1:5702 20:40",
+    .example = "# /etc/qwen35/coordinator.conf (systemctl start qwen35-coordinator): two stages\n"
+               "# on this host, clients on loopback as in deploy/examples/two-die; a routable\n"
+               "# listen needs CURVE keys (deploy/README.md)\n"
+               "[coordinator]\nmodel = /srv/qwen35/models/qwen35moe.gguf\n"
+               "listen = tcp://127.0.0.1:5700\nstage = tcp://127.0.0.1:5701\n"
+               "stage = tcp://127.0.0.1:5702\nmax-seqs = 16\nmax-ctx = 4096",
     .defs = coord_defs,
     .n_defs = (int)(sizeof coord_defs / sizeof coord_defs[0]),
     .cross_check = coord_cross_check,
