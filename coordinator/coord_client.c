@@ -208,6 +208,12 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         reply_error(c, ident, ident_len, rid, Q35__CODE__UNAVAILABLE, "the coordinator is shutting down");
         return;
     }
+    if (g->resent && find_req(c, ident, ident_len, rid)) {
+        /* a resend after a link blip that reached us twice: the one
+         * running streams on, this copy is dropped */
+        q35_log_debug("request %s: sent again while it runs: ignored", rid);
+        return;
+    }
     if (find_req(c, ident, ident_len, rid)) {
         reply_error(c, ident, ident_len, rid, Q35__CODE__ALREADY_EXISTS, "request_id '%s' is already running on this connection", rid);
         return;
