@@ -89,6 +89,7 @@ typedef struct coord_cfg {
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     bool takeover;           /* take stages owned by another coordinator */
+    int max_client_requests; /* active + queued per client connection; 0 = no limit */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *prefix_cache;      /* on | off */

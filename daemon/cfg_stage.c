@@ -57,7 +57,9 @@ static const opt_def stage_defs[] = {
       "run on (its systemd CPUAffinity= or taskset set), so each keeps its caches across passes." },
     CFG_ROW_MAX_MSG_MB(stage_cfg),
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
-      "Deadline for one forward step; past it the step fails with an error." },
+      "Deadline for one forward step. A compute that hangs cannot be interrupted: past it the "
+      "stage exits (status 70) so that its service manager restarts it, and the coordinator "
+      "rebuilds its sequences there." },
     { "lease-ms", OPT_INT, F(lease_ms), "N", "10000", 500, 3600000, NULL, false, NULL,
       "This stage serves one coordinator at a time (the first Hello takes the lease). When it "
       "sends nothing for this long (it polls every 0.5 s), its sequences are freed and another "

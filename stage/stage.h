@@ -67,6 +67,10 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
  * poll item: fd (readable => return 0 early), -1 for none. */
 int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz);
 
+/* q35_now() when the forward step computing now started, 0 when none is:
+ * for a watchdog thread (the only function callable from another one). */
+double stage_step_started(stage *s);
+
 /* One-line description: "layers 0:4 of m.gguf (embd) cpu, 8 slots". */
 const char *stage_describe(const stage *s);
 const q35_engine *stage_engine(const stage *s);
