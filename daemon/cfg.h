@@ -49,6 +49,7 @@ typedef struct stage_cfg {
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
     char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */
+    bool cpu_affinity;       /* pin the CPU worker threads */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     int lease_ms;            /* the owning coordinator silent this long: lease ends */

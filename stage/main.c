@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .sim_profile = c.sim_profile,
         .device = c.device,
         .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
-        .activations = quant_act_parse(c.activations),
+        .activations = quant_act_parse(c.activations), .cpu_affinity = c.cpu_affinity,
         .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,
         .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
         .curve_secret = c.curve ? &c.curve_secret : NULL,

@@ -85,7 +85,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
-        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .activations = o->activations,
+        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .activations = o->activations, .cpu_affinity = o->cpu_affinity,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)

@@ -29,6 +29,7 @@ typedef struct stage_opts {
     int pass_rows;                /* rows per backend pass; 0 = default */
     bool no_graphs;               /* CUDA: no captured graphs */
     int activations;              /* enum quant_act; 0 = exact */
+    bool cpu_affinity;            /* pin the CPU worker threads */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
     int lease_ms;                 /* the owning coordinator silent this long: its
                                      sequences are freed (0: 10000) */
