@@ -14,7 +14,8 @@
 #                        -> $(BUILD)/libqwen35net.a   (daemons, wire)
 #         each folder's *.mk adds binaries: BINS += name; name_SRCS := ...;
 #         name_LIBS := ...  (see tools/tools.mk)
-#         tests/test_*.c -> one cmocka program each, linked with both libs.
+#         tests/test_*.c -> one cmocka program each, linked with both libs
+#                           and tests/support.c (the helpers they share).
 #         tests/it_*.sh  -> integration scripts, run after the programs.
 
 CC      ?= cc
@@ -40,7 +41,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
 LDFLAGS += -pthread $(SANFLAGS)
 
 LIBS_MODEL := -lpcre2-8 -lm
-LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih
+LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson
 
 LIBMODEL := $(BUILD)/libqwen35.a
 LIBNET   := $(BUILD)/libqwen35net.a
@@ -104,9 +105,11 @@ endef
 $(foreach b,$(BINS),$(eval $(call bin_rule,$(b))))
 
 # --- tests -------------------------------------------------------------------
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBNET) $(LIBMODEL) $(ENGINE_DEPS)
+# Each program links tests/support.c (support.h: the helpers they share).
+TEST_SUPPORT := $(BUILD)/obj/tests/support.o
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(LIBNET) $(LIBMODEL) $(ENGINE_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBNET) $(LIBMODEL) -lcmocka $(TEST_LIBS) $(LIBS_NET) \
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(LIBNET) $(LIBMODEL) -lcmocka $(TEST_LIBS) $(LIBS_NET) \
 	    $(ENGINE_LIBS) $(LIBS_MODEL)
 
 # make test: the plain build runs everything, a short fuzz run, then the

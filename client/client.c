@@ -155,30 +155,15 @@ int q35c_in_flight(const q35c_client *c)
     return c ? c->n_req : 0;
 }
 
-/* Reads the monitor's pending events: [u16 event][u32 value] + endpoint. */
+/* Reads the monitor's pending events. */
 static void drain_monitor(q35c_client *c)
 {
-    for (;;) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            return;
-        }
-        uint16_t ev = 0;
-        if (zmq_msg_size(&m) >= 6) memcpy(&ev, zmq_msg_data(&m), sizeof ev);
-        bool more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        while (more) {   /* the endpoint frame */
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, c->mon, 0) < 0) more = false;
-            else more = zmq_msg_more(&m);
-            zmq_msg_close(&m);
-        }
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(c->mon, &ev, &val) == 0)
         /* Sticky: a coordinator that restarts at once (disconnect and
          * connect in one drain) has still forgotten our requests. */
         if (ev == ZMQ_EVENT_DISCONNECTED) c->link_lost = true;
-    }
 }
 
 /* Sends one ClientRequest, waiting at most the connect timeout for a
@@ -475,6 +460,8 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
     s->max_queue = (int)m->max_queue;
     s->slots_used = (int)m->slots_in_use;
     s->slots_total = (int)m->max_seqs;
+    s->max_ctx = (int)m->max_ctx;
+    snprintf(s->warning, sizeof s->warning, "%s", m->warning ? m->warning : "");
     s->tokens_per_s = m->tokens_per_s;
     s->uptime_s = m->uptime_s;
     s->requests_done = m->requests_done;
@@ -487,15 +474,22 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
         snprintf(o->backend, sizeof o->backend, "%s", g->backend ? g->backend : "");
         snprintf(o->problem, sizeof o->problem, "%s", g->problem ? g->problem : "");
         o->up = g->up;
-        o->layer_begin = (int)g->layer_begin;
-        o->layer_end = (int)g->layer_end;
+        o->layers_known = g->layers_known;
+        o->layer_begin = g->layers_known ? (int)g->layer_begin : -1;
+        o->layer_end = g->layers_known ? (int)g->layer_end : -1;
         o->slots_used = (int)g->slots_in_use;
         o->slots_total = (int)g->max_seqs;
+        o->max_ctx = (int)g->max_ctx;
         o->busy_pct = g->busy_pct;
         o->busy_s = g->busy_s;
         o->idle_s = g->idle_s;
-        o->wire_idle_pct = g->busy_s > 0 ? 100.0 * g->idle_s / g->busy_s : 0;
+        o->busy_pct_total = g->busy_pct_total;
+        o->uptime_s = g->uptime_s;
+        o->wire_idle_pct = g->uptime_s > 0 ? fmin(100.0, 100.0 * g->idle_s / g->uptime_s) : 0;
         o->tokens = g->n_tokens;
+        o->n_forward = g->n_forward;
+        o->wire_bytes_out = g->wire_bytes_out;
+        o->wire_bytes_in = g->wire_bytes_in;
     }
 }
 
@@ -555,14 +549,32 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
         }
     }
     if (!p->n_token_ids && !(p->text && p->text[0])) return;
-    float *lp = NULL;
-    if (p->n_logprobs == p->n_token_ids && p->n_logprobs && (lp = malloc(p->n_logprobs * sizeof *lp)))
-        for (size_t i = 0; i < p->n_logprobs; i++) lp[i] = p->logprobs[i]->logprob;
+    float *lp = NULL, *tlp = NULL;
+    int32_t *tid = NULL;
+    size_t nt = 0;   /* alternatives per token: the fewest any token brought */
+    if (p->n_logprobs == p->n_token_ids && p->n_logprobs && (lp = malloc(p->n_logprobs * sizeof *lp))) {
+        nt = p->logprobs[0]->n_top;
+        for (size_t i = 0; i < p->n_logprobs; i++) {
+            lp[i] = p->logprobs[i]->logprob;
+            nt = p->logprobs[i]->n_top < nt ? p->logprobs[i]->n_top : nt;
+        }
+        if (nt && (!(tid = malloc(p->n_logprobs * nt * sizeof *tid)) ||
+                   !(tlp = malloc(p->n_logprobs * nt * sizeof *tlp))))
+            nt = 0;
+        for (size_t i = 0; i < p->n_logprobs && nt; i++)
+            for (size_t k = 0; k < nt; k++) {
+                tid[i * nt + k] = p->logprobs[i]->top[k]->token;
+                tlp[i * nt + k] = p->logprobs[i]->top[k]->logprob;
+            }
+    }
     q35c_event ev = { .kind = Q35C_EV_PIECE, .id = id, .text = p->text ? p->text : "",
                       .text_len = p->text ? strlen(p->text) : 0, .ids = p->token_ids,
-                      .n_ids = (int)p->n_token_ids, .logprobs = lp, .reasoning = p->reasoning };
+                      .n_ids = (int)p->n_token_ids, .logprobs = lp, .reasoning = p->reasoning,
+                      .n_top = (int)nt, .top_ids = nt ? tid : NULL, .top_logprobs = nt ? tlp : NULL };
     deliver(c, id, &ev);
     free(lp);
+    free(tid);
+    free(tlp);
 }
 
 /* Handles one Event payload. Events for unknown ids (a request already

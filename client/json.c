@@ -1,10 +1,16 @@
 /* json.c — events and status as JSON lines (for scripts and tests) and
- * status as a table (for people). */
-#include "qwen35_client.h"
+ * status as a table (for people). JSON through jansson, as the HTTP
+ * front writes it. */
+#include "q35c_json.h"
 
+#include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* 15 significant digits: Unix time to 10 us, and 0.1 prints as 0.1. */
+#define Q35C_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 
 static double wall_now(void)
 {
@@ -13,124 +19,152 @@ static double wall_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A JSON string: control characters, quote and backslash escaped; other
- * bytes (UTF-8, already whole characters from the detokenizer) as they
- * are. */
-static void json_str(FILE *f, const char *s, size_t n)
+json_t *q35c_json_text(const char *s, size_t n)
 {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        switch (ch) {
-        case '"':  fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (ch < 0x20 || ch == 0x7f) fprintf(f, "\\u%04x", ch);
-            else fputc(ch, f);
+    json_t *j = json_stringn(s ? s : "", s ? n : 0);
+    if (j) return j;
+    /* Not UTF-8 (a byte token cut a character): each bad byte as U+FFFD. */
+    char *fixed = malloc(3 * n + 1);
+    if (!fixed) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        json_t *one = len && i + len <= n ? json_stringn(s + i, len) : NULL;
+        if (one) {
+            json_decref(one);
+            memcpy(fixed + o, s + i, len);
+            o += len; i += len;
+        } else {
+            memcpy(fixed + o, "\xef\xbf\xbd", 3);
+            o += 3; i++;
         }
     }
-    fputc('"', f);
-}
-
-static void json_cstr(FILE *f, const char *s)
-{
-    if (s) json_str(f, s, strlen(s));
-    else fputs("null", f);
+    j = json_stringn(fixed, o);
+    free(fixed);
+    return j;
 }
 
 /* JSON has no NaN/Inf. */
-static void json_num(FILE *f, double v)
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *cstr_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static void write_line(FILE *f, json_t *o)
 {
-    if (isfinite(v)) fprintf(f, "%.9g", v);
-    else fputs("null", f);
+    if (!o) return;
+    json_dumpf(o, f, Q35C_JSON_FLAGS);
+    fputc('\n', f);
+    json_decref(o);
 }
 
 void q35c_event_write_json(FILE *f, const q35c_event *ev)
 {
-    fprintf(f, "{\"id\":%llu,", (unsigned long long)ev->id);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer((json_int_t)ev->id));
     switch (ev->kind) {
-    case Q35C_EV_PIECE:
-        fputs("\"event\":\"piece\",\"text\":", f);
-        json_str(f, ev->text ? ev->text : "", ev->text ? ev->text_len : 0);
-        fputs(",\"ids\":[", f);
-        for (int i = 0; i < ev->n_ids; i++) fprintf(f, i ? ",%d" : "%d", ev->ids[i]);
-        fprintf(f, "],\"reasoning\":%s", ev->reasoning ? "true" : "false");
+    case Q35C_EV_PIECE: {
+        json_object_set_new(o, "event", json_string("piece"));
+        json_object_set_new(o, "text", q35c_json_text(ev->text, ev->text_len));
+        json_t *ids = json_array();
+        for (int i = 0; i < ev->n_ids; i++) json_array_append_new(ids, json_integer(ev->ids[i]));
+        json_object_set_new(o, "ids", ids);
+        json_object_set_new(o, "reasoning", json_boolean(ev->reasoning));
         if (ev->logprobs) {
-            fputs(",\"logprobs\":[", f);
+            json_t *lp = json_array();
+            for (int i = 0; i < ev->n_ids; i++) json_array_append_new(lp, num(ev->logprobs[i]));
+            json_object_set_new(o, "logprobs", lp);
+        }
+        if (ev->top_ids) {
+            json_t *top = json_array();
             for (int i = 0; i < ev->n_ids; i++) {
-                if (i) fputc(',', f);
-                json_num(f, ev->logprobs[i]);
+                json_t *row = json_array();
+                for (int k = 0; k < ev->n_top; k++)
+                    json_array_append_new(row, json_pack("{s:i,s:o}", "id",
+                                                         ev->top_ids[i * ev->n_top + k], "logprob",
+                                                         num(ev->top_logprobs[i * ev->n_top + k])));
+                json_array_append_new(top, row);
             }
-            fputc(']', f);
+            json_object_set_new(o, "top_logprobs", top);
         }
         break;
+    }
     case Q35C_EV_LOGITS:
-        fprintf(f, "\"event\":\"logits\",\"first_pos\":%d,\"rows\":%d,\"n_vocab\":%d",
-                ev->first_pos, ev->n_rows, ev->n_vocab);
+        json_object_set_new(o, "event", json_string("logits"));
+        json_object_set_new(o, "first_pos", json_integer(ev->first_pos));
+        json_object_set_new(o, "rows", json_integer(ev->n_rows));
+        json_object_set_new(o, "n_vocab", json_integer(ev->n_vocab));
         break;
     case Q35C_EV_FINAL:
-        fprintf(f, "\"event\":\"final\",\"finish\":\"%s\",\"prompt_tokens\":%d,"
-                "\"completion_tokens\":%d,\"ttft_s\":",
-                q35c_finish_name(ev->finish), ev->prompt_tokens, ev->completion_tokens);
-        json_num(f, ev->ttft_s);
-        fputs(",\"decode_tps\":", f);
-        json_num(f, ev->decode_tps);
+        json_object_set_new(o, "event", json_string("final"));
+        json_object_set_new(o, "finish", json_string(q35c_finish_name(ev->finish)));
+        json_object_set_new(o, "prompt_tokens", json_integer(ev->prompt_tokens));
+        json_object_set_new(o, "completion_tokens", json_integer(ev->completion_tokens));
+        json_object_set_new(o, "ttft_s", num(ev->ttft_s));
+        json_object_set_new(o, "decode_tps", num(ev->decode_tps));
         if (ev->finish == Q35C_FINISH_ERROR || ev->code) {
-            fputs(",\"code\":", f);
-            json_cstr(f, ev->code);
-            fputs(",\"message\":", f);
-            json_cstr(f, ev->message);
+            json_object_set_new(o, "code", cstr_or_null(ev->code));
+            json_object_set_new(o, "message", cstr_or_null(ev->message));
         }
         break;
     case Q35C_EV_ERROR:
-        fputs("\"event\":\"error\",\"code\":", f);
-        json_cstr(f, ev->code);
-        fputs(",\"message\":", f);
-        json_cstr(f, ev->message);
+        json_object_set_new(o, "event", json_string("error"));
+        json_object_set_new(o, "code", cstr_or_null(ev->code));
+        json_object_set_new(o, "message", cstr_or_null(ev->message));
         break;
     }
-    fprintf(f, ",\"t\":%.6f}\n", wall_now());
+    json_object_set_new(o, "t", json_real(wall_now()));
+    write_line(f, o);
+}
+
+json_t *q35c_status_to_json(const q35c_status *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(s->model));
+    json_object_set_new(o, "n_layer", json_integer(s->n_layer));
+    json_object_set_new(o, "active", json_integer(s->active));
+    json_object_set_new(o, "queued", json_integer(s->queued));
+    json_object_set_new(o, "max_queue", json_integer(s->max_queue));
+    json_object_set_new(o, "slots_used", json_integer(s->slots_used));
+    json_object_set_new(o, "slots_total", json_integer(s->slots_total));
+    json_object_set_new(o, "requests_done", json_integer((json_int_t)s->requests_done));
+    json_object_set_new(o, "tokens_generated", json_integer((json_int_t)s->tokens_generated));
+    json_object_set_new(o, "tokens_per_s", num(s->tokens_per_s));
+    json_t *stages = json_array();
+    for (int i = 0; i < s->n_stages; i++) {
+        const q35c_stage_status *g = &s->stages[i];
+        json_t *st = json_object();
+        json_object_set_new(st, "endpoint", json_string(g->endpoint));
+        json_object_set_new(st, "layers", g->layers_known
+                            ? json_pack("[ii]", g->layer_begin, g->layer_end) : json_null());
+        json_object_set_new(st, "up", json_boolean(g->up));
+        json_object_set_new(st, "backend", json_string(g->backend));
+        json_object_set_new(st, "slots_used", json_integer(g->slots_used));
+        json_object_set_new(st, "slots_total", json_integer(g->slots_total));
+        json_object_set_new(st, "tokens", json_integer((json_int_t)g->tokens));
+        json_object_set_new(st, "busy_pct", num(g->busy_pct));
+        json_object_set_new(st, "busy_pct_total", num(g->busy_pct_total));
+        json_object_set_new(st, "uptime_s", num(g->uptime_s));
+        json_object_set_new(st, "n_forward", json_integer((json_int_t)g->n_forward));
+        json_object_set_new(st, "wire_bytes_out", json_integer((json_int_t)g->wire_bytes_out));
+        json_object_set_new(st, "wire_bytes_in", json_integer((json_int_t)g->wire_bytes_in));
+        json_object_set_new(st, "busy_s", num(g->busy_s));
+        json_object_set_new(st, "idle_s", num(g->idle_s));
+        json_object_set_new(st, "wire_idle_pct", num(g->wire_idle_pct));
+        if (g->problem[0]) json_object_set_new(st, "problem", json_string(g->problem));
+        json_object_set_new(st, "max_ctx", json_integer(g->max_ctx));
+        json_array_append_new(stages, st);
+    }
+    json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "max_ctx", json_integer(s->max_ctx));
+    if (s->warning[0]) json_object_set_new(o, "warning", json_string(s->warning));
+    return o;
 }
 
 void q35c_status_write_json(FILE *f, const q35c_status *s)
 {
-    fputs("{\"model\":", f);
-    json_cstr(f, s->model);
-    fprintf(f, ",\"n_layer\":%d,\"active\":%d,\"queued\":%d,\"max_queue\":%d,"
-            "\"slots_used\":%d,\"slots_total\":%d,"
-            "\"requests_done\":%llu,\"tokens_generated\":%llu,\"tokens_per_s\":",
-            s->n_layer, s->active, s->queued, s->max_queue, s->slots_used, s->slots_total,
-            (unsigned long long)s->requests_done, (unsigned long long)s->tokens_generated);
-    json_num(f, s->tokens_per_s);
-    fputs(",\"stages\":[", f);
-    for (int i = 0; i < s->n_stages; i++) {
-        const q35c_stage_status *g = &s->stages[i];
-        fputs(i ? ",{\"endpoint\":" : "{\"endpoint\":", f);
-        json_cstr(f, g->endpoint);
-        fprintf(f, ",\"layers\":[%d,%d],\"up\":%s,\"backend\":", g->layer_begin, g->layer_end,
-                g->up ? "true" : "false");
-        json_cstr(f, g->backend);
-        fprintf(f, ",\"slots_used\":%d,\"slots_total\":%d,\"tokens\":%llu,\"busy_pct\":",
-                g->slots_used, g->slots_total, (unsigned long long)g->tokens);
-        json_num(f, g->busy_pct);
-        fputs(",\"busy_s\":", f);
-        json_num(f, g->busy_s);
-        fputs(",\"idle_s\":", f);
-        json_num(f, g->idle_s);
-        fputs(",\"wire_idle_pct\":", f);
-        json_num(f, g->wire_idle_pct);
-        if (g->problem[0]) {
-            fputs(",\"problem\":", f);
-            json_cstr(f, g->problem);
-        }
-        fputc('}', f);
-    }
-    fputs("]}\n", f);
+    write_line(f, q35c_status_to_json(s));
 }
-
 void q35c_status_write_text(FILE *f, const q35c_status *s)
 {
     fprintf(f, "model %s, %d layers; requests: %d active, %d queued (max %d), %llu done; "
@@ -143,11 +177,15 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
     for (int i = 0; i < s->n_stages; i++) {
         const q35c_stage_status *g = &s->stages[i];
         char layers[32], slots[32];
-        snprintf(layers, sizeof layers, "%d:%d", g->layer_begin, g->layer_end);
+        if (g->layers_known)
+            snprintf(layers, sizeof layers, "%d:%d", g->layer_begin, g->layer_end);
+        else
+            snprintf(layers, sizeof layers, "?");
         snprintf(slots, sizeof slots, "%d/%d", g->slots_used, g->slots_total);
         fprintf(f, "%-5d %-36s %-9s %-4s %-7s %-11s %7.1f %10llu\n", i, g->endpoint, layers,
                 g->up ? "yes" : "NO", g->backend[0] ? g->backend : "?", slots, g->busy_pct,
                 (unsigned long long)g->tokens);
         if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
     }
+    if (s->warning[0]) fprintf(f, "WARN %s\n", s->warning);
 }

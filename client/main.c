@@ -87,7 +87,8 @@ static void usage(FILE *f)
 "  --ids                 print the generated token ids (one line) instead of text\n"
 "  --json                one JSON event per line\n"
 "  --hide-think          do not print the reasoning part\n"
-"  --logprobs N          logprob of each chosen token + N-1 alternatives (--json)\n"
+"  --logprobs N          logprob of each chosen token and its N most likely\n"
+"                        alternatives (--json)\n"
 "  --logits-out FILE     write float32 logits [positions][n_vocab]: every\n"
 "                        prompt position, then every generated token\n"
 "  --stats               print usage (tokens, time to first token, tokens/s) to stderr\n",

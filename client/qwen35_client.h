@@ -76,7 +76,8 @@ typedef struct q35c_request {
     uint64_t seed;
 
     uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */
-    int n_logprobs;               /* 0 = none; else chosen token's logprob + top n-1..20 */
+    int n_logprobs;               /* 0 = none; else each chosen token's logprob and
+                                     its n (1..20) most likely alternatives */
     bool logits;                  /* full logits: every prompt position and
                                      every generated token */
     uint64_t id;                  /* 0: the library picks one */
@@ -114,6 +115,11 @@ typedef struct q35c_event {
     const int32_t *ids;           /* [n_ids] */
     int n_ids;
     const float *logprobs;        /* [n_ids] chosen tokens' logprobs, or NULL */
+    int n_top;                    /* alternatives per token (request.n_logprobs) */
+    const int32_t *top_ids;       /* [n_ids][n_top] most likely first, or NULL */
+    const float *top_logprobs;    /* [n_ids][n_top] their logprobs (the
+                                     distribution after penalties, before
+                                     temperature and truncation) */
     bool reasoning;               /* inside <think> … </think> */
     /* LOGITS: n_rows rows of n_vocab floats, first_pos = the position of
      * the first row in the sequence (prompt positions come first) */
@@ -138,15 +144,20 @@ typedef int (*q35c_event_fn)(const q35c_event *ev, void *user);
 
 typedef struct q35c_stage_status {
     char endpoint[256];
-    int layer_begin, layer_end;   /* [a, b) */
+    bool layers_known;            /* false: a bare endpoint not handshaken yet */
+    int layer_begin, layer_end;   /* [a, b) when layers_known */
     bool up;
     char backend[16];
     char problem[256];            /* why it is not routed to, when down */
     int slots_used, slots_total;
-    double busy_pct;              /* busy / uptime over the stage's life */
+    int max_ctx;                  /* positions per slot it announced */
+    double busy_pct;              /* busy share of wall time over the last ~10 s */
+    double busy_pct_total;        /* busy / uptime over the stage's life */
     double busy_s, idle_s;        /* computing; waiting with nothing to do */
-    double wire_idle_pct;         /* idle_s as a share of busy_s, in % */
-    uint64_t tokens;
+    double uptime_s;
+    double wire_idle_pct;         /* idle_s as a share of the stage's uptime, in % */
+    uint64_t tokens, n_forward;   /* tokens computed; forward steps */
+    uint64_t wire_bytes_out, wire_bytes_in;   /* coordinator -> stage, stage -> coordinator */
 } q35c_stage_status;
 
 typedef struct q35c_status {
@@ -154,6 +165,8 @@ typedef struct q35c_status {
     int n_layer;
     int active, queued, max_queue;
     int slots_used, slots_total;
+    int max_ctx;                  /* positions per slot of the pipeline */
+    char warning[512];            /* a stage smaller than its peers; "" if none */
     double tokens_per_s;          /* recent aggregate generation rate */
     double uptime_s;
     uint64_t requests_done, tokens_generated;
@@ -212,7 +225,7 @@ void q35c_status_destroy(q35c_status **s);
 /* --- printing (client/json.c) --------------------------------------------- */
 
 /* One JSON object per line: {"event":"piece","id":…,"text":…,"ids":[…],
- * "reasoning":…[,"logprobs":[…]],"t":…}, {"event":"logits","id":…,
+ * "reasoning":…[,"logprobs":[…],"top_logprobs":[[{"id":…,"logprob":…},…],…]],"t":…}, {"event":"logits","id":…,
  * "first_pos":…,"rows":…,"n_vocab":…,"t":…} (the values go to
  * --logits-out, not JSON), {"event":"final","id":…,"finish":…,
  * "prompt_tokens":…,"completion_tokens":…,"ttft_s":…,"decode_tps":…,"t":…},
@@ -220,7 +233,8 @@ void q35c_status_destroy(q35c_status **s);
  * clock (Unix seconds) when the event was printed. */
 void q35c_event_write_json(FILE *f, const q35c_event *ev);
 void q35c_status_write_json(FILE *f, const q35c_status *s);
-/* A table for people: one line per stage (busy% over its uptime). */
+/* A table for people: one line per stage (busy% over the last ~10 s,
+ * layers "?" until a bare endpoint's stage has answered). */
 void q35c_status_write_text(FILE *f, const q35c_status *s);
 
 #endif

@@ -1,5 +1,6 @@
 /* coord.c — the coordinator's lifecycle, serving loop and status. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,33 @@ void coord_fail_all(coord *c, const char *why)
         req_error(c, c->active, Q35__CODE__UNAVAILABLE, "%s", why);
 }
 
+/* A stage announcing fewer slots or positions than its peers shrinks the
+ * whole pipeline to its size: almost always a config slip (one stage file
+ * edited, not the others), so it is a WARN and shows in status. */
+static void cap_mismatch(coord *c)
+{
+    uint32_t top_seqs = 0, top_ctx = 0;
+    for (int i = 0; i < c->n_links; i++) {
+        const Q35__Handshake *h = &c->links[i].hs;
+        top_seqs = h->max_seqs > top_seqs ? h->max_seqs : top_seqs;
+        top_ctx = h->max_ctx > top_ctx ? h->max_ctx : top_ctx;
+    }
+    c->cap_warning[0] = 0;
+    size_t n = 0;
+    for (int i = 0; i < c->n_links && n < sizeof c->cap_warning; i++) {
+        const Q35__Handshake *h = &c->links[i].hs;
+        if (h->max_ctx == top_ctx && h->max_seqs == top_seqs)
+            continue;
+        n += (size_t)snprintf(c->cap_warning + n, sizeof c->cap_warning - n,
+                              "%sstage %d (%s) has max-seqs %u, max-ctx %u while a peer has %u, %u: "
+                              "the pipeline runs at %d slots x %d positions; give every stage the same "
+                              "max-seqs and max-ctx", n ? "; " : "", i, c->links[i].endpoint,
+                              h->max_seqs, h->max_ctx, top_seqs, top_ctx, c->max_seqs, c->max_ctx);
+    }
+    if (c->cap_warning[0])
+        q35_log_warn("%s", c->cap_warning);
+}
+
 /* First time every stage is up: the chain's capacity is fixed. */
 static int chain_first_up(coord *c, char *err, size_t errsz)
 {
@@ -153,6 +181,7 @@ static int chain_first_up(coord *c, char *err, size_t errsz)
     c->max_seqs = seqs;
     c->max_ctx = ctx;
     c->max_batch = batch;
+    cap_mismatch(c);
     c->max_logit_rows = (int)c->links[c->n_links - 1].hs.max_logit_rows;
     c->slot_req = calloc((size_t)seqs, sizeof *c->slot_req);
     if (!c->slot_req)
@@ -224,6 +253,18 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
     return 0;
 }
 
+/* Busy share of wall time between the oldest and the newest stats reply
+ * kept (~10 s); over the stage's life until two replies came. */
+static double busy_recent(const link *l)
+{
+    if (l->win_n < 2)
+        return l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+    int old = (l->win_head - l->win_n + 1 + LINK_WINDOW) % LINK_WINDOW;
+    double dt = l->win[l->win_head].uptime_s - l->win[old].uptime_s;
+    double db = l->win[l->win_head].busy_s - l->win[old].busy_s;
+    return dt > 0 ? fmin(100.0, fmax(0.0, 100.0 * db / dt)) : 0;
+}
+
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss)
 {
     q35__status_reply__init(st);
@@ -238,9 +279,16 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->backend = (char *)(l->ever_up ? l->backend : "");
         s->slots_in_use = l->st.slots_in_use;
         s->max_seqs = l->hs.max_seqs;
+        s->max_ctx = l->hs.max_ctx;
         s->busy_s = l->st.busy_s;
         s->idle_s = l->st.idle_s;
-        s->busy_pct = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+        s->busy_pct = busy_recent(l);
+        s->busy_pct_total = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+        s->uptime_s = l->st.uptime_s;
+        s->n_forward = l->st.n_forward;
+        s->wire_bytes_out = l->bytes_out;
+        s->wire_bytes_in = l->bytes_in;
+        s->layers_known = l->want_begin >= 0 && l->want_end > l->want_begin;
         s->n_tokens = l->st.n_tokens;
         s->problem = (char *)(l->state == L_UP ? "" : l->problem);
         pss[i] = s;
@@ -252,6 +300,8 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         used += c->slot_req[s] != NULL;
     st->slots_in_use = used;
     st->max_seqs = c->chain_known ? c->max_seqs : c->o.max_seqs;
+    st->max_ctx = c->chain_known ? c->max_ctx : c->o.max_ctx;
+    st->warning = c->cap_warning;
     st->queued = c->n_queued;
     st->max_queue = c->o.max_queue;
     st->active = c->n_active;

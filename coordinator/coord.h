@@ -12,7 +12,8 @@
  *
  * Files: coord.c (loop, status, lifecycle), coord_link.c (stage links:
  * handshake, liveness, epochs), coord_sched.c (slots, micro-batches,
- * results), coord_client.c (client requests, text, events).
+ * results), coord_req.c (a request's lifecycle), coord_client.c (client
+ * requests, text, events).
  */
 #ifndef Q35_COORD_H
 #define Q35_COORD_H
@@ -32,7 +33,8 @@ typedef struct coord_opts {
                                              from the stage's handshake */
     const char *const *stage_where;  /* [n_stages] config location, for messages */
     int max_queue, max_seqs, max_ctx, micro_batches;
-    int step_timeout_ms;
+    int step_timeout_ms;    /* ceiling of the adaptive step deadline */
+    int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
     int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);

@@ -255,14 +255,7 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         free(r);
         return;
     }
-    r->state = R_QUEUED;
-    r->prev = c->queue_tail;
-    if (c->queue_tail)
-        c->queue_tail->next = r;
-    else
-        c->queue_head = r;
-    c->queue_tail = r;
-    c->n_queued++;
+    req_enqueue(c, r);
     q35_log_debug("request %s: %d prompt tokens, max %d", r->rid, r->n_prompt, r->max_tokens);
 }
 

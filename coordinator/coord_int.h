@@ -1,4 +1,7 @@
-/* coord_int.h — the coordinator's state, shared by its files (not an API). */
+/* coord_int.h — the coordinator's state and internal API, shared by its
+ * files (not a public API). Each file exports under its own prefix:
+ * link_ (coord_link.c), sched_ (coord_sched.c), req_ (coord_req.c),
+ * client_ (coord_client.c), coord_ (coord.c). */
 #ifndef Q35_COORD_INT_H
 #define Q35_COORD_INT_H
 
@@ -21,6 +24,9 @@
 typedef struct mbatch mbatch;
 
 enum link_state { L_DOWN, L_UP, L_BAD };
+
+/* stats replies kept for the recent busy share: 24 x 0.5 s covers ~10 s */
+#define LINK_WINDOW 24
 
 typedef struct link {
     int idx;
@@ -45,12 +51,20 @@ typedef struct link {
      * answers in order); up to COORD_LINK_DEPTH */
     mbatch *busy[COORD_LINK_DEPTH];
     uint64_t busy_id[COORD_LINK_DEPTH];
+    int busy_rows[COORD_LINK_DEPTH];
     int n_busy;
+    double busy_start;              /* when the stage started the oldest */
     double busy_deadline;           /* of the oldest: the one the stage works on */
+    double row_s;                   /* measured seconds per row (decaying max), 0: none yet */
     /* stats poll (also a liveness probe while idle) */
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
     Q35__StageStats st;
+    /* busy share over a recent window: (time, busy_s, uptime_s) of the
+     * last stats replies, a ring of LINK_WINDOW */
+    struct { double busy_s, uptime_s; } win[LINK_WINDOW];
+    int win_n, win_head;
+    uint64_t bytes_out, bytes_in;   /* wire bytes sent to / read from the stage */
 } link;
 
 enum req_state { R_QUEUED, R_ACTIVE };
@@ -65,6 +79,8 @@ typedef struct req {
     int32_t *toks;                  /* prompt + generated */
     int n_toks, cap;
     int n_prompt, n_fed, n_gen, max_tokens;
+    int n_logit_rows_sent;          /* positions whose logits the client has (replay skips them) */
+    int n_replays;                  /* times rebuilt after a stage was lost */
     Q35__Sampling sp;
     uint64_t rng;
     int n_logprobs;
@@ -100,6 +116,7 @@ struct coord {
     /* capacity of the chain, fixed at the first full handshake */
     bool chain_known;
     int max_seqs, max_ctx, max_batch, max_logit_rows;
+    char cap_warning[512];          /* a stage smaller than its peers; "" if none */
     /* requests */
     req *queue_head, *queue_tail;
     int n_queued;
@@ -109,6 +126,9 @@ struct coord {
     int n_mb;
     mbatch mb[COORD_MAX_STAGES + 1];
     bool draining;
+    /* a stage was lost: requests wait for its range until lost_at + replay wait */
+    double lost_at;
+    char lost_why[400];
     double t_start;
     uint64_t requests_done, tokens_generated;
     double rate_t[8];
@@ -117,39 +137,105 @@ struct coord {
     char summary[256];
 };
 
-/* coord_link.c */
+/* ---- link_*: coord_link.c, one stage link --------------------------- */
+
+/* Creates l's DEALER (limits from the model, CURVE when configured), its
+ * monitor and connects to l->endpoint; l starts L_DOWN at epoch 1. */
 int  link_open(coord *c, link *l, char *err, size_t errsz);
+/* Closes l's sockets (safe on a link that never opened). */
 void link_close(link *l);
+/* Handles l's pending monitor events: a handshake that succeeded sends a
+ * Hello, a disconnect fails an up link, refused handshakes are logged once. */
 void link_on_monitor(coord *c, link *l);
+/* Reads l's pending replies: handshakes, forward results (handed to the
+ * scheduler in order), stats. Replies of another epoch are dropped. */
 void link_on_reply(coord *c, link *l);
+/* Deadlines and probes of l: hello retries, the step deadline, stats
+ * polls (which also prove the stage alive while idle). */
 void link_timers(coord *c, link *l, double now);
+/* Gives l up: it goes L_DOWN, its epoch moves on (late replies are then
+ * dropped), its queued steps are forgotten and the scheduler is told. */
 void link_fail(coord *c, link *l, const char *why);
+/* Sends r on l with l's epoch and the next request id (r->id set).
+ * 0, or -1 with errno (nothing connected, a full pipe). */
 int  link_send(coord *c, link *l, Q35__StageRequest *r);
+/* Deadline in seconds for a step of `rows` rows on l (adaptive, see
+ * --step-timeout-ms). */
+double link_step_deadline_s(const coord *c, const link *l, int rows);
+/* Records micro-batch m sent to l as request id (its deadline starts when
+ * the stage starts it). */
+void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows);
+/* Asks l's stage to reset slot (slot < 0: every slot); fire and forget. */
+void link_free(coord *c, link *l, int slot);
+/* True (with the reason in err) when a stage refused or failed its
+ * handshake before the chain was ever up: the coordinator cannot start. */
 bool link_startup_problem(const coord *c, char *err, size_t errsz);
 
-/* coord_sched.c */
+/* ---- sched_*: coord_sched.c, slots and micro-batches ---------------- */
+
+/* Is m sent to some stage and not answered yet? */
 bool sched_in_flight(const coord *c, const mbatch *m);
+/* Moves queued requests into free slots (chain up only). */
 void sched_admit(coord *c);
+/* Keeps every up stage fed: micro-batches waiting for stage k are sent,
+ * new ones formed for stage 0, up to COORD_LINK_DEPTH per stage. */
 void sched_dispatch(coord *c);
+/* Stage l answered m: the hidden rows move m on to the next stage; from
+ * the last stage, sampled tokens are appended and streamed. A reply that
+ * does not fit m fails l. */
 void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr);
+/* Stage l refused m: its requests end with an INTERNAL error. */
 void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e);
-void sched_fail_started(coord *c, const char *why);
+/* A stage was lost: every micro-batch is void, every stage still up frees
+ * all its slots, and the active requests are kept: each is rebuilt from
+ * its tokens (prompt + generated) once the chain is up again, unless that
+ * takes longer than the replay wait (then it ends naming why). */
+void sched_on_stage_lost(coord *c, const char *why);
+/* Request deadlines, and requests that waited too long for a broken chain. */
 void sched_timers(coord *c, double now);
+
+/* ---- req_*: coord_req.c, a request's lifecycle ---------------------- */
+
+/* Appends r (fully built) to the queue (R_QUEUED). */
+void req_enqueue(coord *c, req *r);
+/* Takes r, unlinked from the queue, into the active list on slot. */
+void req_activate(coord *c, req *r, int slot);
+/* Takes r out of whichever list holds it (queue or active). */
+void req_unlink(coord *c, req *r);
+/* Frees r and everything it owns; r must be unlinked. */
+void req_destroy(req *r);
+/* Ends r with a Final event (usage, stop string); a request in flight is
+ * only marked and ends when its micro-batch comes back. r is gone after. */
 void req_finish(coord *c, req *r, Q35__FinishReason why);
+/* Ends r at once with an error event (message printf-style). r is gone. */
 void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Frees r's slot on every up stage and in slot_req (no-op without one). */
 void req_free_slot(coord *c, req *r);
 
-/* coord_client.c */
+/* ---- client_*: coord_client.c, the client socket -------------------- */
+
+/* Reads pending client messages: generate (validated into a queued
+ * request), cancel, status. Anything malformed gets an error event. */
 void client_on_message(coord *c);
+/* Sends ev to r's client (r != NULL: its id, index and route) or to the
+ * route ident. 0, or -1 when the client is gone (r is then cancelled). */
 int  client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
                  Q35__Event *ev);
+/* An error event, to r's client or (r == NULL) to a message that never
+ * became a request. r is not ended here. */
 void client_error(coord *c, const req *r, const uint8_t *ident, size_t ident_len,
                   const char *rid, Q35__Code code, const char *msg);
 /* Streams one sampled token: 0 go on, 1 stop (end of turn / stop string),
  * -1 the request ended with an error (it is gone). */
 int  client_piece(coord *c, req *r, int32_t tok, const Q35__Sampled *sm, int *stop_idx);
+/* Streams n_rows full-logit rows of r. */
 void client_logit_rows(coord *c, req *r, const float *logits, int n_rows);
+
+/* ---- coord.c -------------------------------------------------------- */
+
+/* Fills a status reply (ss, pss: COORD_MAX_STAGES entries the reply
+ * points into). */
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss);
 
 #endif

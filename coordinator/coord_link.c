@@ -16,6 +16,11 @@
 #define HELLO_RETRY_BAD_S 2.0
 #define STATS_EVERY_S     0.5
 #define RECONNECT_REFUSED_S 2.0   /* a fresh connection after a refused handshake */
+/* Step deadline: STEP_MULT x the measured time per row x the step's rows,
+ * at least STEP_FLOOR_S (a loaded host stalls for seconds), at most
+ * --step-timeout-ms. */
+#define STEP_MULT    10.0
+#define STEP_FLOOR_S 5.0
 
 int link_open(coord *c, link *l, char *err, size_t errsz)
 {
@@ -67,12 +72,54 @@ void link_close(link *l)
     l->sock = l->mon = NULL;
 }
 
+double link_step_deadline_s(const coord *c, const link *l, int rows)
+{
+    double cap = c->o.step_timeout_ms / 1000.0, floor = cap < STEP_FLOOR_S ? cap : STEP_FLOOR_S;
+    if (l->row_s <= 0)
+        return cap;                 /* nothing measured yet */
+    double d = STEP_MULT * l->row_s * (rows > 0 ? rows : 1);
+    return d < floor ? floor : d > cap ? cap : d;
+}
+
+void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows)
+{
+    if (l->n_busy == 0) {           /* else it starts when the one before is answered */
+        l->busy_start = q35_now();
+        l->busy_deadline = l->busy_start + link_step_deadline_s(c, l, rows);
+    }
+    l->busy[l->n_busy] = m;
+    l->busy_id[l->n_busy] = id;
+    l->busy_rows[l->n_busy] = rows;
+    l->n_busy++;
+}
+
+/* The oldest step was answered: its time teaches the deadline, and the
+ * stage starts on the next one now. */
+static mbatch *step_answered(coord *c, link *l)
+{
+    mbatch *mb = l->busy[0];
+    double now = q35_now(), per = (now - l->busy_start) / (l->busy_rows[0] > 0 ? l->busy_rows[0] : 1);
+    l->row_s = per > l->row_s * 0.95 ? per : l->row_s * 0.95;
+    l->n_busy--;
+    memmove(l->busy, l->busy + 1, (size_t)l->n_busy * sizeof l->busy[0]);
+    memmove(l->busy_id, l->busy_id + 1, (size_t)l->n_busy * sizeof l->busy_id[0]);
+    memmove(l->busy_rows, l->busy_rows + 1, (size_t)l->n_busy * sizeof l->busy_rows[0]);
+    if (l->n_busy) {
+        l->busy_start = now;
+        l->busy_deadline = now + link_step_deadline_s(c, l, l->busy_rows[0]);
+    }
+    return mb;
+}
+
 int link_send(coord *c, link *l, Q35__StageRequest *r)
 {
     (void)c;
     r->epoch = l->epoch;
     r->id = l->next_id++;
-    return q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+    int rc = q35_wire_send(l->sock, NULL, 0, &r->base, ZMQ_DONTWAIT);
+    if (rc == 0)
+        l->bytes_out += protobuf_c_message_get_packed_size(&r->base);
+    return rc;
 }
 
 static void send_hello(coord *c, link *l, double now)
@@ -88,10 +135,13 @@ static void send_hello(coord *c, link *l, double now)
         l->hello_id = r.id;
 }
 
-static void send_free_all(coord *c, link *l)
+void link_free(coord *c, link *l, int slot)
 {
+    uint32_t s = slot < 0 ? 0 : (uint32_t)slot;
     Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.all = true;
+    f.all = slot < 0;
+    f.n_slots = slot < 0 ? 0 : 1;
+    f.slots = &s;
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
     r.free = &f;
@@ -101,7 +151,7 @@ static void send_free_all(coord *c, link *l)
 void link_fail(coord *c, link *l, const char *why)
 {
     if (l->state == L_UP) {
-        q35_log_warn("stage %d (%s): %s; ending its requests", l->idx, l->endpoint, why);
+        q35_log_warn("stage %d (%s): lost: %s", l->idx, l->endpoint, why);
         snprintf(l->problem, sizeof l->problem, "%s", why);
     }
     l->state = L_DOWN;
@@ -115,10 +165,11 @@ void link_fail(coord *c, link *l, const char *why)
         l->busy[i]->used = false;
     }
     l->n_busy = 0;
-    char msg[400];
-    snprintf(msg, sizeof msg, "stage %d (%s, layers %d:%d): %s", l->idx, l->endpoint,
-             l->want_begin, l->want_end, why);
-    sched_fail_started(c, msg);
+    char msg[400], layers[32] = "layers not known yet";
+    if (l->want_begin >= 0)
+        snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
+    snprintf(msg, sizeof msg, "stage %d (%s, %s): %s", l->idx, l->endpoint, layers, why);
+    sched_on_stage_lost(c, msg);
 }
 
 /* A stage listed without a range: its handshake's range must continue
@@ -226,7 +277,7 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     l->problem[0] = 0;
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
-    send_free_all(c, l);
+    link_free(c, l, -1);
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
                  h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
@@ -242,6 +293,7 @@ void link_on_reply(coord *c, link *l)
         const void *p = q35_wire_frame(&m, m.n - 1, &len);
         q35_wire_budget b;
         char err[Q35_ERRSZ];
+        l->bytes_in += len;
         q35_wire_budget_init(&b, q35_wire_budget_for(len));
         Q35__StageReply *r = m.n == 1 && !m.too_many
             ? q35_wire_unpack(&q35__stage_reply__descriptor, p, len, &b, err, sizeof err) : NULL;
@@ -265,12 +317,7 @@ void link_on_reply(coord *c, link *l)
                 l->state = L_BAD;
             }
         } else if (l->n_busy && r->id == l->busy_id[0]) {
-            mbatch *mb = l->busy[0];
-            l->n_busy--;
-            memmove(l->busy, l->busy + 1, (size_t)l->n_busy * sizeof l->busy[0]);
-            memmove(l->busy_id, l->busy_id + 1, (size_t)l->n_busy * sizeof l->busy_id[0]);
-            if (l->n_busy)          /* the stage starts the next one now */
-                l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
+            mbatch *mb = step_answered(c, l);
             if (mb->dead)
                 mb->used = false;
             else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD)
@@ -284,6 +331,13 @@ void link_on_reply(coord *c, link *l)
             l->st = *r->stats;
             l->st.base.n_unknown_fields = 0;
             l->st.base.unknown_fields = NULL;
+            if (l->win_n && l->st.uptime_s < l->win[l->win_head].uptime_s)
+                l->win_n = 0;               /* the stage restarted */
+            l->win_head = (l->win_head + 1) % LINK_WINDOW;
+            l->win[l->win_head].busy_s = l->st.busy_s;
+            l->win[l->win_head].uptime_s = l->st.uptime_s;
+            if (l->win_n < LINK_WINDOW)
+                l->win_n++;
         } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
             q35_log_warn("stage %d (%s): %s (%s)", l->idx, l->endpoint, r->error->message,
                          q35_wire_code_name(r->error->code));
@@ -295,19 +349,9 @@ void link_on_reply(coord *c, link *l)
 
 void link_on_monitor(coord *c, link *l)
 {
-    for (;;) {
-        q35_wire_msg m;
-        if (q35_wire_recv(l->mon, &m, ZMQ_DONTWAIT) != 0)
-            return;
-        size_t len;
-        const uint8_t *p = q35_wire_frame(&m, 0, &len);
-        uint16_t ev = 0;
-        uint32_t val = 0;
-        if (len >= 2)
-            memcpy(&ev, p, 2);
-        if (len >= 6)
-            memcpy(&val, p + 2, 4);
-        q35_wire_msg_close(&m);
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(l->mon, &ev, &val) == 0) {
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             char why[sizeof l->problem];
             if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
@@ -349,7 +393,6 @@ void link_on_monitor(coord *c, link *l)
 
 void link_timers(coord *c, link *l, double now)
 {
-    double step = c->o.step_timeout_ms / 1000.0;
     if (l->reconnect_at && now >= l->reconnect_at) {
         /* libzmq ends the session after a refused handshake (a protocol
          * error) and never reconnects it; a fresh connection lets a stage
@@ -370,7 +413,8 @@ void link_timers(coord *c, link *l, double now)
     }
     char why[128];
     if (l->n_busy && now > l->busy_deadline) {
-        snprintf(why, sizeof why, "no reply to a forward step within %d ms", c->o.step_timeout_ms);
+        snprintf(why, sizeof why, "no reply to a forward step of %d rows within %.1f s",
+                 l->busy_rows[0], l->busy_deadline - l->busy_start);
         link_fail(c, l, why);
         return;
     }
@@ -386,7 +430,11 @@ void link_timers(coord *c, link *l, double now)
         r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
         r.stats = &s;
         l->stats_at = now;
-        l->stats_deadline = now + step * (1 + l->n_busy);
+        /* answered after the steps queued before it */
+        double d = link_step_deadline_s(c, l, 1);
+        for (int i = 0; i < l->n_busy; i++)
+            d += link_step_deadline_s(c, l, l->busy_rows[i]);
+        l->stats_deadline = now + d;
         if (link_send(c, l, &r) == 0)
             l->stats_id = r.id;
         else

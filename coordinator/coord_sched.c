@@ -9,7 +9,6 @@
  * its positions always continue its slot on every stage. Decode tokens
  * go first in each micro-batch, prefill chunks fill the rest of its row
  * budget, so a long prompt never stalls running decodes. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,148 +16,25 @@
 #include "coord_int.h"
 #include "log.h"
 
-#define QUEUE_PATIENCE_S 10.0   /* longest a request waits for a broken chain */
+#define QUEUE_PATIENCE_S 10.0   /* longest a request waits for a chain never up */
 
-static bool chain_up(const coord *c)
+static double replay_wait_s(const coord *c)
 {
-    if (!c->chain_known)
-        return false;
-    for (int i = 0; i < c->n_links; i++)
-        if (c->links[i].state != L_UP)
-            return false;
-    return true;
-}
-
-/* ---- request lifecycle ------------------------------------------------- */
-
-static void unlink_req(coord *c, req *r)
-{
-    if (r->state == R_QUEUED) {
-        if (r->prev) r->prev->next = r->next; else c->queue_head = r->next;
-        if (r->next) r->next->prev = r->prev; else c->queue_tail = r->prev;
-        c->n_queued--;
-    } else {
-        if (r->prev) r->prev->next = r->next; else c->active = r->next;
-        if (r->next) r->next->prev = r->prev;
-        c->n_active--;
-    }
-    r->next = r->prev = NULL;
-}
-
-static void req_destroy(req *r)
-{
-    for (int i = 0; i < r->n_stop; i++)
-        free(r->stop[i]);
-    coord_textstate_destroy(&r->text);
-    free(r->toks);
-    free(r);
-}
-
-void req_free_slot(coord *c, req *r)
-{
-    if (r->slot < 0)
-        return;
-    uint32_t slot = (uint32_t)r->slot;
-    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.n_slots = 1;
-    f.slots = &slot;
-    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
-    m.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    m.free = &f;
-    for (int i = 0; i < c->n_links; i++)
-        if (c->links[i].state == L_UP)
-            link_send(c, &c->links[i], &m);
-    c->slot_req[r->slot] = NULL;
-    r->slot = -1;
-}
-
-static void fill_usage(const req *r, Q35__Usage *u)
-{
-    double now = q35_now();
-    u->prompt_tokens = r->n_prompt;
-    u->completion_tokens = r->n_gen;
-    u->ttft_s = r->n_gen ? r->t_first - r->t_recv : 0;
-    u->tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first
-                      ? (r->n_gen - 1) / (r->t_last - r->t_first) : 0;
-    u->total_s = now - r->t_recv;
-}
-
-void req_finish(coord *c, req *r, Q35__FinishReason why)
-{
-    if (r->in_flight) {             /* ends when its micro-batch comes back */
-        if (why == Q35__FINISH_REASON__FINISH_CANCELLED)
-            r->cancelled = true;
-        else
-            r->expired = true;
-        return;
-    }
-    if (r->text && r->state == R_ACTIVE) {
-        const coord_piece *pc;
-        int n;
-        coord_textstate_finish(r->text, &pc, &n);
-        for (int i = 0; i < n; i++) {
-            Q35__Piece p = Q35__PIECE__INIT;
-            p.text = (char *)pc[i].text;
-            p.reasoning = pc[i].reasoning;
-            Q35__Event ev = Q35__EVENT__INIT;
-            ev.body_case = Q35__EVENT__BODY_PIECE;
-            ev.piece = &p;
-            client_send(c, r, NULL, 0, &ev);
-        }
-    }
-    Q35__Usage u = Q35__USAGE__INIT;
-    fill_usage(r, &u);
-    Q35__Final f = Q35__FINAL__INIT;
-    f.reason = why;
-    f.usage = &u;
-    if (why == Q35__FINISH_REASON__FINISH_STOP && r->stop_hit >= 0)
-        f.stop = r->stop[r->stop_hit];
-    Q35__Event ev = Q35__EVENT__INIT;
-    ev.body_case = Q35__EVENT__BODY_FINAL;
-    ev.final = &f;
-    client_send(c, r, NULL, 0, &ev);
-    q35_log_debug("request %s: finished (%d), %d+%d tokens", r->rid, why, r->n_prompt, r->n_gen);
-    req_free_slot(c, r);
-    unlink_req(c, r);
-    c->requests_done++;
-    req_destroy(r);
-}
-
-void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
-{
-    char msg[Q35_ERRSZ];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    client_error(c, r, NULL, 0, NULL, code, msg);
-    q35_log_info("request %s: %s: %s", r->rid, q35_wire_code_name(code), msg);
-    r->in_flight = false;
-    req_free_slot(c, r);
-    unlink_req(c, r);
-    c->requests_done++;
-    req_destroy(r);
+    return (c->o.replay_wait_ms > 0 ? c->o.replay_wait_ms : 30000) / 1000.0;
 }
 
 /* ---- admission and micro-batches ---------------------------------------- */
 
 void sched_admit(coord *c)
 {
-    if (!chain_up(c))
+    if (!coord_chain_up(c))
         return;
     for (int s = 0; s < c->max_seqs && c->queue_head; s++) {
         if (c->slot_req[s])
             continue;
         req *r = c->queue_head;
-        unlink_req(c, r);
-        r->state = R_ACTIVE;
-        r->slot = s;
-        c->slot_req[s] = r;
-        r->next = c->active;
-        if (c->active)
-            c->active->prev = r;
-        c->active = r;
-        c->n_active++;
+        req_unlink(c, r);
+        req_activate(c, r, s);
     }
 }
 
@@ -213,11 +89,10 @@ static int send_mb(coord *c, mbatch *m)
         link_fail(c, l, "cannot send a forward step (not connected)");
         return -1;
     }
-    if (l->n_busy == 0)   /* else it starts when the one before is answered */
-        l->busy_deadline = q35_now() + c->o.step_timeout_ms / 1000.0;
-    l->busy[l->n_busy] = m;
-    l->busy_id[l->n_busy] = rq.id;
-    l->n_busy++;
+    int rows = 0;
+    for (int i = 0; i < m->n; i++)
+        rows += m->ntok[i];
+    link_step_sent(c, l, m, rq.id, rows);
     return 0;
 }
 
@@ -289,7 +164,7 @@ static mbatch *form_mb(coord *c)
 
 void sched_dispatch(coord *c)
 {
-    if (!chain_up(c))
+    if (!coord_chain_up(c))
         return;
     /* later stages first: finishing work frees slots sooner */
     for (int k = c->n_links - 1; k >= 0; k--) {
@@ -402,16 +277,23 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
     /* copy out: finishing a request may reuse nothing of m, but keep it simple */
     int n = m->n;
     req *rs[64];
-    int ntok[64];
+    int ntok[64], pos[64];
     memcpy(rs, m->r, sizeof(req *) * n);
     memcpy(ntok, m->ntok, sizeof(int) * n);
+    memcpy(pos, m->pos, sizeof(int) * n);
     mb_release(m);
     for (int i = 0; i < n; i++) {
         req *r = rs[i];
         r->in_flight = false;
         r->n_fed += ntok[i];
         if (r->want_logits) {
-            client_logit_rows(c, r, lg, ntok[i]);
+            /* a rebuilt sequence recomputes rows the client already has */
+            int skip = r->n_logit_rows_sent - pos[i];
+            skip = skip < 0 ? 0 : skip > ntok[i] ? ntok[i] : skip;
+            if (ntok[i] > skip)
+                client_logit_rows(c, r, lg + (size_t)skip * V, ntok[i] - skip);
+            if (pos[i] + ntok[i] > r->n_logit_rows_sent)
+                r->n_logit_rows_sent = pos[i] + ntok[i];
             lg += (size_t)ntok[i] * V;
         }
         int stop = 0, stop_idx = -1;
@@ -452,7 +334,7 @@ void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e)
                   l->endpoint, e->message ? e->message : "", q35_wire_code_name(e->code));
 }
 
-void sched_fail_started(coord *c, const char *why)
+void sched_on_stage_lost(coord *c, const char *why)
 {
     for (int i = 0; i < c->n_mb; i++)
         if (c->mb[i].used) {
@@ -463,26 +345,51 @@ void sched_fail_started(coord *c, const char *why)
             if (!sched_in_flight(c, &c->mb[i]))
                 c->mb[i].used = false;
         }
+    /* Every stage may hold a part of each sequence (the lost one all, the
+     * others up to different positions): they all start over, from the
+     * coordinator's record of each sequence's tokens. The sampler draws
+     * from (seed, position), so the rebuilt sequence samples the same. */
+    int kept = 0;
     req *next;
     for (req *r = c->active; r; r = next) {
         next = r->next;
-        if (r->n_fed > 0 || r->in_flight)
-            req_error(c, r, Q35__CODE__UNAVAILABLE, "%s; %d tokens were delivered", why, r->n_gen);
+        bool started = r->n_fed > 0 || r->in_flight;
+        r->in_flight = false;
+        if (r->cancelled) {
+            req_finish(c, r, Q35__FINISH_REASON__FINISH_CANCELLED);
+        } else if (r->expired) {
+            req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);
+        } else if (started) {
+            r->n_fed = 0;
+            r->n_replays++;
+            kept++;
+        }
     }
-    /* other stages may still hold those sequences */
-    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
-    f.all = true;
-    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
-    m.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    m.free = &f;
     for (int i = 0; i < c->n_links; i++)
         if (c->links[i].state == L_UP)
-            link_send(c, &c->links[i], &m);
+            link_free(c, &c->links[i], -1);
+    if (!c->lost_at) {
+        c->lost_at = q35_now();
+        snprintf(c->lost_why, sizeof c->lost_why, "%s", why);
+    }
+    if (kept)
+        q35_log_warn("%s: %d requests kept, rebuilt when the chain is up again (replay wait %.0f s)",
+                     why, kept, replay_wait_s(c));
 }
 
 void sched_timers(coord *c, double now)
 {
-    bool up = chain_up(c);
+    bool up = coord_chain_up(c);
+    if (up && c->lost_at) {
+        int n = 0;
+        for (req *r = c->active; r; r = r->next)
+            n += r->n_replays > 0 && r->n_fed == 0;
+        q35_log_info("chain up again after %.1f s: rebuilding %d sequences", now - c->lost_at, n);
+        c->lost_at = 0;
+    }
+    /* after a loss the requests wait the replay wait from the loss; a
+     * chain never up yet sends them away sooner */
+    double patience = c->lost_at ? replay_wait_s(c) : QUEUE_PATIENCE_S;
     req *next;
     for (int list = 0; list < 2; list++)
         for (req *r = list ? c->active : c->queue_head; r; r = next) {
@@ -491,15 +398,21 @@ void sched_timers(coord *c, double now)
                 req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);
                 continue;
             }
-            if (!up && r->n_fed == 0 && !r->in_flight && now - r->t_recv > QUEUE_PATIENCE_S) {
-                char why[400] = "the pipeline is not ready";
-                for (int i = 0; i < c->n_links; i++)
-                    if (c->links[i].state != L_UP) {
-                        snprintf(why, sizeof why, "the pipeline is not ready: stage %d (%s): %s",
-                                 i, c->links[i].endpoint, c->links[i].problem);
-                        break;
-                    }
+            double since = c->lost_at > r->t_recv ? c->lost_at : r->t_recv;
+            if (up || r->in_flight || now - since <= patience)
+                continue;
+            char why[600] = "the pipeline is not ready";
+            for (int i = 0; i < c->n_links; i++)
+                if (c->links[i].state != L_UP) {
+                    snprintf(why, sizeof why, "the pipeline is not ready: stage %d (%s): %s",
+                             i, c->links[i].endpoint, c->links[i].problem);
+                    break;
+                }
+            if (c->lost_at)
+                req_error(c, r, Q35__CODE__UNAVAILABLE, "%s; the stage's range was not served "
+                          "again within %.0f s; %d tokens were delivered (the last at index %d)",
+                          c->lost_why, patience, r->n_gen, r->n_gen - 1);
+            else
                 req_error(c, r, Q35__CODE__UNAVAILABLE, "%s", why);
-            }
         }
 }

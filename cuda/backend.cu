@@ -15,8 +15,10 @@
  *
  * Errors: every CUDA failure becomes Q35_EDEVICE with the call, file and
  * error name. A failure after kernels started may have advanced slot state
- * part-way, so the backend then refuses further batches (the message says
- * so) instead of computing from torn state; restart the stage.
+ * part-way, which backend.h's contract allows only for Q35_EDEVICE: the
+ * engine then refuses further batches instead of computing from torn
+ * state. Rows per pass and graphs on/off come from q35_backend_opts
+ * (the stage's pass-rows / cuda-graphs options).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,14 +39,16 @@ struct dw {
     const uint8_t *p;           /* NULL when absent */
     int type, ncols, nrows;
     size_t row_bytes, stride;
+    float *f() const { return (float *)p; }     /* an f32 vector */
 };
 
+/* A layer on the device: one dw per row of Q35_LAYER_TENSORS, named as
+ * in q35_layer_weights (shapes there). */
 struct dlayer {
     int kind;
-    float *attn_norm, *post_norm;
-    dw q, k, v, o; float *q_norm, *k_norm;
-    dw qkv, gate, beta, alpha, out; float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
-    dw gate_inp, gate_exps, up_exps, down_exps, gate_inp_sh, gate_sh, up_sh, down_sh;
+#define DW_FIELD(field, ...) dw field;
+    Q35_LAYER_TENSORS(DW_FIELD)
+#undef DW_FIELD
     size_t state_off;           /* floats into a slot's SSM state, or KV */
 };
 
@@ -81,9 +85,6 @@ struct q35_backend {
     graph_ent graphs[GRAPH_CACHE];
     int n_graphs;
     bool no_graphs;
-    /* failure */
-    int broken;
-    char broken_msg[Q35_ERRSZ];
 };
 
 /* ---- init helpers -------------------------------------------------------- */
@@ -108,14 +109,9 @@ template <class F> static void each_tensor(const q35_weights *w, F f)
     if (w->has_head) { f(&w->output_norm); f(&w->output); }
     for (int i = 0; i < w->layer_end - w->layer_begin; i++) {
         const q35_layer_weights *l = &w->layers[i];
-        const q35_tensor *all[] = {
-            &l->attn_norm, &l->post_attention_norm, &l->attn_q, &l->attn_k, &l->attn_v,
-            &l->attn_q_norm, &l->attn_k_norm, &l->attn_output, &l->attn_qkv, &l->attn_gate,
-            &l->ssm_conv1d, &l->ssm_dt_bias, &l->ssm_a, &l->ssm_beta, &l->ssm_alpha,
-            &l->ssm_norm, &l->ssm_out, &l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
-            &l->ffn_down_exps, &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp, &l->ffn_up_shexp,
-            &l->ffn_down_shexp };
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) if (all[k]->data) f(all[k]);
+#define EACH(field, ...) if (l->field.data) f(&l->field);
+        Q35_LAYER_TENSORS(EACH)
+#undef EACH
     }
 }
 
@@ -152,10 +148,9 @@ static int bind(const q35_backend *b, const seg *sg, int ns, const q35_tensor *t
     if (matrix && t->ne[0] % 8)
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': row length %lld not a multiple of 8",
                        t->name, (long long)t->ne[0]);
-    /* Alignment the decoders' loads need (cu_quant.cuh): segments start
+    /* Alignment the decoders' loads need (quant.h's align column): segments start
      * 256-aligned, so only a view inside a merged segment could miss it. */
-    const size_t need = t->type == GGML_TYPE_F32 ? 16 :
-                        (t->type == GGML_TYPE_Q4_K || t->type == GGML_TYPE_Q5_K) ? 8 : 2;
+    const size_t need = matrix ? (size_t)quant_type_of(t->type)->cuda_align : 1;
     if (matrix && (((uintptr_t)d->p | d->row_bytes | d->stride) % need))
         return q35_err(err, errsz, Q35_EINVAL, "cuda: tensor '%s': rows not %zu-byte aligned on the device",
                        t->name, need);
@@ -288,12 +283,10 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
     b->lb = w->layer_begin; b->le = w->layer_end; b->n_own = b->le - b->lb;
     b->has_embd = w->has_embd; b->has_head = w->has_head;
     b->max_seqs = o->max_seqs; b->max_ctx = o->max_ctx;
-    b->B = B_ROWS_DEFAULT;
-    const char *eb = getenv("QWEN35_CUDA_ROWS");
-    if (eb && atoi(eb) >= 1 && atoi(eb) <= 4096) b->B = atoi(eb);
+    b->B = o->pass_rows > 0 ? o->pass_rows : B_ROWS_DEFAULT;
     b->LB = o->max_seqs > 16 ? o->max_seqs : 16;
     if (b->LB > b->B) b->LB = b->B;
-    b->no_graphs = getenv("QWEN35_CUDA_NOGRAPH") != NULL;
+    b->no_graphs = o->no_graphs;
     /* on failure the message is already in err; init returns NULL */
 #define TRY(x) do { if ((x) != 0) goto fail; } while (0)
 #define TRYCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -344,38 +337,17 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
             const q35_layer_weights *l = &w->layers[i];
             dlayer *d = &b->L[i];
             d->kind = l->kind;
-            TRY(bind(b, sg, ns, &l->attn_norm, &tmp, false, err, errsz)); d->attn_norm = fptr(tmp);
-            TRY(bind(b, sg, ns, &l->post_attention_norm, &tmp, false, err, errsz)); d->post_norm = fptr(tmp);
+#define UPLOAD(field, suffix, kinds, role, ...) \
+            TRY(bind(b, sg, ns, &l->field, &d->field, Q35_ROLE_MATRIX(role), err, errsz));
+            Q35_LAYER_TENSORS(UPLOAD)
+#undef UPLOAD
             if (l->kind == Q35_LAYER_ATTN) {
-                TRY(bind(b, sg, ns, &l->attn_q, &d->q, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->attn_k, &d->k, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->attn_v, &d->v, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->attn_output, &d->o, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->attn_q_norm, &tmp, false, err, errsz)); d->q_norm = fptr(tmp);
-                TRY(bind(b, sg, ns, &l->attn_k_norm, &tmp, false, err, errsz)); d->k_norm = fptr(tmp);
                 d->state_off = kv_at;
                 kv_at += 2 * al4(kv_f);
             } else {
-                TRY(bind(b, sg, ns, &l->attn_qkv, &d->qkv, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->attn_gate, &d->gate, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->ssm_beta, &d->beta, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->ssm_alpha, &d->alpha, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->ssm_out, &d->out, true, err, errsz));
-                TRY(bind(b, sg, ns, &l->ssm_conv1d, &tmp, false, err, errsz)); d->conv1d = fptr(tmp);
-                TRY(bind(b, sg, ns, &l->ssm_dt_bias, &tmp, false, err, errsz)); d->dt_bias = fptr(tmp);
-                TRY(bind(b, sg, ns, &l->ssm_a, &tmp, false, err, errsz)); d->ssm_a = fptr(tmp);
-                TRY(bind(b, sg, ns, &l->ssm_norm, &tmp, false, err, errsz)); d->ssm_norm = fptr(tmp);
                 d->state_off = ssm_at;
                 ssm_at += al4(conv_f) + al4(S_f);
             }
-            TRY(bind(b, sg, ns, &l->ffn_gate_inp, &d->gate_inp, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_gate_exps, &d->gate_exps, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_up_exps, &d->up_exps, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_down_exps, &d->down_exps, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_gate_inp_shexp, &d->gate_inp_sh, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_gate_shexp, &d->gate_sh, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_up_shexp, &d->up_sh, true, err, errsz));
-            TRY(bind(b, sg, ns, &l->ffn_down_shexp, &d->down_sh, true, err, errsz));
         }
         b->ssm_floats = ssm_at; b->kv_floats = kv_at;
         if (ssm_at) {
@@ -405,18 +377,13 @@ static size_t cuda_state_bytes(const q35_backend *b)
     return (b->ssm_floats + b->kv_floats) * (size_t)b->max_seqs * sizeof(float);
 }
 
-static void cuda_slot_reset(q35_backend *b, int slot)
+static int cuda_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
 {
-    if (!b || slot < 0 || slot >= b->max_seqs || !b->ssm_floats) return;
-    cudaSetDevice(b->dev);
-    cudaError_t e = cudaMemsetAsync(b->ssm + (size_t)slot * b->ssm_floats, 0,
-                                    b->ssm_floats * sizeof(float), b->st);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(b->st);
-    if (e != cudaSuccess && !b->broken) {          /* reported by the next forward */
-        b->broken = 1;
-        q35_cu_fail(b->broken_msg, sizeof b->broken_msg, "cudaMemsetAsync (slot reset)", e,
-                    __FILE__, __LINE__);
-    }
+    if (!b->ssm_floats) return 0;
+    CU(cudaSetDevice(b->dev));
+    CU(cudaMemsetAsync(b->ssm + (size_t)slot * b->ssm_floats, 0, b->ssm_floats * sizeof(float), b->st));
+    CU(cudaStreamSynchronize(b->st));
+    return 0;
 }
 
 /* ---- the forward pass ----------------------------------------------------- */
@@ -448,9 +415,9 @@ static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, 
     const q35_config *c = &b->cfg;
     const int n = p->n, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv;
     int rc;
-    if ((rc = mm(b, d->q, b->h, c->n_embd, n, b->qg, 2 * hd * nh, 0, err, errsz))) return rc;
-    if ((rc = mm(b, d->k, b->h, c->n_embd, n, b->kb, hd * nkv, 0, err, errsz))) return rc;
-    if ((rc = mm(b, d->v, b->h, c->n_embd, n, b->vb, hd * nkv, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->attn_q, b->h, c->n_embd, n, b->qg, 2 * hd * nh, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->attn_k, b->h, c->n_embd, n, b->kb, hd * nkv, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->attn_v, b->h, c->n_embd, n, b->vb, hd * nkv, 0, err, errsz))) return rc;
     cu_attn_shape s;
     s.nh = nh; s.nkv = nkv; s.hd = hd; s.n_rot = c->n_rot;
     for (int i = 0; i < 4; i++) s.sections[i] = c->rope_sections[i];
@@ -458,10 +425,10 @@ static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, 
     s.slot_stride = b->kv_floats;
     float *kc = b->kv + d->state_off, *vc = kc + al4((size_t)b->max_ctx * nkv * hd);
     const cu_meta m = meta_of(b);
-    if ((rc = cu_attn_prep(&s, &m, n, b->qg, b->kb, b->vb, d->q_norm, d->k_norm, b->q, kc, vc,
+    if ((rc = cu_attn_prep(&s, &m, n, b->qg, b->kb, b->vb, d->attn_q_norm.f(), d->attn_k_norm.f(), b->q, kc, vc,
                            b->st, err, errsz))) return rc;
     if ((rc = cu_attn(&s, &m, n, b->q, b->qg, kc, vc, b->o, b->st, err, errsz))) return rc;
-    return mm(b, d->o, b->o, hd * nh, n, b->x, c->n_embd, 1, err, errsz);
+    return mm(b, d->attn_output, b->o, hd * nh, n, b->x, c->n_embd, 1, err, errsz);
 }
 
 static int ssm(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
@@ -469,21 +436,21 @@ static int ssm(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t
     const q35_config *c = &b->cfg;
     const int n = p->n, E = c->n_embd, C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
     int rc;
-    if ((rc = mm(b, d->qkv, b->h, E, n, b->mix, C, 0, err, errsz))) return rc;
-    if ((rc = mm(b, d->gate, b->h, E, n, b->z, vd, 0, err, errsz))) return rc;
-    if ((rc = mm(b, d->beta, b->h, E, n, b->ba, 2 * nv, 0, err, errsz))) return rc;
-    if ((rc = mm(b, d->alpha, b->h, E, n, b->ba + nv, 2 * nv, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->attn_qkv, b->h, E, n, b->mix, C, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->attn_gate, b->h, E, n, b->z, vd, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->ssm_beta, b->h, E, n, b->ba, 2 * nv, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->ssm_alpha, b->h, E, n, b->ba + nv, 2 * nv, 0, err, errsz))) return rc;
     cu_ssm_shape s;
     s.conv_ch = C; s.d_conv = c->ssm_d_conv; s.dk = c->ssm_d_state; s.nk = c->ssm_n_group;
     s.nv = nv; s.hv = c->ssm_hv; s.eps = c->rms_eps; s.slot_stride = b->ssm_floats;
     float *conv_state = b->ssm + d->state_off;
     float *S = conv_state + al4((size_t)(c->ssm_d_conv - 1) * C);
     const cu_meta m = meta_of(b);
-    if ((rc = cu_ssm_conv(&s, &m, p->np, b->mix, C, d->conv1d, conv_state, b->conv, b->st, err, errsz)))
+    if ((rc = cu_ssm_conv(&s, &m, p->np, b->mix, C, d->ssm_conv1d.f(), conv_state, b->conv, b->st, err, errsz)))
         return rc;
-    if ((rc = cu_ssm_delta(&s, &m, p->np, b->conv, b->ba, 2 * nv, b->z, d->ssm_a, d->dt_bias,
-                           d->ssm_norm, S, b->y, b->st, err, errsz))) return rc;
-    return mm(b, d->out, b->y, vd, n, b->x, E, 1, err, errsz);
+    if ((rc = cu_ssm_delta(&s, &m, p->np, b->conv, b->ba, 2 * nv, b->z, d->ssm_a.f(), d->ssm_dt_bias.f(),
+                           d->ssm_norm.f(), S, b->y, b->st, err, errsz))) return rc;
+    return mm(b, d->ssm_out, b->y, vd, n, b->x, E, 1, err, errsz);
 }
 
 /* gate/up (fused SwiGLU when both have one type) then down, grouped by
@@ -509,9 +476,9 @@ static int ffn_gate_up(q35_backend *b, const dw &G, const dw &U, const cu_mm &ba
 static int moe(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
 {
     const q35_config *c = &b->cfg;
-    const int n = p->n, E = c->n_embd, X = c->n_expert, K = c->n_expert_used, F = d->gate_exps.nrows;
+    const int n = p->n, E = c->n_embd, X = c->n_expert, K = c->n_expert_used, F = d->ffn_gate_exps.nrows;
     int rc;
-    if ((rc = mm(b, d->gate_inp, b->h, E, n, b->rl, X, 0, err, errsz))) return rc;
+    if ((rc = mm(b, d->ffn_gate_inp, b->h, E, n, b->rl, X, 0, err, errsz))) return rc;
     if ((rc = cu_moe_route(b->rl, X, K, n, &b->rt, b->st, err, errsz))) return rc;
     cu_mm g;
     memset(&g, 0, sizeof g);
@@ -520,31 +487,31 @@ static int moe(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t
     g.n_groups = n * K < X ? n * K : X;
     g.n = n;
     g.X = b->h; g.ldx = E; g.xidx = b->rt.pair_row;
-    if ((rc = ffn_gate_up(b, d->gate_exps, d->up_exps, g, b->act, b->eg, b->eu, (size_t)n * K * F,
+    if ((rc = ffn_gate_up(b, d->ffn_gate_exps, d->ffn_up_exps, g, b->act, b->eg, b->eu, (size_t)n * K * F,
                           err, errsz))) return rc;
     cu_mm dn = g;
     dn.xidx = NULL; dn.X = b->act; dn.ldx = F; dn.wscale = b->rt.pair_w;
-    dn.W = d->down_exps.p; dn.type = d->down_exps.type; dn.row_bytes = d->down_exps.row_bytes;
-    dn.mat_stride = d->down_exps.stride; dn.ncols = d->down_exps.ncols; dn.nrows = d->down_exps.nrows;
+    dn.W = d->ffn_down_exps.p; dn.type = d->ffn_down_exps.type; dn.row_bytes = d->ffn_down_exps.row_bytes;
+    dn.mat_stride = d->ffn_down_exps.stride; dn.ncols = d->ffn_down_exps.ncols; dn.nrows = d->ffn_down_exps.nrows;
     dn.Y = b->pair_out; dn.ldy = E;
     if ((rc = cu_matmul(&dn, b->st, err, errsz))) return rc;
     const float *shared = NULL;
-    if (d->gate_sh.p) {
-        const int Fs = d->gate_sh.nrows;
+    if (d->ffn_gate_shexp.p) {
+        const int Fs = d->ffn_gate_shexp.nrows;
         cu_mm s;
         memset(&s, 0, sizeof s);
         s.X = b->h; s.ldx = E; s.n = n;
-        if ((rc = ffn_gate_up(b, d->gate_sh, d->up_sh, s, b->sh_act, b->sh_g, b->sh_u,
+        if ((rc = ffn_gate_up(b, d->ffn_gate_shexp, d->ffn_up_shexp, s, b->sh_act, b->sh_g, b->sh_u,
                               (size_t)n * Fs, err, errsz))) return rc;
         const float *sig = NULL;
-        if (d->gate_inp_sh.p) {
-            if ((rc = mm(b, d->gate_inp_sh, b->h, E, n, b->sh_gate, 1, 0, err, errsz))) return rc;
+        if (d->ffn_gate_inp_shexp.p) {
+            if ((rc = mm(b, d->ffn_gate_inp_shexp, b->h, E, n, b->sh_gate, 1, 0, err, errsz))) return rc;
             sig = b->sh_gate;
         }
         cu_mm o;
         memset(&o, 0, sizeof o);
-        o.W = d->down_sh.p; o.type = d->down_sh.type; o.row_bytes = d->down_sh.row_bytes;
-        o.ncols = d->down_sh.ncols; o.nrows = d->down_sh.nrows;
+        o.W = d->ffn_down_shexp.p; o.type = d->ffn_down_shexp.type; o.row_bytes = d->ffn_down_shexp.row_bytes;
+        o.ncols = d->ffn_down_shexp.ncols; o.nrows = d->ffn_down_shexp.nrows;
         o.X = b->sh_act; o.ldx = Fs; o.n = n; o.Y = b->sh_out; o.ldy = E;
         o.sig = sig; o.sig_ld = 1;
         if ((rc = cu_matmul(&o, b->st, err, errsz))) return rc;
@@ -567,11 +534,11 @@ static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
         return rc;
     for (int i = 0; i < b->n_own; i++) {
         const dlayer *d = &b->L[i];
-        if ((rc = cu_rmsnorm(b->x, E, NULL, d->attn_norm, c->rms_eps, E, n, b->h, E, b->st, err, errsz)))
+        if ((rc = cu_rmsnorm(b->x, E, NULL, d->attn_norm.f(), c->rms_eps, E, n, b->h, E, b->st, err, errsz)))
             return rc;
         rc = d->kind == Q35_LAYER_ATTN ? attention(b, d, p, err, errsz) : ssm(b, d, p, err, errsz);
         if (rc) return rc;
-        if ((rc = cu_rmsnorm(b->x, E, NULL, d->post_norm, c->rms_eps, E, n, b->h, E, b->st, err, errsz)))
+        if ((rc = cu_rmsnorm(b->x, E, NULL, d->post_attention_norm.f(), c->rms_eps, E, n, b->h, E, b->st, err, errsz)))
             return rc;
         if ((rc = moe(b, d, p, err, errsz))) return rc;
     }
@@ -632,9 +599,6 @@ static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
 static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
 {
     const q35_config *c = &b->cfg;
-    if (b->broken)
-        return q35_err(err, errsz, Q35_EDEVICE, "cuda: device failed earlier (%s); restart the stage",
-                       b->broken_msg);
     CU(cudaSetDevice(b->dev));
     const int B = b->B, E = c->n_embd, V = c->n_vocab;
     const bool all = bt->all_logits != 0;
@@ -686,11 +650,14 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t e
             if (!all && p.nout == b->LB) break;
         }
         int rc = run_pass(b, &p, err, errsz);
-        if (rc) {       /* kernels may have run part-way: state is torn */
-            b->broken = 1;
-            snprintf(b->broken_msg, sizeof b->broken_msg, "%s", err ? err : "device error");
-            return rc;
+        if (rc && rc != Q35_EDEVICE) {
+            /* Kernels of this pass (and earlier passes) may have advanced
+             * slot state: backend.h allows that only for Q35_EDEVICE. */
+            char m[Q35_ERRSZ];
+            snprintf(m, sizeof m, "%s", err ? err : "");
+            rc = q35_err(err, errsz, Q35_EDEVICE, "%s (slot state may have advanced)", m);
         }
+        if (rc) return rc;
         if (b->has_head) {
             if (all) {
                 memcpy(bt->logits + (size_t)row0_g * V, b->h_out, (size_t)p.nout * V * sizeof(float));
@@ -710,6 +677,122 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t e
     return 0;
 }
 
+/* ---- checkpoints ---------------------------------------------------------
+ * One device allocation per checkpoint: layer after owned layer, an SSM
+ * layer's conv then S state, an attention layer's K rows [0, n) then V
+ * rows [0, n) (the same order as the CPU backend). Device-to-device copies
+ * on the backend's stream, synchronised before returning, so the bits are
+ * exactly the slot's and the next forward sees the restored state. */
+
+/* Device addresses of one owned layer's two parts in slot `slot`, and
+ * their float counts for a checkpoint of n positions. */
+static void ckpt_parts(const q35_backend *b, int i, int slot, int n, float **pa, size_t *na,
+                       float **pb, size_t *nb)
+{
+    const q35_config *c = &b->cfg;
+    const dlayer *d = &b->L[i];
+    if (d->kind == Q35_LAYER_ATTN) {
+        const size_t row = (size_t)c->n_head_kv * c->head_dim;
+        float *kc = b->kv + (size_t)slot * b->kv_floats + d->state_off;
+        *pa = kc;
+        *na = (size_t)n * row;
+        *pb = kc + al4((size_t)b->max_ctx * row);
+        *nb = (size_t)n * row;
+    } else {
+        const size_t conv_f = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
+        float *cs = b->ssm + (size_t)slot * b->ssm_floats + d->state_off;
+        *pa = cs;
+        *na = conv_f;
+        *pb = cs + al4(conv_f);
+        *nb = (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+    }
+}
+
+static int cuda_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= b->max_seqs || n < 0 || n > b->max_ctx)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "cuda: checkpoint of slot %d at %d positions out of range", slot, n);
+    size_t total = 0, na, nb;
+    float *pa, *pb;
+    for (int i = 0; i < b->n_own; i++) {
+        ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
+        total += na + nb;
+    }
+    float *ck = NULL;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&ck, total ? total * sizeof(float) : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();   /* an allocation failure is not sticky: clear it */
+        return q35_err(err, errsz, Q35_ENOMEM,
+                       "cuda: no device memory for a checkpoint of %zu bytes (%s)",
+                       total * sizeof(float), cudaGetErrorString(e));
+    }
+    float *p = ck;
+    for (int i = 0; i < b->n_own && e == cudaSuccess; i++) {
+        ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
+        e = cudaMemcpyAsync(p, pa, na * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(p + na, pb, nb * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        p += na + nb;
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->st);
+    if (e != cudaSuccess) {
+        cudaFree(ck);
+        return q35_cu_fail(err, errsz, "cudaMemcpyAsync (checkpoint save)", e, __FILE__, __LINE__);
+    }
+    *out = ck;
+    return 0;
+}
+
+static int cuda_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err,
+                             size_t errsz)
+{
+    if (slot < 0 || slot >= b->max_seqs || n < 0 || n > b->max_ctx)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda: restore into slot %d at %d positions out of range",
+                       slot, n);
+    const float *p = (const float *)ckp;
+    size_t na, nb;
+    float *pa, *pb;
+    cudaError_t e = cudaSetDevice(b->dev);
+    for (int i = 0; i < b->n_own && e == cudaSuccess; i++) {
+        ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
+        e = cudaMemcpyAsync(pa, p, na * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(pb, p + na, nb * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
+        p += na + nb;
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->st);
+    if (e != cudaSuccess) {
+        /* the slot may hold half a copy: Q35_EDEVICE, the engine trusts no state now */
+        return q35_cu_fail(err, errsz, "cudaMemcpyAsync (checkpoint restore)", e, __FILE__,
+                           __LINE__);
+    }
+    return 0;
+}
+
+static void cuda_ckpt_free(q35_backend *b, void *ck)
+{
+    if (!ck)
+        return;
+    cudaSetDevice(b->dev);
+    cudaFree(ck);
+}
+
+static uint64_t cuda_mem_free(const q35_backend *b)
+{
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(b->dev) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return (uint64_t)fr;
+}
+
 extern "C" const q35_backend_ops q35_backend_cuda = {
     "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_forward, cuda_slot_reset,
+    cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free,
 };

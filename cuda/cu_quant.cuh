@@ -28,17 +28,10 @@
 #include <string.h>
 #include "cu_common.cuh"
 
-/* X(type id, short name): every type the CUDA kernels decode. Adding a
- * type = a Dec<> specialisation + one line here. */
-#define Q35_CUDA_TYPES(X)      \
-    X(GGML_TYPE_F32,  f32)     \
-    X(GGML_TYPE_F16,  f16)     \
-    X(GGML_TYPE_BF16, bf16)    \
-    X(GGML_TYPE_Q8_0, q8_0)    \
-    X(GGML_TYPE_Q3_K, q3_K)    \
-    X(GGML_TYPE_Q4_K, q4_K)    \
-    X(GGML_TYPE_Q5_K, q5_K)    \
-    X(GGML_TYPE_Q6_K, q6_K)
+/* X(type id, short name): every type the CUDA kernels decode, the CU rows
+ * of quant.h's table (whose align column is what the loads below need).
+ * Adding a type = a Dec<> specialisation + CU in its row. */
+#define Q35_CUDA_TYPES(X) QUANT_CUDA(X)
 
 /* The decoders are __host__ __device__: the same source also runs on the
  * CPU (q35_cuda_host_dequant), where the golden-data test checks it

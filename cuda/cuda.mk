@@ -1,7 +1,7 @@
 # CUDA backend: built when nvcc is found and CUDA != 0 (never in the SAN
 # build: `make test` runs that one with CUDA=0). cuda/*.cu -> one archive
-# linked whole into every engine binary (backend.h: the weak
-# q35_backend_cuda reference does not pull an archive member by itself).
+# linked into every engine binary after libqwen35.a: engine.c's backend
+# table names q35_backend_cuda under Q35_HAVE_CUDA, which pulls it in.
 #
 #   make                       CUDA when nvcc is on PATH or in /usr/local/cuda
 #   make CUDA=0                never touch nvcc
@@ -31,7 +31,7 @@ NVCCFLAGS += -std=c++17 -g -Imodel -Icuda $(CUDA_GENCODE) $(NVCC_DEPFLAGS) \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas -Werror all-warnings
 
 CFLAGS      += -DQ35_HAVE_CUDA=1 -Icuda
-ENGINE_LIBS += -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive $(LIBMODEL) \
+ENGINE_LIBS += $(CUDA_LIB) $(LIBMODEL) \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 ALL_EXTRA   += $(CUDA_LIB)
 ENGINE_DEPS += $(CUDA_LIB)

@@ -66,7 +66,12 @@ int gc_read_ints(const char *path, int32_t *out, int max)
 
 /* ---- kernels -------------------------------------------------------------- */
 
-static const char *const KTYPES[] = { "f32", "f16", "bf16", "q8_0", "q3_K", "q4_K", "q5_K", "q6_K" };
+/* Every type the CUDA kernels decode: the CU rows of quant.h's table. */
+static const char *const KTYPES[] = {
+#define X(T, name) #name,
+    QUANT_CUDA(X)
+#undef X
+};
 
 static int type_id(const char *name)
 {

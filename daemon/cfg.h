@@ -45,8 +45,11 @@ typedef struct stage_cfg {
     int max_ctx;
     char *backend;           /* "auto" | "cpu" | "cuda" */
     int device;
+    int pass_rows;           /* rows per backend pass; 0 = the backend's default */
+    char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
+    int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
     char *curve_clients;     /* path of the allowed client public keys */
@@ -78,7 +81,8 @@ typedef struct coord_cfg {
     int max_seqs;            /* sequences decoded at once */
     int max_ctx;
     int micro_batches;       /* in flight through the pipeline */
-    int step_timeout_ms;
+    int step_timeout_ms;     /* ceiling of the adaptive step deadline */
+    int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *log_level;

@@ -78,7 +78,13 @@ static const opt_def coord_defs[] = {
     { "micro-batches", OPT_INT, F(micro_batches), "N", "0", 0, 64, NULL, false, NULL,
       "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
-      "Deadline for a stage's reply to one step; past it the stage is treated as failed." },
+      "Longest a stage may take to answer one step; past it the stage is treated as lost. "
+      "The deadline applied is adaptive: 10x the stage's measured time for a step of that "
+      "many rows, at least 5 s (or this value when smaller), at most this value." },
+    { "replay-wait-ms", OPT_INT, F(replay_wait_ms), "N", "30000", 1, 3600000, NULL, false, NULL,
+      "When a stage is lost, its requests wait this long for its layer range to be served "
+      "again (the stage restarted); then each sequence is rebuilt on every stage from its "
+      "tokens and goes on. Past it they end with an error naming the last token delivered." },
     { "wire-dtype", OPT_STR, F(wire_dtype), "TYPE", "f32", 0, 0, "f32|bf16|f16", false, NULL,
       "Element type of the hidden rows sent between stages (agreed in the handshake): f32 is "
       "exact; bf16 and f16 halve the bytes on the wire at some precision." },

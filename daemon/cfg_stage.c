@@ -29,6 +29,17 @@ static const opt_def stage_defs[] = {
       "An explicit cuda that cannot start is an error, never a fall-back." },
     { "device", OPT_INT, F(device), "N", "0", 0, 63, NULL, false, NULL,
       "CUDA device index (one die per stage)." },
+    { "pass-rows", OPT_INT, F(pass_rows), "N", "0", 0, 4096, NULL, false, NULL,
+      "Rows the backend runs per pass (a longer prompt runs in chunks of this many; the "
+      "CUDA backend sizes its scratch for it); 0 = the backend's default, 256." },
+    { "cuda-graphs", OPT_STR, F(cuda_graphs), "on|off", "on", 1, 0, "on|off", false, NULL,
+      "CUDA: replay decode steps through captured CUDA graphs (off: launch every kernel "
+      "each step, for profiling and comparison)." },
+    { "cache-mb", OPT_INT, F(cache_mb), "N", "-1", -1, 1 << 24, NULL, false, NULL,
+      "Budget of the checkpoint store (prefix cache: saved sequence states the coordinator "
+      "restores instead of recomputing a prompt's prefix), in MiB; least recently used "
+      "checkpoints are evicted past it. -1 = a quarter of the memory free at start (host RAM "
+      "for cpu, device memory for cuda); 0 = no prefix cache." },
     CFG_ROW_MAX_MSG_MB(stage_cfg),
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Deadline for one forward step; past it the step fails with an error." },

@@ -4,12 +4,16 @@
 set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libzmq3-dev \
 libprotobuf-c-dev protobuf-c-compiler libsystemd-dev systemd libcmocka-dev \
-libpcre2-dev libinih-dev groff-base systemd-container debootstrap"
+libpcre2-dev libinih-dev groff-base libjansson-dev libmicrohttpd-dev \
+chromium prometheus curl systemd-container debootstrap"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
         || missing="$missing $p"
 done
+# Node.js and npm run the HTTP tests' clients (the openai SDK, puppeteer-core):
+# Debian's, unless a node with its npm is already there.
+command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing Debian packages:$missing (run 'make deps' as root)" >&2

@@ -8,12 +8,10 @@
  * receives bound weights once and then only validated batches; it owns the
  * per-slot state (SSM conv + S, KV cache) and its scratch memory.
  *
- * calm style: the engine picks one q35_backend_ops at start-up
- * (q35_backend_find) and calls through it; there is no op graph.
- * A CUDA build provides `q35_backend_cuda` (a strong definition of the weak
- * symbol declared below, linked into the binary: put its object/archive in
- * ENGINE_LIBS with --whole-archive or list the object directly, since a weak
- * reference does not pull an archive member in).
+ * calm style: the engine picks one q35_backend_ops at start-up from its
+ * table of the backends built in (engine.c: q35_backend_cpu, and
+ * q35_backend_cuda when Q35_HAVE_CUDA) and calls through it; there is no
+ * op graph. A new backend is one row of that table.
  */
 #ifndef Q35_BACKEND_H
 #define Q35_BACKEND_H
@@ -39,40 +37,79 @@ typedef struct q35_tensor {
     uint64_t nbytes;          /* bytes this view covers (all experts) */
 } q35_tensor;
 
-/* Weights of one main-stack layer; fields of the other kind stay zeroed.
- * E = n_embd, V = n_vocab, X = n_expert, F = n_ff_exp, Fs = n_ff_shexp,
- * hd = head_dim, nh = n_head, nkv = n_head_kv, kd/vd/nv/hv/dk as in
- * DESIGN.md §1, C = ssm_conv_ch = 2·kd + vd, K = ssm_d_conv. */
+/* A layer's dimensions in the config's terms (DESIGN.md §1): E = n_embd,
+ * X = n_expert, F = n_ff_exp, Fs = n_ff_shexp, hd / hdv = head_dim (key /
+ * value), nh = n_head, nkv = n_head_kv, C = ssm_conv_ch = 2·kd + vd,
+ * K = ssm_d_conv, vd = ssm_d_inner, nv = ssm_dt_rank (V-heads), hv = V-head dim. */
+typedef struct q35_dims {
+    int64_t E, X, F, Fs, hd, hdv, nh, nkv, C, K, vd, nv, hv;
+} q35_dims;
+
+q35_dims q35_dims_of(const q35_config *c);
+
+/* Which layers have a tensor (bits of enum q35_layer_kind). */
+#define Q35_IN_SSM  (1 << Q35_LAYER_SSM)
+#define Q35_IN_ATTN (1 << Q35_LAYER_ATTN)
+#define Q35_IN_ALL  (Q35_IN_SSM | Q35_IN_ATTN)
+
+/* How a tensor is read, which fixes its dims and allowed types:
+ *   NORM  [n] f32, read as floats
+ *   ROW   [n] f32, used as a one-row matrix (the shared-expert gate)
+ *   F32M  2-D f32, read as floats (the conv kernel)
+ *   MAT   2-D, any decodable type
+ *   EXPS  3-D [cols, rows, X], expert_used_count of the X read per token;
+ *   GATE / UP: EXPS that may instead be stored fused as
+ *         ffn_gate_up_exps [E, 2F, X] (gate the first F rows, up the next F) */
+enum q35_role { Q35_NORM, Q35_ROW, Q35_F32M, Q35_MAT, Q35_EXPS, Q35_GATE, Q35_UP };
+#define Q35_ROLE_DIMS(r) ((r) <= Q35_ROW ? 1 : (r) <= Q35_MAT ? 2 : 3)
+#define Q35_ROLE_EXPERTS(r) ((r) >= Q35_EXPS)
+#define Q35_ROLE_MATRIX(r) ((r) == Q35_ROW || (r) >= Q35_MAT)   /* read by a matmul kernel */
+
+/* The tensors of one main-stack layer, the only list of them: it makes
+ * the fields of q35_layer_weights, the binding with its shape and type
+ * checks (weights.c), the bytes a decoded token reads, qwen35-info's
+ * check, and the CUDA upload (cuda/backend.cu, same field names).
+ *   ROW(field, GGUF name after "blk.N.", layers, role, required, ne0, ne1, ne2)
+ * Dims (ggml order: ne0 is the row length) use `d`, a q35_dims; a
+ * tensor with fewer dims has 1 in the rest. Adding a tensor is one row
+ * here (plus the code that uses it). */
+#define Q35_LAYER_TENSORS(ROW) \
+    ROW(attn_norm,           "attn_norm.weight",           Q35_IN_ALL,  Q35_NORM, 1, d.E, 1, 1)        \
+    ROW(post_attention_norm, "post_attention_norm.weight", Q35_IN_ALL,  Q35_NORM, 1, d.E, 1, 1)        \
+    /* full attention; attn_q holds per head q then the output gate */                             \
+    ROW(attn_q,              "attn_q.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, 2 * d.hd * d.nh, 1) \
+    ROW(attn_k,              "attn_k.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, d.hd * d.nkv, 1) \
+    ROW(attn_v,              "attn_v.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, d.hdv * d.nkv, 1) \
+    ROW(attn_q_norm,         "attn_q_norm.weight",         Q35_IN_ATTN, Q35_NORM, 1, d.hd, 1, 1)       \
+    ROW(attn_k_norm,         "attn_k_norm.weight",         Q35_IN_ATTN, Q35_NORM, 1, d.hd, 1, 1)       \
+    ROW(attn_output,         "attn_output.weight",         Q35_IN_ATTN, Q35_MAT,  1, d.hdv * d.nh, d.E, 1) \
+    /* Gated DeltaNet; attn_gate is z, ssm_a already -exp(A_log) */                               \
+    ROW(attn_qkv,            "attn_qkv.weight",            Q35_IN_SSM,  Q35_MAT,  1, d.E, d.C, 1)      \
+    ROW(attn_gate,           "attn_gate.weight",           Q35_IN_SSM,  Q35_MAT,  1, d.E, d.vd, 1)     \
+    ROW(ssm_conv1d,          "ssm_conv1d.weight",          Q35_IN_SSM,  Q35_F32M, 1, d.K, d.C, 1)      \
+    ROW(ssm_dt_bias,         "ssm_dt.bias",                Q35_IN_SSM,  Q35_NORM, 1, d.nv, 1, 1)       \
+    ROW(ssm_a,               "ssm_a",                      Q35_IN_SSM,  Q35_NORM, 1, d.nv, 1, 1)       \
+    ROW(ssm_beta,            "ssm_beta.weight",            Q35_IN_SSM,  Q35_MAT,  1, d.E, d.nv, 1)     \
+    ROW(ssm_alpha,           "ssm_alpha.weight",           Q35_IN_SSM,  Q35_MAT,  1, d.E, d.nv, 1)     \
+    ROW(ssm_norm,            "ssm_norm.weight",            Q35_IN_SSM,  Q35_NORM, 1, d.hv, 1, 1)       \
+    ROW(ssm_out,             "ssm_out.weight",             Q35_IN_SSM,  Q35_MAT,  1, d.vd, d.E, 1)     \
+    /* MoE: router, routed experts, shared expert and its sigmoid gate */                        \
+    ROW(ffn_gate_inp,        "ffn_gate_inp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.X, 1)      \
+    ROW(ffn_gate_exps,       "ffn_gate_exps.weight",       Q35_IN_ALL,  Q35_GATE, 1, d.E, d.F, d.X)    \
+    ROW(ffn_up_exps,         "ffn_up_exps.weight",         Q35_IN_ALL,  Q35_UP,   1, d.E, d.F, d.X)    \
+    ROW(ffn_down_exps,       "ffn_down_exps.weight",       Q35_IN_ALL,  Q35_EXPS, 1, d.F, d.E, d.X)    \
+    ROW(ffn_gate_inp_shexp,  "ffn_gate_inp_shexp.weight",  Q35_IN_ALL,  Q35_ROW,  1, d.E, 1, 1)        \
+    ROW(ffn_gate_shexp,      "ffn_gate_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1)     \
+    ROW(ffn_up_shexp,        "ffn_up_shexp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1)     \
+    ROW(ffn_down_shexp,      "ffn_down_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.Fs, d.E, 1)
+
+/* Weights of one main-stack layer, one field per row of the table;
+ * fields of the other kind stay zeroed (data NULL). */
 typedef struct q35_layer_weights {
     int kind;                          /* enum q35_layer_kind */
-    q35_tensor attn_norm;              /* [E] f32 */
-    q35_tensor post_attention_norm;    /* [E] f32 */
-    /* full attention */
-    q35_tensor attn_q;                 /* [E, 2·hd·nh]: per head q then gate */
-    q35_tensor attn_k;                 /* [E, hd·nkv] */
-    q35_tensor attn_v;                 /* [E, hd_v·nkv] */
-    q35_tensor attn_q_norm;            /* [hd] f32 */
-    q35_tensor attn_k_norm;            /* [hd] f32 */
-    q35_tensor attn_output;            /* [hd_v·nh, E] */
-    /* Gated DeltaNet */
-    q35_tensor attn_qkv;               /* [E, C] */
-    q35_tensor attn_gate;              /* [E, vd] (z) */
-    q35_tensor ssm_conv1d;             /* [K, C] f32 */
-    q35_tensor ssm_dt_bias;            /* [nv] f32 */
-    q35_tensor ssm_a;                  /* [nv] f32, already -exp(A_log) */
-    q35_tensor ssm_beta;               /* [E, nv] */
-    q35_tensor ssm_alpha;              /* [E, nv] */
-    q35_tensor ssm_norm;               /* [hv] f32 */
-    q35_tensor ssm_out;                /* [vd, E] */
-    /* MoE */
-    q35_tensor ffn_gate_inp;           /* [E, X] router */
-    q35_tensor ffn_gate_exps;          /* [E, F, X] */
-    q35_tensor ffn_up_exps;            /* [E, F, X] */
-    q35_tensor ffn_down_exps;          /* [F, E, X] */
-    q35_tensor ffn_gate_inp_shexp;     /* [E] */
-    q35_tensor ffn_gate_shexp;         /* [E, Fs] */
-    q35_tensor ffn_up_shexp;           /* [E, Fs] */
-    q35_tensor ffn_down_shexp;         /* [Fs, E] */
+#define Q35_X_FIELD(field, ...) q35_tensor field;
+    Q35_LAYER_TENSORS(Q35_X_FIELD)
+#undef Q35_X_FIELD
 } q35_layer_weights;
 
 /* Everything a backend gets at init. Pointers stay valid until the
@@ -87,10 +124,25 @@ typedef struct q35_weights {
     q35_layer_weights *layers;         /* [layer_end - layer_begin]; layers[i - layer_begin] */
 } q35_weights;
 
+/* weights.c. Binds layers [a, b) of the main stack (plus token_embd when
+ * a == 0, output_norm and the LM head when b == n_layer; a tied head is
+ * token_embd) as views into the open file, checking every tensor of
+ * Q35_LAYER_TENSORS against the config: "file: tensor 'blk.3.attn_q.weight':
+ * missing" / "shape [..], expected [..]" / "type 8, expected f32".
+ * Allocates w->layers (q35_weights_free). */
+int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_weights *w,
+                     char *err, size_t errsz);
+void q35_weights_free(q35_weights *w);
+
+/* Weight bytes one decoded token reads (engine.h q35_engine_decode_bytes). */
+uint64_t q35_weights_decode_bytes(const q35_weights *w);
+
 typedef struct q35_backend_opts {
     int max_seqs, max_ctx;
     int n_threads;                     /* CPU workers (the CUDA backend may ignore) */
     int device;                        /* CUDA device index */
+    int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
+    bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
 } q35_backend_opts;
 
 typedef struct q35_backend q35_backend;    /* a backend's own state, opaque */
@@ -109,19 +161,44 @@ typedef struct q35_backend_ops {
     /* Runs a batch the engine has validated: each slot's current length
      * equals pos[s]; pos[s] + n_tok[s] <= max_ctx; slots distinct; tokens
      * in range; the needed buffers non-NULL. Appends the batch's positions
-     * to each slot's state. Fails only for resources (ENOMEM, EDEVICE),
-     * and then before any slot state changed. */
+     * to each slot's state. Fails only for resources, and the code says
+     * what a failure leaves:
+     *   Q35_ENOMEM (or any code but Q35_EDEVICE): failed before any slot
+     *     state changed; the backend stays usable and the batch may be
+     *     retried.
+     *   Q35_EDEVICE: the device failed, possibly after kernels advanced
+     *     slot state part-way: no slot's state can be trusted.
+     * The engine acts on it: after Q35_EDEVICE it refuses every later
+     * forward and slot_reset (naming the first failure); the process must
+     * restart the backend (a stage exits, systemd restarts it). */
     int (*forward)(q35_backend *b, const q35_batch *batch, char *err, size_t errsz);
     /* Empties a slot (zeros its conv and S state; its KV cache is simply
-     * overwritten later). */
-    void (*slot_reset)(q35_backend *b, int slot);
+     * overwritten later). 0, or Q35_EDEVICE with the reason in err (the
+     * slot's state is then unknown: the engine treats it as for forward). */
+    int (*slot_reset)(q35_backend *b, int slot, char *err, size_t errsz);
+    /* Checkpoints (engine.h): a copy of slot's state at its length n
+     * (every owned SSM layer's conv + S, every attention layer's K/V rows
+     * [0, n)), kept where the backend keeps slot state (host memory for
+     * cpu, device memory for cuda) into *ck; the slot is not changed.
+     * Q35_ENOMEM (nothing changed) or Q35_EDEVICE, message in err. */
+    int (*ckpt_save)(q35_backend *b, int slot, int n, void **ck, char *err, size_t errsz);
+    /* Replaces slot's state with checkpoint ck (taken at length n): after
+     * it the slot continues exactly as the saved sequence would. */
+    int (*ckpt_restore)(q35_backend *b, const void *ck, int slot, int n, char *err, size_t errsz);
+    void (*ckpt_free)(q35_backend *b, void *ck);
+    /* Bytes free where checkpoints would live (the store's default budget). */
+    uint64_t (*mem_free)(const q35_backend *b);
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;
-extern const q35_backend_ops q35_backend_cuda __attribute__((weak));
+#ifdef Q35_HAVE_CUDA
+extern const q35_backend_ops q35_backend_cuda;
+#endif
 
-/* The ops for "cpu" / "cuda"; NULL name: cuda when linked in, else cpu.
- * NULL (message in err) for an unknown or unavailable backend. */
+/* The ops for "cpu" / "cuda"; NULL name: the first of the built-in table
+ * (cuda when built in, else cpu; the engine falls back along the table
+ * when one cannot start). NULL (message in err) for an unknown or
+ * unavailable backend. */
 const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errsz);
 
 #endif

@@ -105,6 +105,12 @@ void cpu_attention(q35_backend *b, int il, const cpu_rows *r, const float *h, fl
 void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
 void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
 
+/* cpu_ckpt.c: the backend's checkpoint ops (backend.h). */
+int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz);
+int cpu_ckpt_restore(q35_backend *b, const void *ck, int slot, int n, char *err, size_t errsz);
+void cpu_ckpt_free(q35_backend *b, void *ck);
+uint64_t cpu_mem_free(const q35_backend *b);
+
 static inline const q35_layer_weights *cpu_layer(const q35_backend *b, int il)
 { return &b->w->layers[il - b->w->layer_begin]; }
 static inline cpu_layer_state *cpu_state(q35_backend *b, int slot, int il)

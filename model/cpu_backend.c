@@ -240,8 +240,10 @@ static void cpu_destroy(q35_backend **pb)
 
 static size_t cpu_state_bytes(const q35_backend *b) { return b->state_bytes; }
 
-static void cpu_slot_reset(q35_backend *b, int slot)
+static int cpu_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
 {
+    (void)err;
+    (void)errsz;
     const q35_config *c = b->c;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         if (c->layer_kind[il] != Q35_LAYER_SSM)
@@ -250,6 +252,7 @@ static void cpu_slot_reset(q35_backend *b, int slot)
         memset(st->conv, 0, (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch * sizeof(float));
         memset(st->S, 0, (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv * sizeof(float));
     }
+    return 0;
 }
 
 /* ---- the forward pass ----------------------------------------------------- */
@@ -293,7 +296,7 @@ static void forward_rows(q35_backend *b, const cpu_rows *r, float *x, float *h)
     }
 }
 
-/* The batch runs in chunks of at most CPU_MAX_ROWS rows (a sequence may
+/* The batch runs in chunks of at most pass_rows (default CPU_MAX_ROWS) rows (a sequence may
  * straddle two chunks: the second continues the state the first left),
  * so scratch memory stays bounded whatever the batch size. */
 #define CPU_MAX_ROWS 256
@@ -302,7 +305,8 @@ static int cpu_forward(q35_backend *b, const q35_batch *bt, char *err, size_t er
 {
     const q35_weights *w = b->w;
     int64_t E = b->c->n_embd, V = b->c->n_vocab;
-    int cap = bt->n_total < CPU_MAX_ROWS ? bt->n_total : CPU_MAX_ROWS, rc;
+    int max_rows = b->o.pass_rows > 0 ? b->o.pass_rows : CPU_MAX_ROWS;
+    int cap = bt->n_total < max_rows ? bt->n_total : max_rows, rc;
     if ((rc = scratch_reserve(b, cap, err, errsz)))
         return rc;
     cpu_scratch *s = &b->s;
@@ -357,4 +361,8 @@ const q35_backend_ops q35_backend_cpu = {
     .state_bytes = cpu_state_bytes,
     .forward = cpu_forward,
     .slot_reset = cpu_slot_reset,
+    .ckpt_save = cpu_ckpt_save,
+    .ckpt_restore = cpu_ckpt_restore,
+    .ckpt_free = cpu_ckpt_free,
+    .mem_free = cpu_mem_free,
 };

@@ -4,6 +4,7 @@
  * backend chosen at open (backend.h). */
 #include "engine.h"
 #include "backend.h"
+#include "ckpt.h"
 #include "common.h"
 #include "gguf.h"
 #include "quant.h"
@@ -21,151 +22,138 @@ struct q35_engine {
     int max_seqs, max_ctx;
     int *slot_len;            /* [max_seqs] next position of each slot */
     unsigned char *seen;      /* [max_seqs] scratch for duplicate-slot checks */
+    /* Set when the backend reported Q35_EDEVICE (backend.h): slot state is
+     * untrusted, so every later forward / reset is refused with this. */
+    char failed[Q35_ERRSZ];
+    ckpt_store *ckpt;         /* checkpoints (prefix cache) */
+    uint64_t ck_fixed, ck_pos;   /* a checkpoint of n positions: fixed + n x pos bytes */
 };
 
 /* ---- backend choice ------------------------------------------------------ */
 
+/* The backends built in, in the order "auto" tries them. */
+static const q35_backend_ops *const backends[] = {
+#ifdef Q35_HAVE_CUDA
+    &q35_backend_cuda,
+#endif
+    &q35_backend_cpu,
+};
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
 const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errsz)
 {
-    const q35_backend_ops *cuda = &q35_backend_cuda ? &q35_backend_cuda : NULL;
     if (!name)
-        return cuda ? cuda : &q35_backend_cpu;
-    if (!strcmp(name, "cpu"))
-        return &q35_backend_cpu;
-    if (!strcmp(name, "cuda")) {
-        if (!cuda)
-            q35_err(err, errsz, Q35_EINVAL, "backend 'cuda': not built into this binary");
-        return cuda;
-    }
-    q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu or cuda)", name);
+        return backends[0];
+    for (int i = 0; i < N_BACKENDS; i++)
+        if (!strcmp(name, backends[i]->name))
+            return backends[i];
+    if (!strcmp(name, "cuda"))
+        q35_err(err, errsz, Q35_EINVAL, "backend 'cuda': not built into this binary");
+    else
+        q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu or cuda)", name);
     return NULL;
 }
 
-/* ---- binding -------------------------------------------------------------- */
+/* ---- open / close --------------------------------------------------------- */
 
-static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
-                int64_t ne0, int64_t ne1, int64_t ne2, char *err, size_t errsz)
+/* ---- checkpoints ------------------------------------------------------- */
+
+static int backend_failed(q35_engine *e, int rc, const char *err);
+static int refuse_failed(const q35_engine *e, char *err, size_t errsz);
+
+static void ckpt_drop_cb(void *ctx, void *data)
 {
-    int64_t ne[3] = { ne0, ne1, ne2 };
-    const gguf_tensor *g = q35_bind(f, name, n_dims, ne, err, errsz);
-    if (!g)
-        return Q35_EINVAL;
-    memset(t, 0, sizeof *t);
-    t->name = g->name;
-    t->type = g->type;
-    t->n_dims = n_dims;
-    for (int i = 0; i < 4; i++)
-        t->ne[i] = i < n_dims ? ne[i] : 1;
-    t->row_bytes = (size_t)quant_row_bytes(g->type, ne0);
-    t->expert_stride = n_dims == 3 ? t->row_bytes * (size_t)ne1 : 0;
-    t->data = g->data;
-    t->nbytes = g->nbytes;
-    /* Vectors the CPU reads as plain floats must be F32. */
-    if (n_dims == 1 && g->type != GGML_TYPE_F32)
-        return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
-                       gguf_name(f), name, g->type);
-    return 0;
+    q35_engine *e = ctx;
+    e->ops->ckpt_free(e->be, data);
 }
 
-#define BINDL(field, suffix, nd, a, b, c) do {                                  \
-        snprintf(name, sizeof name, "blk.%d." suffix, il);                       \
-        if ((rc = bind(f, &lw->field, name, nd, a, b, c, err, errsz)))          \
-            return rc;                                                           \
-    } while (0)
-
-static int bind_moe(const gguf_file *f, const q35_config *c, int il,
-                    q35_layer_weights *lw, char *err, size_t errsz)
-{
-    char name[GGUF_NAME_MAX + 16];
-    int rc;
-    int64_t E = c->n_embd, X = c->n_expert, F = c->n_ff_exp, Fs = c->n_ff_shexp;
-    BINDL(ffn_gate_inp, "ffn_gate_inp.weight", 2, E, X, 1);
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-    if (gguf_find_tensor(f, name)) {
-        /* Fused: rows [0, F) of each expert are gate, [F, 2F) up. */
-        if ((rc = bind(f, &lw->ffn_gate_exps, name, 3, E, 2 * F, X, err, errsz)))
-            return rc;
-        lw->ffn_gate_exps.ne[1] = F;
-        lw->ffn_up_exps = lw->ffn_gate_exps;
-        lw->ffn_up_exps.data = (const char *)lw->ffn_gate_exps.data
-                               + lw->ffn_gate_exps.row_bytes * (size_t)F;
-    } else {
-        BINDL(ffn_gate_exps, "ffn_gate_exps.weight", 3, E, F, X);
-        BINDL(ffn_up_exps, "ffn_up_exps.weight", 3, E, F, X);
-    }
-    BINDL(ffn_down_exps, "ffn_down_exps.weight", 3, F, E, X);
-    BINDL(ffn_gate_inp_shexp, "ffn_gate_inp_shexp.weight", 1, E, 1, 1);
-    BINDL(ffn_gate_shexp, "ffn_gate_shexp.weight", 2, E, Fs, 1);
-    BINDL(ffn_up_shexp, "ffn_up_shexp.weight", 2, E, Fs, 1);
-    BINDL(ffn_down_shexp, "ffn_down_shexp.weight", 2, Fs, E, 1);
-    return 0;
-}
-
-static int bind_layer(const gguf_file *f, const q35_config *c, int il,
-                      q35_layer_weights *lw, char *err, size_t errsz)
-{
-    char name[GGUF_NAME_MAX + 16];
-    int rc;
-    int64_t E = c->n_embd;
-    lw->kind = c->layer_kind[il];
-    BINDL(attn_norm, "attn_norm.weight", 1, E, 1, 1);
-    BINDL(post_attention_norm, "post_attention_norm.weight", 1, E, 1, 1);
-    if (lw->kind == Q35_LAYER_ATTN) {
-        int64_t hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
-        BINDL(attn_q, "attn_q.weight", 2, E, 2 * hd * nh, 1);
-        BINDL(attn_k, "attn_k.weight", 2, E, hd * nkv, 1);
-        BINDL(attn_v, "attn_v.weight", 2, E, hdv * nkv, 1);
-        BINDL(attn_q_norm, "attn_q_norm.weight", 1, hd, 1, 1);
-        BINDL(attn_k_norm, "attn_k_norm.weight", 1, hd, 1, 1);
-        BINDL(attn_output, "attn_output.weight", 2, hdv * nh, E, 1);
-    } else {
-        int64_t C = c->ssm_conv_ch, vd = c->ssm_d_inner, nv = c->ssm_dt_rank;
-        BINDL(attn_qkv, "attn_qkv.weight", 2, E, C, 1);
-        BINDL(attn_gate, "attn_gate.weight", 2, E, vd, 1);
-        BINDL(ssm_conv1d, "ssm_conv1d.weight", 2, c->ssm_d_conv, C, 1);
-        if (lw->ssm_conv1d.type != GGML_TYPE_F32)
-            return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
-                           gguf_name(f), lw->ssm_conv1d.name, lw->ssm_conv1d.type);
-        BINDL(ssm_dt_bias, "ssm_dt.bias", 1, nv, 1, 1);
-        BINDL(ssm_a, "ssm_a", 1, nv, 1, 1);
-        BINDL(ssm_beta, "ssm_beta.weight", 2, E, nv, 1);
-        BINDL(ssm_alpha, "ssm_alpha.weight", 2, E, nv, 1);
-        BINDL(ssm_norm, "ssm_norm.weight", 1, c->ssm_hv, 1, 1);
-        BINDL(ssm_out, "ssm_out.weight", 2, vd, E, 1);
-    }
-    return bind_moe(f, c, il, lw, err, errsz);
-}
-
-static int bind_all(q35_engine *e, char *err, size_t errsz)
+static int init_ckpt(q35_engine *e, int64_t budget, char *err, size_t errsz)
 {
     const q35_config *c = &e->cfg;
-    q35_weights *w = &e->w;
-    int64_t E = c->n_embd, V = c->n_vocab;
-    int rc;
-    w->cfg = c;
-    w->has_embd = w->layer_begin == 0;
-    w->has_head = w->layer_end == (int)c->n_layer;
-    if (w->has_embd && (rc = bind(e->f, &w->token_embd, "token_embd.weight", 2, E, V, 1, err, errsz)))
-        return rc;
-    if (w->has_head) {
-        if ((rc = bind(e->f, &w->output_norm, "output_norm.weight", 1, E, 1, 1, err, errsz)))
-            return rc;
-        const char *head = gguf_find_tensor(e->f, "output.weight") ? "output.weight"
-                                                                     : "token_embd.weight";
-        if ((rc = bind(e->f, &w->output, head, 2, E, V, 1, err, errsz)))
-            return rc;
+    e->ck_fixed = e->ck_pos = 0;
+    for (int il = e->w.layer_begin; il < e->w.layer_end; il++) {
+        if (c->layer_kind[il] == Q35_LAYER_SSM)
+            e->ck_fixed += ((uint64_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch
+                            + (uint64_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv) * sizeof(float);
+        else
+            e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
     }
-    int n = w->layer_end - w->layer_begin;
-    w->layers = calloc((size_t)(n > 0 ? n : 1), sizeof *w->layers);
-    if (!w->layers)
+    if (budget == Q35_CACHE_AUTO)
+        budget = (int64_t)(e->ops->mem_free(e->be) / 4);
+    if (budget < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "checkpoint budget %lld bytes: expected >= 0",
+                       (long long)budget);
+    e->ckpt = ckpt_store_new((uint64_t)budget, ckpt_drop_cb, e);
+    if (!e->ckpt)
         return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
-    for (int il = w->layer_begin; il < w->layer_end; il++)
-        if ((rc = bind_layer(e->f, c, il, &w->layers[il - w->layer_begin], err, errsz)))
-            return rc;
     return 0;
 }
 
-/* ---- open / close --------------------------------------------------------- */
+void q35_engine_ckpt_size(const q35_engine *e, uint64_t *fixed, uint64_t *per_pos)
+{
+    *fixed = e->ck_fixed;
+    *per_pos = e->ck_pos;
+}
+
+int q35_engine_ckpt_save(q35_engine *e, int slot, uint64_t id, uint64_t *evicted, int cap,
+                         int *n_evicted, char *err, size_t errsz)
+{
+    if (n_evicted)
+        *n_evicted = 0;
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (id == 0)
+        return q35_err(err, errsz, Q35_EINVAL, "checkpoint id 0 is reserved");
+    if (ckpt_store_has(e->ckpt, id))
+        return q35_err(err, errsz, Q35_EINVAL, "checkpoint %llu exists already",
+                       (unsigned long long)id);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    int n = e->slot_len[slot];
+    if (n < 1)
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d is empty: nothing to save", slot);
+    uint64_t bytes = e->ck_fixed + (uint64_t)n * e->ck_pos;
+    int rc = ckpt_store_reserve(e->ckpt, bytes, evicted, cap, n_evicted, err, errsz);
+    if (rc)
+        return rc;
+    void *ck = NULL;
+    if ((rc = e->ops->ckpt_save(e->be, slot, n, &ck, err, errsz)))
+        return backend_failed(e, rc, err);
+    if ((rc = ckpt_store_put(e->ckpt, id, n, bytes, ck, err, errsz)))
+        e->ops->ckpt_free(e->be, ck);
+    return rc;
+}
+
+int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    if (e->slot_len[slot] != 0)
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d is not empty (length %d): free it first",
+                       slot, e->slot_len[slot]);
+    int len = 0;
+    const void *ck = ckpt_store_get(e->ckpt, id, &len);
+    if (!ck)
+        return q35_err(err, errsz, Q35_EINVAL, "unknown checkpoint %llu", (unsigned long long)id);
+    if (len > e->max_ctx)
+        return q35_err(err, errsz, Q35_ERANGE, "checkpoint %llu of %d positions exceeds max_ctx %d",
+                       (unsigned long long)id, len, e->max_ctx);
+    int rc = e->ops->ckpt_restore(e->be, ck, slot, len, err, errsz);
+    if (rc)
+        return backend_failed(e, rc, err);   /* only Q35_EDEVICE: no state is trusted */
+    e->slot_len[slot] = len;
+    if (n)
+        *n = len;
+    return 0;
+}
+
+int q35_engine_ckpt_len(const q35_engine *e, uint64_t id) { return ckpt_store_len(e->ckpt, id); }
+
+int q35_engine_ckpt_drop(q35_engine *e, uint64_t id) { return ckpt_store_drop(e->ckpt, id); }
+int q35_engine_ckpt_clear(q35_engine *e) { return ckpt_store_clear(e->ckpt); }
+void q35_engine_ckpt_stats(const q35_engine *e, ckpt_stats *st) { ckpt_store_stats(e->ckpt, st); }
 
 q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
 {
@@ -204,9 +192,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
                 o->model_path, e->cfg.head_dim_v, e->cfg.head_dim);
         goto fail;
     }
-    e->w.layer_begin = a;
-    e->w.layer_end = b;
-    if (bind_all(e, err, errsz))
+    if (q35_weights_bind(e->f, &e->cfg, a, b, &e->w, err, errsz))
         goto fail;
     e->ops = q35_backend_find(o->backend, err, errsz);
     if (!e->ops)
@@ -222,14 +208,18 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     q35_backend_opts bo = {
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
         .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);
-    if (!e->be && !o->backend && e->ops != &q35_backend_cpu) {
-        /* "cuda if available": linked in but no usable device. */
-        e->ops = &q35_backend_cpu;
+    /* "auto": the next backend of the table when one cannot start (cuda
+     * built in but no usable device). */
+    for (int i = 1; !e->be && !o->backend && i < N_BACKENDS; i++) {
+        e->ops = backends[i];
         e->be = e->ops->init(&e->w, &bo, err, errsz);
     }
     if (!e->be)
+        goto fail;
+    if (init_ckpt(e, o->cache_bytes, err, errsz))
         goto fail;
     return e;
 fail:
@@ -242,9 +232,10 @@ void q35_engine_close(q35_engine **pe)
     if (!pe || !*pe)
         return;
     q35_engine *e = *pe;
+    ckpt_store_destroy(&e->ckpt);   /* frees through the backend: before it goes */
     if (e->be)
         e->ops->destroy(&e->be);
-    free(e->w.layers);
+    q35_weights_free(&e->w);
     free(e->slot_len);
     free(e->seen);
     gguf_close(&e->f);
@@ -321,13 +312,30 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
     return 0;
 }
 
+/* After Q35_EDEVICE from the backend no slot's state can be trusted
+ * (backend.h): remember the first failure and refuse from then on. */
+static int backend_failed(q35_engine *e, int rc, const char *err)
+{
+    if (rc == Q35_EDEVICE && !e->failed[0])
+        snprintf(e->failed, sizeof e->failed, "%s", err && err[0] ? err : "device error");
+    return rc;
+}
+
+static int refuse_failed(const q35_engine *e, char *err, size_t errsz)
+{
+    return q35_err(err, errsz, Q35_EDEVICE, "engine: backend %s failed earlier (%s); restart the stage",
+                   e->ops->name, e->failed);
+}
+
 int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
 {
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
     int rc = check_batch(e, b, err, errsz);
     if (rc)
         return rc;
     if ((rc = e->ops->forward(e->be, b, err, errsz)))
-        return rc;
+        return backend_failed(e, rc, err);
     for (int s = 0; s < b->n_seq; s++)
         e->slot_len[b->slot[s]] += b->n_tok[s];
     return 0;
@@ -344,34 +352,16 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
 {
     if (slot < 0 || slot >= e->max_seqs)
         return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
-    e->ops->slot_reset(e->be, slot);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    char msg[Q35_ERRSZ] = "";
+    int rc = e->ops->slot_reset(e->be, slot, msg, sizeof msg);
+    if (rc) {
+        backend_failed(e, rc, msg);
+        return q35_err(err, errsz, rc, "%s", msg);
+    }
     e->slot_len[slot] = 0;
     return 0;
 }
 
-uint64_t q35_engine_decode_bytes(const q35_engine *e)
-{
-    const q35_weights *w = &e->w;
-    uint64_t n = 0;
-    if (w->has_embd)
-        n += w->token_embd.row_bytes;
-    if (w->has_head)
-        n += w->output_norm.nbytes + w->output.nbytes;
-    for (int il = w->layer_begin; il < w->layer_end; il++) {
-        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
-        const q35_tensor *dense[] = {
-            &l->attn_norm, &l->post_attention_norm, &l->attn_q, &l->attn_k, &l->attn_v,
-            &l->attn_q_norm, &l->attn_k_norm, &l->attn_output, &l->attn_qkv, &l->attn_gate,
-            &l->ssm_conv1d, &l->ssm_dt_bias, &l->ssm_a, &l->ssm_beta, &l->ssm_alpha,
-            &l->ssm_norm, &l->ssm_out, &l->ffn_gate_inp, &l->ffn_gate_inp_shexp,
-            &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
-        };
-        for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++)
-            if (dense[i]->data)
-                n += dense[i]->nbytes;
-        const q35_tensor *exps[] = { &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps };
-        for (int i = 0; i < 3; i++)
-            n += (uint64_t)e->cfg.n_expert_used * exps[i]->row_bytes * (uint64_t)exps[i]->ne[1];
-    }
-    return n;
-}
+uint64_t q35_engine_decode_bytes(const q35_engine *e) { return q35_weights_decode_bytes(&e->w); }

@@ -24,7 +24,16 @@ typedef struct q35_engine_opts {
     int n_threads;                /* CPU worker threads */
     const char *backend;          /* "cpu", "cuda", or NULL = cuda if available else cpu */
     int device;                   /* CUDA device index */
+    int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
+    bool no_graphs;               /* CUDA: no captured graphs for decode passes */
+    /* Checkpoint store (prefix cache) budget in bytes: 0 = no store (saves
+     * refused), Q35_CACHE_AUTO = a quarter of the memory free where the
+     * backend keeps checkpoints (host RAM for cpu, device memory for cuda)
+     * once the slot pool is allocated. */
+    int64_t cache_bytes;
 } q35_engine_opts;
+
+#define Q35_CACHE_AUTO ((int64_t)-1)
 
 /* One forward pass over tokens of one or more sequences. Sequence s has
  * n_tok[s] tokens at positions pos[s] .. pos[s]+n_tok[s]-1 in slot
@@ -68,11 +77,45 @@ uint64_t q35_engine_decode_bytes(const q35_engine *e);
 
 /* Runs the batch. Validates slots, positions (continuing each slot,
  * < max_ctx), token ids, sizes: Q35_EINVAL / Q35_ESTATE with a message
- * naming the sequence and field; on error no slot state changes. */
+ * naming the sequence and field; on such an error, and on a resource
+ * error (Q35_ENOMEM), no slot state changes. Q35_EDEVICE: the device
+ * failed and slot state is lost; every later forward and reset then
+ * fails with Q35_EDEVICE naming that failure (reopen the engine). */
 int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz);
 
-/* Slot state: current length (next position), reset to empty. */
+/* Slot state: current length (next position), reset to empty (reset:
+ * 0, Q35_EINVAL for a bad slot, Q35_EDEVICE as for forward). */
 int q35_engine_slot_len(const q35_engine *e, int slot);
 int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
+
+/* ---- checkpoints (prefix cache) -------------------------------------------
+ * A checkpoint is the state of one slot at length n for the layers this
+ * engine owns: every SSM layer's conv + S state and every attention
+ * layer's K/V rows [0, n). Its exact size is fixed + n x per_pos bytes.
+ * Checkpoints live in the engine's store (model/ckpt.h: byte budget,
+ * least-recently-used eviction), named by ids the caller chooses. */
+void q35_engine_ckpt_size(const q35_engine *e, uint64_t *fixed, uint64_t *per_pos);
+
+/* Saves slot's state (length n >= 1) as checkpoint id (!= 0, not present),
+ * first evicting least recently used entries to make room; their ids go
+ * to evicted[0 .. cap), all counted in *n_evicted. The slot is unchanged.
+ * Q35_EINVAL (slot, id), Q35_ESTATE (empty slot), Q35_ERANGE (larger than
+ * the whole budget, or no store), Q35_ENOMEM / Q35_EDEVICE. */
+int q35_engine_ckpt_save(q35_engine *e, int slot, uint64_t id, uint64_t *evicted, int cap,
+                         int *n_evicted, char *err, size_t errsz);
+/* Restores checkpoint id into slot, which must be empty: its length
+ * becomes the checkpoint's n (in *n). Continuing it gives the same bits as
+ * continuing the sequence it was saved from. The checkpoint stays.
+ * Q35_EINVAL (slot; an absent id: "unknown checkpoint"), Q35_ESTATE
+ * (slot not empty), Q35_ERANGE (n past max_ctx), Q35_EDEVICE. */
+int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *err, size_t errsz);
+/* Checkpoint id's length n, -1 when absent (no use counted). */
+int q35_engine_ckpt_len(const q35_engine *e, uint64_t id);
+/* Drops checkpoint id: 0, or Q35_EINVAL when absent. */
+int q35_engine_ckpt_drop(q35_engine *e, uint64_t id);
+/* Drops every checkpoint; returns how many. */
+int q35_engine_ckpt_clear(q35_engine *e);
+struct ckpt_stats;
+void q35_engine_ckpt_stats(const q35_engine *e, struct ckpt_stats *st);
 
 #endif

@@ -1,8 +1,7 @@
 /* quant.c — the ggml type table, row sizing, fp16/bf16 conversions.
  *
- * Every id ggml defines has a row (name, elements and bytes per block) so
- * the GGUF reader can size any tensor; ids ggml retired (4, 5, 31-33,
- * 36-38) have none. Decoders are filled for the types this project reads.
+ * The rows are quant.h's QUANT_TABLE; decoders are filled for its REF
+ * rows.
  */
 #include "quant_impl.h"
 #include "common.h"
@@ -37,43 +36,13 @@ const quant_kernels quant_kernels_scalar[GGML_TYPE_COUNT] = {
 #undef X
 };
 
-#define DEC(name) dequant_##name, dotref_##name, quant_block_##name
-
-/* name, block size, bytes per block, decoders */
-static const quant_type types[GGML_TYPE_COUNT] = {
-    [GGML_TYPE_F32]     = { "f32",     1,   4,   DEC(f32) },
-    [GGML_TYPE_F16]     = { "f16",     1,   2,   DEC(f16) },
-    [GGML_TYPE_Q4_0]    = { "q4_0",    32,  18,  DEC(q4_0) },
-    [GGML_TYPE_Q4_1]    = { "q4_1",    32,  20,  DEC(q4_1) },
-    [GGML_TYPE_Q5_0]    = { "q5_0",    32,  22,  DEC(q5_0) },
-    [GGML_TYPE_Q5_1]    = { "q5_1",    32,  24,  DEC(q5_1) },
-    [GGML_TYPE_Q8_0]    = { "q8_0",    32,  34,  DEC(q8_0) },
-    [GGML_TYPE_Q8_1]    = { "q8_1",    32,  36,  0, 0, 0 },
-    [GGML_TYPE_Q2_K]    = { "q2_K",    256, 84,  DEC(q2_K) },
-    [GGML_TYPE_Q3_K]    = { "q3_K",    256, 110, DEC(q3_K) },
-    [GGML_TYPE_Q4_K]    = { "q4_K",    256, 144, DEC(q4_K) },
-    [GGML_TYPE_Q5_K]    = { "q5_K",    256, 176, DEC(q5_K) },
-    [GGML_TYPE_Q6_K]    = { "q6_K",    256, 210, DEC(q6_K) },
-    [GGML_TYPE_Q8_K]    = { "q8_K",    256, 292, 0, 0, 0 },
-    [GGML_TYPE_IQ2_XXS] = { "iq2_xxs", 256, 66,  0, 0, 0 },
-    [GGML_TYPE_IQ2_XS]  = { "iq2_xs",  256, 74,  0, 0, 0 },
-    [GGML_TYPE_IQ3_XXS] = { "iq3_xxs", 256, 98,  0, 0, 0 },
-    [GGML_TYPE_IQ1_S]   = { "iq1_s",   256, 50,  0, 0, 0 },
-    [GGML_TYPE_IQ4_NL]  = { "iq4_nl",  32,  18,  DEC(iq4_nl) },
-    [GGML_TYPE_IQ3_S]   = { "iq3_s",   256, 110, 0, 0, 0 },
-    [GGML_TYPE_IQ2_S]   = { "iq2_s",   256, 82,  0, 0, 0 },
-    [GGML_TYPE_IQ4_XS]  = { "iq4_xs",  256, 136, DEC(iq4_xs) },
-    [GGML_TYPE_I8]      = { "i8",      1,   1,   0, 0, 0 },
-    [GGML_TYPE_I16]     = { "i16",     1,   2,   0, 0, 0 },
-    [GGML_TYPE_I32]     = { "i32",     1,   4,   0, 0, 0 },
-    [GGML_TYPE_I64]     = { "i64",     1,   8,   0, 0, 0 },
-    [GGML_TYPE_F64]     = { "f64",     1,   8,   0, 0, 0 },
-    [GGML_TYPE_IQ1_M]   = { "iq1_m",   256, 56,  0, 0, 0 },
-    [GGML_TYPE_BF16]    = { "bf16",    1,   2,   DEC(bf16) },
-    [GGML_TYPE_TQ1_0]   = { "tq1_0",   256, 54,  0, 0, 0 },
-    [GGML_TYPE_TQ2_0]   = { "tq2_0",   256, 66,  0, 0, 0 },
-    [GGML_TYPE_MXFP4]   = { "mxfp4",   32,  17,  DEC(mxfp4) },
-};
+/* Every row of quant.h's table; the decoders only for REF rows. */
+#define DEC_REF(name) dequant_##name, dotref_##name, quant_block_##name
+#define DEC_NA(name) 0, 0, 0
+#define ROW(P, ID, name, id, blck, bytes, ref, avx2, avx512, cu, align, fill) \
+    [GGML_TYPE_##ID] = { #name, blck, bytes, DEC_##ref(name), align },
+static const quant_type types[GGML_TYPE_COUNT] = { QUANT_TABLE(ROW, ~) };
+#undef ROW
 
 const quant_type *quant_type_of(int type)
 {
@@ -218,20 +187,31 @@ int quant_force_isa(const char *isa)
 
 const char *quant_isa(void) { return isa_names[isa_get()]; }
 
+/* The chosen ISA's kernels for a type. The ISA tables hold every decoded
+ * type (quant_kern.h fills a type without its own kernel with the generic
+ * one); the scalar row backs any entry that is still empty, so a decoded
+ * type is never left without a kernel. NULL: not a decoded type. */
+static const quant_kernels *kernels_of(int type)
+{
+    if (type < 0 || type >= GGML_TYPE_COUNT || !quant_kernels_scalar[type].dot)
+        return NULL;
+    const quant_kernels *k = &isa_tables[isa_get()][type];
+    return k->dot && k->mm ? k : &quant_kernels_scalar[type];
+}
+
 quant_dot_fn quant_dot(int type)
 {
-    if (type < 0 || type >= GGML_TYPE_COUNT)
-        return NULL;
-    return isa_tables[isa_get()][type].dot;
+    const quant_kernels *k = kernels_of(type);
+    return k ? k->dot : NULL;
 }
 
 void quant_matmul(int type, const void *W, size_t row_bytes, int64_t ncols,
                   int64_t r0, int64_t r1, const float *X, int64_t ldx, int nx,
                   float *Y, int64_t ldy)
 {
-    quant_mm_fn mm = type >= 0 && type < GGML_TYPE_COUNT ? isa_tables[isa_get()][type].mm : NULL;
-    if (mm && r1 > r0 && nx > 0)
-        mm(W, row_bytes, ncols, r0, r1, X, ldx, nx, Y, ldy);
+    const quant_kernels *k = kernels_of(type);
+    if (k && r1 > r0 && nx > 0)
+        k->mm(W, row_bytes, ncols, r0, r1, X, ldx, nx, Y, ldy);
 }
 
 /* --- fp16 / bf16 ---------------------------------------------------------- */

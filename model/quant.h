@@ -12,16 +12,82 @@
 #include <stdint.h>
 #include <stddef.h>
 
+/* The type table: everything a type is, one row per ggml id. Adding a
+ * type = one row here plus its kernels (a scalar block decoder in
+ * quant_ref.c; optionally a body in quant_avx2.c / quant_avx512.c and a
+ * Dec<> in cuda/cu_quant.cuh). tests/test_quant.c walks these rows: a
+ * decoded row whose ISA column says NONE fails it, naming the kernel.
+ *
+ *   ID, name    GGML_TYPE_<ID>, and the name as ggml spells it
+ *   id          ggml's number (what a GGUF file stores)
+ *   blck, bytes elements and bytes per block
+ *   ref         REF: scalar decoder quant_block_<name> (quant_ref.c), the
+ *               reference every fast path is tested against; NA: sized only
+ *   avx2, avx512  the kernel each ISA table holds: FUSED (body_<name> in
+ *               that ISA's file), OWN (its own dot_/mm_<name>), GENERIC
+ *               (the ISA's vector loop over the scalar decoder), BASE (the
+ *               framework's own, quant_kern.h), NONE (not written: the
+ *               generic one runs and the test fails), NA (not decoded)
+ *   cuda, align CU: the CUDA kernels decode it (Dec<> in cu_quant.cuh),
+ *               their loads need rows `align`-byte aligned; NA, 0: not
+ *   fill        random valid blocks (quant_rand.c): SC(offset of the f16
+ *               scale d, of the f16 min m or -1, largest |quant| times
+ *               sub-scale under d, same under m; -1: m is added), or
+ *               F32V/F16V/BF16V (plain values), E8M0 (shared exponent), NOFILL
+ *
+ *  ID       name      id  blck bytes ref  avx2     avx512   cuda align fill */
+#define QUANT_TABLE(R, P) \
+R(P, F32,     f32,      0,   1,   4, REF, BASE,    BASE,    CU, 16, F32V) \
+R(P, F16,     f16,      1,   1,   2, REF, FUSED,   FUSED,   CU,  2, F16V) \
+R(P, Q4_0,    q4_0,     2,  32,  18, REF, GENERIC, FUSED,   NA,  0, SC(0, -1, 8, 0)) \
+R(P, Q4_1,    q4_1,     3,  32,  20, REF, GENERIC, FUSED,   NA,  0, SC(0, 2, 7.5f, -1)) \
+R(P, Q5_0,    q5_0,     6,  32,  22, REF, GENERIC, FUSED,   NA,  0, SC(0, -1, 16, 0)) \
+R(P, Q5_1,    q5_1,     7,  32,  24, REF, GENERIC, FUSED,   NA,  0, SC(0, 2, 15.5f, -1)) \
+R(P, Q8_0,    q8_0,     8,  32,  34, REF, FUSED,   FUSED,   CU,  2, SC(0, -1, 127, 0)) \
+R(P, Q8_1,    q8_1,     9,  32,  36, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, Q2_K,    q2_K,    10, 256,  84, REF, FUSED,   FUSED,   NA,  0, SC(80, 82, 45, 15)) \
+R(P, Q3_K,    q3_K,    11, 256, 110, REF, FUSED,   FUSED,   CU,  2, SC(108, -1, 128, 0)) \
+R(P, Q4_K,    q4_K,    12, 256, 144, REF, FUSED,   OWN,     CU,  8, SC(0, 2, 945, 63)) \
+R(P, Q5_K,    q5_K,    13, 256, 176, REF, FUSED,   FUSED,   CU,  8, SC(0, 2, 1953, 63)) \
+R(P, Q6_K,    q6_K,    14, 256, 210, REF, FUSED,   FUSED,   CU,  2, SC(208, -1, 4096, 0)) \
+R(P, Q8_K,    q8_K,    15, 256, 292, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ2_XXS, iq2_xxs, 16, 256,  66, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ2_XS,  iq2_xs,  17, 256,  74, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ3_XXS, iq3_xxs, 18, 256,  98, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ1_S,   iq1_s,   19, 256,  50, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ4_NL,  iq4_nl,  20,  32,  18, REF, GENERIC, FUSED,   NA,  0, SC(0, -1, 127, 0)) \
+R(P, IQ3_S,   iq3_s,   21, 256, 110, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ2_S,   iq2_s,   22, 256,  82, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ4_XS,  iq4_xs,  23, 256, 136, REF, GENERIC, FUSED,   NA,  0, SC(0, -1, 4064, 0)) \
+R(P, I8,      i8,      24,   1,   1, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, I16,     i16,     25,   1,   2, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, I32,     i32,     26,   1,   4, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, I64,     i64,     27,   1,   8, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, F64,     f64,     28,   1,   8, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, IQ1_M,   iq1_m,   29, 256,  56, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, BF16,    bf16,    30,   1,   2, REF, FUSED,   FUSED,   CU,  2, BF16V) \
+R(P, TQ1_0,   tq1_0,   34, 256,  54, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, TQ2_0,   tq2_0,   35, 256,  66, NA,  NA,      NA,      NA,  0, NOFILL) \
+R(P, MXFP4,   mxfp4,   39,  32,  17, REF, GENERIC, FUSED,   NA,  0, E8M0)
+
+/* Selections of the table, X(ID, name) or X(GGML_TYPE_<ID>, name) per row:
+ * every row, the decoded rows (ref REF), the rows the CUDA kernels decode. */
+#define QUANT_TYPES(X) QUANT_TABLE(QUANT_SEL_ALL_, X)
+#define QUANT_DECODED(X) QUANT_TABLE(QUANT_SEL_REF_, X)
+#define QUANT_CUDA(X) QUANT_TABLE(QUANT_SEL_CU_, X)
+#define QUANT_SEL_ALL_(X, ID, name, ...) X(ID, name)
+#define QUANT_SEL_REF_(X, ID, name, id, b, n, ref, ...) QUANT_IF_##ref(X, ID, name)
+#define QUANT_SEL_CU_(X, ID, name, id, b, n, ref, a2, a5, cu, ...) QUANT_IF_##cu(X, GGML_TYPE_##ID, name)
+#define QUANT_IF_REF(X, ...) X(__VA_ARGS__)
+#define QUANT_IF_CU(X, ...) X(__VA_ARGS__)
+#define QUANT_IF_NA(X, ...)
+
+/* ggml's ids; ids ggml retired (4, 5, 31-33, 36-38) have no row. */
 enum ggml_type {
-    GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q4_1 = 3,
-    GGML_TYPE_Q5_0 = 6, GGML_TYPE_Q5_1 = 7, GGML_TYPE_Q8_0 = 8, GGML_TYPE_Q8_1 = 9,
-    GGML_TYPE_Q2_K = 10, GGML_TYPE_Q3_K = 11, GGML_TYPE_Q4_K = 12, GGML_TYPE_Q5_K = 13,
-    GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_IQ2_XXS = 16, GGML_TYPE_IQ2_XS = 17,
-    GGML_TYPE_IQ3_XXS = 18, GGML_TYPE_IQ1_S = 19, GGML_TYPE_IQ4_NL = 20, GGML_TYPE_IQ3_S = 21,
-    GGML_TYPE_IQ2_S = 22, GGML_TYPE_IQ4_XS = 23, GGML_TYPE_I8 = 24, GGML_TYPE_I16 = 25,
-    GGML_TYPE_I32 = 26, GGML_TYPE_I64 = 27, GGML_TYPE_F64 = 28, GGML_TYPE_IQ1_M = 29,
-    GGML_TYPE_BF16 = 30, GGML_TYPE_TQ1_0 = 34, GGML_TYPE_TQ2_0 = 35, GGML_TYPE_MXFP4 = 39,
-    GGML_TYPE_COUNT = 40,
+#define QUANT_ENUM_(P, ID, name, id, ...) GGML_TYPE_##ID = id,
+    QUANT_TABLE(QUANT_ENUM_, ~)
+#undef QUANT_ENUM_
+    GGML_TYPE_COUNT = 40,   /* above every id in the table */
 };
 
 typedef struct quant_type {
@@ -36,6 +102,9 @@ typedef struct quant_type {
      * the decoder table: dequant, dot_ref and the generic fast paths are
      * all built on it. */
     void (*block)(const uint8_t *blk, float *out);
+    /* Byte alignment the CUDA decoders need of a matrix's rows; 0: no
+     * CUDA decoder for this type. */
+    int cuda_align;
 } quant_type;
 
 /* The table row for a type id, or NULL for an id ggml does not define. */

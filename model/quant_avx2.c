@@ -25,11 +25,9 @@
 #define V_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KT quant_kernels_avx2
 
-#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q2_K, Q2_K) \
-                 X(q3_K, Q3_K) X(q4_K, Q4_K) X(q5_K, Q5_K) X(q6_K, Q6_K)
-#define OWN(X)
-#define GENERIC(X) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) \
-                   X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
+/* Which kernel each type has here: the avx2 column of quant.h's table
+ * (a FUSED type's body_<name> is below). */
+#define QK_COL(avx2, avx512) avx2
 
 static inline float hsum8(__m256 v)
 {

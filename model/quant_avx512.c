@@ -38,13 +38,9 @@
 #define KT quant_kernels_avx512
 #define PAIR_NV 3       /* row-pair matmul tiles: 24 of the 32 registers */
 
-/* Types with their own body below; the others use the generic one. */
-#define FUSED(X) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q2_K, Q2_K) \
-                 X(q3_K, Q3_K) X(q5_K, Q5_K) X(q6_K, Q6_K) X(q4_0, Q4_0) \
-                 X(q4_1, Q4_1) X(q5_0, Q5_0) X(q5_1, Q5_1) X(iq4_nl, IQ4_NL) \
-                 X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4)
-#define GENERIC(X)
-#define OWN(X) X(q4_K, Q4_K)      /* quant_q4k.h: scales factored out */
+/* Which kernel each type has here: the avx512 column of quant.h's table
+ * (a FUSED type's body_<name> is below; q4_K is OWN: quant_q4k.h, scales factored out). */
+#define QK_COL(avx2, avx512) avx512
 
 
 #include "quant_kern.h"

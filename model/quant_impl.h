@@ -1,17 +1,10 @@
-/* quant_impl.h — internal to the quant module: the list of decoded types,
- * the scalar block decoders, and the per-ISA kernel tables.
+/* quant_impl.h — internal to the quant module: the scalar block decoders
+ * and the per-ISA kernel tables (the type table itself is quant.h's).
  */
 #ifndef Q35_QUANT_IMPL_H
 #define Q35_QUANT_IMPL_H
 
 #include "quant.h"
-
-/* Every type this project decodes: X(ID suffix, lowercase name). */
-#define QUANT_DECODED(X) \
-    X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) \
-    X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(Q2_K, q2_K) X(Q3_K, q3_K) \
-    X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(IQ4_NL, iq4_nl) \
-    X(IQ4_XS, iq4_xs) X(MXFP4, mxfp4)
 
 /* One block of `blck` values, bit-exact with ggml. */
 #define X(ID, name) void quant_block_##name(const uint8_t *blk, float *out);
@@ -28,7 +21,9 @@ typedef struct quant_kernels {
     quant_mm_fn mm;
 } quant_kernels;
 
-/* Filled for every decoded type; NULL rows for the others. */
+/* Filled for every decoded type (the ISA tables from their table column:
+ * a type without a kernel of its own gets the ISA's generic one); NULL
+ * rows for the others. */
 extern const quant_kernels quant_kernels_scalar[GGML_TYPE_COUNT];
 extern const quant_kernels quant_kernels_avx2[GGML_TYPE_COUNT];
 extern const quant_kernels quant_kernels_avx512[GGML_TYPE_COUNT];

@@ -23,9 +23,9 @@
  *   V_LOADN(p, k)     first k (< VL) floats from p, the rest 0; reads
  *                     nothing past p + k
  *   V_F16(p) V_BF16(p) VL halves / bfloat16s at p, widened exactly
- *   FUSED(X) GENERIC(X)  X(name, ID) lists: own body_<name> / generic
- *   OWN(X)            types with their own dot_<name> / mm_<name>, written
- *                     before the expansion (outside this framework)
+ *   QK_COL(avx2, avx512)  its column of quant.h's table (which kernel
+ *                     each type has: FUSED needs a body_<name>, OWN a
+ *                     dot_<name> / mm_<name> written before the expansion)
  *   KT                the kernel table's name
  */
 #define INLINE static inline __attribute__((always_inline))
@@ -358,13 +358,29 @@ static void mm_##name(const void *W, size_t rb, int64_t nc, int64_t r0,        \
                             Y + v0 * ldy + (r - r0), ldy);                     \
 }
 
-/* After the bodies: instantiate rows, tiles, dot, matmul and the table. */
-#define QK_ROWTILE(name, ID) ROW_FN(name, ID, body_##name) TILE_FN(name)
-#define QK_GENROWTILE(name, ID) GEN_BODY(name, ID) ROW_FN(name, ID, gbody_##name) TILE_FN(name)
-#define QK_ENTRY(name, ID) [GGML_TYPE_##ID] = { dot_##name, mm_##name },
+/* After the bodies: per row of quant.h's table, by this ISA's column
+ * (QK_COL), the row and tile functions, dot, matmul and the table entry.
+ * NONE (no kernel written yet) instantiates the generic one, as GENERIC
+ * does: every decoded type has a kernel in every ISA table. */
+#define QK_FUNCS_FUSED(name, ID) ROW_FN(name, ID, body_##name) TILE_FN(name) KERNELS(name, ID)
+#define QK_FUNCS_GENERIC(name, ID) \
+    GEN_BODY(name, ID) ROW_FN(name, ID, gbody_##name) TILE_FN(name) KERNELS(name, ID)
+#define QK_FUNCS_NONE QK_FUNCS_GENERIC
+#define QK_FUNCS_BASE(name, ID) TILE_FN(name) KERNELS(name, ID)   /* f32: row_f32 above */
+#define QK_FUNCS_OWN(name, ID)                                     /* written by the ISA file */
+#define QK_FUNCS_NA(name, ID)
+#define QK_ENTRY_FUSED(name, ID) [GGML_TYPE_##ID] = { dot_##name, mm_##name },
+#define QK_ENTRY_GENERIC QK_ENTRY_FUSED
+#define QK_ENTRY_NONE QK_ENTRY_FUSED
+#define QK_ENTRY_BASE QK_ENTRY_FUSED
+#define QK_ENTRY_OWN QK_ENTRY_FUSED
+#define QK_ENTRY_NA(name, ID)
+#define QK_PASTE_(what, kind, name, ID) QK_##what##_##kind(name, ID)
+#define QK_PICK_(what, kind, name, ID) QK_PASTE_(what, kind, name, ID)
+#define QK_FUNCS_ROW_(P, ID, name, id, blck, bytes, ref, avx2, avx512, ...) \
+    QK_PICK_(FUNCS, QK_COL(avx2, avx512), name, ID)
+#define QK_ENTRY_ROW_(P, ID, name, id, blck, bytes, ref, avx2, avx512, ...) \
+    QK_PICK_(ENTRY, QK_COL(avx2, avx512), name, ID)
 #define QUANT_INSTANTIATE                                                      \
-    TILE_FN(f32) FUSED(QK_ROWTILE) GENERIC(QK_GENROWTILE)                      \
-    KERNELS(f32, F32) FUSED(KERNELS) GENERIC(KERNELS)                          \
-    const quant_kernels KT[GGML_TYPE_COUNT] = {                                \
-        QK_ENTRY(f32, F32) FUSED(QK_ENTRY) GENERIC(QK_ENTRY) OWN(QK_ENTRY)     \
-    };
+    QUANT_TABLE(QK_FUNCS_ROW_, ~)                                              \
+    const quant_kernels KT[GGML_TYPE_COUNT] = { QUANT_TABLE(QK_ENTRY_ROW_, ~) };

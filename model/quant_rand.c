@@ -19,15 +19,21 @@ static float uni(uint64_t *s, float lo, float hi)
     return lo + (hi - lo) * (float)(xs64(s) >> 40) * (1.0f / 16777216.0f);
 }
 
-/* Where a type keeps its f16 scale fields, and the largest |quant| times
- * sub-scale each multiplies (so amp / that bounds the values). */
-static const struct { int type; short off_d, off_m; float dmax, mmax; } scales[] = {
-    { GGML_TYPE_Q8_0, 0, -1, 127, 0 },         { GGML_TYPE_Q4_0, 0, -1, 8, 0 },
-    { GGML_TYPE_Q4_1, 0, 2, 7.5f, -1 },        { GGML_TYPE_Q5_0, 0, -1, 16, 0 },
-    { GGML_TYPE_Q5_1, 0, 2, 15.5f, -1 },       { GGML_TYPE_Q2_K, 80, 82, 45, 15 },
-    { GGML_TYPE_Q3_K, 108, -1, 128, 0 },       { GGML_TYPE_Q4_K, 0, 2, 945, 63 },
-    { GGML_TYPE_Q5_K, 0, 2, 1953, 63 },      { GGML_TYPE_Q6_K, 208, -1, 4096, 0 },
-    { GGML_TYPE_IQ4_NL, 0, -1, 127, 0 },       { GGML_TYPE_IQ4_XS, 0, -1, 4064, 0 },
+/* Each type's fill column (quant.h): where it keeps its f16 scale fields
+ * and the largest |quant| times sub-scale each multiplies (so amp / that
+ * bounds the values), or how its plain values are drawn. */
+enum { FILL_NONE, FILL_SCALE, FILL_F32, FILL_F16, FILL_BF16, FILL_E8M0 };
+static const struct { int kind; short off_d, off_m; float dmax, mmax; } fills[GGML_TYPE_COUNT] = {
+#define RAND_SC(d, m, dmax, mmax) { FILL_SCALE, d, m, dmax, mmax }
+#define RAND_F32V { FILL_F32, 0, -1, 0, 0 }
+#define RAND_F16V { FILL_F16, 0, -1, 0, 0 }
+#define RAND_BF16V { FILL_BF16, 0, -1, 0, 0 }
+#define RAND_E8M0 { FILL_E8M0, 0, -1, 0, 0 }
+#define RAND_NOFILL { FILL_NONE, 0, -1, 0, 0 }
+#define ROW(P, ID, name, id, blck, bytes, ref, avx2, avx512, cu, align, fill) \
+    [GGML_TYPE_##ID] = RAND_##fill,
+    QUANT_TABLE(ROW, ~)
+#undef ROW
 };
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
@@ -43,36 +49,34 @@ int quant_fill_random(int type, void *dst, int64_t n, float amp, uint64_t *state
         uint64_t r = xs64(state);
         memcpy(b + i, &r, nb * t->bytes - i < 8 ? (size_t)(nb * t->bytes - i) : 8);
     }
-    int k = -1;
-    for (size_t j = 0; j < sizeof scales / sizeof *scales; j++)
-        if (scales[j].type == type)
-            k = (int)j;
     for (int64_t i = 0; i < nb; i++, b += t->bytes) {
-        switch (type) {
-        case GGML_TYPE_F32: {
+        switch (fills[type].kind) {
+        case FILL_F32: {
             float f = uni(state, -amp, amp);
             memcpy(b, &f, 4);
             continue;
         }
-        case GGML_TYPE_F16:
+        case FILL_F16:
             put16(b, quant_f32_to_f16(uni(state, -amp, amp)));
             continue;
-        case GGML_TYPE_BF16:
+        case FILL_BF16:
             put16(b, quant_f32_to_bf16(uni(state, -amp, amp)));
             continue;
-        case GGML_TYPE_MXFP4:   /* 12 * 2^(e - 128) <= amp */
+        case FILL_E8M0:   /* 12 * 2^(e - 128) <= amp */
             b[0] = (uint8_t)fmaxf(1.0f, 128.0f + floorf(log2f(amp / 12.0f)) -
                                            (float)(xs64(state) % 3));
             continue;
-        }
-        if (k < 0)
+        case FILL_SCALE:
+            break;
+        default:
             continue;
+        }
         float u = uni(state, 0.5f, 1);
-        put16(b + scales[k].off_d, quant_f32_to_f16(amp * u / scales[k].dmax));
-        if (scales[k].off_m >= 0) {   /* q4_1/q5_1 add m (centres the range); K-quants subtract */
-            float m = scales[k].mmax < 0 ? -amp * u
-                                         : amp * uni(state, 0, 0.5f) / scales[k].mmax;
-            put16(b + scales[k].off_m, quant_f32_to_f16(m));
+        put16(b + fills[type].off_d, quant_f32_to_f16(amp * u / fills[type].dmax));
+        if (fills[type].off_m >= 0) {   /* q4_1/q5_1 add m (centres the range); K-quants subtract */
+            float m = fills[type].mmax < 0 ? -amp * u
+                                           : amp * uni(state, 0, 0.5f) / fills[type].mmax;
+            put16(b + fills[type].off_m, quant_f32_to_f16(m));
         }
     }
     return Q35_OK;

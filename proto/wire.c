@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "quant.h"   /* the one bf16 / f16 conversion */
 #include "wire.h"
 
 /* ---- budgeted allocator ---------------------------------------------- */
@@ -186,6 +187,23 @@ void q35_wire_msg_close(q35_wire_msg *m)
     m->n = 0;
 }
 
+int q35_wire_monitor_event(void *mon, uint16_t *event, uint32_t *value)
+{
+    q35_wire_msg m;
+    if (q35_wire_recv(mon, &m, ZMQ_DONTWAIT) != 0)
+        return -1;
+    size_t len;
+    const uint8_t *p = q35_wire_frame(&m, 0, &len);
+    *event = 0;
+    *value = 0;
+    if (len >= 2)
+        memcpy(event, p, 2);
+    if (len >= 6)
+        memcpy(value, p + 2, 4);
+    q35_wire_msg_close(&m);
+    return 0;
+}
+
 static void free_buf(void *data, void *hint)
 {
     (void)hint;
@@ -280,24 +298,6 @@ const char *q35_wire_dtype_name(int dtype)
     }
 }
 
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffff) > 0x7f800000)     /* NaN stays NaN */
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 void q35_wire_encode(int dtype, const float *x, size_t n, void *out)
 {
     switch (dtype) {
@@ -307,13 +307,13 @@ void q35_wire_encode(int dtype, const float *x, size_t n, void *out)
     case Q35__DTYPE__DTYPE_BF16: {
         uint16_t *o = out;
         for (size_t i = 0; i < n; i++)
-            o[i] = to_bf16(x[i]);
+            o[i] = quant_f32_to_bf16(x[i]);
         break;
     }
     case Q35__DTYPE__DTYPE_F16: {
-        _Float16 *o = out;
+        uint16_t *o = out;
         for (size_t i = 0; i < n; i++)
-            o[i] = (_Float16)x[i];
+            o[i] = quant_f32_to_f16(x[i]);
         break;
     }
     }
@@ -328,13 +328,13 @@ void q35_wire_decode(int dtype, const void *in, size_t n, float *x)
     case Q35__DTYPE__DTYPE_BF16: {
         const uint16_t *p = in;
         for (size_t i = 0; i < n; i++)
-            x[i] = from_bf16(p[i]);
+            x[i] = quant_bf16_to_f32(p[i]);
         break;
     }
     case Q35__DTYPE__DTYPE_F16: {
-        const _Float16 *p = in;
+        const uint16_t *p = in;
         for (size_t i = 0; i < n; i++)
-            x[i] = (float)p[i];
+            x[i] = quant_f16_to_f32(p[i]);
         break;
     }
     }

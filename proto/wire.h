@@ -92,6 +92,12 @@ static inline const void *q35_wire_frame(const q35_wire_msg *m, int i, size_t *l
     return zmq_msg_data((zmq_msg_t *)&m->f[i]);
 }
 
+/* Reads one pending event of a zmq_socket_monitor() PAIR socket (its
+ * frames: [u16 event][u32 value], then the endpoint, dropped here).
+ * Returns 0 with *event and *value set, or -1 with errno (EAGAIN: none
+ * pending). Never blocks. */
+int q35_wire_monitor_event(void *mon, uint16_t *event, uint32_t *value);
+
 /* Packs `msg` and sends it, preceded by the identity frame when ident is
  * not NULL (ROUTER side). flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with
  * errno (EHOSTUNREACH: ROUTER peer gone; EAGAIN: nobody connected). */

@@ -58,7 +58,9 @@ int main(int argc, char **argv)
         .n_threads = c.threads > 0 ? c.threads : (int)(ncpu > 0 ? ncpu : 1),
         .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .device = c.device,
+        .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
         .max_msg = (size_t)c.max_msg_mb << 20,
+        .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
         .curve_secret = c.curve ? &c.curve_secret : NULL,
         .curve_allowed = c.curve_allowed, .n_curve_allowed = c.n_curve_allowed,
     };

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "common.h"
 #include "gguf.h"
 #include "log.h"
@@ -77,7 +78,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     q35_engine_opts eo = {
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
-        .backend = o->backend, .device = o->device,
+        .backend = o->backend, .device = o->device, .cache_bytes = o->cache_bytes,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)
@@ -122,9 +124,16 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (o->max_msg && o->max_msg < s->req_max)
         s->req_max = o->max_msg;
     s->t_start = q35_now();
-    snprintf(s->desc, sizeof s->desc, "layers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d",
+    ckpt_stats cs;
+    q35_engine_ckpt_stats(s->eng, &cs);
+    uint64_t ck_fixed, ck_pos;
+    q35_engine_ckpt_size(s->eng, &ck_fixed, &ck_pos);
+    snprintf(s->desc, sizeof s->desc, "layers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d, "
+             "prefix cache %.0f MiB%s (a checkpoint: %.2f MiB + %.1f KiB per position)",
              s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
-             q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch);
+             q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch,
+             (double)cs.budget / (1 << 20), o->cache_bytes == Q35_CACHE_AUTO ? " (auto)" : "",
+             (double)ck_fixed / (1 << 20), (double)ck_pos / 1024);
     return s;
 fail:
     stage_destroy(&s);
@@ -229,6 +238,10 @@ static int on_hello(stage *s, const Q35__Hello *h, reply *rp, Q35__Handshake *hs
     hs->dtypes = (Q35__DType *)dtypes;
     hs->instance = s->instance;
     hs->pid = (uint32_t)getpid();
+    ckpt_stats cs;
+    q35_engine_ckpt_stats(s->eng, &cs);
+    hs->cache_budget = cs.budget;
+    q35_engine_ckpt_size(s->eng, &hs->ckpt_fixed_bytes, &hs->ckpt_pos_bytes);
     rp->r.body_case = Q35__STAGE_REPLY__BODY_HANDSHAKE;
     rp->r.handshake = hs;
     return 0;
@@ -259,6 +272,8 @@ static int on_free(stage *s, const Q35__FreeSlots *f, reply *rp, Q35__Freed *fr)
     for (int i = 0; i < n; i++) {
         int slot = f->all ? i : (int)f->slots[i];
         int rc = q35_engine_slot_reset(s->eng, slot, err, sizeof err);
+        if (rc == Q35_EDEVICE)
+            snprintf(s->device_err, sizeof s->device_err, "%s", err);
         if (rc)
             return fail(rp, q35_wire_code(rc), "free.slots", "free: slot %d: %s", slot, err);
         fr->n_freed++;
@@ -281,8 +296,127 @@ static void on_stats(stage *s, reply *rp, Q35__StageStats *st)
     st->dropped = s->dropped;
     st->layer_begin = s->lb;
     st->layer_end = s->le;
+    ckpt_stats cs;
+    q35_engine_ckpt_stats(s->eng, &cs);
+    st->cache_entries = (uint32_t)cs.entries;
+    st->cache_bytes = cs.bytes;
+    st->cache_budget = cs.budget;
+    st->cache_hits = cs.hits;
+    st->cache_misses = cs.misses;
+    st->cache_evictions = cs.evictions;
     rp->r.body_case = Q35__STAGE_REPLY__BODY_STATS;
     rp->r.stats = st;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+#define MAX_EVICT_REPORTED 256   /* ids listed per save (more are counted by stats) */
+
+typedef struct ckpt_out {
+    Q35__CkptSaved saved;
+    Q35__CkptRestored restored;
+    Q35__CkptDropped dropped;
+    uint64_t evicted[MAX_EVICT_REPORTED];
+} ckpt_out;
+
+static int check_ckpt_slot(stage *s, const char *msg, uint64_t id, uint32_t slot, reply *rp)
+{
+    char f[64];
+    if (id == 0) {
+        snprintf(f, sizeof f, "%s.id", msg);
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: 0 is not a checkpoint id (ids start at 1)", f);
+    }
+    if (slot >= (uint32_t)s->max_seqs) {
+        snprintf(f, sizeof f, "%s.slot", msg);
+        return fail(rp, Q35__CODE__NOT_FOUND, f, "%s: unknown slot %u (0..%d)", f, slot,
+                    s->max_seqs - 1);
+    }
+    return 0;
+}
+
+static int on_ckpt_save(stage *s, const Q35__CkptSave *m, reply *rp, ckpt_out *o)
+{
+    char err[Q35_ERRSZ];
+    if (check_ckpt_slot(s, "ckpt_save", m->id, m->slot, rp))
+        return -1;
+    int len = q35_engine_slot_len(s->eng, (int)m->slot);
+    if (len == 0)
+        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot",
+                    "ckpt_save.slot: slot %u is empty: nothing to save", m->slot);
+    if ((int)m->n_tokens != len)
+        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens",
+                    "ckpt_save.n_tokens: %u, but slot %u holds %d positions", m->n_tokens, m->slot,
+                    len);
+    if (q35_engine_ckpt_len(s->eng, m->id) >= 0)
+        return fail(rp, Q35__CODE__ALREADY_EXISTS, "ckpt_save.id",
+                    "ckpt_save.id: checkpoint %llu exists already", (unsigned long long)m->id);
+    int n_ev = 0;
+    int rc = q35_engine_ckpt_save(s->eng, (int)m->slot, m->id, o->evicted, MAX_EVICT_REPORTED,
+                                  &n_ev, err, sizeof err);
+    if (rc == Q35_EDEVICE)
+        snprintf(s->device_err, sizeof s->device_err, "%s", err);
+    if (rc)
+        return fail(rp, rc == Q35_ERANGE ? Q35__CODE__RESOURCE_EXHAUSTED : q35_wire_code(rc),
+                    "ckpt_save", "ckpt_save: %s", err);
+    ckpt_stats cs;
+    q35_engine_ckpt_stats(s->eng, &cs);
+    uint64_t fixed, pos;
+    q35_engine_ckpt_size(s->eng, &fixed, &pos);
+    q35__ckpt_saved__init(&o->saved);
+    o->saved.id = m->id;
+    o->saved.bytes = fixed + (uint64_t)len * pos;
+    o->saved.n_evicted = (size_t)(n_ev < MAX_EVICT_REPORTED ? n_ev : MAX_EVICT_REPORTED);
+    o->saved.evicted = o->evicted;
+    o->saved.store_bytes = cs.bytes;
+    if (n_ev)
+        q35_log_debug("checkpoint %llu: evicted %d entries", (unsigned long long)m->id, n_ev);
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_CKPT_SAVED;
+    rp->r.ckpt_saved = &o->saved;
+    return 0;
+}
+
+static int on_ckpt_restore(stage *s, const Q35__CkptRestore *m, reply *rp, ckpt_out *o)
+{
+    char err[Q35_ERRSZ];
+    if (check_ckpt_slot(s, "ckpt_restore", m->id, m->slot, rp))
+        return -1;
+    int len = q35_engine_ckpt_len(s->eng, m->id);
+    if (len < 0)
+        return fail(rp, Q35__CODE__NOT_FOUND, "ckpt_restore.id",
+                    "ckpt_restore.id: unknown checkpoint %llu (never saved, dropped or evicted)",
+                    (unsigned long long)m->id);
+    int have = q35_engine_slot_len(s->eng, (int)m->slot);
+    if (have != 0)
+        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.slot",
+                    "ckpt_restore.slot: slot %u is not empty (%d positions): free it first",
+                    m->slot, have);
+    if ((int)m->n_tokens != len)
+        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.n_tokens",
+                    "ckpt_restore.n_tokens: %u, but checkpoint %llu holds %d positions",
+                    m->n_tokens, (unsigned long long)m->id, len);
+    int n = 0;
+    int rc = q35_engine_ckpt_restore(s->eng, m->id, (int)m->slot, &n, err, sizeof err);
+    if (rc == Q35_EDEVICE)
+        snprintf(s->device_err, sizeof s->device_err, "%s", err);
+    if (rc)
+        return fail(rp, q35_wire_code(rc), "ckpt_restore", "ckpt_restore: %s", err);
+    q35__ckpt_restored__init(&o->restored);
+    o->restored.id = m->id;
+    o->restored.n_tokens = (uint32_t)n;
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_CKPT_RESTORED;
+    rp->r.ckpt_restored = &o->restored;
+    return 0;
+}
+
+static void on_ckpt_drop(stage *s, const Q35__CkptDrop *m, reply *rp, ckpt_out *o)
+{
+    q35__ckpt_dropped__init(&o->dropped);
+    if (m->all)
+        o->dropped.n_dropped = (uint32_t)q35_engine_ckpt_clear(s->eng);
+    for (size_t i = 0; i < m->n_ids; i++)
+        o->dropped.n_dropped += q35_engine_ckpt_drop(s->eng, m->ids[i]) == 0;
+    rp->r.body_case = Q35__STAGE_REPLY__BODY_CKPT_DROPPED;
+    rp->r.ckpt_dropped = &o->dropped;
 }
 
 static bool finite_in(float v, float lo, float hi) { return isfinite(v) && v >= lo && v <= hi; }
@@ -594,6 +728,7 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
     Q35__StageStats st;
     fwd_out fo;
     memset(&fo, 0, sizeof fo);
+    ckpt_out co;
 
     q35_wire_budget bud;
     char err[Q35_ERRSZ];
@@ -611,6 +746,9 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
         case Q35__STAGE_REQUEST__BODY_FORWARD: on_forward(s, r->forward, &rp, &fo); break;
         case Q35__STAGE_REQUEST__BODY_FREE:    on_free(s, r->free, &rp, &fr); break;
         case Q35__STAGE_REQUEST__BODY_STATS:   on_stats(s, &rp, &st); break;
+        case Q35__STAGE_REQUEST__BODY_CKPT_SAVE:    on_ckpt_save(s, r->ckpt_save, &rp, &co); break;
+        case Q35__STAGE_REQUEST__BODY_CKPT_RESTORE: on_ckpt_restore(s, r->ckpt_restore, &rp, &co); break;
+        case Q35__STAGE_REQUEST__BODY_CKPT_DROP:    on_ckpt_drop(s, r->ckpt_drop, &rp, &co); break;
         default:
             fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case %d)",
                  (int)r->body_case);
@@ -679,24 +817,19 @@ static void on_handshake_failed(stage *s, uint32_t code)
  * on heartbeats), nobody can continue the sequences: free every slot. */
 static void on_monitor(stage *s)
 {
-    q35_wire_msg m;
-    while (q35_wire_recv(s->mon, &m, ZMQ_DONTWAIT) == 0) {
-        size_t len;
-        const uint8_t *p = q35_wire_frame(&m, 0, &len);
-        uint16_t ev = 0;
-        uint32_t val = 0;
-        if (len >= 2)
-            memcpy(&ev, p, 2);
-        if (len >= 6)
-            memcpy(&val, p + 2, 4);
-        q35_wire_msg_close(&m);
+    uint16_t ev;
+    uint32_t val;
+    while (q35_wire_monitor_event(s->mon, &ev, &val) == 0) {
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
             on_handshake_failed(s, val);
         else if (ev == ZMQ_EVENT_ACCEPTED)
             s->n_peers++;
-        else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0)
+        else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0) {
             for (int i = 0; i < s->max_seqs; i++)
                 q35_engine_slot_reset(s->eng, i, NULL, 0);
+            /* nobody knows their ids any more */
+            q35_engine_ckpt_clear(s->eng);
+        }
     }
 }
 

@@ -23,7 +23,10 @@ typedef struct stage_opts {
     int max_batch;                /* rows per forward batch */
     const char *backend;          /* "cpu" / "cuda" / NULL = auto */
     int device;
+    int pass_rows;                /* rows per backend pass; 0 = default */
+    bool no_graphs;               /* CUDA: no captured graphs */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
+    int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */
     /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a
      * CURVE server with this secret key and only the n_curve_allowed
      * client keys get through (a ZAP handler in the stage's context).

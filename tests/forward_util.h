@@ -11,14 +11,9 @@
 
 #include "common.h"
 #include "engine.h"
+#include "support.h"
 
 #define FU_UNUSED __attribute__((unused))
-
-static FU_UNUSED const char *fu_golden_dir(void)
-{
-    const char *g = getenv("QWEN35_GOLDEN");
-    return g ? g : "../shared/golden";
-}
 
 static FU_UNUSED void *fu_alloc(size_t n)
 {
@@ -26,35 +21,6 @@ static FU_UNUSED void *fu_alloc(size_t n)
     if (!p)
         fail_msg("out of memory (%zu bytes)", n);
     return p;
-}
-
-static FU_UNUSED void *fu_read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("%s: cannot open", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = fu_alloc((size_t)n);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-        fail_msg("%s: short read", path);
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
-/* Reads up to max whitespace-separated ids; returns how many. */
-static FU_UNUSED int fu_read_ids(const char *path, int32_t *ids, int max)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("%s: cannot open", path);
-    int n = 0, v;
-    while (n < max && fscanf(f, "%d", &v) == 1)
-        ids[n++] = v;
-    fclose(f);
-    return n;
 }
 
 static FU_UNUSED double fu_max_diff(const float *a, const float *b, size_t n)

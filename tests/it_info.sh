@@ -55,6 +55,12 @@ head -c 30000 "$G/models/tiny-Q8_0.gguf" > "$T/cut.gguf"
 "$BIN/qwen35-info" "$T/cut.gguf" > /dev/null 2> "$T/err" && bad "truncated file accepted"
 [ "$(wc -l < "$T/err")" = 1 ] && grep -q "cut.gguf: .*past the end of the file" "$T/err" || bad "truncated message: $(cat "$T/err")"
 
+# a tensor a stage would refuse (renamed: missing; the name keeps its length)
+perl -0777 -pe 's/blk\.2\.ssm_norm\.weight/blk.2.ssm_nxrm.weight/' "$G/models/tiny-Q8_0.gguf" > "$T/renamed.gguf"
+"$BIN/qwen35-info" "$T/renamed.gguf" > /dev/null 2> "$T/err" && bad "model with a missing tensor accepted"
+[ "$(wc -l < "$T/err")" = 1 ] && grep -q "renamed.gguf: tensor 'blk.2.ssm_norm.weight': missing (a stage refuses" "$T/err" ||
+    bad "missing tensor message: $(cat "$T/err")"
+
 # reads what the generator writes
 "$BIN/qwen35-mkmodel" --preset micro --types q8_0 -o "$T/micro.gguf" 2> /dev/null || bad "mkmodel micro"
 "$BIN/qwen35-info" "$T/micro.gguf" --plan 2 > "$T/micro.txt" || bad "info on micro: exit $?"

@@ -54,6 +54,9 @@ p35_client --json --logprobs 3 -n 6 --ignore-eos --system "Be brief." "Hi" >"$T.
     p35_fail "--json: pieces and a final with 6 tokens expected: $(cat "$T.json")"
 grep '"event":"piece"' "$T.json" | grep -v '"ids":\[\]' | grep -vq '"logprobs":\[-\?[0-9]' &&
     p35_fail "--json --logprobs: a piece with ids but no logprobs: $(grep piece "$T.json" | head -n 2)"
+alt='{"id":[0-9]*,"logprob":-\{0,1\}[0-9][^}]*}'
+grep '"event":"piece"' "$T.json" | grep -v '"ids":\[\]' | grep -vq "\"top_logprobs\":\[\[$alt,$alt,$alt\]" &&
+    p35_fail "--json --logprobs 3: a piece without 3 alternatives: $(grep piece "$T.json" | head -n 2)"
 p35_client --status >"$T.status" || p35_fail "--status: exit $?"
 grep -q '^0 .* 0:4 .*yes' "$T.status" && grep -q '^1 .* 4:8 .*yes' "$T.status" ||
     p35_fail "--status: stages 0:4 and 4:8 up expected: $(cat "$T.status")"

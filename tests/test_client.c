@@ -16,7 +16,7 @@
 
 #include "qwen35_client.h"
 #include "sampler.h"
-#include "help_test.h"
+#include "support.h"
 #include "wire.h"
 
 static char g_dir[64], g_ep[128];
@@ -91,8 +91,11 @@ static void send_status(fake *f, const void *ident, size_t ilen, const char *rid
     Q35__StageStatus *sp[2] = { &s[0], &s[1] };
     s[0].endpoint = "ipc:///x/s0"; s[0].up = true; s[0].layer_begin = 0; s[0].layer_end = 5;
     s[0].backend = "cpu"; s[0].slots_in_use = 2; s[0].max_seqs = 8; s[0].busy_pct = 61.5;
-    s[0].busy_s = 10; s[0].idle_s = 0.4; s[0].n_tokens = 1234;
-    s[1].endpoint = "ipc:///x/s1"; s[1].up = false; s[1].layer_begin = 5; s[1].layer_end = 8;
+    s[0].busy_s = 10; s[0].idle_s = 0.4; s[0].n_tokens = 1234; s[0].uptime_s = 20;
+    s[0].layers_known = true;
+    /* a bare endpoint that never answered: its layers are not known */
+    s[1].endpoint = "ipc:///x/s1"; s[1].up = false; s[1].layer_begin = (uint32_t)-1;
+    s[1].layer_end = (uint32_t)-1;
     s[1].problem = "not answering";
     Q35__StatusReply r = Q35__STATUS_REPLY__INIT;
     r.stages = sp; r.n_stages = 2; r.queued = 1; r.max_queue = 64; r.active = 2;
@@ -523,7 +526,9 @@ static void test_status(void **state)
     assert_true(st->stages[0].up);
     assert_false(st->stages[1].up);
     assert_string_equal(st->stages[1].problem, "not answering");
-    assert_true(st->stages[0].wire_idle_pct > 3.99 && st->stages[0].wire_idle_pct < 4.01);
+    /* idle 0.4 s of 20 s of wall time */
+    assert_true(st->stages[0].wire_idle_pct > 1.99 && st->stages[0].wire_idle_pct < 2.01);
+    assert_false(st->stages[1].layers_known);
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
@@ -531,6 +536,14 @@ static void test_status(void **state)
     fclose(m);
     assert_non_null(strstr(buf, "\"layers\":[0,5]"));
     assert_non_null(strstr(buf, "\"problem\":\"not answering\""));
+    assert_non_null(strstr(buf, "\"layers\":null"));
+    free(buf);
+    m = open_memstream(&buf, &len);
+    q35c_status_write_text(m, st);
+    fclose(m);
+    assert_non_null(strstr(buf, " 0:5 "));
+    assert_non_null(strstr(buf, " ? "));
+    assert_null(strstr(buf, "-1"));
     free(buf);
     q35c_status_destroy(&st);
     assert_null(st);
@@ -741,7 +754,7 @@ static void test_default_sampling_is_the_samplers(void **state)
     /* the CLI's --help (skipped where the binaries are not built: build-san) */
     char sd[256];
     smp_describe(&d, sd, sizeof sd);
-    int shown = help_shows("qwen35-client", sd);
+    int shown = ts_help_shows("qwen35-client", sd);
     if (shown < 0) { skip(); return; }
     assert_int_equal(shown, 1);
 }

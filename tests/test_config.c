@@ -13,13 +13,13 @@
 #include "config.h"
 #include "gguf.h"
 #include "quant.h"
+#include "support.h"
 
 static char *golden_path(const char *model)
 {
-    static char buf[512];
-    const char *g = getenv("QWEN35_GOLDEN");
-    snprintf(buf, sizeof buf, "%s/models/%s", g ? g : "../shared/golden", model);
-    return buf;
+    static char buf[512], rel[256];
+    snprintf(rel, sizeof rel, "models/%s", model);
+    return ts_golden(buf, sizeof buf, rel);
 }
 
 static void check_golden(const char *model)

@@ -20,43 +20,31 @@
 #include "common.h"
 #include "../coordinator/coord.h"
 #include "../stage/stage.h"
+#include "qwen35_client.h"
 #include "wire.h"
+#include "support.h"
 
 static char g_dir[64], g_model[512], g_model2[512], g_expect[512];
 static int32_t g_toks[64];
-static int g_greedy[16];
+static int32_t g_greedy[16];
 static float *g_logits;   /* [64][512] */
 
 static int setup(void **state)
 {
     (void)state;
-    const char *g = getenv("QWEN35_GOLDEN");
-    if (!g)
-        g = "../shared/golden";
+    const char *g = ts_golden_dir();
     snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
     snprintf(g_model2, sizeof g_model2, "%s/models/tiny-Q4_K_M.gguf", g);
     snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
     char p[600];
     snprintf(p, sizeof p, "%s/tokens64.txt", g);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", p);
-    for (int i = 0; f && i < 64; i++)
-        if (fscanf(f, "%d", &g_toks[i]) != 1)
-            return -1;
-    if (!f)
+    if (ts_read_ids(p, g_toks, 64) != 64)
         return -1;
-    fclose(f);
     snprintf(p, sizeof p, "%s.greedy.txt", g_expect);
-    f = fopen(p, "r");
-    for (int i = 0; f && i < 16; i++)
-        if (fscanf(f, "%d", &g_greedy[i]) != 1)
-            return -1;
-    if (!f)
+    if (ts_read_ids(p, g_greedy, 16) != 16)
         return -1;
-    fclose(f);
     snprintf(p, sizeof p, "%s.logits.f32", g_expect);
-    f = fopen(p, "rb");
+    FILE *f = fopen(p, "rb");
     g_logits = malloc(64 * 512 * sizeof(float));
     if (!f || fread(g_logits, sizeof(float), 64 * 512, f) != 64 * 512)
         return -1;
@@ -69,9 +57,7 @@ static int teardown(void **state)
 {
     (void)state;
     free(g_logits);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd);
+    return ts_rm_rf(g_dir);
 }
 
 /* ---- a stage on a thread ---------------------------------------------------- */
@@ -375,6 +361,88 @@ static void golden_run(const char *ep, const char *rid)
     client_close(ctx, d);
 }
 
+/* What lp_fn saw of one request through the client library. */
+typedef struct lp_seen {
+    float *rows;              /* [n_rows][512] every logits row */
+    int n_rows, n_tok, n_top;
+    int32_t tok[16], top_id[16][3];
+    float lp[16], top_lp[16][3];
+} lp_seen;
+
+static int lp_fn(const q35c_event *ev, void *user)
+{
+    lp_seen *s = user;
+    if (ev->kind == Q35C_EV_LOGITS) {
+        s->rows = realloc(s->rows, (size_t)(s->n_rows + ev->n_rows) * 512 * sizeof(float));
+        memcpy(s->rows + (size_t)s->n_rows * 512, ev->logits, (size_t)ev->n_rows * 512 * sizeof(float));
+        s->n_rows += ev->n_rows;
+    }
+    for (int i = 0; ev->kind == Q35C_EV_PIECE && i < ev->n_ids && s->n_tok < 16; i++, s->n_tok++) {
+        s->tok[s->n_tok] = ev->ids[i];
+        s->lp[s->n_tok] = ev->logprobs ? ev->logprobs[i] : NAN;
+        s->n_top = ev->n_top;
+        for (int k = 0; k < 3 && k < ev->n_top; k++) {
+            s->top_id[s->n_tok][k] = ev->top_ids[i * ev->n_top + k];
+            s->top_lp[s->n_tok][k] = ev->top_logprobs[i * ev->n_top + k];
+        }
+    }
+    return 0;
+}
+
+/* --logprobs 3 through the client library: each token's 3 alternatives
+ * and its own logprob are the log-softmax of the full logits row it was
+ * drawn from (sampled at temperature 1, so not only the argmax). */
+static void logprobs_are_log_softmax(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "lp0", 2), stage_start(g_model, 4, 8, "lp1", 2) };
+    co_thread *co = coord_start(2, st, b, 2, 4, 30000);
+    wait_up(co);
+    char err[Q35_ERRSZ];
+    q35c_client *qc = q35c_new(co->listen, NULL, err, sizeof err);
+    assert_non_null(qc);
+    q35c_request r;
+    q35c_request_init(&r);
+    r.prompt_ids = g_toks;
+    r.n_prompt_ids = 8;
+    r.max_tokens = 12;
+    r.ignore_eos = true;
+    r.temperature = 1;
+    r.seed = 7;
+    r.n_logprobs = 3;
+    r.logits = true;
+    lp_seen s = { 0 };
+    if (q35c_generate(qc, &r, lp_fn, &s, err, sizeof err))
+        fail_msg("generate: %s", err);
+    assert_int_equal(s.n_tok, 12);
+    assert_int_equal(s.n_top, 3);
+    assert_int_equal(s.n_rows, 8 + 11);
+    double maxd = 0;
+    for (int t = 0; t < 12; t++) {
+        const float *row = s.rows + (size_t)(8 - 1 + t) * 512;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < 512; v++) mx = fmax(mx, row[v]);
+        for (int v = 0; v < 512; v++) sum += exp(row[v] - mx);
+        double lse = mx + log(sum);
+        maxd = fmax(maxd, fabs(s.lp[t] - (row[s.tok[t]] - lse)));
+        for (int k = 0; k < 3; k++) {
+            int id = s.top_id[t][k];
+            maxd = fmax(maxd, fabs(s.top_lp[t][k] - (row[id] - lse)));
+            for (int v = 0; v < 512; v++)   /* nothing outside the top 3 is more likely */
+                if (row[v] > row[id] && v != s.top_id[t][0] && v != s.top_id[t][1] && v != s.top_id[t][2])
+                    fail_msg("token %d: id %d (%g) beats alternative %d (%g)", t, v, row[v], id, row[id]);
+        }
+    }
+    if (maxd > 1e-4)
+        fail_msg("logprobs differ from the log-softmax of the logits by %g", maxd);
+    free(s.rows);
+    q35c_destroy(&qc);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
 static void golden_through_1_2_3_stages(void **state)
 {
     (void)state;
@@ -668,6 +736,21 @@ static void text_and_stop_string(void **state)
   }
 }
 
+/* Streams a 120-token greedy request with logits; n_toks >= 4 when it returns. */
+static void long_logits_run(void *d, result *r, const char *rid)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->rid, sizeof r->rid, "%s", rid);
+    send_gen(d, rid, g_toks, 64, 120, 0, 0, true, 0);
+    for (double end = q35_now() + WAIT_S; r->n_toks < 4 && !r->done && q35_now() < end;)
+        collect(d, r, 1, 0.01, NULL);
+    assert_true(r->n_toks >= 4);
+}
+
+/* A stage dies mid-decode: the request waits, and once the stage is back
+ * its sequence is rebuilt on both stages from the coordinator's tokens:
+ * the stream goes on without a duplicated token or logit row, identical
+ * to an undisturbed run. */
 static void stage_death_and_return(void **state)
 {
     (void)state;
@@ -676,22 +759,33 @@ static void stage_death_and_return(void **state)
     co_thread *co = coord_start(2, st, b, 2, 4, 30000);
     wait_up(co);
     void *ctx, *d = client_new(&ctx, co->listen);
-    result r = { .rid = "long" };
+    result ref, r;
+    long_logits_run(d, &ref, "ref");
+    collect(d, &ref, 1, WAIT_S, NULL);
+    assert_int_equal(ref.finish, Q35__FINISH_REASON__FINISH_LENGTH);
+    long_logits_run(d, &r, "long");
     /* held at stage 0, so it is surely still running when stage 1 dies */
     stage_pause(st[0], 1);
-    send_gen(d, "long", g_toks, 16, 200, 0, 0, false, 0);
-    assert_int_equal(wait_slots(d, -1, 1), 1);
-    double t0 = q35_now();
     stage_stop(&st[1]);
-    collect(d, &r, 1, 10, NULL);
-    stage_pause(st[0], 0);
-    assert_true(r.done);
-    assert_int_equal(r.finish, -Q35__CODE__UNAVAILABLE);
-    assert_non_null(strstr(r.msg, "stage 1"));
-    assert_true(q35_now() - t0 < 10);
-    /* back, same range: new requests succeed */
+    collect(d, &r, 1, 0.5, NULL);
+    assert_false(r.done);           /* kept, not ended */
     st[1] = stage_start(g_model, 4, 8, "kd1", 2);
-    wait_up(co);
+    stage_pause(st[0], 0);
+    collect(d, &r, 1, WAIT_S, NULL);
+    if (!r.done || r.finish != Q35__FINISH_REASON__FINISH_LENGTH)
+        fail_msg("after the restart: finish %d: %s", r.finish, r.msg);
+    assert_int_equal(r.n_toks, 120);
+    assert_memory_equal(r.toks, ref.toks, 120 * sizeof r.toks[0]);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(r.toks[i], g_greedy[i]);
+    assert_int_equal(r.n_rows, 64 + 119);
+    double maxd = 0;
+    for (int i = 0; i < (64 + 119) * 512; i++)
+        maxd = fmax(maxd, fabs(r.logits[i] - ref.logits[i]));
+    if (maxd > 1e-3)
+        fail_msg("rebuilt run's logits differ from the undisturbed run's by %g", maxd);
+    free(r.logits);
+    free(ref.logits);
     golden_run(co->listen, "after-restart");
     /* back with another model: not routed to */
     stage_stop(&st[1]);
@@ -747,6 +841,24 @@ static void bare_endpoints(void **state)
     co_thread *co = coord_start(2, st, NULL, 2, 4, 30000);
     wait_up(co);
     golden_run(co->listen, "bare");
+    coord_stop(&co);
+    stage_stop(&st[1]);
+    /* a stage with fewer slots than its peer: WARN and in status, not only
+     * a smaller pipeline */
+    st[1] = stage_start(g_model, 3, 8, "be1", 1);
+    co = coord_start(2, st, NULL, 2, 4, 30000);
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    Q35__StatusReply *s = status(d);
+    assert_int_equal(s->max_seqs, 1);
+    assert_int_equal(s->max_ctx, 256);
+    assert_int_equal(s->stages[1]->max_ctx, 256);
+    assert_non_null(s->warning);
+    assert_non_null(strstr(s->warning, "stage 1"));
+    assert_non_null(strstr(s->warning, "max-seqs 1"));
+    assert_null(strstr(s->warning, "stage 0"));
+    q35__status_reply__free_unpacked(s, NULL);
+    client_close(ctx, d);
     coord_stop(&co);
     stage_stop(&st[1]);
     st[1] = stage_start(g_model, 4, 8, "be1", 2);   /* a gap: 0:3 then 4:8 */
@@ -818,6 +930,7 @@ int main(void)
         cmocka_unit_test(stage_death_and_return),
         cmocka_unit_test(wrong_chain_refused),
         cmocka_unit_test(bare_endpoints),
+        cmocka_unit_test(logprobs_are_log_softmax),
         cmocka_unit_test(wire_dtype_half),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -17,20 +17,15 @@
 #include "common.h"
 #include "engine.h"
 #include "quant.h"
+#include "support.h"
 #ifdef Q35_HAVE_CUDA
 #include "cuda.h"
 #endif
 
-static const char *golden(void)
-{
-    const char *g = getenv("QWEN35_GOLDEN");
-    return g ? g : "../shared/golden";
-}
-
 static q35_engine *open_tiny(const char *backend, int device, char *err)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/tiny-Q8_0.gguf", golden());
+    snprintf(path, sizeof path, "%s/models/tiny-Q8_0.gguf", ts_golden_dir());
     q35_engine_opts o = { .model_path = path, .layer_begin = 0, .layer_end = -1, .max_seqs = 2,
                           .max_ctx = 80, .n_threads = 1, .backend = backend, .device = device };
     return q35_engine_open(&o, err, Q35_ERRSZ);
@@ -67,13 +62,13 @@ static void test_cuda_unavailable_or_golden(void **state)
     if (!e) fail_msg("%s", err);
     assert_string_equal(q35_engine_backend(e), "cuda");
     char path[1024];
-    snprintf(path, sizeof path, "%s/tokens64.txt", golden());
+    snprintf(path, sizeof path, "%s/tokens64.txt", ts_golden_dir());
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     int32_t tok[64];
     for (int i = 0; i < 64; i++) assert_int_equal(fscanf(f, "%d", &tok[i]), 1);
     fclose(f);
-    snprintf(path, sizeof path, "%s/expect/tiny-Q8_0.logits.f32", golden());
+    snprintf(path, sizeof path, "%s/expect/tiny-Q8_0.logits.f32", ts_golden_dir());
     f = fopen(path, "rb");
     assert_non_null(f);
     float *expect = malloc(sizeof(float) * 64 * 512), *got = malloc(sizeof(float) * 64 * 512);
@@ -108,7 +103,12 @@ static void test_cuda_decoders_on_host(void **state)
 #ifndef Q35_HAVE_CUDA
     skip();
 #else
-    static const char *const types[] = { "f32", "f16", "bf16", "q8_0", "q3_K", "q4_K", "q5_K", "q6_K" };
+    /* Every type the CUDA kernels decode: the CU rows of quant.h's table. */
+    static const char *const types[] = {
+#define X(T, name) #name,
+        QUANT_CUDA(X)
+#undef X
+    };
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         int t = -1;
         for (int i = 0; i < GGML_TYPE_COUNT; i++)
@@ -117,13 +117,13 @@ static void test_cuda_decoders_on_host(void **state)
         assert_true(t >= 0);
         const uint64_t rb = quant_row_bytes(t, 512);
         char path[1024], err[Q35_ERRSZ] = "";
-        snprintf(path, sizeof path, "%s/quant/%s.q", golden(), types[k]);
+        snprintf(path, sizeof path, "%s/quant/%s.q", ts_golden_dir(), types[k]);
         FILE *f = fopen(path, "rb");
         assert_non_null(f);
         uint8_t *q = malloc(rb * 16);
         assert_int_equal(fread(q, 1, rb * 16, f), rb * 16);
         fclose(f);
-        snprintf(path, sizeof path, "%s/quant/%s.f32", golden(), types[k]);
+        snprintf(path, sizeof path, "%s/quant/%s.f32", ts_golden_dir(), types[k]);
         f = fopen(path, "rb");
         assert_non_null(f);
         float *ref = malloc(sizeof(float) * 16 * 512), *got = malloc(sizeof(float) * 16 * 512);

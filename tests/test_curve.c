@@ -19,6 +19,7 @@
 #include "log.h"
 #include "../daemon/cfg.h"
 #include "../daemon/curve.h"
+#include "support.h"
 
 static char g_dir[] = "/tmp/q35-test-curve-XXXXXX";
 static char g_model[512];
@@ -28,17 +29,14 @@ static int setup(void **state)
 {
     (void)state;
     if (!mkdtemp(g_dir)) return -1;
-    const char *golden = getenv("QWEN35_GOLDEN");
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", golden ? golden : "../shared/golden");
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd);
+    return ts_rm_rf(g_dir);
 }
 
 static const char *path_in(const char *name)
@@ -261,30 +259,6 @@ static void allowed_client_gets_through(void **state)
     assert_int_equal(zmq_ctx_term(ctx), 0);
 }
 
-/* fn's stderr, in a static buffer. */
-static char *capture_stderr(void (*fn)(void))
-{
-    char path[] = "/tmp/q35-test-curve-log-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    unlink(path);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    setenv("JOURNAL_STREAM", "1:1", 1);   /* plain "ident: LEVEL: " lines */
-    q35_log_detect_journal();
-    fn();
-    dup2(saved, 2);
-    close(saved);
-    unsetenv("JOURNAL_STREAM");
-    q35_log_detect_journal();
-    static char buf[16384];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
-    buf[n > 0 ? n : 0] = 0;
-    return buf;
-}
-
 static pair g_intruder;
 static int g_got;       /* asserted after stderr is back */
 static long g_denied;
@@ -326,7 +300,7 @@ static void run_refused(void)
 static void unlisted_and_plaintext_refused(void **state)
 {
     (void)state;
-    const char *log = capture_stderr(run_refused);
+    const char *log = ts_capture_stderr(run_refused, false);
     assert_int_equal(g_got, 0);
     assert_int_equal(g_denied, 2);
     const char *hit = strstr(log, g_intruder.pub);
@@ -369,20 +343,6 @@ static void one_handler_per_context(void **state)
 
 /* ---- config ------------------------------------------------------------------- */
 
-typedef struct { int argc; char *argv[24]; } args;
-
-static args mkargs(const char *first, ...)
-{
-    args a = { 0, { 0 } };
-    a.argv[a.argc++] = "prog";
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s && a.argc < 23; s = va_arg(ap, const char *))
-        a.argv[a.argc++] = (char *)s;
-    va_end(ap);
-    return a;
-}
-
 static void write_pair(const char *name, pair *p)
 {
     char text[64], n[64];
@@ -412,7 +372,7 @@ static void stage_config(void **state)
     strcpy(conf, write_file("s.conf", conf_text, 0644));
     stage_cfg c = {0};
     char err[Q35_ERRSZ] = "";
-    args a = mkargs("--config", conf, NULL);
+    ts_args a = ts_args_of("--config", conf, NULL);
     assert_int_equal(stage_cfg_load(&c, a.argc, a.argv, err, sizeof err), 0);
     assert_true(c.curve);
     assert_string_equal(c.curve_public.z85, st.pub);
@@ -433,7 +393,7 @@ static void stage_config(void **state)
 
     /* one without the other */
     memset(&c, 0, sizeof c);
-    args b = mkargs("--model", g_model, "--layers", "0:8", "--bind", "ipc:///tmp/x.sock",
+    ts_args b = ts_args_of("--model", g_model, "--layers", "0:8", "--bind", "ipc:///tmp/x.sock",
                     "--curve-secret-key", key, NULL);
     assert_int_equal(stage_cfg_load(&c, b.argc, b.argv, err, sizeof err), Q35_EINVAL);
     assert_err_has(err, "--curve-secret-key: curve-secret-key is set but curve-clients is not", NULL);
@@ -461,7 +421,7 @@ static void coordinator_config(void **state)
     strcpy(ck, path_in("coord.key"));
     coord_cfg c = {0};
     char err[Q35_ERRSZ] = "";
-    args a = mkargs("--model", g_model, "--listen", "ipc:///tmp/l.sock",
+    ts_args a = ts_args_of("--model", g_model, "--listen", "ipc:///tmp/l.sock",
                     "--stage", "ipc:///tmp/a.sock 0:4", "--stage", "ipc:///tmp/b.sock 4:8",
                     "--curve-secret-key", ck, "--stage-key", k0, "--stage-key", k1, NULL);
     assert_int_equal(coord_cfg_load(&c, a.argc, a.argv, err, sizeof err), 0);
@@ -481,7 +441,7 @@ static void coordinator_config(void **state)
 
     /* a stage-key without a secret key */
     memset(&c, 0, sizeof c);
-    args b = mkargs("--model", g_model, "--listen", "ipc:///tmp/l.sock",
+    ts_args b = ts_args_of("--model", g_model, "--listen", "ipc:///tmp/l.sock",
                     "--stage", "ipc:///tmp/a.sock", "--stage-key", k0, NULL);
     assert_int_equal(coord_cfg_load(&c, b.argc, b.argv, err, sizeof err), Q35_EINVAL);
     assert_err_has(err, "--stage-key: stage-key is set but curve-secret-key is not", NULL);
@@ -490,7 +450,7 @@ static void coordinator_config(void **state)
     /* a secret key given as the stage key's public file: wrong length is not
      * the issue, the mode is (0644) */
     memset(&c, 0, sizeof c);
-    args d = mkargs("--model", g_model, "--listen", "ipc:///tmp/l.sock",
+    ts_args d = ts_args_of("--model", g_model, "--listen", "ipc:///tmp/l.sock",
                     "--stage", "ipc:///tmp/a.sock", "--curve-secret-key", k0, "--stage-key", k0, NULL);
     assert_int_equal(coord_cfg_load(&c, d.argc, d.argv, err, sizeof err), Q35_EINVAL);
     assert_err_has(err, "--curve-secret-key: curve-secret-key: ", "readable by others (mode 0644)");

@@ -26,10 +26,10 @@ static int32_t toks[N_TOK];
 static int setup(void **s)
 {
     (void)s;
-    snprintf(model, sizeof model, "%s/models/tiny-Q4_K_M.gguf", fu_golden_dir());
+    snprintf(model, sizeof model, "%s/models/tiny-Q4_K_M.gguf", ts_golden_dir());
     char path[600];
-    snprintf(path, sizeof path, "%s/tokens64.txt", fu_golden_dir());
-    return fu_read_ids(path, toks, N_TOK) == N_TOK ? 0 : -1;
+    snprintf(path, sizeof path, "%s/tokens64.txt", ts_golden_dir());
+    return ts_read_ids(path, toks, N_TOK) == N_TOK ? 0 : -1;
 }
 
 /* Two sequences in slots 0 and 1, fed alternately in chunks, give exactly

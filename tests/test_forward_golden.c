@@ -32,17 +32,17 @@ typedef struct golden {
 
 static void load_golden(golden *g, const char *name)
 {
-    const char *dir = fu_golden_dir();
+    const char *dir = ts_golden_dir();
     char path[600];
     g->name = name;
     snprintf(g->model, sizeof g->model, "%s/models/tiny-%s.gguf", dir, name);
     snprintf(path, sizeof path, "%s/tokens64.txt", dir);
-    assert_int_equal(fu_read_ids(path, g->tok, N_TOK), N_TOK);
+    assert_int_equal(ts_read_ids(path, g->tok, N_TOK), N_TOK);
     snprintf(path, sizeof path, "%s/expect/tiny-%s.greedy.txt", dir, name);
-    assert_int_equal(fu_read_ids(path, g->greedy, N_GEN), N_GEN);
+    assert_int_equal(ts_read_ids(path, g->greedy, N_GEN), N_GEN);
     snprintf(path, sizeof path, "%s/expect/tiny-%s.logits.f32", dir, name);
     size_t bytes = 0;
-    g->logits = fu_read_file(path, &bytes);
+    g->logits = ts_read_file(path, &bytes);
     assert_non_null(g->logits);
     g->V = (int)(bytes / sizeof(float) / N_TOK);
     assert_int_equal((size_t)g->V * N_TOK * sizeof(float), bytes);

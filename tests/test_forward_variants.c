@@ -74,9 +74,7 @@ static int setup(void **s)
 static int teardown(void **s)
 {
     (void)s;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);   /* also what a failed test left */
-    return system(cmd);
+    return ts_rm_rf(dir);   /* also what a failed test left */
 }
 
 static gguf_file *open_gguf(const char *path)

@@ -13,18 +13,12 @@
 #include "common.h"
 #include "gguf.h"
 #include "quant.h"
-
-static const char *golden(const char *rel, char *buf, size_t n)
-{
-    const char *g = getenv("QWEN35_GOLDEN");
-    snprintf(buf, n, "%s/%s", g ? g : "../shared/golden", rel);
-    return buf;
-}
+#include "support.h"
 
 static void check_model(const char *rel, int main_type, uint64_t size)
 {
     char path[512], err[Q35_ERRSZ] = "";
-    gguf_file *f = gguf_open(golden(rel, path, sizeof path), err, sizeof err);
+    gguf_file *f = gguf_open(ts_golden(path, sizeof path, rel), err, sizeof err);
     if (!f) fail_msg("%s", err);
     assert_int_equal(gguf_version(f), 3);
     assert_int_equal(gguf_size(f), size);
@@ -116,7 +110,7 @@ static void vocab_only(void **s)
 {
     (void)s;
     char path[512], err[Q35_ERRSZ] = "";
-    gguf_file *f = gguf_open(golden("tokenizer/qwen3-vocab.gguf", path, sizeof path), err, sizeof err);
+    gguf_file *f = gguf_open(ts_golden(path, sizeof path, "tokenizer/qwen3-vocab.gguf"), err, sizeof err);
     if (!f) fail_msg("%s", err);
     assert_int_equal(gguf_n_tensors(f), 0);
     const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.merges");

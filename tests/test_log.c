@@ -11,37 +11,7 @@
 #include <cmocka.h>
 
 #include "log.h"
-
-/* Runs fn with stderr redirected to a temp file; returns what was written. */
-static char *capture(void (*fn)(void), bool journal)
-{
-    char path[] = "/tmp/q35-test-log-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    unlink(path);
-    int saved = dup(2);
-    dup2(fd, 2);
-    if (journal) {
-        struct stat st;
-        fstat(fd, &st);
-        char js[64];
-        snprintf(js, sizeof js, "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
-        setenv("JOURNAL_STREAM", js, 1);
-    } else {
-        setenv("JOURNAL_STREAM", "1:1", 1);   /* someone else's stream */
-    }
-    q35_log_detect_journal();
-    fn();
-    dup2(saved, 2);
-    close(saved);
-    unsetenv("JOURNAL_STREAM");
-    q35_log_detect_journal();
-    static char buf[8192];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
-    buf[n > 0 ? n : 0] = 0;
-    return buf;
-}
+#include "support.h"
 
 static void emit(void)
 {
@@ -56,7 +26,7 @@ static void plain_prefixes_and_levels(void **state)
 {
     (void)state;
     q35_log_set_ident("/usr/bin/qwen35-stage");
-    char *out = capture(emit, false);
+    char *out = ts_capture_stderr(emit, false);
     assert_string_equal(out, "qwen35-stage: ERROR: load failed: x.gguf\n"
                              "qwen35-stage: WARN: slow\n"
                              "qwen35-stage: INFO: two lines\n");
@@ -66,7 +36,7 @@ static void plain_prefixes_and_levels(void **state)
 static void journal_prefixes(void **state)
 {
     (void)state;
-    char *out = capture(emit, true);
+    char *out = ts_capture_stderr(emit, true);
     assert_string_equal(out, "<3>load failed: x.gguf\n<4>slow\n<6>two lines\n");
 }
 
@@ -82,7 +52,7 @@ static void debug_level(void)
 static void level_filter(void **state)
 {
     (void)state;
-    assert_string_equal(capture(debug_level, true), "<7>step 7\n");
+    assert_string_equal(ts_capture_stderr(debug_level, true), "<7>step 7\n");
 }
 
 static void long_line(void)
@@ -96,7 +66,7 @@ static void long_line(void)
 static void long_lines_truncated(void **state)
 {
     (void)state;
-    char *out = capture(long_line, true);
+    char *out = ts_capture_stderr(long_line, true);
     size_t n = strlen(out);
     assert_true(n < 2100);
     assert_string_equal(out + n - 4, "...\n");

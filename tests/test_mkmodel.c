@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "mkmodel.h"
 #include "quant.h"
+#include "support.h"
 
 static char dir[64];
 
@@ -31,17 +32,13 @@ static int mkdir_tmp(void **s)
 static int rm_tmp(void **s)
 {
     (void)s;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return ts_rm_rf(dir);
 }
 
 static const char *golden(const char *rel)
 {
     static char buf[512];
-    const char *g = getenv("QWEN35_GOLDEN");
-    snprintf(buf, sizeof buf, "%s/%s", g ? g : "../shared/golden", rel);
-    return buf;
+    return ts_golden(buf, sizeof buf, rel);
 }
 
 static gguf_file *make(const mkmodel_opts *o, const char *name, q35_config *c)

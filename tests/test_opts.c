@@ -13,6 +13,7 @@
 #include "common.h"
 #include "log.h"
 #include "../daemon/cfg.h"
+#include "support.h"
 
 static char g_dir[] = "/tmp/q35-test-opts-XXXXXX";
 static char g_model[512];   /* the golden tiny model: 8 layers */
@@ -22,8 +23,7 @@ static int setup(void **state)
 {
     (void)state;
     if (!mkdtemp(g_dir)) return -1;
-    const char *golden = getenv("QWEN35_GOLDEN");
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", golden ? golden : "../shared/golden");
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
     snprintf(g_junk, sizeof g_junk, "%s/junk.gguf", g_dir);
     FILE *f = fopen(g_junk, "w");
     if (!f) return -1;
@@ -35,9 +35,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd);
+    return ts_rm_rf(g_dir);
 }
 
 /* Writes `text` (with %M replaced by the model path) to DIR/name. */
@@ -55,27 +53,13 @@ static const char *write_conf(const char *name, const char *text)
     return path;
 }
 
-typedef struct { int argc; char *argv[16]; } args;
-
-static args mkargs(const char *first, ...)
-{
-    args a = { 0, { 0 } };
-    a.argv[a.argc++] = "prog";
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s && a.argc < 15; s = va_arg(ap, const char *))
-        a.argv[a.argc++] = (char *)s;
-    va_end(ap);
-    return a;
-}
-
-static int load_stage(stage_cfg *c, args a, char *err)
+static int load_stage(stage_cfg *c, ts_args a, char *err)
 {
     memset(c, 0, sizeof *c);
     return stage_cfg_load(c, a.argc, a.argv, err, Q35_ERRSZ);
 }
 
-static int load_coord(coord_cfg *c, args a, char *err)
+static int load_coord(coord_cfg *c, ts_args a, char *err)
 {
     memset(c, 0, sizeof *c);
     return coord_cfg_load(c, a.argc, a.argv, err, Q35_ERRSZ);
@@ -99,7 +83,7 @@ static void stage_file_and_defaults(void **state)
         "max-seqs = 8\n# comment\nbackend = cpu\n");
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
-    assert_int_equal(load_stage(&c, mkargs("--config", conf, NULL), err), 0);
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
     assert_string_equal(c.model, g_model);
     assert_int_equal(c.layers.begin, 0);
     assert_int_equal(c.layers.end, 8);
@@ -124,7 +108,7 @@ static void cli_overrides_file(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     /* --config after the flags: the file still comes first */
-    assert_int_equal(load_stage(&c, mkargs("--max-seqs", "32", "--layers=5:7",
+    assert_int_equal(load_stage(&c, ts_args_of("--max-seqs", "32", "--layers=5:7",
                                            "--log-level", "debug", "--config", conf, NULL), err), 0);
     assert_int_equal(c.max_seqs, 32);
     assert_int_equal(c.layers.begin, 5);
@@ -140,11 +124,11 @@ static void cli_only(void **state)
     (void)state;
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
-    assert_int_equal(load_stage(&c, mkargs("--model", g_model, "--layers", "3:4",
+    assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "3:4",
                                            "--bind", "tcp://127.0.0.1:5701", NULL), err), 0);
     stage_cfg_free(&c);
     /* a required option missing */
-    assert_true(load_stage(&c, mkargs("--model", g_model, "--layers", "3:4", NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--model", g_model, "--layers", "3:4", NULL), err) < 0);
     assert_non_null(strstr(err, "missing --bind"));
     stage_cfg_free(&c);
 }
@@ -173,7 +157,7 @@ static void ini_errors_name_file_and_line(void **state)
         const char *conf = write_conf("bad.conf", cases[i].text);
         stage_cfg c;
         char err[Q35_ERRSZ] = "";
-        assert_true(load_stage(&c, mkargs("--config", conf, NULL), err) < 0);
+        assert_true(load_stage(&c, ts_args_of("--config", conf, NULL), err) < 0);
         assert_err_at(err, conf, cases[i].line, cases[i].needle);
         stage_cfg_free(&c);
     }
@@ -186,11 +170,11 @@ static void missing_model_names_the_line(void **state)
         "[stage]\nlayers = 0:20\nbind = ipc:///tmp/x.sock\nmodel = /nonexistent/m.gguf\n");
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
-    assert_true(load_stage(&c, mkargs("--config", conf, NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--config", conf, NULL), err) < 0);
     assert_err_at(err, conf, 4, "model: /nonexistent/m.gguf: No such file or directory");
     stage_cfg_free(&c);
     /* the flag overriding it is named instead */
-    assert_true(load_stage(&c, mkargs("--config", conf, "--model", g_dir, NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--config", conf, "--model", g_dir, NULL), err) < 0);
     assert_non_null(strstr(err, "--model: model: "));
     stage_cfg_free(&c);
 }
@@ -200,22 +184,22 @@ static void bad_flags(void **state)
     (void)state;
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
-    assert_true(load_stage(&c, mkargs("--max-seqs", "-3", NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--max-seqs", "-3", NULL), err) < 0);
     assert_string_equal(err, "--max-seqs: -3 is out of range [1, 4096]");
     stage_cfg_free(&c);
-    assert_true(load_stage(&c, mkargs("--mdoel", "x", NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--mdoel", "x", NULL), err) < 0);
     assert_string_equal(err, "--mdoel: unknown option (did you mean --model?) (see --help)");
     stage_cfg_free(&c);
-    assert_true(load_stage(&c, mkargs("--bind", NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--bind", NULL), err) < 0);
     assert_string_equal(err, "--bind: missing value");
     stage_cfg_free(&c);
-    assert_true(load_stage(&c, mkargs("stray", NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("stray", NULL), err) < 0);
     assert_non_null(strstr(err, "stray: unexpected argument"));
     stage_cfg_free(&c);
-    assert_true(load_stage(&c, mkargs("--config", "/nonexistent.conf", NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--config", "/nonexistent.conf", NULL), err) < 0);
     assert_string_equal(err, "/nonexistent.conf: No such file or directory");
     stage_cfg_free(&c);
-    assert_true(load_stage(&c, mkargs("--model", g_model, "--layers", "0:1",
+    assert_true(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:1",
                                       "--bind", "tcp://host", NULL), err) < 0);
     assert_non_null(strstr(err, "--bind: bind: 'tcp://host' is not a ZeroMQ endpoint"));
     stage_cfg_free(&c);
@@ -229,7 +213,7 @@ static void coordinator_stage_ranges(void **state)
     const char *ok = write_conf("c.conf",
         "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
         "stage = tcp://a:5701 0:2\nstage = tcp://b:5701   2:5  \nstage = ipc:///tmp/s2 5:8\n");
-    assert_int_equal(load_coord(&c, mkargs("--config", ok, NULL), err), 0);
+    assert_int_equal(load_coord(&c, ts_args_of("--config", ok, NULL), err), 0);
     assert_int_equal(c.n_stages, 3);
     assert_string_equal(c.stages[1].endpoint, "tcp://b:5701");
     assert_int_equal(c.stages[1].layers.begin, 2);
@@ -242,12 +226,12 @@ static void coordinator_stage_ranges(void **state)
     coord_cfg_free(&c);
 
     /* the command line replaces the file's list */
-    assert_int_equal(load_coord(&c, mkargs("--config", ok, "--stage", "ipc:///tmp/one 0:8", NULL), err), 0);
+    assert_int_equal(load_coord(&c, ts_args_of("--config", ok, "--stage", "ipc:///tmp/one 0:8", NULL), err), 0);
     assert_int_equal(c.n_stages, 1);
     assert_string_equal(c.stages[0].where, "--stage");
     coord_cfg_free(&c);
     /* bare endpoints: the ranges come from the handshakes */
-    assert_int_equal(load_coord(&c, mkargs("--config", ok, "--stage", "ipc:///tmp/one", "--stage",
+    assert_int_equal(load_coord(&c, ts_args_of("--config", ok, "--stage", "ipc:///tmp/one", "--stage",
                                            "ipc:///tmp/two", NULL), err), 0);
     assert_int_equal(c.n_stages, 2);
     assert_int_equal(c.stages[1].layers.begin, -1);
@@ -268,7 +252,7 @@ static void coordinator_stage_ranges(void **state)
         char text[512];
         snprintf(text, sizeof text, "[coordinator]\nmodel = %%M\nlisten = ipc:///tmp/c.sock\n%s", bad[i].stages);
         const char *conf = write_conf("bad.conf", text);
-        assert_true(load_coord(&c, mkargs("--config", conf, NULL), err) < 0);
+        assert_true(load_coord(&c, ts_args_of("--config", conf, NULL), err) < 0);
         assert_err_at(err, conf, bad[i].line, bad[i].needle);
         coord_cfg_free(&c);
     }
@@ -282,18 +266,18 @@ static void layers_against_the_model(void **state)
     char err[Q35_ERRSZ] = "";
     const char *conf = write_conf("s.conf",
         "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 4:12\n");
-    assert_true(load_stage(&c, mkargs("--config", conf, NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--config", conf, NULL), err) < 0);
     assert_err_at(err, conf, 4, "layers: 4:12 end past the model's 8 layers");
     stage_cfg_free(&c);
     /* a readable file that is no GGUF: the model line is named */
     conf = write_conf("s.conf", "[stage]\nbind = ipc:///tmp/x.sock\nlayers = 0:2\nmodel = JUNK\n");
-    assert_true(load_stage(&c, mkargs("--config", conf, "--model", g_junk, NULL), err) < 0);
+    assert_true(load_stage(&c, ts_args_of("--config", conf, "--model", g_junk, NULL), err) < 0);
     assert_non_null(strstr(err, "--model: model: "));
     stage_cfg_free(&c);
     /* the coordinator's stages must reach the model's last layer */
     conf = write_conf("c.conf", "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
                                 "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:6\n");
-    assert_true(load_coord(&cc, mkargs("--config", conf, NULL), err) < 0);
+    assert_true(load_coord(&cc, ts_args_of("--config", conf, NULL), err) < 0);
     assert_err_at(err, conf, 5, "the last stage ends at layer 6; layers 6:8 of the model");
     coord_cfg_free(&cc);
 }
@@ -325,7 +309,7 @@ static void help_and_man_come_from_the_table(void **state)
     fflush(stdout);
     FILE *saved = stdout;
     stdout = fopen("/dev/null", "w");
-    int rc = load_stage(&c, mkargs("--help", "--max-seqs", "bogus", NULL), err);
+    int rc = load_stage(&c, ts_args_of("--help", "--max-seqs", "bogus", NULL), err);
     fclose(stdout);
     stdout = saved;
     assert_int_equal(rc, OPTS_EXIT);
@@ -346,24 +330,24 @@ static void bools_and_doubles(void **state)
     t_cfg c;
     char err[Q35_ERRSZ] = "";
     memset(&c, 0, sizeof c);
-    args a = mkargs("--fast", "--temp=1.5", NULL);
+    ts_args a = ts_args_of("--fast", "--temp=1.5", NULL);
     assert_int_equal(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err), 0);
     assert_true(c.fast);
     assert_true(c.temp == 1.5);
     opts_free(&spec, &c);
     memset(&c, 0, sizeof c);
-    a = mkargs("--no-fast", NULL);
+    a = ts_args_of("--no-fast", NULL);
     assert_int_equal(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err), 0);
     assert_false(c.fast);
     assert_true(c.temp == 0.7);
     opts_free(&spec, &c);
     memset(&c, 0, sizeof c);
-    a = mkargs("--temp", "2.5", NULL);
+    a = ts_args_of("--temp", "2.5", NULL);
     assert_true(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err) < 0);
     assert_string_equal(err, "--temp: 2.5 is out of range [0, 2]");
     opts_free(&spec, &c);
     memset(&c, 0, sizeof c);
-    a = mkargs("--fast=maybe", NULL);
+    a = ts_args_of("--fast=maybe", NULL);
     assert_true(opts_parse(&spec, &c, a.argc, a.argv, err, sizeof err) < 0);
     assert_non_null(strstr(err, "--fast: 'maybe' is not a boolean"));
     opts_free(&spec, &c);
@@ -420,7 +404,7 @@ static void examples_parse(void **state)
     char err[Q35_ERRSZ] = "";
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         stage_cfg c;
-        args a = mkargs("--config", localize_keys(stages[i]), "--model", g_model, NULL);
+        ts_args a = ts_args_of("--config", localize_keys(stages[i]), "--model", g_model, NULL);
         memset(&c, 0, sizeof c);
         if (opts_parse(&stage_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
         assert_int_equal(c.curve, strstr(stages[i], "two-hosts") != NULL);   /* across hosts: CURVE */
@@ -429,7 +413,7 @@ static void examples_parse(void **state)
     }
     for (size_t i = 0; i < sizeof coords / sizeof coords[0]; i++) {
         coord_cfg c;
-        args a = mkargs("--config", localize_keys(coords[i]), "--model", g_model, NULL);
+        ts_args a = ts_args_of("--config", localize_keys(coords[i]), "--model", g_model, NULL);
         memset(&c, 0, sizeof c);
         if (opts_parse(&coord_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
         assert_int_equal(c.curve, strstr(coords[i], "two-hosts") != NULL);

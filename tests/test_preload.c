@@ -12,6 +12,7 @@
 #include "common.h"
 #include "gguf.h"
 #include "../daemon/preload.h"
+#include "support.h"
 
 static char g_model[512];
 
@@ -87,8 +88,7 @@ static void errors(void **state)
 
 int main(void)
 {
-    const char *golden = getenv("QWEN35_GOLDEN");
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", golden ? golden : "../shared/golden");
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_exactly_the_range),
         cmocka_unit_test(errors),

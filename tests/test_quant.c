@@ -9,19 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "quant.h"
+#include "support.h"
 
-/* The 16 golden types: file stem and id. */
+/* The golden types: every decoded row of quant.h's table (the golden
+ * file stem is the type's name). */
 static const struct { const char *name; int type; } golden[] = {
-    { "f32", GGML_TYPE_F32 },     { "f16", GGML_TYPE_F16 },
-    { "bf16", GGML_TYPE_BF16 },   { "q8_0", GGML_TYPE_Q8_0 },
-    { "q4_0", GGML_TYPE_Q4_0 },   { "q4_1", GGML_TYPE_Q4_1 },
-    { "q5_0", GGML_TYPE_Q5_0 },   { "q5_1", GGML_TYPE_Q5_1 },
-    { "q2_K", GGML_TYPE_Q2_K },   { "q3_K", GGML_TYPE_Q3_K },
-    { "q4_K", GGML_TYPE_Q4_K },   { "q5_K", GGML_TYPE_Q5_K },
-    { "q6_K", GGML_TYPE_Q6_K },   { "iq4_nl", GGML_TYPE_IQ4_NL },
-    { "iq4_xs", GGML_TYPE_IQ4_XS }, { "mxfp4", GGML_TYPE_MXFP4 },
+#define X(ID, name) { #name, GGML_TYPE_##ID },
+    QUANT_DECODED(X)
+#undef X
 };
 static uint32_t rng = 12345;
 static uint32_t next_u32(void)
@@ -33,24 +31,12 @@ static uint32_t next_u32(void)
 #define NGOLDEN (sizeof golden / sizeof *golden)
 enum { GROWS = 16, GCOLS = 512 };
 
-/* Whole file into a malloc'd buffer; fails the test if unreadable. */
+/* A golden file (quant/<stem>.<ext>); fails the test if unreadable. */
 static void *slurp(const char *stem, const char *ext, size_t *len)
 {
-    const char *dir = getenv("QWEN35_GOLDEN");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/quant/%s.%s", dir ? dir : "../shared/golden", stem, ext);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s (set QWEN35_GOLDEN)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "quant/%s.%s", stem, ext);
+    return ts_read_file(ts_golden(path, sizeof path, rel), len);
 }
 
 static void golden_dequant_bit_exact(void **state)
@@ -82,6 +68,60 @@ static void golden_dequant_bit_exact(void **state)
 /* --- fast paths ------------------------------------------------------------ */
 
 static const char *const isas[] = { "scalar", "avx2", "avx512" };
+
+/* Switch the kernels to `isa`; false, saying so, when this CPU lacks it
+ * (the test then checks the other ISAs only). */
+static bool skip_isa(const char *isa)
+{
+    if (!quant_force_isa(isa))
+        return false;
+    print_message("[  SKIP    ] %s kernels: this CPU lacks %s (checked the other ISAs only)\n",
+                  isa, isa);
+    return true;
+}
+
+/* Every decoded row of the table names a kernel for every ISA: NONE (a
+ * type added without its kernels) fails here, naming the type and the
+ * kernel it lacks, although the generic fallback keeps it working. Every
+ * ISA table answers for every decoded type at run time. */
+static void every_row_has_kernels(void **state)
+{
+    (void)state;
+    static const struct { const char *name; int type; const char *kern[3]; } rows[] = {
+#define ROW(P, ID, name, id, blck, bytes, ref, avx2, avx512, cu, align, fill) \
+        { #name, GGML_TYPE_##ID, { #ref, #avx2, #avx512 } },
+        QUANT_TABLE(ROW, ~)
+#undef ROW
+    };
+    int missing = 0;
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        bool decoded = strcmp(rows[r].kern[0], "NA") != 0;
+        for (int ia = 1; ia < 3; ia++) {
+            const char *k = rows[r].kern[ia];
+            if (decoded && (!strcmp(k, "NONE") || !strcmp(k, "NA"))) {
+                print_error("%s: no %s kernel (its row in model/quant.h says %s; "
+                            "write body_%s in model/quant_%s.c or say GENERIC)\n",
+                            rows[r].name, isas[ia], k, rows[r].name, isas[ia]);
+                missing++;
+            } else if (!decoded && strcmp(k, "NA")) {
+                print_error("%s: %s kernel %s but no scalar decoder (ref NA)\n",
+                            rows[r].name, isas[ia], k);
+                missing++;
+            }
+        }
+        for (int ia = 0; ia < 3 && decoded; ia++) {
+            if (quant_force_isa(isas[ia]))
+                continue;
+            if (!quant_dot(rows[r].type)) {
+                print_error("%s: the %s table has no dot kernel\n", rows[r].name, isas[ia]);
+                missing++;
+            }
+        }
+    }
+    quant_force_isa(NULL);
+    if (missing)
+        fail_msg("%d kernel(s) missing (listed above)", missing);
+}
 
 static float frand(void) { return (float)((int32_t)next_u32()) / 2147483648.0f; }
 
@@ -125,7 +165,7 @@ static void dots_match_exact(void **state)
     uint8_t *row = malloc(NMAX * 8);
     float *x = malloc(sizeof(float) * NMAX);
     for (size_t ia = 0; ia < 3; ia++) {
-        if (quant_force_isa(isas[ia]))
+        if (skip_isa(isas[ia]))
             continue;
         for (size_t g = 0; g < NGOLDEN; g++) {
             int type = golden[g].type;
@@ -167,7 +207,7 @@ static void matmul_matches_dot(void **state)
     enum { ROWS = 9, NXMAX = 40 };
     static const int nxs[] = { 1, 2, 3, 4, 5, 8, 13, 40 };
     for (size_t ia = 0; ia < 3; ia++) {
-        if (quant_force_isa(isas[ia]))
+        if (skip_isa(isas[ia]))
             continue;
         for (size_t g = 0; g < NGOLDEN; g++) {
             int type = golden[g].type;
@@ -220,7 +260,7 @@ static void fast_decoders_bit_exact(void **state)
     for (int i = 0; i < GCOLS; i++)
         eye[i * GCOLS + i] = 1.0f;
     for (size_t ia = 0; ia < 3; ia++) {
-        if (quant_force_isa(isas[ia]))
+        if (skip_isa(isas[ia]))
             continue;
         for (size_t g = 0; g < NGOLDEN; g++) {
             int type = golden[g].type;
@@ -405,6 +445,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_covers_every_ggml_id),
+        cmocka_unit_test(every_row_has_kernels),
         cmocka_unit_test(row_bytes),
         cmocka_unit_test(f16_matches_f16c),
         cmocka_unit_test(bf16_rounds_to_nearest_even),

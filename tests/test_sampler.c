@@ -12,7 +12,7 @@
 
 #include "common.h"
 #include "sampler.h"
-#include "help_test.h"
+#include "support.h"
 
 static smp_params plain(void)
 {
@@ -327,7 +327,7 @@ static void defaults_documented_and_used_by_qwen35_run(void **st)
     assert_string_equal(sd, "--temp 0 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1 "
                             "--presence-penalty 0 --frequency-penalty 0 --penalty-window 64 --seed 0");
 
-    int shown = help_shows("qwen35-run", sd);
+    int shown = ts_help_shows("qwen35-run", sd);
     if (shown < 0) { skip(); return; }
     assert_int_equal(shown, 1);
 }

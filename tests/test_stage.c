@@ -18,6 +18,7 @@
 #include "common.h"
 #include "../stage/stage.h"
 #include "wire.h"
+#include "support.h"
 
 static char g_model[512], g_expect[512], g_tokens[512];
 static int32_t g_toks[64];
@@ -25,22 +26,11 @@ static int32_t g_toks[64];
 static int setup(void **state)
 {
     (void)state;
-    const char *g = getenv("QWEN35_GOLDEN");
-    if (!g)
-        g = "../shared/golden";
+    const char *g = ts_golden_dir();
     snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
     snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
     snprintf(g_tokens, sizeof g_tokens, "%s/tokens64.txt", g);
-    FILE *f = fopen(g_tokens, "r");
-    if (!f) {
-        fprintf(stderr, "golden data not found: %s (set QWEN35_GOLDEN)\n", g_tokens);
-        return -1;
-    }
-    for (int i = 0; i < 64; i++)
-        if (fscanf(f, "%d", &g_toks[i]) != 1)
-            return -1;
-    fclose(f);
-    return 0;
+    return ts_read_ids(g_tokens, g_toks, 64) == 64 ? 0 : -1;
 }
 
 static stage *open_stage(int a, int b)

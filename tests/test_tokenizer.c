@@ -17,7 +17,7 @@
 static char *slurp(const char *name, size_t *len)
 {
     char p[1100];
-    snprintf(p, sizeof p, "%s/tokenizer/%s", golden_dir(), name);
+    snprintf(p, sizeof p, "%s/tokenizer/%s", ts_golden_dir(), name);
     FILE *f = fopen(p, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);

@@ -7,19 +7,15 @@
 #include <stdlib.h>
 #include "common.h"
 #include "tokenizer.h"
+#include "support.h"
 
 static tok *T;
-
-static const char *golden_dir(void)
-{
-    return getenv("QWEN35_GOLDEN") ? getenv("QWEN35_GOLDEN") : "../shared/golden";
-}
 
 static int setup(void **st)
 {
     (void)st;
     char p[1024], err[Q35_ERRSZ];
-    snprintf(p, sizeof p, "%s/tokenizer/qwen3-vocab.gguf", golden_dir());
+    snprintf(p, sizeof p, "%s/tokenizer/qwen3-vocab.gguf", ts_golden_dir());
     T = tok_open(p, err, sizeof err);
     if (!T) fprintf(stderr, "%s\n", err);
     return T ? 0 : -1;

@@ -21,11 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Every decoded type (quant.h's table). */
 static const int all_types[] = {
-    GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-    GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-    GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL,
-    GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4,
+#define X(ID, name) GGML_TYPE_##ID,
+    QUANT_DECODED(X)
+#undef X
 };
 #define NTYPES (int)(sizeof all_types / sizeof *all_types)
 

@@ -29,6 +29,7 @@
  * times the layers through the engine instead. */
 #include "common.h"
 #include "config.h"
+#include "backend.h"
 #include "engine.h"
 #include "gguf.h"
 #include "quant.h"
@@ -471,7 +472,17 @@ int main(int argc, char **argv)
     print_config(f, &c);
     print_usage(&c, u);
     fflush(stdout);
-    gguf_close(&f);   /* --measure opens the model again, one layer at a time */
+    /* Every tensor a stage binds (backend.h's table, checked as a stage
+     * would): a model a stage refuses is reported here too. */
+    q35_weights w;
+    int bad = q35_weights_bind(f, &c, 0, (int)c.n_layer, &w, err, sizeof err);
+    q35_weights_free(&w);
+    gguf_close(&f);
+    if (bad) {
+        fprintf(stderr, "qwen35-info: %s (a stage refuses this model)\n", err);
+        free(u);
+        return 1;
+    }   /* --measure opens the model again, one layer at a time */
     int rc = plan ? print_plan(model, &c, u, plan, &mo) : 0;
     free(u);
     return rc;

@@ -370,19 +370,10 @@ static int await_reply(probe *p, const pcase *c)
         if (left <= 0) return -1;
         if (zmq_poll(pi, 2, left) <= 0) continue;
         if (pi[1].revents & ZMQ_POLLIN) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            zmq_msg_recv(&m, p->mon, 0);
-            uint16_t ev = 0;
-            if (zmq_msg_size(&m) >= 2) memcpy(&ev, zmq_msg_data(&m), 2);
-            bool more = zmq_msg_more(&m);
-            zmq_msg_close(&m);
-            if (more) {
-                zmq_msg_init(&m);
-                zmq_msg_recv(&m, p->mon, 0);
-                zmq_msg_close(&m);
-            }
-            if (ev == ZMQ_EVENT_DISCONNECTED) return -2;
+            uint16_t ev;
+            uint32_t val;
+            while (q35_wire_monitor_event(p->mon, &ev, &val) == 0)
+                if (ev == ZMQ_EVENT_DISCONNECTED) return -2;
         }
         if (!(pi[0].revents & ZMQ_POLLIN)) continue;
         q35_wire_msg m;

@@ -29,11 +29,9 @@ FUZZ_TARGETS := gguf wire tok
 # The engine, instrumented, except the type table (quant*.c): built by
 # $(CC) uninstrumented, its run-time CPU dispatch uses cpuid names clang 14
 # does not know. model/cpu_vec.c likewise (clang 14 does not link its
-# target_clones), and proto/wire.c (its f16 conversion uses _Float16, which
-# clang 14 lacks on x86). ASan still checks their heap blocks.
+# target_clones). ASan still checks their heap blocks.
 FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
 FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
-FUZZ_WIRE_OBJ   := $(FUZZ_DIR)/plain/proto/wire.o
 FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS),$(sort $(wildcard model/*.c)))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
 FUZZ_NET_SRCS := stage/stage.c stage/stage_sample.c daemon/curve.c \
@@ -45,8 +43,8 @@ FUZZ_gguf_OBJS := $(call fuzz_obj,model/gguf.c model/gguf_get.c model/config.c m
 FUZZ_gguf_LIBS :=
 FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
 FUZZ_tok_LIBS  := -lpcre2-8
-FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) tests/fuzz/fuzz_wire.c) \
-                  $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_WIRE_OBJ) $(FUZZ_QUANT_OBJS)
+FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c) \
+                  $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8
 
 $(FUZZ_DIR)/obj/%.o: %.c
@@ -62,7 +60,7 @@ $(FUZZ_DIR)/gen/%.pb-c.c $(FUZZ_DIR)/gen/%.pb-c.h: proto/%.proto
 	protoc-c --proto_path=proto --c_out=$(FUZZ_DIR)/gen $<
 
 # Sources that include the generated header wait for it.
-$(call fuzz_obj,$(FUZZ_NET_SRCS) tests/fuzz/fuzz_wire.c) $(FUZZ_WIRE_OBJ): | $(FUZZ_GEN:.c=.h)
+$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c): | $(FUZZ_GEN:.c=.h)
 
 $(FUZZ_DIR)/plain/%.o: %.c
 	@mkdir -p $(@D)

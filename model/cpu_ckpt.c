@@ -1,0 +1,88 @@
+/* cpu_ckpt.c — checkpoints of the CPU backend: one host allocation per
+ * checkpoint holding, layer after owned layer, an SSM layer's conv then S
+ * state, or an attention layer's K rows [0, n) then V rows [0, n). Save
+ * and restore are plain copies, so a restored slot holds exactly the bits
+ * the saved one held and continues identically. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu.h"
+
+/* Floats of one owned layer in a checkpoint of n positions, and the
+ * state arrays they come from (a, b: first and second part). */
+static size_t layer_parts(const q35_backend *b, int il, int n, size_t *na, size_t *nb)
+{
+    const q35_config *c = b->c;
+    if (c->layer_kind[il] == Q35_LAYER_SSM) {
+        *na = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
+        *nb = (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+    } else {
+        *na = (size_t)n * c->n_head_kv * c->head_dim;
+        *nb = (size_t)n * c->n_head_kv * c->head_dim_v;
+    }
+    return *na + *nb;
+}
+
+int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz)
+{
+    size_t total = 0, na, nb;
+    for (int il = b->w->layer_begin; il < b->w->layer_end; il++)
+        total += layer_parts(b, il, n, &na, &nb);
+    float *ck = malloc(total ? total * sizeof(float) : 1);
+    if (!ck)
+        return q35_err(err, errsz, Q35_ENOMEM,
+                       "cpu backend: out of memory for a checkpoint of %zu bytes",
+                       total * sizeof(float));
+    float *p = ck;
+    for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
+        layer_parts(b, il, n, &na, &nb);
+        const cpu_layer_state *st = cpu_state(b, slot, il);
+        bool ssm = b->c->layer_kind[il] == Q35_LAYER_SSM;
+        memcpy(p, ssm ? st->conv : st->k, na * sizeof(float));
+        memcpy(p + na, ssm ? st->S : st->v, nb * sizeof(float));
+        p += na + nb;
+    }
+    *out = ck;
+    return 0;
+}
+
+int cpu_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err, size_t errsz)
+{
+    (void)err;
+    (void)errsz;
+    const float *p = ckp;
+    size_t na, nb;
+    for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
+        layer_parts(b, il, n, &na, &nb);
+        cpu_layer_state *st = cpu_state(b, slot, il);
+        bool ssm = b->c->layer_kind[il] == Q35_LAYER_SSM;
+        memcpy(ssm ? st->conv : st->k, p, na * sizeof(float));
+        memcpy(ssm ? st->S : st->v, p + na, nb * sizeof(float));
+        p += na + nb;
+    }
+    return 0;
+}
+
+void cpu_ckpt_free(q35_backend *b, void *ck)
+{
+    (void)b;
+    free(ck);
+}
+
+/* MemAvailable of /proc/meminfo (0 when unreadable). */
+uint64_t cpu_mem_free(const q35_backend *b)
+{
+    (void)b;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}

@@ -1,0 +1,158 @@
+/* weights.c — binds a layer range's tensors as views into the mapped GGUF
+ * (backend.h): every row of Q35_LAYER_TENSORS checked against the config,
+ * no page of another tensor touched; and the bytes a decoded token reads. */
+#include "backend.h"
+#include "common.h"
+#include "gguf.h"
+#include "quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+q35_dims q35_dims_of(const q35_config *c)
+{
+    q35_dims d = {
+        .E = c->n_embd, .X = c->n_expert, .F = c->n_ff_exp, .Fs = c->n_ff_shexp,
+        .hd = c->head_dim, .hdv = c->head_dim_v, .nh = c->n_head, .nkv = c->n_head_kv,
+        .C = c->ssm_conv_ch, .K = c->ssm_d_conv, .vd = c->ssm_d_inner, .nv = c->ssm_dt_rank,
+        .hv = c->ssm_hv,
+    };
+    return d;
+}
+
+/* One row of Q35_LAYER_TENSORS with its dims for a config. */
+typedef struct layer_tensor {
+    size_t offset;            /* of the field in q35_layer_weights */
+    const char *suffix;
+    int kinds, role;
+    bool required;
+    int64_t ne[3];
+} layer_tensor;
+
+#define SPEC(field, suffix, kinds, role, req, ne0, ne1, ne2) \
+    { offsetof(q35_layer_weights, field), suffix, kinds, role, req, { ne0, ne1, ne2 } },
+
+static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
+                const int64_t ne[3], char *err, size_t errsz)
+{
+    const gguf_tensor *g = q35_bind(f, name, n_dims, ne, err, errsz);
+    if (!g)
+        return Q35_EINVAL;
+    memset(t, 0, sizeof *t);
+    t->name = g->name;
+    t->type = g->type;
+    t->n_dims = n_dims;
+    for (int i = 0; i < 4; i++)
+        t->ne[i] = i < n_dims ? ne[i] : 1;
+    t->row_bytes = (size_t)quant_row_bytes(g->type, ne[0]);
+    t->expert_stride = n_dims == 3 ? t->row_bytes * (size_t)ne[1] : 0;
+    t->data = g->data;
+    t->nbytes = g->nbytes;
+    /* Vectors the CPU reads as plain floats must be F32. */
+    if (n_dims == 1 && g->type != GGML_TYPE_F32)
+        return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
+                       gguf_name(f), name, g->type);
+    return 0;
+}
+
+/* gate (half 0) or up (half 1) as a view of the fused [E, 2F, X] tensor. */
+static int bind_fused_half(const gguf_file *f, q35_tensor *t, const char *name, const int64_t ne[3],
+                           int half, char *err, size_t errsz)
+{
+    const int64_t fused[3] = { ne[0], 2 * ne[1], ne[2] };
+    int rc = bind(f, t, name, 3, fused, err, errsz);
+    if (rc)
+        return rc;
+    t->ne[1] = ne[1];
+    t->data = (const char *)t->data + (size_t)half * t->row_bytes * (size_t)ne[1];
+    return 0;
+}
+
+static int bind_layer(const gguf_file *f, const q35_config *c, int il, q35_layer_weights *lw,
+                      char *err, size_t errsz)
+{
+    const q35_dims d = q35_dims_of(c);
+    const layer_tensor rows[] = { Q35_LAYER_TENSORS(SPEC) };
+    char name[GGUF_NAME_MAX + 16], fused[GGUF_NAME_MAX + 16];
+    snprintf(fused, sizeof fused, "blk.%d.ffn_gate_up_exps.weight", il);
+    bool is_fused = gguf_find_tensor(f, fused) != NULL;
+    lw->kind = c->layer_kind[il];
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const layer_tensor *r = &rows[i];
+        q35_tensor *t = (q35_tensor *)((char *)lw + r->offset);
+        int rc;
+        if (!(r->kinds & (1 << lw->kind)))
+            continue;
+        snprintf(name, sizeof name, "blk.%d.%s", il, r->suffix);
+        if (is_fused && (r->role == Q35_GATE || r->role == Q35_UP))
+            rc = bind_fused_half(f, t, fused, r->ne, r->role == Q35_UP, err, errsz);
+        else if (!r->required && !gguf_find_tensor(f, name))
+            continue;
+        else
+            rc = bind(f, t, name, Q35_ROLE_DIMS(r->role), r->ne, err, errsz);
+        if (rc)
+            return rc;
+        if (r->role == Q35_F32M && t->type != GGML_TYPE_F32)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: tensor '%s': type %d, expected f32",
+                           gguf_name(f), t->name, t->type);
+    }
+    return 0;
+}
+
+int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_weights *w,
+                     char *err, size_t errsz)
+{
+    const int64_t ev[3] = { c->n_embd, c->n_vocab, 1 }, e1[3] = { c->n_embd, 1, 1 };
+    int rc;
+    memset(w, 0, sizeof *w);
+    w->cfg = c;
+    w->layer_begin = a;
+    w->layer_end = b;
+    w->has_embd = a == 0;
+    w->has_head = b == (int)c->n_layer;
+    if (w->has_embd && (rc = bind(f, &w->token_embd, "token_embd.weight", 2, ev, err, errsz)))
+        return rc;
+    if (w->has_head) {
+        if ((rc = bind(f, &w->output_norm, "output_norm.weight", 1, e1, err, errsz)))
+            return rc;
+        const char *head = gguf_find_tensor(f, "output.weight") ? "output.weight" : "token_embd.weight";
+        if ((rc = bind(f, &w->output, head, 2, ev, err, errsz)))
+            return rc;
+    }
+    int n = b - a;
+    w->layers = calloc((size_t)(n > 0 ? n : 1), sizeof *w->layers);
+    if (!w->layers)
+        return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+    for (int il = a; il < b; il++)
+        if ((rc = bind_layer(f, c, il, &w->layers[il - a], err, errsz)))
+            return rc;
+    return 0;
+}
+
+void q35_weights_free(q35_weights *w)
+{
+    free(w->layers);
+    w->layers = NULL;
+}
+
+uint64_t q35_weights_decode_bytes(const q35_weights *w)
+{
+    uint64_t n = 0;
+    if (w->has_embd)
+        n += w->token_embd.row_bytes;
+    if (w->has_head)
+        n += w->output_norm.nbytes + w->output.nbytes;
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
+        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
+        /* A routed expert tensor: expert_used_count of its experts. */
+#define BYTES(field, suffix, kinds, role, ...)                                                  \
+        if (Q35_ROLE_EXPERTS(role))                                                             \
+            n += (uint64_t)w->cfg->n_expert_used * l->field.row_bytes * (uint64_t)l->field.ne[1]; \
+        else if (l->field.data)                                                                 \
+            n += l->field.nbytes;
+        Q35_LAYER_TENSORS(BYTES)
+#undef BYTES
+    }
+    return n;
+}

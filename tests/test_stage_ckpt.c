@@ -1,0 +1,354 @@
+/* Checkpoints through the stage's wire handling (tiny golden model, a
+ * two-stage chain 0:4 + 4:8): saving leaves the slot as it was, a restore
+ * into a different slot continues with bit-identical logits, sizes are
+ * exact, the store evicts least recently used entries under its budget,
+ * and every bad request is refused with an error naming its field. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common.h"
+#include "config.h"
+#include "../stage/stage.h"
+#include "wire.h"
+#include "support.h"
+
+static char g_model[512];
+static int32_t g_toks[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    char path[600];
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
+    return ts_read_ids(ts_golden(path, sizeof path, "tokens64.txt"), g_toks, 64) == 64 ? 0 : -1;
+}
+
+static stage *open_stage(int a, int b, int64_t cache_bytes)
+{
+    stage_opts o = { .model_path = g_model, .layer_begin = a, .layer_end = b, .n_threads = 1,
+                     .max_seqs = 4, .max_ctx = 128, .max_batch = 64, .backend = "cpu",
+                     .cache_bytes = cache_bytes };
+    char err[Q35_ERRSZ];
+    stage *s = stage_new(&o, err, sizeof err);
+    if (!s)
+        fail_msg("stage_new: %s", err);
+    return s;
+}
+
+static Q35__StageReply *call(stage *s, Q35__StageRequest *r)
+{
+    size_t n = q35__stage_request__get_packed_size(r);
+    uint8_t *buf = malloc(n + 1);
+    q35__stage_request__pack(r, buf);
+    uint8_t *out;
+    size_t out_len;
+    assert_int_equal(stage_handle(s, buf, n, &out, &out_len), 0);
+    free(buf);
+    Q35__StageReply *rep = q35__stage_reply__unpack(NULL, out_len, out);
+    assert_non_null(rep);
+    free(out);
+    return rep;
+}
+
+static void expect_error(Q35__StageReply *rep, int code, const char *field)
+{
+    if (rep->body_case != Q35__STAGE_REPLY__BODY_ERROR)
+        fail_msg("expected an error on %s, got reply case %d", field, rep->body_case);
+    if ((int)rep->error->code != code || strcmp(rep->error->field, field))
+        fail_msg("expected %s on '%s', got %s on '%s': %s", q35_wire_code_name(code), field,
+                 q35_wire_code_name(rep->error->code), rep->error->field, rep->error->message);
+    assert_true(strlen(rep->error->message) > 10);
+    q35__stage_reply__free_unpacked(rep, NULL);
+}
+
+/* Tokens [pos, pos+n) of g_toks through a then b in slot; the last
+ * stage's logits of every row go to out (n x 512 floats) when non-NULL. */
+static void chain(stage *a, stage *b, int slot, int pos, int n, float *out)
+{
+    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
+    c.slot = slot;
+    c.pos = pos;
+    c.n_tokens = n;
+    c.n_token_ids = n;
+    c.token_ids = g_toks + pos;
+    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    fb.seqs = &pc;
+    fb.n_seqs = 1;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
+    r.forward = &fb;
+    Q35__StageReply *ra = call(a, &r);
+    if (ra->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
+        fail_msg("first stage: %s", ra->error->message);
+    c.n_token_ids = 0;
+    c.token_ids = NULL;
+    c.logits = out ? Q35__LOGITS_MODE__LOGITS_ALL : Q35__LOGITS_MODE__LOGITS_NONE;
+    fb.hidden = ra->forward->hidden;
+    Q35__StageReply *rb = call(b, &r);
+    q35__stage_reply__free_unpacked(ra, NULL);
+    if (rb->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
+        fail_msg("last stage: %s", rb->error->message);
+    if (out) {
+        assert_int_equal(rb->forward->logits.len, (size_t)n * 512 * sizeof(float));
+        memcpy(out, rb->forward->logits.data, rb->forward->logits.len);
+    }
+    q35__stage_reply__free_unpacked(rb, NULL);
+}
+
+static Q35__StageReply *save(stage *s, uint64_t id, uint32_t slot, uint32_t n)
+{
+    Q35__CkptSave m = Q35__CKPT_SAVE__INIT;
+    m.id = id;
+    m.slot = slot;
+    m.n_tokens = n;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE;
+    r.ckpt_save = &m;
+    return call(s, &r);
+}
+
+static Q35__StageReply *restore(stage *s, uint64_t id, uint32_t slot, uint32_t n)
+{
+    Q35__CkptRestore m = Q35__CKPT_RESTORE__INIT;
+    m.id = id;
+    m.slot = slot;
+    m.n_tokens = n;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_RESTORE;
+    r.ckpt_restore = &m;
+    return call(s, &r);
+}
+
+static Q35__StageReply *drop(stage *s, uint64_t *ids, size_t n, bool all)
+{
+    Q35__CkptDrop m = Q35__CKPT_DROP__INIT;
+    m.ids = ids;
+    m.n_ids = n;
+    m.all = all;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_DROP;
+    r.ckpt_drop = &m;
+    return call(s, &r);
+}
+
+static void free_slot(stage *s, uint32_t slot)
+{
+    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
+    f.slots = &slot;
+    f.n_slots = 1;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    r.free = &f;
+    q35__stage_reply__free_unpacked(call(s, &r), NULL);
+}
+
+static void expect_saved(Q35__StageReply *rep, uint64_t id, uint64_t bytes)
+{
+    if (rep->body_case != Q35__STAGE_REPLY__BODY_CKPT_SAVED)
+        fail_msg("save %llu: %s", (unsigned long long)id,
+                 rep->body_case == Q35__STAGE_REPLY__BODY_ERROR ? rep->error->message : "?");
+    assert_int_equal(rep->ckpt_saved->id, id);
+    assert_int_equal(rep->ckpt_saved->bytes, bytes);
+    q35__stage_reply__free_unpacked(rep, NULL);
+}
+
+static void expect_restored(Q35__StageReply *rep, uint32_t n)
+{
+    if (rep->body_case != Q35__STAGE_REPLY__BODY_CKPT_RESTORED)
+        fail_msg("restore: %s",
+                 rep->body_case == Q35__STAGE_REPLY__BODY_ERROR ? rep->error->message : "?");
+    assert_int_equal(rep->ckpt_restored->n_tokens, n);
+    q35__stage_reply__free_unpacked(rep, NULL);
+}
+
+/* The exact size of a checkpoint of n positions on layers [a, b). */
+static uint64_t ckpt_bytes(const stage *s, int n)
+{
+    const q35_config *c = q35_engine_config(stage_engine(s));
+    uint64_t bytes = 0;
+    for (int il = q35_engine_layer_begin(stage_engine(s)); il < q35_engine_layer_end(stage_engine(s)); il++)
+        bytes += c->layer_kind[il] == Q35_LAYER_SSM
+            ? 4ull * ((c->ssm_d_conv - 1) * c->ssm_conv_ch + c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv)
+            : 4ull * n * c->n_head_kv * (c->head_dim + c->head_dim_v);
+    return bytes;
+}
+
+static Q35__StageStats *stats(stage *s)
+{
+    Q35__StatsRequest m = Q35__STATS_REQUEST__INIT;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
+    r.stats = &m;
+    Q35__StageReply *rep = call(s, &r);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_STATS);
+    static Q35__StageStats st;
+    st = *rep->stats;
+    q35__stage_reply__free_unpacked(rep, NULL);
+    return &st;
+}
+
+static void restore_continues_bit_identical(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4, 64 << 20), *b = open_stage(4, 8, 64 << 20);
+    float *ref = malloc(24 * 512 * sizeof(float)), *got = malloc(24 * 512 * sizeof(float));
+    /* reference: slot 1 runs 40 then 24 tokens, no checkpoint */
+    chain(a, b, 1, 0, 40, NULL);
+    chain(a, b, 1, 40, 24, ref);
+    /* slot 0 runs 40 tokens, is saved on both stages, then continues: the
+     * save changed nothing */
+    chain(a, b, 0, 0, 40, NULL);
+    expect_saved(save(a, 7, 0, 40), 7, ckpt_bytes(a, 40));
+    expect_saved(save(b, 7, 0, 40), 7, ckpt_bytes(b, 40));
+    chain(a, b, 0, 40, 24, got);
+    assert_memory_equal(got, ref, 24 * 512 * sizeof(float));
+    /* restored into slot 2 (a different slot): the same bits */
+    expect_restored(restore(a, 7, 2, 40), 40);
+    expect_restored(restore(b, 7, 2, 40), 40);
+    memset(got, 0, 24 * 512 * sizeof(float));
+    chain(a, b, 2, 40, 24, got);
+    assert_memory_equal(got, ref, 24 * 512 * sizeof(float));
+    /* and again into slot 3 after slot 2 was reused: a restore leaves the
+     * checkpoint in the store */
+    expect_restored(restore(a, 7, 3, 40), 40);
+    expect_restored(restore(b, 7, 3, 40), 40);
+    chain(a, b, 3, 40, 24, got);
+    assert_memory_equal(got, ref, 24 * 512 * sizeof(float));
+
+    Q35__StageStats *st = stats(a);
+    assert_int_equal(st->cache_entries, 1);
+    assert_int_equal(st->cache_bytes, ckpt_bytes(a, 40));
+    assert_int_equal(st->cache_hits, 2);
+    assert_int_equal(st->cache_budget, 64 << 20);
+    free(ref);
+    free(got);
+    stage_destroy(&a);
+    stage_destroy(&b);
+}
+
+static void bad_requests_name_the_field(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4, 64 << 20), *b = open_stage(4, 8, 64 << 20);
+    chain(a, b, 0, 0, 10, NULL);
+    expect_saved(save(a, 1, 0, 10), 1, ckpt_bytes(a, 10));
+    /* restore into a slot that is not empty */
+    expect_error(restore(a, 1, 0, 10), Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.slot");
+    /* unknown id */
+    expect_error(restore(a, 99, 1, 10), Q35__CODE__NOT_FOUND, "ckpt_restore.id");
+    expect_error(restore(a, 0, 1, 10), Q35__CODE__INVALID_ARGUMENT, "ckpt_restore.id");
+    /* position mismatch */
+    expect_error(restore(a, 1, 1, 11), Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.n_tokens");
+    expect_error(restore(a, 1, 4, 10), Q35__CODE__NOT_FOUND, "ckpt_restore.slot");
+    /* saves: empty slot, wrong length, existing id, id 0, unknown slot */
+    expect_error(save(a, 2, 1, 0), Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot");
+    expect_error(save(a, 2, 0, 9), Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens");
+    expect_error(save(a, 1, 0, 10), Q35__CODE__ALREADY_EXISTS, "ckpt_save.id");
+    expect_error(save(a, 0, 0, 10), Q35__CODE__INVALID_ARGUMENT, "ckpt_save.id");
+    expect_error(save(a, 2, 9, 10), Q35__CODE__NOT_FOUND, "ckpt_save.slot");
+    /* nothing above changed slot 0 or the store */
+    assert_int_equal(q35_engine_slot_len(stage_engine(a), 0), 10);
+    assert_int_equal(q35_engine_slot_len(stage_engine(a), 1), 0);
+    Q35__StageStats *st = stats(a);
+    assert_int_equal(st->cache_entries, 1);
+    /* a stage without a store refuses saves */
+    stage *off = open_stage(0, 4, 0);
+    chain(off, b, 2, 0, 10, NULL);
+    expect_error(save(off, 1, 2, 10), Q35__CODE__RESOURCE_EXHAUSTED, "ckpt_save");
+    stage_destroy(&off);
+    stage_destroy(&a);
+    stage_destroy(&b);
+}
+
+static void store_evicts_lru_within_budget(void **state)
+{
+    (void)state;
+    /* room for two checkpoints of 20 positions, not three */
+    stage *probe = open_stage(0, 4, 0);
+    uint64_t one = ckpt_bytes(probe, 20);
+    stage_destroy(&probe);
+    stage *a = open_stage(0, 4, (int64_t)(2 * one + one / 2)), *b = open_stage(4, 8, 0);
+    Q35__StageReply *rep;
+    for (uint64_t id = 1; id <= 2; id++) {
+        chain(a, b, (int)id, 0, 20, NULL);
+        expect_saved(save(a, id, (uint32_t)id, 20), id, one);
+    }
+    /* 1 restored: 2 is now the least recently used */
+    free_slot(a, 3);
+    expect_restored(restore(a, 1, 3, 20), 20);
+    chain(a, b, 0, 0, 20, NULL);
+    rep = save(a, 3, 0, 20);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_CKPT_SAVED);
+    assert_int_equal(rep->ckpt_saved->n_evicted, 1);
+    assert_int_equal(rep->ckpt_saved->evicted[0], 2);
+    assert_int_equal(rep->ckpt_saved->store_bytes, 2 * one);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    free_slot(a, 2);
+    expect_error(restore(a, 2, 2, 20), Q35__CODE__NOT_FOUND, "ckpt_restore.id");
+    Q35__StageStats *st = stats(a);
+    assert_int_equal(st->cache_entries, 2);
+    assert_int_equal(st->cache_evictions, 1);
+    assert_true(st->cache_bytes <= st->cache_budget);
+    /* drop by id (unknown ids are not an error), then all */
+    uint64_t ids[2] = { 3, 77 };
+    rep = drop(a, ids, 2, false);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_CKPT_DROPPED);
+    assert_int_equal(rep->ckpt_dropped->n_dropped, 1);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    rep = drop(a, NULL, 0, true);
+    assert_int_equal(rep->ckpt_dropped->n_dropped, 1);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    assert_int_equal(stats(a)->cache_bytes, 0);
+    stage_destroy(&a);
+    /* larger than the whole budget: refused, nothing evicted */
+    a = open_stage(0, 4, (int64_t)(one / 2));
+    free_slot(b, 1);
+    chain(a, b, 1, 0, 20, NULL);
+    expect_error(save(a, 1, 1, 20), Q35__CODE__RESOURCE_EXHAUSTED, "ckpt_save");
+    assert_int_equal(stats(a)->cache_entries, 0);
+    stage_destroy(&a);
+    stage_destroy(&b);
+}
+
+static void handshake_reports_the_store(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4, 32 << 20);
+    Q35__Hello h = Q35__HELLO__INIT;
+    h.protocol_version = 1;
+    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
+    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
+    r.hello = &h;
+    Q35__StageReply *rep = call(a, &r);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    assert_int_equal(rep->handshake->cache_budget, 32 << 20);
+    assert_int_equal(rep->handshake->ckpt_fixed_bytes, ckpt_bytes(a, 0));
+    assert_int_equal(rep->handshake->ckpt_fixed_bytes + 5 * rep->handshake->ckpt_pos_bytes,
+                     ckpt_bytes(a, 5));
+    assert_true(rep->handshake->ckpt_pos_bytes > 0);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    stage_destroy(&a);
+    /* auto: a share of the free memory, not 0 */
+    a = open_stage(0, 4, Q35_CACHE_AUTO);
+    rep = call(a, &r);
+    assert_true(rep->handshake->cache_budget > 0);
+    q35__stage_reply__free_unpacked(rep, NULL);
+    stage_destroy(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(restore_continues_bit_identical),
+        cmocka_unit_test(bad_requests_name_the_field),
+        cmocka_unit_test(store_evicts_lru_within_budget),
+        cmocka_unit_test(handshake_reports_the_store),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
