@@ -6,6 +6,10 @@
  * request's callback, and watches the link: a socket monitor reports a
  * disconnect at once; silence is probed with Status requests and ends in
  * an error after idle_timeout_ms. Nothing waits without a bound.
+ *
+ * A generation keeps its packed request and the tokens received: when the
+ * link is lost (or the coordinator no longer knows it) it is sent again
+ * with those tokens as a resume prefix, until resume_ms has passed.
  */
 #include "qwen35_client.h"
 #include "sampler.h"
@@ -31,6 +35,13 @@ typedef struct inflight {
     int logit_rows;                 /* rows delivered so far (first_pos) */
     bool cancel_sent;
     uint64_t status_seq;            /* statuses numbered from here were sent after it */
+    uint8_t *req_buf;               /* the packed ClientRequest, for a resume */
+    size_t req_len;
+    int32_t *got;                   /* token ids received */
+    int n_got, cap_got;
+    bool resuming;                  /* lost: to be sent again */
+    double resume_end, resume_next, resume_backoff;
+    int n_resumes;
 } inflight;
 
 struct q35c_client {
@@ -102,6 +113,7 @@ q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts, char *err, si
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
     c->o.connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 3000;
     c->o.idle_timeout_ms = opts && opts->idle_timeout_ms > 0 ? opts->idle_timeout_ms : 15000;
+    c->o.resume_ms = opts && opts->resume_ms ? opts->resume_ms : c->o.idle_timeout_ms;
     c->next_id = 1;
     char mon_ep[64];
     snprintf(mon_ep, sizeof mon_ep, "inproc://q35c-monitor-%p", (void *)c);
@@ -140,6 +152,10 @@ void q35c_destroy(q35c_client **cp)
     }
     if (c->mon) zmq_close(c->mon);
     if (c->ctx) zmq_ctx_term(c->ctx);
+    for (int i = 0; i < c->n_req; i++) {
+        free(c->req[i].req_buf);
+        free(c->req[i].got);
+    }
     free(c->req);
     free(c);
     *cp = NULL;
@@ -247,7 +263,10 @@ static inflight *find_req(q35c_client *c, uint64_t id)
 static void drop_req(q35c_client *c, uint64_t id)
 {
     inflight *r = find_req(c, id);
-    if (r) *r = c->req[--c->n_req];
+    if (!r) return;
+    free(r->req_buf);
+    free(r->got);
+    *r = c->req[--c->n_req];
 }
 
 int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *user,
@@ -347,11 +366,15 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
         c->last_rx = c->last_probe = q35_now();
     }
     rc = send_req(c, &m, err, errsz);
+    size_t len = rc ? 0 : protobuf_c_message_get_packed_size(&m.base);
+    uint8_t *buf = len && c->o.resume_ms > 0 ? malloc(len) : NULL;
+    if (buf) protobuf_c_message_pack(&m.base, buf);
     free(cm);
     free(cmp);
     if (rc) return rc;
     c->req[c->n_req++] = (inflight){ .id = id, .fn = fn, .user = user,
-                                     .status_seq = c->next_probe };
+                                     .status_seq = c->next_probe, .req_buf = buf,
+                                     .req_len = buf ? len : 0 };
     if (id_out) *id_out = id;
     return 0;
 }
@@ -415,6 +438,93 @@ static void fail_all(q35c_client *c, const char *code, const char *msg)
     }
 }
 
+/* r was lost with the link (or the coordinator forgot it): true when it
+ * will be sent again (resume_tick), false when it must end now. */
+static bool start_resume(q35c_client *c, inflight *r)
+{
+    double now = q35_now();
+    if (!r->req_buf || r->cancel_sent || c->o.resume_ms <= 0 ||
+        (r->resume_end && now >= r->resume_end))
+        return false;
+    if (!r->resuming) {
+        r->resuming = true;
+        if (!r->resume_end)          /* one budget until the stream moves again */
+            r->resume_end = now + c->o.resume_ms / 1000.0;
+        r->resume_next = now;
+        r->resume_backoff = 0.1;
+    }
+    return true;
+}
+
+/* The link is lost: every request is resumed or ends with msg. */
+static void lost_all(q35c_client *c, const char *msg)
+{
+    for (int i = 0; i < c->n_req;) {
+        inflight *r = &c->req[i];
+        if (start_resume(c, r)) {
+            i++;
+            continue;
+        }
+        uint64_t id = r->id;
+        q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
+                          .code = "UNAVAILABLE", .message = msg };
+        deliver(c, id, &ev);
+        drop_req(c, id);
+    }
+}
+
+/* Sends each lost request again (with backoff) with the tokens it
+ * received as a resume prefix; one not sent by its resume end fails. */
+static bool resume_tick(q35c_client *c, double now)
+{
+    bool any = false;
+    for (int i = 0; i < c->n_req;) {
+        inflight *r = &c->req[i];
+        if (!r->resuming) {
+            i++;
+            continue;
+        }
+        char msg[400] = "";
+        if (now >= r->resume_end) {
+            snprintf(msg, sizeof msg, "coordinator at %s disconnected: request not resumed within "
+                     "%d ms; %d tokens were delivered", c->endpoint, c->o.resume_ms, r->n_got);
+        } else if (now >= r->resume_next) {
+            Q35__ClientRequest *m = q35__client_request__unpack(NULL, r->req_len, r->req_buf);
+            int rc = -1;
+            if (m && m->body_case == Q35__CLIENT_REQUEST__BODY_GENERATE) {
+                m->generate->n_resume = (size_t)r->n_got;
+                m->generate->resume = r->got;
+                m->generate->resume_logit_rows = (uint32_t)r->logit_rows;
+                rc = q35_wire_send(c->sock, NULL, 0, &m->base, ZMQ_DONTWAIT);
+                m->generate->n_resume = 0;
+                m->generate->resume = NULL;
+            }
+            if (m) q35__client_request__free_unpacked(m, NULL);
+            else snprintf(msg, sizeof msg, "request %" PRIu64 ": cannot resume (unpack)", r->id);
+            if (rc == 0) {
+                r->resuming = false;
+                r->status_seq = c->next_probe;
+                r->n_resumes++;
+                c->last_rx = now;
+            } else {
+                r->resume_next = now + r->resume_backoff;
+                r->resume_backoff = fmin(2 * r->resume_backoff, 1.0);
+            }
+        }
+        if (msg[0]) {
+            uint64_t id = r->id;
+            q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
+                              .code = "UNAVAILABLE", .message = msg };
+            deliver(c, id, &ev);
+            drop_req(c, id);
+            continue;
+        }
+        any |= r->resuming;
+        i++;
+    }
+    return any;
+}
+
 /* A status reply (to a probe or a status request, "probe-N" / "status-N")
  * that lists the coordinator's requests for this connection: a request
  * sent before that status and missing from the list was lost on the way
@@ -431,12 +541,12 @@ static void check_known(q35c_client *c, const char *rid, const Q35__StatusReply 
     if (*end) return;
     for (int i = 0; i < c->n_req;) {
         inflight *r = &c->req[i];
-        bool known = seq < r->status_seq;        /* sent before the request: no claim */
+        bool known = seq < r->status_seq || r->resuming;   /* sent before: no claim */
         char id[24];
         snprintf(id, sizeof id, "%" PRIu64, r->id);
         for (size_t k = 0; !known && k < m->n_known_requests; k++)
             known = m->known_requests[k] && !strcmp(m->known_requests[k], id);
-        if (known) {
+        if (known || start_resume(c, r)) {
             i++;
             continue;
         }
@@ -548,6 +658,25 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
             free(lg);
         }
     }
+    if (p->n_token_ids && r->req_buf) {
+        if (r->n_got + (int)p->n_token_ids > r->cap_got) {
+            int cap = r->cap_got ? 2 * r->cap_got : 64;
+            while (cap < r->n_got + (int)p->n_token_ids) cap *= 2;
+            int32_t *g = realloc(r->got, (size_t)cap * sizeof *g);
+            if (g) {
+                r->got = g;
+                r->cap_got = cap;
+            } else {                     /* cannot resume without them */
+                free(r->req_buf);
+                r->req_buf = NULL;
+            }
+        }
+        if (r->req_buf) {
+            memcpy(r->got + r->n_got, p->token_ids, p->n_token_ids * sizeof *r->got);
+            r->n_got += (int)p->n_token_ids;
+            r->resume_end = 0;
+        }
+    }
     if (!p->n_token_ids && !(p->text && p->text[0])) return;
     float *lp = NULL, *tlp = NULL;
     int32_t *tid = NULL;
@@ -638,7 +767,7 @@ static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void
         if (c->link_lost) {
             char msg[320];
             snprintf(msg, sizeof msg, "coordinator at %s disconnected", c->endpoint);
-            fail_all(c, "UNAVAILABLE", msg);
+            lost_all(c, msg);
             if (c->status_id[0] && !c->status_done) {
                 c->status_done = true;
                 c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EIO, "%s", msg);
@@ -646,6 +775,8 @@ static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void
             c->link_lost = false;
             continue;
         }
+        if (resume_tick(c, now))
+            c->last_rx = now;   /* resume_end bounds the wait */
         if (now - c->last_rx > idle) {
             char msg[320];
             snprintf(msg, sizeof msg, "coordinator at %s silent for %d ms", c->endpoint,

@@ -36,6 +36,15 @@ typedef struct q35c_opts {
      * probes (Status requests, sent after a third of this of silence) for
      * this long. */
     int idle_timeout_ms;          /* default 15000 */
+    /* When the connection to the coordinator is lost mid-stream (it died
+     * or restarted, or it no longer knows the request), each generation
+     * in flight is sent again, with the tokens received so far as a
+     * resume prefix, for up to this long (retried with backoff); the new
+     * coordinator goes on at the same position, so the application sees
+     * the stream an undisturbed run gives, after a pause. Past it the
+     * request ends with an ERROR event. 0: idle_timeout_ms; -1: never
+     * resume (end at once). */
+    int resume_ms;
 } q35c_opts;
 
 /* --- requests ------------------------------------------------------------ */

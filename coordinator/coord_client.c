@@ -158,6 +158,48 @@ static int build_prompt(coord *c, req *r, const Q35__Generate *g, int max_ctx, c
     return 0;
 }
 
+/* A resumed stream: the tokens the client has are appended to the prompt
+ * and fed through the text state (their text was delivered already), so
+ * the stream goes on at the same position, text and stop strings too. */
+static int apply_resume(coord *c, req *r, const Q35__Generate *g, int max_ctx, Q35__Code *code,
+                        char *err, size_t errsz)
+{
+    *code = Q35__CODE__OUT_OF_RANGE;
+    if (g->n_resume >= (size_t)(max_ctx - r->n_prompt))
+        return q35_err(err, errsz, Q35_ERANGE, "generate.resume: %zu tokens after a prompt of %d, "
+                       "the context holds %d (one left to generate)", g->n_resume, r->n_prompt, max_ctx);
+    if ((int)g->n_resume >= r->max_tokens)
+        return q35_err(err, errsz, Q35_ERANGE, "generate.resume: %zu tokens, max_tokens %d: nothing "
+                       "left to generate", g->n_resume, r->max_tokens);
+    int32_t *t = realloc(r->toks, (size_t)(r->n_prompt + g->n_resume) * sizeof *t);
+    if (!t) {
+        *code = Q35__CODE__RESOURCE_EXHAUSTED;
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    }
+    r->toks = t;
+    r->cap = r->n_prompt + (int)g->n_resume;
+    for (size_t i = 0; i < g->n_resume; i++) {
+        int32_t tok = g->resume[i];
+        if (tok < 0 || (uint32_t)tok >= c->cfg.n_vocab)
+            return q35_err(err, errsz, Q35_ERANGE, "generate.resume[%zu]: token %d not in [0, %u)",
+                           i, tok, c->cfg.n_vocab);
+        const coord_piece *pc;
+        int n, stop_idx = -1;
+        int stop = coord_textstate_feed(r->text, tok, &pc, &n, &stop_idx, err, errsz);
+        *code = Q35__CODE__INVALID_ARGUMENT;
+        if (stop < 0)
+            return Q35_EINVAL;
+        if (stop > 0)
+            return q35_err(err, errsz, Q35_EINVAL, "generate.resume[%zu]: the stream had ended "
+                           "there (end of turn or stop string)", i);
+        r->toks[r->n_toks++] = tok;
+    }
+    r->n_gen = (int)g->n_resume;
+    r->n_logit_rows_sent = (int)g->resume_logit_rows;
+    r->t_first = r->t_last = r->t_recv;
+    return 0;
+}
+
 static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const char *rid,
                         const Q35__Generate *g)
 {
@@ -249,10 +291,12 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
                                   r->n_stop, r->ignore_eos, err, sizeof err);
     if (!r->text) {
         reply_error(c, ident, ident_len, rid, Q35__CODE__INVALID_ARGUMENT, "%s", err);
-        for (int i = 0; i < r->n_stop; i++)
-            free(r->stop[i]);
-        free(r->toks);
-        free(r);
+        req_destroy(r);
+        return;
+    }
+    if (g->n_resume && apply_resume(c, r, g, max_ctx, &code, err, sizeof err)) {
+        reply_error(c, ident, ident_len, rid, code, "%s", err);
+        req_destroy(r);
         return;
     }
     req_enqueue(c, r);

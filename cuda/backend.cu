@@ -596,59 +596,38 @@ static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
     return 0;
 }
 
-static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+static q35_pass_limits cuda_limits(const q35_backend *b)
+{
+    q35_pass_limits l = { b->B, b->LB };
+    return l;
+}
+
+/* Runs the engine's plan (backend.h): each planned pass becomes one
+ * metadata block and one device pass. */
+static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan, char *err,
+                        size_t errsz)
 {
     const q35_config *c = &b->cfg;
     CU(cudaSetDevice(b->dev));
     const int B = b->B, E = c->n_embd, V = c->n_vocab;
-    const bool all = bt->all_logits != 0;
-    const int cap = all && b->has_head ? b->LB : B;   /* rows per pass */
-    /* Defensive bounds (the engine validated; these keep the device safe). */
-    for (int s = 0; s < bt->n_seq; s++)
-        if (bt->slot[s] < 0 || bt->slot[s] >= b->max_seqs || bt->pos[s] < 0 || bt->n_tok[s] < 0 ||
-            bt->pos[s] + bt->n_tok[s] > b->max_ctx)
-            return q35_err(err, errsz, Q35_EINVAL, "cuda: sequence %d: slot %d / pos %d / n_tok %d out of range",
-                           s, bt->slot[s], bt->pos[s], bt->n_tok[s]);
-    long total = 0;
-    for (int q = 0; q < bt->n_seq; q++) total += bt->n_tok[q];
-    if (total != bt->n_total)
-        return q35_err(err, errsz, Q35_EINVAL, "cuda: n_total %d != sum of n_tok %ld", bt->n_total, total);
-    int s = 0, done_in_s = 0, row_g = 0;      /* cursor: sequence, rows of it done, global row */
-    int next_out_seq = 0;                     /* non-all mode: next sequence whose logits come out */
-    while (row_g < bt->n_total) {
+    for (int i = 0; i < plan->n_pass; i++) {
+        const q35_pass *P = &plan->pass[i];
         int *hm = b->h_meta;
-        pass p = { 0, 0, 0, !b->has_embd };
-        const int row0_g = row_g;
-        while (s < bt->n_seq && p.n < cap) {
-            const int left = bt->n_tok[s] - done_in_s;
-            if (left == 0) { s++; done_in_s = 0; continue; }
-            const int take = left < cap - p.n ? left : cap - p.n;
-            hm[M_PC_SLOT * B + p.np] = bt->slot[s];
-            hm[M_PC_POS * B + p.np] = bt->pos[s] + done_in_s;
-            hm[M_PC_N * B + p.np] = take;
-            hm[M_PC_ROW0 * B + p.np] = p.n;
-            p.np++;
-            for (int t = 0; t < take; t++) {
-                hm[M_ROW_SLOT * B + p.n + t] = bt->slot[s];
-                hm[M_ROW_POS * B + p.n + t] = bt->pos[s] + done_in_s + t;
-                if (b->has_embd) {
-                    const int32_t tok = bt->tokens[row_g + t];
-                    if (tok < 0 || (uint32_t)tok >= c->n_vocab)
-                        return q35_err(err, errsz, Q35_EINVAL, "cuda: row %d: token %d out of range",
-                                       row_g + t, tok);
-                    hm[M_TOK * B + p.n + t] = tok;
-                }
-                if (all) hm[M_OUT * B + p.nout++] = p.n + t;
-            }
-            if (!b->has_embd)
-                memcpy(b->h_x + (size_t)p.n * E, bt->x_in + (size_t)row_g * E, (size_t)take * E * sizeof(float));
-            p.n += take; row_g += take; done_in_s += take;
-            if (done_in_s == bt->n_tok[s]) {
-                if (!all && bt->n_tok[s] > 0) hm[M_OUT * B + p.nout++] = p.n - 1;
-                s++; done_in_s = 0;
-            }
-            if (!all && p.nout == b->LB) break;
+        for (int k = 0; k < P->n_seq; k++) {
+            hm[M_PC_SLOT * B + k] = P->seq_slot[k];
+            hm[M_PC_POS * B + k] = P->seq_pos[k];
+            hm[M_PC_N * B + k] = P->seq_n[k];
+            hm[M_PC_ROW0 * B + k] = P->seq_row0[k];
         }
+        for (int r = 0; r < P->n; r++) {
+            hm[M_ROW_SLOT * B + r] = P->row_slot[r];
+            hm[M_ROW_POS * B + r] = P->row_pos[r];
+            if (b->has_embd) hm[M_TOK * B + r] = bt->tokens[P->row0 + r];
+        }
+        for (int k = 0; k < P->n_out; k++) hm[M_OUT * B + k] = P->out_row[k];
+        if (!b->has_embd)
+            memcpy(b->h_x, bt->x_in + (size_t)P->row0 * E, (size_t)P->n * E * sizeof(float));
+        const pass p = { P->n, P->n_seq, P->n_out, !b->has_embd };
         int rc = run_pass(b, &p, err, errsz);
         if (rc && rc != Q35_EDEVICE) {
             /* Kernels of this pass (and earlier passes) may have advanced
@@ -658,21 +637,10 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, char *err, size_t e
             rc = q35_err(err, errsz, Q35_EDEVICE, "%s (slot state may have advanced)", m);
         }
         if (rc) return rc;
-        if (b->has_head) {
-            if (all) {
-                memcpy(bt->logits + (size_t)row0_g * V, b->h_out, (size_t)p.nout * V * sizeof(float));
-            } else {
-                /* logits rows: the sequences (with tokens) that ended in this pass, in order */
-                for (int k = 0; k < p.nout; k++) {
-                    while (bt->n_tok[next_out_seq] == 0) next_out_seq++;
-                    memcpy(bt->logits + (size_t)next_out_seq * V, b->h_out + (size_t)k * V,
-                           (size_t)V * sizeof(float));
-                    next_out_seq++;
-                }
-            }
-        } else if (bt->x_out) {
-            memcpy(bt->x_out + (size_t)row0_g * E, b->h_out, (size_t)p.n * E * sizeof(float));
-        }
+        if (b->has_head)
+            memcpy(bt->logits + (size_t)P->out0 * V, b->h_out, (size_t)P->n_out * V * sizeof(float));
+        else
+            memcpy(bt->x_out + (size_t)P->row0 * E, b->h_out, (size_t)P->n * E * sizeof(float));
     }
     return 0;
 }
@@ -793,6 +761,6 @@ static uint64_t cuda_mem_free(const q35_backend *b)
 }
 
 extern "C" const q35_backend_ops q35_backend_cuda = {
-    "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_forward, cuda_slot_reset,
+    "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_limits, cuda_forward, cuda_slot_reset,
     cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free,
 };

@@ -47,6 +47,7 @@ typedef struct stage_cfg {
     int device;
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
+    char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */

@@ -40,6 +40,13 @@ static const opt_def stage_defs[] = {
       "restores instead of recomputing a prompt's prefix), in MiB; least recently used "
       "checkpoints are evicted past it. -1 = a quarter of the memory free at start (host RAM "
       "for cpu, device memory for cuda); 0 = no prefix cache." },
+    { "activations", OPT_STR, F(activations), "exact|f32|q8", "exact", 1, 0, "exact|f32|q8", false,
+      NULL,
+      "CPU matmul activations. exact: within the golden tolerance (q4_K and q6_K use "
+      "int16 dot products where the CPU has AVX-512 VNNI, error ~2e-8 of the row's scale); "
+      "f32: float32 activations everywhere (the reference); q8: int8 activations for q4_K "
+      "and q6_K (vpdpbusd), as the reference engine does: faster, not exact (logits drift "
+      "by 1-3 on the chaotic golden models)." },
     CFG_ROW_MAX_MSG_MB(stage_cfg),
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Deadline for one forward step; past it the step fails with an error." },

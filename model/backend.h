@@ -2,10 +2,11 @@
  * for the engine (engine.h).
  *
  * Split of work: engine.c opens the GGUF, loads the config, binds every
- * tensor of the layer range (q35_weights: pointers into the mmap, nothing
- * copied, no other tensor's pages touched), tracks each slot's length and
- * validates every batch (slots, positions, token ids, buffers). The backend
- * receives bound weights once and then only validated batches; it owns the
+ * tensor of the layer range (weights.c, q35_weights: pointers into the
+ * mmap, nothing copied, no other tensor's pages touched), tracks each
+ * slot's length, validates every batch (slots, positions, token ids,
+ * buffers) and plans it into passes (plan.c). The backend receives bound
+ * weights once and then only validated, planned batches; it owns the
  * per-slot state (SSM conv + S, KV cache) and its scratch memory.
  *
  * calm style: the engine picks one q35_backend_ops at start-up from its
@@ -143,7 +144,50 @@ typedef struct q35_backend_opts {
     int device;                        /* CUDA device index */
     int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
     bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
+    int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
 } q35_backend_opts;
+
+/* The plan of one forward (plan.c, built by the engine from a validated
+ * batch; both backends only follow it). A pass is what a backend runs at
+ * once: rows [row0, row0 + n) of the batch, cut into pieces, each a run of
+ * one sequence's consecutive rows (a sequence may straddle two passes: the
+ * second piece continues the state the first left). */
+typedef struct q35_pass {
+    int row0, n;                  /* the batch's rows [row0, row0 + n) */
+    int n_seq;                    /* pieces */
+    const int *seq_slot;          /* [n_seq] slot of each piece */
+    const int *seq_pos;           /* [n_seq] position of its first row */
+    const int *seq_n;             /* [n_seq] its rows */
+    const int *seq_row0;          /* [n_seq] its first row within the pass */
+    const int *row_slot, *row_pos;   /* [n] slot and position of each row */
+    /* Rows whose logits are wanted (last stage only): every row with
+     * all_logits, else the last row of each sequence ending in this pass;
+     * their logits go to rows out0 .. out0 + n_out - 1 of batch.logits. */
+    int n_out, out0;
+    const int *out_row;           /* [n_out] rows within the pass, ascending */
+} q35_pass;
+
+/* The most a backend runs in one pass (its scratch is sized for them). */
+typedef struct q35_pass_limits {
+    int rows;                     /* rows per pass */
+    int out_rows;                 /* logits rows per pass */
+} q35_pass_limits;
+
+typedef struct q35_plan {
+    int n_pass;
+    q35_pass *pass;               /* [n_pass] */
+    /* storage the passes point into */
+    int *row_slot, *row_pos, *out_row, *seq_slot, *seq_pos, *seq_n, *seq_row0;
+    int *ints;
+    size_t cap_ints, cap_pass;
+} q35_plan;
+
+/* Plans a validated batch for a backend with these limits (head: the
+ * range ends with the LM head). Reuses p's memory (zeroed p to start);
+ * Q35_ENOMEM on failure. */
+int q35_plan_build(q35_plan *p, const q35_batch *b, q35_pass_limits lim, bool head,
+                   char *err, size_t errsz);
+void q35_plan_free(q35_plan *p);
 
 typedef struct q35_backend q35_backend;    /* a backend's own state, opaque */
 
@@ -158,10 +202,12 @@ typedef struct q35_backend_ops {
     void (*destroy)(q35_backend **b);
     /* Bytes the slot pool takes (state of all slots, not scratch). */
     size_t (*state_bytes)(const q35_backend *b);
-    /* Runs a batch the engine has validated: each slot's current length
+    /* Rows and logits rows one pass may hold (fixed after init). */
+    q35_pass_limits (*limits)(const q35_backend *b);
+    /* Runs a batch the engine has validated (each slot's current length
      * equals pos[s]; pos[s] + n_tok[s] <= max_ctx; slots distinct; tokens
-     * in range; the needed buffers non-NULL. Appends the batch's positions
-     * to each slot's state. Fails only for resources, and the code says
+     * in range; the needed buffers non-NULL) pass by pass as planned
+     * within limits(). Appends the batch's positions to each slot's state. Fails only for resources, and the code says
      * what a failure leaves:
      *   Q35_ENOMEM (or any code but Q35_EDEVICE): failed before any slot
      *     state changed; the backend stays usable and the batch may be
@@ -171,7 +217,8 @@ typedef struct q35_backend_ops {
      * The engine acts on it: after Q35_EDEVICE it refuses every later
      * forward and slot_reset (naming the first failure); the process must
      * restart the backend (a stage exits, systemd restarts it). */
-    int (*forward)(q35_backend *b, const q35_batch *batch, char *err, size_t errsz);
+    int (*forward)(q35_backend *b, const q35_batch *batch, const q35_plan *plan,
+                   char *err, size_t errsz);
     /* Empties a slot (zeros its conv and S state; its KV cache is simply
      * overwritten later). 0, or Q35_EDEVICE with the reason in err (the
      * slot's state is then unknown: the engine treats it as for forward). */

@@ -16,17 +16,6 @@ typedef struct cpu_layer_state {
     float *v;        /* [max_ctx][nkv][hd_v] values (attention) */
 } cpu_layer_state;
 
-/* Batch rows: row r belongs to slot row_slot[r] at position row_pos[r];
- * the rows of one sequence are consecutive (seq_row0[s] .. + n_tok[s]). */
-typedef struct cpu_rows {
-    int n;                    /* rows in the batch */
-    int n_seq;
-    const int *seq_slot;      /* [n_seq] */
-    const int *seq_n;         /* [n_seq] */
-    int *seq_row0;            /* [n_seq] */
-    int *row_slot, *row_pos;  /* [n] */
-} cpu_rows;
-
 /* Scratch activations, sized for `cap` rows (grown on demand). */
 typedef struct cpu_scratch {
     int cap;
@@ -46,7 +35,6 @@ typedef struct cpu_scratch {
     float *xe;                /* [cap·K][E] rows gathered by expert */
     float *ge, *ue;           /* [cap·K][F] expert gate, up (then act) */
     float *de;                /* [cap·K][E] expert outputs */
-    int *seq_slot, *seq_n, *seq_row0, *row_slot, *row_pos;   /* a chunk's rows */
 } cpu_scratch;
 
 struct q35_backend {
@@ -101,9 +89,9 @@ static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* The blocks (x is the residual stream [rows][E], h the normed input). */
-void cpu_attention(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
-void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
-void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x);
+void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *x);
+void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *x);
+void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *x);
 
 /* cpu_ckpt.c: the backend's checkpoint ops (backend.h). */
 int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz);

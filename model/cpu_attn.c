@@ -9,7 +9,7 @@
 typedef struct attn_job {
     q35_backend *b;
     int il;
-    const cpu_rows *r;
+    const q35_pass *r;
 } attn_job;
 
 /* Does rotary pair j rotate with the text position (IMRoPE sections)?
@@ -126,7 +126,7 @@ static void attend_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_attention(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x)
+void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);

@@ -4,6 +4,7 @@
 #include "cpu.h"
 #include "common.h"
 #include "quant.h"
+#include "quant_act.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps)
         y[i] = x[i] * scale * w[i];
 }
 
-typedef struct mm_job { int n; const cpu_mm *mm; } mm_job;
+typedef struct mm_job { int n; quant_act act; const cpu_mm *mm; } mm_job;
 
 static void mm_worker(void *arg, int ith, int nth)
 {
@@ -31,8 +32,8 @@ static void mm_worker(void *arg, int ith, int nth)
         int64_t r0, r1;
         pool_range(t->ne[1], ith, nth, 8, &r0, &r1);
         if (r1 > r0 && m->nx > 0)
-            quant_matmul(t->type, m->W ? m->W : t->data, t->row_bytes, t->ne[0], r0, r1,
-                         m->X, m->ldx, m->nx, m->Y + r0, m->ldy);
+            quant_matmul_act(j->act, t->type, m->W ? m->W : t->data, t->row_bytes, t->ne[0],
+                             r0, r1, m->X, m->ldx, m->nx, m->Y + r0, m->ldy);
     }
 }
 
@@ -48,7 +49,7 @@ void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes)
 
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
 {
-    mm_job j = { n, mm };
+    mm_job j = { n, (quant_act)b->o.activations, mm };
     double work = 0;
     for (int i = 0; i < n; i++)
         work += (double)mm[i].t->row_bytes * (double)mm[i].t->ne[1]
@@ -77,7 +78,7 @@ static void scratch_free(cpu_scratch *s)
         free(*f[i]);
         *f[i] = NULL;
     }
-    int **g[] = { &s->top_i, &s->pair_at, &s->seq_slot, &s->seq_n, &s->seq_row0, &s->row_slot, &s->row_pos };
+    int **g[] = { &s->top_i, &s->pair_at };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         free(*g[i]);
         *g[i] = NULL;
@@ -134,11 +135,6 @@ static int scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
     s->ge = alloc_rows(r * K, F, f4, &ok);
     s->ue = alloc_rows(r * K, F, f4, &ok);
     s->de = alloc_rows(r * K, E, f4, &ok);
-    s->seq_slot = alloc_rows(r, 1, i4, &ok);
-    s->seq_n = alloc_rows(r, 1, i4, &ok);
-    s->seq_row0 = alloc_rows(r, 1, i4, &ok);
-    s->row_slot = alloc_rows(r, 1, i4, &ok);
-    s->row_pos = alloc_rows(r, 1, i4, &ok);
     if (!ok) {
         scratch_free(s);
         return q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory for a batch of %d rows", n);
@@ -240,6 +236,16 @@ static void cpu_destroy(q35_backend **pb)
 
 static size_t cpu_state_bytes(const q35_backend *b) { return b->state_bytes; }
 
+/* Passes of at most pass_rows (default CPU_MAX_ROWS) rows keep scratch
+ * memory bounded whatever the batch size; any row may want logits. */
+#define CPU_MAX_ROWS 256
+
+static q35_pass_limits cpu_limits(const q35_backend *b)
+{
+    int rows = b->o.pass_rows > 0 ? b->o.pass_rows : CPU_MAX_ROWS;
+    return (q35_pass_limits){ rows, rows };
+}
+
 static int cpu_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
 {
     (void)err;
@@ -266,19 +272,19 @@ static void embed(const q35_backend *b, const int32_t *tokens, int n, float *x)
                     x + (size_t)r * t->ne[0], t->ne[0]);
 }
 
-/* logits[i] = output · rms(x[row0 + i], output_norm) for i < m. */
-static void lm_head(q35_backend *b, const float *x, int row0, int m, float *h, float *logits)
+/* logits[i] = output · rms(x[i], output_norm) for i < m. */
+static void lm_head(q35_backend *b, const float *x, int m, float *h, float *logits)
 {
     const q35_weights *w = b->w;
     int64_t E = b->c->n_embd, V = b->c->n_vocab;
     for (int i = 0; i < m; i++)
-        cpu_rms(h + (size_t)i * E, x + (size_t)(row0 + i) * E, w->output_norm.data, E, b->c->rms_eps);
+        cpu_rms(h + (size_t)i * E, x + (size_t)i * E, w->output_norm.data, E, b->c->rms_eps);
     cpu_mm mm = { &w->output, NULL, h, E, m, logits, V };
     cpu_matmuls(b, 1, &mm);
 }
 
-/* One chunk of rows through every owned layer (x holds their inputs). */
-static void forward_rows(q35_backend *b, const cpu_rows *r, float *x, float *h)
+/* One pass of rows through every owned layer (x holds their inputs). */
+static void forward_rows(q35_backend *b, const q35_pass *r, float *x, float *h)
 {
     const q35_config *c = b->c;
     int64_t E = c->n_embd;
@@ -296,60 +302,35 @@ static void forward_rows(q35_backend *b, const cpu_rows *r, float *x, float *h)
     }
 }
 
-/* The batch runs in chunks of at most pass_rows (default CPU_MAX_ROWS) rows (a sequence may
- * straddle two chunks: the second continues the state the first left),
- * so scratch memory stays bounded whatever the batch size. */
-#define CPU_MAX_ROWS 256
-
-static int cpu_forward(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+static int cpu_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan,
+                       char *err, size_t errsz)
 {
     const q35_weights *w = b->w;
     int64_t E = b->c->n_embd, V = b->c->n_vocab;
-    int max_rows = b->o.pass_rows > 0 ? b->o.pass_rows : CPU_MAX_ROWS;
-    int cap = bt->n_total < max_rows ? bt->n_total : max_rows, rc;
+    int cap = 0, rc;
+    for (int i = 0; i < plan->n_pass; i++)
+        if (plan->pass[i].n > cap)
+            cap = plan->pass[i].n;
     if ((rc = scratch_reserve(b, cap, err, errsz)))
         return rc;
-    cpu_scratch *s = &b->s;
-    int q = 0, t = 0;            /* next token: t-th of sequence q */
-    for (int row0 = 0; row0 < bt->n_total;) {
-        cpu_rows r = { 0, 0, s->seq_slot, s->seq_n, s->seq_row0, s->row_slot, s->row_pos };
-        while (q < bt->n_seq && r.n < cap) {
-            int take = bt->n_tok[q] - t < cap - r.n ? bt->n_tok[q] - t : cap - r.n;
-            s->seq_slot[r.n_seq] = bt->slot[q];
-            s->seq_n[r.n_seq] = take;
-            s->seq_row0[r.n_seq++] = r.n;
-            for (int k = 0; k < take; k++, r.n++) {
-                s->row_slot[r.n] = bt->slot[q];
-                s->row_pos[r.n] = bt->pos[q] + t + k;
-            }
-            t += take;
-            if (t == bt->n_tok[q]) {
-                q++;
-                t = 0;
-            }
-        }
+    float *x = b->s.x, *h = b->s.h;
+    for (int i = 0; i < plan->n_pass; i++) {
+        const q35_pass *p = &plan->pass[i];
         if (w->has_embd)
-            embed(b, bt->tokens + row0, r.n, s->x);
+            embed(b, bt->tokens + p->row0, p->n, x);
         else
-            memcpy(s->x, bt->x_in + row0 * E, (size_t)r.n * E * sizeof(float));
-        forward_rows(b, &r, s->x, s->h);
+            memcpy(x, bt->x_in + p->row0 * E, (size_t)p->n * E * sizeof(float));
+        forward_rows(b, p, x, h);
         if (!w->has_head) {
-            memcpy(bt->x_out + row0 * E, s->x, (size_t)r.n * E * sizeof(float));
-        } else if (bt->all_logits) {
-            lm_head(b, s->x, 0, r.n, s->h, bt->logits + row0 * V);
-        } else {
-            /* Every chunk sequence but an unfinished last one ends here:
-             * they are sequences q - done .. q - 1 of the batch. Their
-             * last rows move to the front (row k never lies past the
-             * last row of chunk sequence k). */
-            int done = r.n_seq - (t ? 1 : 0);
-            for (int k = 0; k < done; k++)
-                memmove(s->x + (size_t)k * E, s->x + (size_t)(s->seq_row0[k] + s->seq_n[k] - 1) * E,
-                        (size_t)E * sizeof(float));
-            if (done)
-                lm_head(b, s->x, 0, done, s->h, bt->logits + (size_t)(q - done) * V);
+            memcpy(bt->x_out + p->row0 * E, x, (size_t)p->n * E * sizeof(float));
+            continue;
         }
-        row0 += r.n;
+        /* The rows that want logits move to the front (out_row[k] >= k). */
+        for (int k = 0; k < p->n_out; k++)
+            if (p->out_row[k] != k)
+                memmove(x + (size_t)k * E, x + (size_t)p->out_row[k] * E, (size_t)E * sizeof(float));
+        if (p->n_out)
+            lm_head(b, x, p->n_out, h, bt->logits + (size_t)p->out0 * V);
     }
     return 0;
 }
@@ -359,6 +340,7 @@ const q35_backend_ops q35_backend_cpu = {
     .init = cpu_init,
     .destroy = cpu_destroy,
     .state_bytes = cpu_state_bytes,
+    .limits = cpu_limits,
     .forward = cpu_forward,
     .slot_reset = cpu_slot_reset,
     .ckpt_save = cpu_ckpt_save,

@@ -6,6 +6,7 @@
  * nor on which other rows share the batch. */
 #include "cpu.h"
 #include "quant.h"
+#include "quant_act.h"
 
 #include <math.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 typedef struct moe_job {
     q35_backend *b;
     int il;
-    const cpu_rows *r;
+    const q35_pass *r;
     float *x;
 } moe_job;
 
@@ -92,16 +93,17 @@ static void gate_up_worker(void *arg, int ith, int nth)
 
     const q35_tensor *tg = &l->ffn_gate_exps, *tu = &l->ffn_up_exps;   /* [E, F, X] */
     pool_range(F, ith, nth, 8, &r0, &r1);
+    quant_act act = (quant_act)b->o.activations;
     if (r1 <= r0)
         return;
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
         const float *xe = s->xe + (int64_t)off * E;
         float *ge = s->ge + (int64_t)off * F, *ue = s->ue + (int64_t)off * F;
-        quant_matmul(tg->type, (const char *)tg->data + (size_t)e * tg->expert_stride, tg->row_bytes,
-                     E, r0, r1, xe, E, cnt, ge + r0, F);
-        quant_matmul(tu->type, (const char *)tu->data + (size_t)e * tu->expert_stride, tu->row_bytes,
-                     E, r0, r1, xe, E, cnt, ue + r0, F);
+        quant_matmul_act(act, tg->type, (const char *)tg->data + (size_t)e * tg->expert_stride,
+                         tg->row_bytes, E, r0, r1, xe, E, cnt, ge + r0, F);
+        quant_matmul_act(act, tu->type, (const char *)tu->data + (size_t)e * tu->expert_stride,
+                         tu->row_bytes, E, r0, r1, xe, E, cnt, ue + r0, F);
         for (int t = 0; t < cnt; t++)
             for (int64_t i = r0; i < r1; i++)
                 ge[t * F + i] = cpu_silu(ge[t * F + i]) * ue[t * F + i];
@@ -121,16 +123,19 @@ static void down_worker(void *arg, int ith, int nth)
     int n = j->r->n, K = c->n_expert_used;
     int64_t r0, r1;
     pool_range(E, ith, nth, 8, &r0, &r1);
+    quant_act act = (quant_act)b->o.activations;
     if (r1 <= r0)
         return;
     const q35_tensor *td = &l->ffn_down_exps;          /* [F, E, X] */
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
-        quant_matmul(td->type, (const char *)td->data + (size_t)e * td->expert_stride, td->row_bytes,
-                     F, r0, r1, s->ge + (int64_t)off * F, F, cnt, s->de + (int64_t)off * E + r0, E);
+        quant_matmul_act(act, td->type, (const char *)td->data + (size_t)e * td->expert_stride,
+                         td->row_bytes, F, r0, r1, s->ge + (int64_t)off * F, F, cnt,
+                         s->de + (int64_t)off * E + r0, E);
     }
     const q35_tensor *ts = &l->ffn_down_shexp;         /* [Fs, E] */
-    quant_matmul(ts->type, ts->data, ts->row_bytes, Fs, r0, r1, s->shg, Fs, n, s->tmp + r0, E);
+    quant_matmul_act(act, ts->type, ts->data, ts->row_bytes, Fs, r0, r1, s->shg, Fs, n,
+                     s->tmp + r0, E);
     for (int t = 0; t < n; t++) {
         float g = cpu_sigmoid(s->shgate[t]);
         float *x = j->x + (int64_t)t * E;
@@ -143,7 +148,7 @@ static void down_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_moe(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x)
+void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);

@@ -10,7 +10,7 @@
 typedef struct ssm_job {
     q35_backend *b;
     int il;
-    const cpu_rows *r;
+    const q35_pass *r;
 } ssm_job;
 
 /* Conv per (sequence, channel): the window is the slot's last K-1 inputs
@@ -114,7 +114,7 @@ static void delta_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_ssm(q35_backend *b, int il, const cpu_rows *r, const float *h, float *x)
+void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);

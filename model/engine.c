@@ -22,6 +22,8 @@ struct q35_engine {
     int max_seqs, max_ctx;
     int *slot_len;            /* [max_seqs] next position of each slot */
     unsigned char *seen;      /* [max_seqs] scratch for duplicate-slot checks */
+    q35_pass_limits limits;   /* the backend's, read once after init */
+    q35_plan plan;            /* the current batch's passes (memory reused) */
     /* Set when the backend reported Q35_EDEVICE (backend.h): slot state is
      * untrusted, so every later forward / reset is refused with this. */
     char failed[Q35_ERRSZ];
@@ -209,6 +211,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
         .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
         .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .activations = o->activations,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);
     /* "auto": the next backend of the table when one cannot start (cuda
@@ -219,6 +222,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (!e->be)
         goto fail;
+    e->limits = e->ops->limits(e->be);
     if (init_ckpt(e, o->cache_bytes, err, errsz))
         goto fail;
     return e;
@@ -236,6 +240,7 @@ void q35_engine_close(q35_engine **pe)
     if (e->be)
         e->ops->destroy(&e->be);
     q35_weights_free(&e->w);
+    q35_plan_free(&e->plan);
     free(e->slot_len);
     free(e->seen);
     gguf_close(&e->f);
@@ -255,32 +260,54 @@ int q35_engine_max_ctx(const q35_engine *e) { return e->max_ctx; }
 
 /* ---- forward -------------------------------------------------------------- */
 
+/* Records where validation failed (b->fault) and returns rc. */
+static int fault(const q35_batch *b, q35_batch_field field, int seq, int tok, int rc)
+{
+    if (b && b->fault) {
+        b->fault->field = field;
+        b->fault->seq = seq;
+        b->fault->tok = tok;
+    }
+    return rc;
+}
+
+static int flag(q35_batch_field *f, q35_batch_field v, int rc)
+{
+    *f = v;
+    return rc;
+}
+
 static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
 {
     const q35_config *c = &e->cfg;
+    if (b && b->fault)
+        *b->fault = (q35_batch_fault){ Q35_BATCH_OK, -1, -1 };
     if (!b || b->n_seq < 1 || b->n_seq > e->max_seqs || !b->slot || !b->pos || !b->n_tok)
-        return q35_err(err, errsz, Q35_EINVAL, "batch: n_seq %d, expected 1..%d with slot/pos/n_tok arrays",
-                       b ? b->n_seq : 0, e->max_seqs);
+        return fault(b, Q35_BATCH_N_SEQ, -1, -1,
+                     q35_err(err, errsz, Q35_EINVAL, "batch: n_seq %d, expected 1..%d with slot/pos/n_tok arrays",
+                             b ? b->n_seq : 0, e->max_seqs));
     int64_t total = 0;
-    int rc = 0;
+    int rc = 0, bad = -1;
+    q35_batch_field field = Q35_BATCH_OK;
     for (int s = 0; s < b->n_seq && !rc; s++) {
         int sl = b->slot[s], p = b->pos[s], n = b->n_tok[s];
+        bad = s;
         if (sl < 0 || sl >= e->max_seqs)
-            rc = q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d, expected 0..%d",
-                         s, sl, e->max_seqs - 1);
+            rc = flag(&field, Q35_BATCH_SLOT, q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d, expected 0..%d",
+                         s, sl, e->max_seqs - 1));
         else if (e->seen[sl])
-            rc = q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d appears twice", s, sl);
+            rc = flag(&field, Q35_BATCH_SLOT_TWICE, q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d appears twice", s, sl));
         else if (n < 1)
-            rc = q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): n_tok %d, expected >= 1",
-                         s, sl, n);
+            rc = flag(&field, Q35_BATCH_N_TOK, q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): n_tok %d, expected >= 1",
+                         s, sl, n));
         else if (p != e->slot_len[sl])
-            rc = q35_err(err, errsz, Q35_ESTATE,
+            rc = flag(&field, Q35_BATCH_POS, q35_err(err, errsz, Q35_ESTATE,
                          "batch: sequence %d (slot %d): position %d does not continue the slot (next position %d)",
-                         s, sl, p, e->slot_len[sl]);
+                         s, sl, p, e->slot_len[sl]));
         else if ((int64_t)p + n > e->max_ctx)
-            rc = q35_err(err, errsz, Q35_ERANGE,
+            rc = flag(&field, Q35_BATCH_CTX, q35_err(err, errsz, Q35_ERANGE,
                          "batch: sequence %d (slot %d): positions %d..%d past the context of %d (context full)",
-                         s, sl, p, p + n - 1, e->max_ctx);
+                         s, sl, p, p + n - 1, e->max_ctx));
         if (!rc)
             e->seen[sl] = 1;
         total += n;
@@ -289,26 +316,33 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
         if (b->slot[s] >= 0 && b->slot[s] < e->max_seqs)
             e->seen[b->slot[s]] = 0;
     if (rc)
-        return rc;
+        return fault(b, field, bad, -1, rc);
     if (total != b->n_total)
-        return q35_err(err, errsz, Q35_EINVAL, "batch: n_total %d, but the sequences hold %lld tokens",
-                       b->n_total, (long long)total);
+        return fault(b, Q35_BATCH_N_TOK, -1, -1,
+                     q35_err(err, errsz, Q35_EINVAL, "batch: n_total %d, but the sequences hold %lld tokens",
+                             b->n_total, (long long)total));
     if (e->w.has_embd) {
         if (!b->tokens)
-            return q35_err(err, errsz, Q35_EINVAL, "batch: no token ids for the first stage");
-        for (int i = 0; i < b->n_total; i++)
-            if (b->tokens[i] < 0 || (uint32_t)b->tokens[i] >= c->n_vocab)
-                return q35_err(err, errsz, Q35_EINVAL, "batch: token %d: id %d, expected 0..%u",
-                               i, b->tokens[i], c->n_vocab - 1);
+            return fault(b, Q35_BATCH_BUFFER, -1, -1,
+                         q35_err(err, errsz, Q35_EINVAL, "batch: no token ids for the first stage"));
+        for (int s = 0, i = 0; s < b->n_seq; s++)
+            for (int k = 0; k < b->n_tok[s]; k++, i++)
+                if (b->tokens[i] < 0 || (uint32_t)b->tokens[i] >= c->n_vocab)
+                    return fault(b, Q35_BATCH_TOKEN, s, k,
+                                 q35_err(err, errsz, Q35_EINVAL, "batch: token %d: id %d, expected 0..%u",
+                                         i, b->tokens[i], c->n_vocab - 1));
     } else if (!b->x_in) {
-        return q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from %d",
-                       e->w.layer_begin);
+        return fault(b, Q35_BATCH_BUFFER, -1, -1,
+                     q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from %d",
+                             e->w.layer_begin));
     }
     if (e->w.has_head && !b->logits)
-        return q35_err(err, errsz, Q35_EINVAL, "batch: no logits buffer for the last stage");
+        return fault(b, Q35_BATCH_BUFFER, -1, -1,
+                     q35_err(err, errsz, Q35_EINVAL, "batch: no logits buffer for the last stage"));
     if (!e->w.has_head && !b->x_out)
-        return q35_err(err, errsz, Q35_EINVAL, "batch: no hidden output buffer (x_out) for layers to %d",
-                       e->w.layer_end);
+        return fault(b, Q35_BATCH_BUFFER, -1, -1,
+                     q35_err(err, errsz, Q35_EINVAL, "batch: no hidden output buffer (x_out) for layers to %d",
+                             e->w.layer_end));
     return 0;
 }
 
@@ -334,7 +368,9 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
     int rc = check_batch(e, b, err, errsz);
     if (rc)
         return rc;
-    if ((rc = e->ops->forward(e->be, b, err, errsz)))
+    if ((rc = q35_plan_build(&e->plan, b, e->limits, e->w.has_head, err, errsz)))
+        return rc;
+    if ((rc = e->ops->forward(e->be, b, &e->plan, err, errsz)))
         return backend_failed(e, rc, err);
     for (int s = 0; s < b->n_seq; s++)
         e->slot_len[b->slot[s]] += b->n_tok[s];

@@ -31,9 +31,31 @@ typedef struct q35_engine_opts {
      * backend keeps checkpoints (host RAM for cpu, device memory for cuda)
      * once the slot pool is allocated. */
     int64_t cache_bytes;
+    int activations;              /* CPU matmul activations: enum quant_act
+                                   * (quant_act.h); 0 = exact (the default) */
 } q35_engine_opts;
 
 #define Q35_CACHE_AUTO ((int64_t)-1)
+
+/* Where a batch failed validation, for a caller that names its own fields
+ * (the stage answers with the wire field of the sequence). */
+typedef enum q35_batch_field {
+    Q35_BATCH_OK = 0,
+    Q35_BATCH_N_SEQ,          /* n_seq, or the per-sequence arrays missing */
+    Q35_BATCH_SLOT,           /* slot out of range (Q35_EINVAL) */
+    Q35_BATCH_SLOT_TWICE,     /* the slot of an earlier sequence (Q35_EINVAL) */
+    Q35_BATCH_N_TOK,          /* n_tok < 1, or n_total not their sum (Q35_EINVAL) */
+    Q35_BATCH_POS,            /* does not continue the slot (Q35_ESTATE) */
+    Q35_BATCH_CTX,            /* positions past max_ctx (Q35_ERANGE) */
+    Q35_BATCH_TOKEN,          /* token id not in the vocabulary (Q35_EINVAL) */
+    Q35_BATCH_BUFFER,         /* tokens / x_in / x_out / logits missing (Q35_EINVAL) */
+} q35_batch_field;
+
+typedef struct q35_batch_fault {
+    q35_batch_field field;
+    int seq;                  /* the sequence; -1: the batch as a whole */
+    int tok;                  /* Q35_BATCH_TOKEN: the token's index within the sequence */
+} q35_batch_fault;
 
 /* One forward pass over tokens of one or more sequences. Sequence s has
  * n_tok[s] tokens at positions pos[s] .. pos[s]+n_tok[s]-1 in slot
@@ -52,6 +74,7 @@ typedef struct q35_batch {
      * : [n_seq][n_vocab] (each sequence's last row) */
     float *logits;
     int all_logits;
+    q35_batch_fault *fault;   /* optional: set when validation fails */
 } q35_batch;
 
 typedef struct q35_engine q35_engine;

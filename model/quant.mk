@@ -11,3 +11,5 @@ qwen35-bench-quant_SRCS := tools/bench_quant.c
 .PHONY: bench-quant
 bench-quant: $(BUILD)/bin/qwen35-bench-quant
 	$(BUILD)/bin/qwen35-bench-quant $(BENCH_QUANT_ARGS)
+# integer-activation kernels (quant_act.c picks them from cpuid)
+$(BUILD)/obj/model/quant_vnni.o: XCFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c

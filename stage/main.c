@@ -8,6 +8,7 @@
 #include "common.h"
 #include "engine.h"
 #include "log.h"
+#include "quant_act.h"
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/preload.h"
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
         .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .device = c.device,
         .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
+        .activations = quant_act_parse(c.activations),
         .max_msg = (size_t)c.max_msg_mb << 20,
         .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
         .curve_secret = c.curve ? &c.curve_secret : NULL,

@@ -79,7 +79,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .device = o->device, .cache_bytes = o->cache_bytes,
-        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .activations = o->activations,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)
@@ -477,8 +477,11 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
 #undef FIELD
 }
 
-/* Validates a forward batch against the model and slot states. Fills the
- * engine arrays; *n_total rows, *logit_rows full-logits rows wanted. */
+/* Checks what belongs to the wire and to this stage's buffers (counts,
+ * byte sizes, dtype, NaN/Inf, sampling fields); the engine validates
+ * slots, positions and token ids (batch_failed maps its fault to the
+ * field). Fills the engine arrays; *n_total rows, *logit_rows full-logits
+ * rows wanted. */
 static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *slot, int *pos,
                          int *ntok, int *n_total, int *logit_rows, bool *all_logits)
 {
@@ -496,21 +499,8 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
     *all_logits = false;
     for (size_t i = 0; i < fb->n_seqs; i++) {
         const Q35__SeqChunk *c = fb->seqs[i];
-        if (c->slot >= (uint32_t)s->max_seqs) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].slot", i);
-            return fail(rp, Q35__CODE__NOT_FOUND, f, "%s: unknown slot %u (0..%d)", f, c->slot,
-                        s->max_seqs - 1);
-        }
-        for (size_t j = 0; j < i; j++)
-            if (fb->seqs[j]->slot == c->slot) {
-                snprintf(f, sizeof f, "forward.seqs[%zu].slot", i);
-                return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: slot %u already in seqs[%zu]",
-                            f, c->slot, j);
-            }
-        if (c->n_tokens == 0) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
-            return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: 0", f);
-        }
+        /* slot, n_tokens >= 1, pos, the context and token ids: the engine
+         * checks them (its fault names the sequence and field) */
         total += c->n_tokens;
         if (total > (uint64_t)s->max_batch) {
             snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
@@ -518,30 +508,12 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
                         "%s: batch reaches %llu rows, this stage takes at most %d", f,
                         (unsigned long long)total, s->max_batch);
         }
-        int len = q35_engine_slot_len(s->eng, c->slot);
-        if (c->pos != (uint32_t)len) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].pos", i);
-            return fail(rp, Q35__CODE__FAILED_PRECONDITION, f,
-                        "%s: %u does not continue slot %u, which holds %d positions", f, c->pos,
-                        c->slot, len);
-        }
-        if ((uint64_t)c->pos + c->n_tokens > (uint64_t)s->max_ctx) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
-            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: positions %u..%llu past max ctx %d",
-                        f, c->pos, (unsigned long long)c->pos + c->n_tokens - 1, s->max_ctx);
-        }
         if (s->first) {
             if (c->n_token_ids != c->n_tokens) {
                 snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
                 return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: %zu ids for n_tokens %u", f,
                             c->n_token_ids, c->n_tokens);
             }
-            for (size_t k = 0; k < c->n_token_ids; k++)
-                if (c->token_ids[k] < 0 || (uint32_t)c->token_ids[k] >= s->cfg->n_vocab) {
-                    snprintf(f, sizeof f, "forward.seqs[%zu].token_ids[%zu]", i, k);
-                    return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: token %d not in [0, %u)", f,
-                                c->token_ids[k], s->cfg->n_vocab);
-                }
         } else if (c->n_token_ids) {
             snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
             return fail(rp, Q35__CODE__INVALID_ARGUMENT, f,
@@ -612,6 +584,32 @@ static void fwd_out_free(fwd_out *o)
     free(o->hidden);
 }
 
+/* The engine refused the batch: the wire field of the sequence at fault
+ * and its code (0: the engine's code). */
+static const struct { const char *name; Q35__Code code; } batch_fields[] = {
+    [Q35_BATCH_SLOT] = { "slot", Q35__CODE__NOT_FOUND },
+    [Q35_BATCH_SLOT_TWICE] = { "slot", 0 },
+    [Q35_BATCH_N_TOK] = { "n_tokens", 0 },
+    [Q35_BATCH_POS] = { "pos", 0 },
+    [Q35_BATCH_CTX] = { "n_tokens", Q35__CODE__OUT_OF_RANGE },
+    [Q35_BATCH_TOKEN] = { "token_ids", Q35__CODE__OUT_OF_RANGE },
+};
+
+static int batch_failed(reply *rp, int rc, const q35_batch_fault *ft, const char *err)
+{
+    char f[96] = "forward";
+    Q35__Code code = q35_wire_code(rc);
+    size_t k = (size_t)ft->field;
+    if (ft->seq >= 0 && k < sizeof batch_fields / sizeof batch_fields[0] && batch_fields[k].name) {
+        int n = snprintf(f, sizeof f, "forward.seqs[%d].%s", ft->seq, batch_fields[k].name);
+        if (ft->field == Q35_BATCH_TOKEN && n > 0 && (size_t)n < sizeof f)
+            snprintf(f + n, sizeof f - (size_t)n, "[%d]", ft->tok);
+        if (batch_fields[k].code)
+            code = batch_fields[k].code;
+    }
+    return fail(rp, code, f, "%s: %s", f, err);
+}
+
 static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out *o)
 {
     size_t ns = fb->n_seqs;
@@ -635,12 +633,13 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
             for (size_t j = 0; j < fb->seqs[i]->n_token_ids; j++)
                 ids[k++] = fb->seqs[i]->token_ids[j];
     }
+    q35_batch_fault flt = { Q35_BATCH_OK, -1, -1 };
     /* all_logits: [n_total][V]; else [n_seq][V] — stage->logits holds
      * max_logit_rows >= max_seqs rows, and all is checked against it. */
     q35_batch b = {
         .n_seq = (int)ns, .slot = slot, .pos = pos, .n_tok = ntok, .n_total = n_total,
         .tokens = ids, .x_in = s->first ? NULL : s->x_in, .x_out = s->last ? NULL : s->x_out,
-        .logits = s->last ? s->logits : NULL, .all_logits = all,
+        .logits = s->last ? s->logits : NULL, .all_logits = all, .fault = &flt,
     };
     char err[Q35_ERRSZ];
     double t0 = q35_now();
@@ -652,7 +651,8 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     if (rc == Q35_EDEVICE)
         snprintf(s->device_err, sizeof s->device_err, "%s", err);
     if (rc)
-        return fail(rp, q35_wire_code(rc), "forward", "%s", err);
+        return flt.field != Q35_BATCH_OK ? batch_failed(rp, rc, &flt, err)
+                                         : fail(rp, q35_wire_code(rc), "forward", "%s", err);
     s->busy_s += dt;
     s->n_forward++;
     s->n_tokens += n_total;

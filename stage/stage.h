@@ -25,6 +25,7 @@ typedef struct stage_opts {
     int device;
     int pass_rows;                /* rows per backend pass; 0 = default */
     bool no_graphs;               /* CUDA: no captured graphs */
+    int activations;              /* enum quant_act; 0 = exact */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
     int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */
     /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a

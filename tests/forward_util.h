@@ -34,13 +34,16 @@ static FU_UNUSED double fu_max_diff(const float *a, const float *b, size_t n)
     return m;
 }
 
+/* Activation mode (enum quant_act) of the engines fu_open opens from now on. */
+static FU_UNUSED int fu_activations;
+
 static FU_UNUSED q35_engine *fu_open(const char *model, int a, int b, int max_seqs, int max_ctx,
                                      int threads)
 {
     char err[Q35_ERRSZ] = "";
     q35_engine_opts o = { .model_path = model, .layer_begin = a, .layer_end = b,
                           .max_seqs = max_seqs, .max_ctx = max_ctx, .n_threads = threads,
-                          .backend = "cpu" };
+                          .backend = "cpu", .activations = fu_activations };
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     if (!e)
         fail_msg("open %s [%d,%d): %s", model, a, b, err);

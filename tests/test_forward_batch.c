@@ -204,6 +204,38 @@ static void test_big_batch_chunks(void **s)
     free(lb); free(ls); free(tk);
 }
 
+/* pass_rows = 3: the engine's plan cuts the batch into passes of 3 rows
+ * (pieces of one sequence straddling passes, logits rows spread over
+ * them): the same bits as one pass, every row and last rows. */
+static void test_pass_rows(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "";
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .max_seqs = 3,
+                          .max_ctx = 64, .n_threads = 2, .backend = "cpu" };
+    q35_engine *one = q35_engine_open(&o, err, sizeof err);
+    o.pass_rows = 3;
+    q35_engine *small = q35_engine_open(&o, err, sizeof err);
+    assert_non_null(one);
+    assert_non_null(small);
+    const int V = (int)q35_engine_config(one)->n_vocab;
+    int slot[3] = { 1, 0, 2 }, pos[3] = { 0, 0, 0 }, nt[3] = { 5, 1, 7 };
+    float *la = fu_alloc((size_t)13 * V * 4), *lb = fu_alloc((size_t)13 * V * 4);
+    for (int all = 1; all >= 0; all--) {
+        q35_batch b = { .n_seq = 3, .slot = slot, .pos = pos, .n_tok = nt, .n_total = 13,
+                        .tokens = toks + 13 * (1 - all), .logits = la, .all_logits = all };
+        assert_int_equal(q35_engine_forward(one, &b, err, sizeof err), 0);
+        b.logits = lb;
+        assert_int_equal(q35_engine_forward(small, &b, err, sizeof err), 0);
+        assert_memory_equal(la, lb, (size_t)(all ? 13 : 3) * V * 4);
+        for (int q = 0; q < 3; q++)
+            pos[q] += nt[q];
+    }
+    q35_engine_close(&one);
+    q35_engine_close(&small);
+    free(la); free(lb);
+}
+
 static void expect_error(q35_engine *e, q35_batch *b, int code, const char *needle)
 {
     char err[Q35_ERRSZ] = "";
@@ -331,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_batched_decode),
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_big_batch_chunks),
+        cmocka_unit_test(test_pass_rows),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bad_ranges),
         cmocka_unit_test(test_state_bytes),

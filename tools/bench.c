@@ -1,15 +1,22 @@
 /* qwen35-bench — forward-pass speed on one model (make bench runs it on
- * the generated `mini` Q4_K_M model):
- *   decode tokens/s with 1 and 2 threads, as a share of what the read
- *   bandwidth measured in the same run allows for the weight bytes one
- *   token reads; batched decode of 8 sequences; prefill of 64 tokens.
+ * the generated `mini` Q4_K_M model), for each activation mode asked:
+ *   decode tokens/s with 1, 2 and all threads, each as a share of what
+ *   the read bandwidth measured in the same run at that thread count
+ *   allows for the weight bytes one token reads; at the most threads,
+ *   batched decode of 8 and 32 sequences and prefill of 64 and 512
+ *   tokens, with the weight bytes they stream per second.
  *
  *   qwen35-bench -m MODEL [--threads T] [--tokens N] [--membw-mb MB]
+ *                [--activations exact,q8,f32 (default exact,q8)] [--only decode|prefill]
+ *
+ * Lines starting "RESULT" (what, threads, mode, tok/s) are for scripts
+ * (tools/bench_peer.sh).
  */
 #include "common.h"
 #include "engine.h"
 #include "membw.h"
 #include "quant.h"
+#include "quant_act.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,12 +26,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define N_BATCH 8
-#define N_PREFILL 64
+#define N_BATCH 32                 /* the most sequences stepped together */
+#define N_PREFILL 512              /* the longest prefill */
+static const int batches[] = { 8, 32 };
+static const int prefills[] = { 64, 512 };
 
 typedef struct bench_opts {
     const char *model;
     int max_threads, n_decode, membw_mb;
+    int acts[QUANT_ACT_COUNT], n_acts;
+    const char *only;             /* NULL, "decode" or "prefill" */
 } bench_opts;
 
 static int fail(const char *what, const char *err)
@@ -33,11 +44,12 @@ static int fail(const char *what, const char *err)
     return 1;
 }
 
-static q35_engine *open_engine(const bench_opts *o, int threads, char *err, size_t errsz)
+static q35_engine *open_engine(const bench_opts *o, int threads, int act, char *err,
+                              size_t errsz)
 {
     q35_engine_opts eo = { .model_path = o->model, .layer_begin = 0, .layer_end = -1,
                            .max_seqs = N_BATCH, .max_ctx = N_PREFILL + o->n_decode + 8,
-                           .n_threads = threads, .backend = "cpu" };
+                           .n_threads = threads, .backend = "cpu", .activations = act };
     return q35_engine_open(&eo, err, errsz);
 }
 
@@ -73,8 +85,8 @@ static int step(q35_engine *e, int n_seq, const int *pos, int n, const int32_t *
 static int decode_rate(q35_engine *e, int n_seq, int n_steps, float *logits, double *tps,
                        char *err, size_t errsz)
 {
-    int pos[N_BATCH];
-    int32_t tok[N_BATCH * 4], next[N_BATCH];
+    int pos[N_BATCH] = { 0 };
+    int32_t tok[N_BATCH * 4] = { 0 }, next[N_BATCH];
     for (int s = 0; s < n_seq; s++) {
         q35_engine_slot_reset(e, s, err, errsz);
         pos[s] = 0;
@@ -98,18 +110,19 @@ static int decode_rate(q35_engine *e, int n_seq, int n_steps, float *logits, dou
     return rc;
 }
 
-static int prefill_rate(q35_engine *e, float *logits, double *tps, char *err, size_t errsz)
+static int prefill_rate(q35_engine *e, int n, float *logits, double *tps, char *err,
+                        size_t errsz)
 {
     int32_t tok[N_PREFILL], next;
     int V = (int)q35_engine_config(e)->n_vocab, pos = 0, rc = 0;
-    for (int i = 0; i < N_PREFILL; i++)
+    for (int i = 0; i < n; i++)
         tok[i] = (int32_t)((7 + 131 * i) % V);
     double best = 0;
     for (int rep = 0; rep < 2 && !rc; rep++) {     /* the first pass warms up */
         q35_engine_slot_reset(e, 0, err, errsz);
         double t0 = q35_now();
-        rc = step(e, 1, &pos, N_PREFILL, tok, logits, &next, err, errsz);
-        double r = N_PREFILL / (q35_now() - t0);
+        rc = step(e, 1, &pos, n, tok, logits, &next, err, errsz);
+        double r = n / (q35_now() - t0);
         if (r > best)
             best = r;
     }
@@ -142,11 +155,11 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
     if (!e)
         return Q35_EINVAL;
     double opened = q35_rss_mib();
-    int32_t tok[N_PREFILL];
-    for (int i = 0; i < N_PREFILL; i++)
+    int32_t tok[64];
+    for (int i = 0; i < 64; i++)
         tok[i] = (int32_t)((7 + 131 * i) % V);
-    float *x = malloc((size_t)N_PREFILL * E * sizeof(float));
-    int slot = 0, pos = 0, n = N_PREFILL, rc = Q35_ENOMEM;
+    float *x = malloc((size_t)64 * E * sizeof(float));
+    int slot = 0, pos = 0, n = 64, rc = Q35_ENOMEM;
     if (x) {
         q35_batch b = { .n_seq = 1, .slot = &slot, .pos = &pos, .n_tok = &n, .n_total = n,
                         .tokens = tok, .x_out = x };
@@ -157,7 +170,7 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
     q35_engine_close(&e);
     if (!rc)
         printf("layers [0, %d) of %d: RSS +%.0f MiB after open, +%.0f MiB after a %d-token prefill; file %.0f MiB\n",
-               eo.layer_end, nl, opened - base, used - base, N_PREFILL, st.st_size / 1048576.0);
+               eo.layer_end, nl, opened - base, used - base, n, st.st_size / 1048576.0);
     return rc;
 }
 
@@ -166,14 +179,33 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' }, { "threads", required_argument, 0, 't' },
         { "tokens", required_argument, 0, 'n' }, { "membw-mb", required_argument, 0, 'b' },
+        { "activations", required_argument, 0, 'a' }, { "only", required_argument, 0, 'o' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    *o = (bench_opts){ .max_threads = 2, .n_decode = 16, .membw_mb = 512 };
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (bench_opts){ .max_threads = ncpu > 0 ? (int)ncpu : 1, .n_decode = 16, .membw_mb = 512,
+                       .acts = { QUANT_ACT_EXACT, QUANT_ACT_Q8 }, .n_acts = 2 };
     int c;
     while ((c = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
         int *dst = c == 't' ? &o->max_threads : c == 'n' ? &o->n_decode : c == 'b' ? &o->membw_mb : NULL;
         if (c == 'm') {
             o->model = optarg;
+        } else if (c == 'a') {
+            o->n_acts = 0;
+            for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+                int a = quant_act_parse(tok);
+                if (a < 0 || o->n_acts == QUANT_ACT_COUNT) {
+                    fprintf(stderr, "qwen35-bench: --activations: '%s' is not exact, f32 or q8\n", tok);
+                    return -1;
+                }
+                o->acts[o->n_acts++] = a;
+            }
+        } else if (c == 'o') {
+            if (strcmp(optarg, "decode") && strcmp(optarg, "prefill")) {
+                fprintf(stderr, "qwen35-bench: --only: '%s' is not decode or prefill\n", optarg);
+                return -1;
+            }
+            o->only = optarg;
         } else if (dst) {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -184,7 +216,9 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             *dst = (int)v;
         } else {
             fprintf(c == 'h' ? stdout : stderr,
-                    "usage: qwen35-bench -m MODEL [--threads T (max, default 2)] [--tokens N (decode steps, default 16)] [--membw-mb MB]\n");
+                    "usage: qwen35-bench -m MODEL [--threads T (max, default all)] [--tokens N (decode steps, default 16)]\n"
+                    "                    [--membw-mb MB] [--activations exact,q8,f32] [--only decode|prefill]\n"
+                    "  --only decode: just decode at --threads T; --only prefill: just prefill of 64 at T\n");
             return c == 'h' ? 1 : -1;
         }
     }
@@ -195,6 +229,58 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     return 0;
 }
 
+/* One mode at one thread count: decode (and at the most threads the
+ * batches and prefills), with the bandwidth measured just before. */
+static int bench_threads(const bench_opts *o, int t, int act, bool all, float *logits,
+                         char *err, size_t errsz)
+{
+    q35_engine *e = open_engine(o, t, act, err, errsz);
+    if (!e)
+        return fail(o->model, err);
+    double bytes = (double)q35_engine_decode_bytes(e), bw, tps, r;
+    const char *an = quant_act_name((quant_act)act);
+    int rc = 0;
+    if (membw_read((size_t)o->membw_mb << 20, t, 3, &bw, err, errsz)) {
+        rc = fail("membw", err);
+        goto out;
+    }
+    double allowed = bw * 1e9 / bytes;
+    if (!o->only || !strcmp(o->only, "decode")) {
+        if (decode_rate(e, 1, o->n_decode, logits, &tps, err, errsz)) {
+            rc = fail("decode", err);
+            goto out;
+        }
+        printf("%s, threads %d: read bandwidth %.1f GB/s -> %.1f tok/s allowed; decode %.2f tok/s = %.0f%% of it (%.1f GB/s of weights)\n",
+               an, t, bw, allowed, tps, 100 * tps / allowed, tps * bytes / 1e9);
+        printf("RESULT decode %d %s %.3f %.2f\n", t, an, tps, bw);
+    }
+    if (all && !o->only)
+        for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
+            if (decode_rate(e, batches[i], o->n_decode / 2 + 1, logits, &r, err, errsz)) {
+                rc = fail("batched decode", err);
+                goto out;
+            }
+            printf("%s, threads %d: batched decode of %d sequences %.2f tok/s = %.2fx single\n",
+                   an, t, batches[i], r, r / tps);
+            printf("RESULT batch%d %d %s %.3f %.2f\n", batches[i], t, an, r, bw);
+        }
+    if ((all && !o->only) || (o->only && !strcmp(o->only, "prefill")))
+        for (size_t i = 0; i < sizeof prefills / sizeof *prefills; i++) {
+            if (o->only && prefills[i] != 64)
+                continue;
+            if (prefill_rate(e, prefills[i], logits, &r, err, errsz)) {
+                rc = fail("prefill", err);
+                goto out;
+            }
+            printf("%s, threads %d: prefill of %d tokens %.1f tok/s (bandwidth %.1f GB/s)\n",
+                   an, t, prefills[i], r, bw);
+            printf("RESULT prefill%d %d %s %.3f %.2f\n", prefills[i], t, an, r, bw);
+        }
+out:
+    q35_engine_close(&e);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     bench_opts o;
@@ -202,9 +288,9 @@ int main(int argc, char **argv)
     if (rc)
         return rc < 0 ? 2 : 0;
     char err[Q35_ERRSZ] = "";
-    if (half_model_rss(&o, err, sizeof err))
+    if (!o.only && half_model_rss(&o, err, sizeof err))
         return fail("half-model handle", err);
-    q35_engine *e = open_engine(&o, 1, err, sizeof err);
+    q35_engine *e = open_engine(&o, 1, QUANT_ACT_EXACT, err, sizeof err);
     if (!e)
         return fail(o.model, err);
     const q35_config *c = q35_engine_config(e);
@@ -212,36 +298,25 @@ int main(int argc, char **argv)
     float *logits = malloc((size_t)N_BATCH * c->n_vocab * sizeof(float));
     if (!logits)
         return fail("logits", "out of memory");
-    printf("model %s: %u layers, %u experts (%u used), vocab %u; kernels %s\n", o.model,
-           c->n_layer, c->n_expert, c->n_expert_used, c->n_vocab, quant_isa());
+    printf("model %s: %u layers, %u experts (%u used), vocab %u; kernels %s (q4_K %s, q6_K %s)\n",
+           o.model, c->n_layer, c->n_expert, c->n_expert_used, c->n_vocab, quant_isa(),
+           quant_act_kernel(QUANT_ACT_EXACT, GGML_TYPE_Q4_K),
+           quant_act_kernel(QUANT_ACT_EXACT, GGML_TYPE_Q6_K));
     printf("weight bytes read per decoded token: %.1f MB\n", bytes / 1e6);
-
-    for (int t = 1; t <= o.max_threads; t++) {
-        if (t > 1) {
-            q35_engine_close(&e);
-            if (!(e = open_engine(&o, t, err, sizeof err)))
-                return fail(o.model, err);
-        }
-        double bw, tps, btps, ptps;
-        if (membw_read((size_t)o.membw_mb << 20, t, 3, &bw, err, sizeof err))
-            return fail("membw", err);
-        if (decode_rate(e, 1, o.n_decode, logits, &tps, err, sizeof err))
-            return fail("decode", err);
-        double allowed = bw * 1e9 / bytes;
-        printf("threads %d: read bandwidth %.1f GB/s -> %.1f tok/s allowed; decode %.2f tok/s = %.0f%% of it (%.1f GB/s of weights)\n",
-               t, bw, allowed, tps, 100 * tps / allowed, tps * bytes / 1e9);
-        if (t == o.max_threads) {
-            if (decode_rate(e, N_BATCH, o.n_decode / 2 + 1, logits, &btps, err, sizeof err))
-                return fail("batched decode", err);
-            if (prefill_rate(e, logits, &ptps, err, sizeof err))
-                return fail("prefill", err);
-            printf("threads %d: batched decode of %d sequences %.2f tok/s = %.2fx single\n",
-                   t, N_BATCH, btps, btps / tps);
-            printf("threads %d: prefill of %d tokens %.1f tok/s = %.2fx single decode\n",
-                   t, N_PREFILL, ptps, ptps / tps);
-        }
-    }
     q35_engine_close(&e);
+    /* 1, 2 and all threads (or just --threads T with --only) */
+    int ts[3], nt = 0;
+    if (o.only) {
+        ts[nt++] = o.max_threads;
+    } else {
+        for (int t = 1; t <= 2 && t <= o.max_threads; t++)
+            ts[nt++] = t;
+        if (o.max_threads > 2)
+            ts[nt++] = o.max_threads;
+    }
+    for (int a = 0; a < o.n_acts && !rc; a++)
+        for (int i = 0; i < nt && !rc; i++)
+            rc = bench_threads(&o, ts[i], o.acts[a], i == nt - 1, logits, err, sizeof err);
     free(logits);
-    return 0;
+    return rc;
 }

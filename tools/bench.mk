@@ -15,3 +15,13 @@ $(BUILD)/models/mini-q4_k_m.gguf: | $(BUILD)/bin/qwen35-mkmodel
 .PHONY: bench
 bench: $(BUILD)/bin/qwen35-bench $(BENCH_MODEL)
 	$(BUILD)/bin/qwen35-bench -m $(BENCH_MODEL) $(BENCH_ARGS)
+
+# Side by side with the reference engine's llama-bench on the same file,
+# interleaved rounds (tools/bench_peer.sh). The peer is never downloaded
+# or built here: PEER=/path/to/llama-bench (built outside the tree).
+BENCH_PEER_ROUNDS  ?= 3
+BENCH_PEER_THREADS ?= 2
+.PHONY: bench-peer
+bench-peer: $(BUILD)/bin/qwen35-bench $(BENCH_MODEL)
+	@test -n "$(PEER)" || { echo "bench-peer: set PEER=/path/to/llama-bench (built outside this tree)"; exit 2; }
+	sh tools/bench_peer.sh "$(PEER)" $(BENCH_MODEL) $(BUILD)/bin/qwen35-bench $(BENCH_PEER_ROUNDS) $(BENCH_PEER_THREADS)

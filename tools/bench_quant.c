@@ -7,12 +7,17 @@
  * Times are this thread's CPU time, best of --passes (the machine may be
  * shared); the bandwidth is measured the same way.
  *
- *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar]
+ * Activations as the engine's default (--act exact: int16 VNNI kernels
+ * where the CPU has them), float32 (--act f32, quant_matmul itself) or
+ * int8 (--act q8).
+ *
+ *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar] [--act exact|f32|q8]
  *                      [--types q4_K,q6_K,...] [--bw-mb N]
  */
 #include "common.h"
 #include "membw.h"
 #include "quant.h"
+#include "quant_act.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +35,7 @@ static const int all_types[] = {
 #define NTYPES (int)(sizeof all_types / sizeof *all_types)
 
 static volatile float sink;
+static quant_act act = QUANT_ACT_EXACT;
 
 /* This thread's CPU time: the machine may be shared, and time the
  * scheduler gives to other processes is not the kernel's. */
@@ -65,7 +71,7 @@ static double time_matmul(int type, const uint8_t *W, size_t rb, int64_t rows,
     double best = 1e30;
     for (int p = 0; p < passes; p++) {
         double t0 = cpu_now();
-        quant_matmul(type, W, rb, ncols, 0, rows, X, ncols, nx, Y, rows);
+        quant_matmul_act(act, type, W, rb, ncols, 0, rows, X, ncols, nx, Y, rows);
         double dt = cpu_now() - t0;
         sink = Y[0];
         if (dt < best)
@@ -89,12 +95,20 @@ int main(int argc, char **argv)
             passes = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc)
             isa = argv[++i];
+        else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
+            int a = quant_act_parse(argv[++i]);
+            if (a < 0) {
+                fprintf(stderr, "bench-quant: --act %s: not exact, f32 or q8\n", argv[i]);
+                return 2;
+            }
+            act = (quant_act)a;
+        }
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
             if ((ntypes = parse_types(argv[++i], types)) < 0)
                 return 2;
         } else {
             fprintf(stderr, "usage: %s [--mb N] [--bw-mb N] [--passes N] "
-                            "[--isa avx512|avx2|scalar] [--types q4_K,q6_K,...]\n", argv[0]);
+                            "[--isa avx512|avx2|scalar] [--act exact|f32|q8] [--types q4_K,q6_K,...]\n", argv[0]);
             return 2;
         }
     }
@@ -136,7 +150,7 @@ int main(int argc, char **argv)
 
     printf("\ndot (a matvec: every row by one vector), one core, %.0f MB of weights in rows of %lld values:\n",
            mb, (long long)ncols);
-    printf("%-8s %8s %9s %7s %10s\n", "type", "bits/w", "GB/s", "%bw", "Gweights/s");
+    printf("%-8s %8s %9s %7s %10s  %s\n", "type", "bits/w", "GB/s", "%bw", "Gweights/s", "kernel");
     for (int i = 0; i < ntypes; i++) {
         int type = types[i];
         size_t rb = quant_row_bytes(type, ncols);
@@ -144,9 +158,9 @@ int main(int argc, char **argv)
         quant_fill_random(type, W, rows * ncols, 1.0f, &seed);
         double dt = time_matmul(type, W, rb, rows, X, ncols, 1, Y, passes);
         double gbs = (double)rows * (double)rb / dt / 1e9;
-        printf("%-8s %8.4f %9.2f %6.1f%% %10.2f\n", quant_type_of(type)->name,
+        printf("%-8s %8.4f %9.2f %6.1f%% %10.2f  %s\n", quant_type_of(type)->name,
                8.0 * (double)rb / (double)ncols, gbs, 100 * gbs / bw,
-               (double)rows * (double)ncols / dt / 1e9);
+               (double)rows * (double)ncols / dt / 1e9, quant_act_kernel(act, type));
         fflush(stdout);
     }
 

@@ -21,6 +21,7 @@
 #include "chat.h"
 #include "common.h"
 #include "engine.h"
+#include "quant_act.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -36,6 +37,7 @@
 typedef struct run_opts {
     const char *model, *tokens_file, *logits_out, *backend;
     int ubatch, split, threads, n_gen, ctx;
+    int activations;                  /* enum quant_act */
     /* text mode */
     const char *prompt, *system;
     int chat, no_think, n_stop;
@@ -67,6 +69,7 @@ static void usage(FILE *to)
     fprintf(to,
         "usage: qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]\n"
         "                  [--logits-out OUT.f32] [-n N] [--ctx N] [--backend cpu|cuda]\n"
+        "                  [--activations exact|f32|q8]\n"
         "  -m, --model FILE      qwen35moe GGUF model\n"
         "      --tokens FILE     token ids, whitespace separated, fed to one sequence\n"
         "      --ubatch N        tokens per forward pass (default: all in one pass)\n"
@@ -76,6 +79,9 @@ static void usage(FILE *to)
         "  -n N                  then generate N tokens (greedy by default), ids on one line\n"
         "      --ctx N           context per sequence (default: tokens + N)\n"
         "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n"
+        "      --activations A   CPU matmul activations: exact (default; int16 VNNI dot\n"
+        "                        products for q4_K/q6_K, within the golden tolerance), f32,\n"
+        "                        or q8 (int8, as the reference engine: faster, not exact)\n"
         "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
         "      --chat            wrap the prompt in the ChatML template (user turn)\n"
         "      --system TEXT     system message (with --chat)\n"
@@ -112,7 +118,7 @@ static int parse_float(const char *opt, const char *s, float *out)
 
 static int parse_args(int argc, char **argv, run_opts *o)
 {
-    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND,
+    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND, O_ACT,
            O_CHAT, O_SYSTEM, O_NOTHINK, O_STOP, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP,
            O_PRES, O_FREQ, O_WIN, O_SEED };
     static const struct option lo[] = {
@@ -120,6 +126,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         { "ubatch", required_argument, 0, O_UBATCH }, { "split", required_argument, 0, O_SPLIT },
         { "threads", required_argument, 0, 't' },  { "logits-out", required_argument, 0, O_LOGITS },
         { "ctx", required_argument, 0, O_CTX },    { "backend", required_argument, 0, O_BACKEND },
+        { "activations", required_argument, 0, O_ACT },
         { "prompt", required_argument, 0, 'p' },   { "chat", no_argument, 0, O_CHAT },
         { "system", required_argument, 0, O_SYSTEM }, { "no-think", no_argument, 0, O_NOTHINK },
         { "stop", required_argument, 0, O_STOP },  { "temp", required_argument, 0, O_TEMP },
@@ -139,6 +146,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case O_TOKENS: o->tokens_file = optarg; break;
         case O_LOGITS: o->logits_out = optarg; break;
         case O_BACKEND: o->backend = optarg; break;
+        case O_ACT:
+            if ((o->activations = quant_act_parse(optarg)) < 0) {
+                fprintf(stderr, "qwen35-run: --activations: '%s' is not exact, f32 or q8\n", optarg);
+                rc = -1;
+            }
+            break;
         case O_UBATCH: rc = parse_int("--ubatch", optarg, 1, 1 << 20, &o->ubatch); break;
         case O_SPLIT: rc = parse_int("--split", optarg, 1, 1 << 20, &o->split); break;
         case 't': rc = parse_int("--threads", optarg, 1, 1024, &o->threads); break;
@@ -223,6 +236,7 @@ static int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t e
         q35_engine_opts eo = {
             .model_path = o->model, .layer_begin = bounds[i], .layer_end = bounds[i + 1],
             .max_seqs = 1, .max_ctx = ctx, .n_threads = o->threads, .backend = o->backend,
+            .activations = o->activations,
         };
         ch->e[i] = q35_engine_open(&eo, err, errsz);
         if (!ch->e[i]) {

@@ -1,0 +1,22 @@
+/* quant_act_impl.h — internal to quant_act.c and its ISA files: the
+ * integer-activation kernels (each with quant_matmul's arguments). */
+#ifndef Q35_QUANT_ACT_IMPL_H
+#define Q35_QUANT_ACT_IMPL_H
+
+#include "quant_act.h"
+
+void quant_i16_mm_q6_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+                                  int64_t r1, const float *X, int64_t ldx, int nx,
+                                  float *Y, int64_t ldy);
+void quant_i16_mm_q4_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+                                  int64_t r1, const float *X, int64_t ldx, int nx,
+                                  float *Y, int64_t ldy);
+/* QUANT_ACT_Q8: int8 activations, vpdpbusd */
+void quant_q8_mm_q6_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+                                 int64_t r1, const float *X, int64_t ldx, int nx,
+                                 float *Y, int64_t ldy);
+void quant_q8_mm_q4_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+                                 int64_t r1, const float *X, int64_t ldx, int nx,
+                                 float *Y, int64_t ldy);
+
+#endif

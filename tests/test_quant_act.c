@@ -1,0 +1,222 @@
+/* Integer-activation matmuls (quant_act.h) against the float reference
+ * (quant_matmul): the error bounds of int16 (exact) and int8 (q8)
+ * activations hold, results do not depend on the tile or the row split,
+ * and every other case is the float path bit for bit. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "quant.h"
+#include "quant_act.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void)             /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static const int int_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+
+/* |int16 result - exact dot| <= sum_b amax_b / 2^31 * sum_{i in b} |w_i|
+ * (x rounded to hi + lo / 32768 units of amax / 32767) + 1e-6 of
+ * sum |w_i x_i| (the float scaling and accumulation). */
+static double act_bound(quant_act act, const float *w, const float *x, int64_t n)
+{
+    /* q8: x rounded to units of amax / 127 */
+    double unit = act == QUANT_ACT_Q8 ? 1.0 / 254.0 : 1.0 / 2147483648.0;
+    double b = 0, wx = 0;
+    for (int64_t k = 0; k < n; k += 256) {
+        double amax = 0, wsum = 0;
+        for (int i = 0; i < 256; i++) {
+            amax = fmax(amax, fabs(x[k + i]));
+            wsum += fabs(w[k + i]);
+            wx += fabs((double)w[k + i] * x[k + i]);
+        }
+        b += amax * unit * wsum;
+    }
+    return b + 1e-6 * wx;
+}
+
+static double dot64(const float *w, const float *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)w[i] * x[i];
+    return s;
+}
+
+/* Random rows and vectors (some blocks of x all zero, some with one large
+ * value, as outliers in real activations): within the bound, and the
+ * measured error is far inside it. */
+static void within_bound_act(quant_act act, double worst_max)
+{
+    enum { ROWS = 13, NX = 6 };
+    static const int64_t lens[] = { 256, 768, 2048, 40960 };   /* 40960: heap path */
+    double worst_rel = 0;
+    for (size_t ti = 0; ti < 2; ti++) {
+        int type = int_types[ti];
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            int64_t n = lens[li];
+            size_t rb = quant_row_bytes(type, n);
+            uint8_t *W = malloc(rb * ROWS);
+            float *w = malloc(sizeof(float) * (size_t)n);
+            float *X = malloc(sizeof(float) * (size_t)n * NX);
+            float *Y = malloc(sizeof(float) * ROWS * NX);
+            uint64_t st = 7 + li;
+            assert_int_equal(quant_fill_random(type, W, n * ROWS, 1.0f, &st), 0);
+            for (int64_t i = 0; i < n * NX; i++)
+                X[i] = frand();
+            memset(X + 256, 0, 256 * sizeof(float));             /* a zero block */
+            X[n + 17] = 300.0f;                                 /* an outlier */
+            quant_matmul_act(act, type, W, rb, n, 0, ROWS, X, n, NX, Y, ROWS);
+            for (int r = 0; r < ROWS; r++) {
+                assert_int_equal(quant_dequant(type, W + r * rb, w, n, NULL, 0), 0);
+                for (int v = 0; v < NX; v++) {
+                    const float *x = X + (int64_t)v * n;
+                    double want = dot64(w, x, n), got = Y[v * ROWS + r];
+                    double bound = act_bound(act, w, x, n);
+                    if (!(fabs(got - want) <= bound))
+                        fail_msg("%s n=%lld row %d vec %d: %.9g, exact %.9g, bound %.3g",
+                                 quant_type_of(type)->name, (long long)n, r, v, got, want, bound);
+                    double wx = 0;
+                    for (int64_t i = 0; i < n; i++)
+                        wx += fabs((double)w[i] * x[i]);
+                    if (v != 1)                                /* not the outlier's */
+                        worst_rel = fmax(worst_rel, fabs(got - want) / wx);
+                }
+            }
+            free(W); free(w); free(X); free(Y);
+        }
+    }
+    printf("# %s: worst |error| / sum|w x| = %.2e\n", quant_act_kernel(act, GGML_TYPE_Q6_K),
+           worst_rel);
+    assert_true(worst_rel < worst_max);
+}
+
+/* measured 2.1e-8: float32-like (one int16 term alone gave 4.6e-6) */
+static void within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_EXACT, 2e-7); }
+/* measured ~1e-3 */
+static void q8_within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_Q8, 1e-2); }
+
+/* Per (row, vector) the same bits for any nx, tile position and row range. */
+static void split_invariant(void **state)
+{
+    (void)state;
+    enum { ROWS = 37, NXMAX = 11, N = 1024 };
+    for (size_t ti = 0; ti < 4; ti++) {
+        quant_act act = ti < 2 ? QUANT_ACT_EXACT : QUANT_ACT_Q8;
+        int type = int_types[ti % 2];
+        size_t rb = quant_row_bytes(type, N) + 5;        /* rows need not be packed */
+        uint8_t *W = calloc(ROWS, rb);
+        float *X = malloc(sizeof(float) * (N + 3) * NXMAX);
+        float *Y = malloc(sizeof(float) * ROWS * NXMAX), *Y1 = malloc(sizeof(float) * ROWS);
+        uint64_t st = 99;
+        for (int r = 0; r < ROWS; r++)
+            assert_int_equal(quant_fill_random(type, W + r * rb, N, 2.0f, &st), 0);
+        for (int i = 0; i < (N + 3) * NXMAX; i++)
+            X[i] = frand() * 5.0f;
+        quant_matmul_act(act, type, W, rb, N, 0, ROWS, X, N + 3, NXMAX, Y, ROWS);
+        for (int v = 0; v < NXMAX; v++) {
+            quant_matmul_act(act, type, W, rb, N, 0, ROWS, X + v * (N + 3), N + 3, 1, Y1, ROWS);
+            assert_memory_equal(Y1, Y + v * ROWS, sizeof(float) * ROWS);
+            quant_matmul_act(act, type, W, rb, N, 5, 29, X + v * (N + 3), N + 3, 1, Y1, ROWS);
+            assert_memory_equal(Y1, Y + v * ROWS + 5, sizeof(float) * 24);
+        }
+        free(W); free(X); free(Y); free(Y1);
+    }
+}
+
+/* f32 mode, other types, and ISAs without the kernels: quant_matmul's bits. */
+static void float_otherwise(void **state)
+{
+    (void)state;
+    enum { ROWS = 5, N = 512 };
+    static const int types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_K };
+    static const char *const isas[] = { "scalar", "avx2", NULL };
+    float X[2 * N], Y0[2 * ROWS], Y1[2 * ROWS];
+    for (int i = 0; i < 2 * N; i++)
+        X[i] = frand();
+    for (size_t ia = 0; ia < 3; ia++) {
+        if (quant_force_isa(isas[ia]))
+            continue;
+        for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+            int type = types[ti];
+            size_t rb = quant_row_bytes(type, N);
+            uint8_t *W = malloc(rb * ROWS);
+            uint64_t st = 3;
+            assert_int_equal(quant_fill_random(type, W, (int64_t)N * ROWS, 1.0f, &st), 0);
+            quant_matmul(type, W, rb, N, 0, ROWS, X, N, 2, Y0, ROWS);
+            quant_matmul_act(QUANT_ACT_F32, type, W, rb, N, 0, ROWS, X, N, 2, Y1, ROWS);
+            assert_memory_equal(Y0, Y1, sizeof Y0);
+            assert_string_equal(quant_act_kernel(QUANT_ACT_F32, type), "float");
+            for (int act = QUANT_ACT_EXACT; act < QUANT_ACT_COUNT; act++) {
+                bool fl = !strcmp(quant_act_kernel((quant_act)act, type), "float");
+                if (isas[ia] || (type != GGML_TYPE_Q4_K && type != GGML_TYPE_Q6_K))
+                    assert_true(fl);
+                if (fl) {
+                    quant_matmul_act((quant_act)act, type, W, rb, N, 0, ROWS, X, N, 2, Y1, ROWS);
+                    assert_memory_equal(Y0, Y1, sizeof Y0);
+                }
+            }
+            free(W);
+        }
+    }
+    quant_force_isa(NULL);
+}
+
+/* A NaN or Inf in a block gives NaN, as the float path does. */
+static void nonfinite_propagates(void **state)
+{
+    (void)state;
+    enum { N = 512 };
+    for (size_t ti = 0; ti < 4; ti++) {
+        quant_act act = ti < 2 ? QUANT_ACT_EXACT : QUANT_ACT_Q8;
+        int type = int_types[ti % 2];
+        size_t rb = quant_row_bytes(type, N);
+        uint8_t *W = malloc(rb);
+        uint64_t st = 5;
+        assert_int_equal(quant_fill_random(type, W, N, 1.0f, &st), 0);
+        float X[N], y;
+        for (int i = 0; i < N; i++)
+            X[i] = frand();
+        X[300] = INFINITY;
+        quant_matmul_act(act, type, W, rb, N, 0, 1, X, N, 1, &y, 1);
+        assert_true(isnan(y) || isinf(y));
+        X[300] = NAN;
+        quant_matmul_act(act, type, W, rb, N, 0, 1, X, N, 1, &y, 1);
+        assert_true(isnan(y));
+        free(W);
+    }
+}
+
+static void names(void **state)
+{
+    (void)state;
+    assert_int_equal(quant_act_parse("exact"), QUANT_ACT_EXACT);
+    assert_int_equal(quant_act_parse("f32"), QUANT_ACT_F32);
+    assert_int_equal(quant_act_parse("q8"), QUANT_ACT_Q8);
+    assert_int_equal(quant_act_parse("q7"), -1);
+    assert_int_equal(quant_act_parse(NULL), -1);
+    assert_string_equal(quant_act_name(QUANT_ACT_F32), "f32");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(within_bound),
+        cmocka_unit_test(q8_within_bound),
+        cmocka_unit_test(split_invariant),
+        cmocka_unit_test(float_otherwise),
+        cmocka_unit_test(nonfinite_propagates),
+        cmocka_unit_test(names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
