@@ -576,6 +576,10 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
     s->uptime_s = m->uptime_s;
     s->requests_done = m->requests_done;
     s->tokens_generated = m->tokens_generated;
+    s->prompt_tokens = m->prompt_tokens;
+    s->cached_tokens = m->cached_tokens;
+    s->cache_entries = m->cache_entries;
+    s->cache_evictions = m->cache_evictions;
     s->n_stages = (int)m->n_stages;
     for (size_t i = 0; i < m->n_stages; i++) {
         const Q35__StageStatus *g = m->stages[i];
@@ -600,6 +604,12 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
         o->n_forward = g->n_forward;
         o->wire_bytes_out = g->wire_bytes_out;
         o->wire_bytes_in = g->wire_bytes_in;
+        o->cache_entries = g->cache_entries;
+        o->cache_bytes = g->cache_bytes;
+        o->cache_budget = g->cache_budget;
+        o->cache_hits = g->cache_hits;
+        o->cache_misses = g->cache_misses;
+        o->cache_evictions = g->cache_evictions;
     }
 }
 
@@ -730,6 +740,7 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
         if (u) {
             ev.prompt_tokens = (int)u->prompt_tokens;
             ev.completion_tokens = (int)u->completion_tokens;
+            ev.cached_tokens = (int)u->cached_tokens;
             ev.ttft_s = u->ttft_s;
             ev.decode_tps = u->tokens_per_s;
         }

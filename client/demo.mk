@@ -2,7 +2,10 @@
 # answer streamed through qwen35-client (client/demo.sh).
 # make bench-pipeline: 2 stages x 1 thread vs 1 stage x 1 thread on a mini
 # Q4_K_M model, 8 concurrent streams (client/bench_pipeline.sh).
-.PHONY: demo bench-pipeline
+# make bench-prefix: the prefix cache on vs off on the mini model through 2
+# stages: an 8-turn chat, 16 requests sharing a system prompt, stage RSS
+# (client/bench_prefix.sh).
+.PHONY: demo bench-pipeline bench-prefix
 demo:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory bins
@@ -11,3 +14,7 @@ demo:
 bench-pipeline:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_pipeline.sh
+
+bench-prefix:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_prefix.sh

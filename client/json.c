@@ -100,6 +100,7 @@ void q35c_event_write_json(FILE *f, const q35c_event *ev)
         json_object_set_new(o, "finish", json_string(q35c_finish_name(ev->finish)));
         json_object_set_new(o, "prompt_tokens", json_integer(ev->prompt_tokens));
         json_object_set_new(o, "completion_tokens", json_integer(ev->completion_tokens));
+        json_object_set_new(o, "cached_tokens", json_integer(ev->cached_tokens));
         json_object_set_new(o, "ttft_s", num(ev->ttft_s));
         json_object_set_new(o, "decode_tps", num(ev->decode_tps));
         if (ev->finish == Q35C_FINISH_ERROR || ev->code) {
@@ -129,6 +130,10 @@ json_t *q35c_status_to_json(const q35c_status *s)
     json_object_set_new(o, "slots_total", json_integer(s->slots_total));
     json_object_set_new(o, "requests_done", json_integer((json_int_t)s->requests_done));
     json_object_set_new(o, "tokens_generated", json_integer((json_int_t)s->tokens_generated));
+    json_object_set_new(o, "prompt_tokens", json_integer((json_int_t)s->prompt_tokens));
+    json_object_set_new(o, "cached_tokens", json_integer((json_int_t)s->cached_tokens));
+    json_object_set_new(o, "cache_entries", json_integer((json_int_t)s->cache_entries));
+    json_object_set_new(o, "cache_evictions", json_integer((json_int_t)s->cache_evictions));
     json_object_set_new(o, "tokens_per_s", num(s->tokens_per_s));
     json_t *stages = json_array();
     for (int i = 0; i < s->n_stages; i++) {
@@ -147,6 +152,12 @@ json_t *q35c_status_to_json(const q35c_status *s)
         json_object_set_new(st, "uptime_s", num(g->uptime_s));
         json_object_set_new(st, "n_forward", json_integer((json_int_t)g->n_forward));
         json_object_set_new(st, "wire_bytes_out", json_integer((json_int_t)g->wire_bytes_out));
+        json_object_set_new(st, "cache_entries", json_integer((json_int_t)g->cache_entries));
+        json_object_set_new(st, "cache_bytes", json_integer((json_int_t)g->cache_bytes));
+        json_object_set_new(st, "cache_budget", json_integer((json_int_t)g->cache_budget));
+        json_object_set_new(st, "cache_hits", json_integer((json_int_t)g->cache_hits));
+        json_object_set_new(st, "cache_misses", json_integer((json_int_t)g->cache_misses));
+        json_object_set_new(st, "cache_evictions", json_integer((json_int_t)g->cache_evictions));
         json_object_set_new(st, "wire_bytes_in", json_integer((json_int_t)g->wire_bytes_in));
         json_object_set_new(st, "busy_s", num(g->busy_s));
         json_object_set_new(st, "idle_s", num(g->idle_s));
@@ -186,6 +197,22 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                 g->up ? "yes" : "NO", g->backend[0] ? g->backend : "?", slots, g->busy_pct,
                 (unsigned long long)g->tokens);
         if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
+        if (g->cache_budget) {
+            uint64_t looks = g->cache_hits + g->cache_misses;
+            fprintf(f, "      prefix cache: %llu checkpoints, %.1f of %.0f MiB, hit rate %.1f%% "
+                    "(%llu of %llu restores), %llu evicted\n",
+                    (unsigned long long)g->cache_entries, (double)g->cache_bytes / (1 << 20),
+                    (double)g->cache_budget / (1 << 20),
+                    looks ? 100.0 * (double)g->cache_hits / (double)looks : 0.0,
+                    (unsigned long long)g->cache_hits, (unsigned long long)looks,
+                    (unsigned long long)g->cache_evictions);
+        }
     }
+    if (s->prompt_tokens)
+        fprintf(f, "prefix cache: %llu of %llu prompt tokens restored (%.1f%%), %llu checkpoints, "
+                "%llu evicted\n", (unsigned long long)s->cached_tokens,
+                (unsigned long long)s->prompt_tokens,
+                100.0 * (double)s->cached_tokens / (double)s->prompt_tokens,
+                (unsigned long long)s->cache_entries, (unsigned long long)s->cache_evictions);
     if (s->warning[0]) fprintf(f, "WARN %s\n", s->warning);
 }

@@ -176,9 +176,9 @@ static int on_event(const q35c_event *ev, void *user)
             fprintf(stderr, "qwen35-client: request %llu: %s: %s\n", (unsigned long long)ev->id,
                     ev->code ? ev->code : "ERROR", ev->message ? ev->message : "");
         if (c->stats)
-            fprintf(stderr, "[%s: %d prompt tokens, %d generated, first token %.3f s, %.2f tokens/s]\n",
-                    q35c_finish_name(ev->finish), ev->prompt_tokens, ev->completion_tokens,
-                    ev->ttft_s, ev->decode_tps);
+            fprintf(stderr, "[%s: %d prompt tokens (%d cached), %d generated, first token %.3f s, "
+                    "%.2f tokens/s]\n", q35c_finish_name(ev->finish), ev->prompt_tokens,
+                    ev->cached_tokens, ev->completion_tokens, ev->ttft_s, ev->decode_tps);
         break;
     case Q35C_EV_ERROR:
         putchar('\n');

@@ -137,6 +137,7 @@ typedef struct q35c_event {
     /* FINAL */
     q35c_finish finish;
     int prompt_tokens, completion_tokens;
+    int cached_tokens;            /* prompt tokens restored from the prefix cache */
     double ttft_s;                /* submission to first token */
     double decode_tps;            /* completion tokens / decode time */
     /* ERROR (and FINAL with finish ERROR) */
@@ -167,6 +168,9 @@ typedef struct q35c_stage_status {
     double wire_idle_pct;         /* idle_s as a share of the stage's uptime, in % */
     uint64_t tokens, n_forward;   /* tokens computed; forward steps */
     uint64_t wire_bytes_out, wire_bytes_in;   /* coordinator -> stage, stage -> coordinator */
+    /* its checkpoint store (prefix cache) */
+    uint64_t cache_entries, cache_bytes, cache_budget;
+    uint64_t cache_hits, cache_misses, cache_evictions;
 } q35c_stage_status;
 
 typedef struct q35c_status {
@@ -179,6 +183,8 @@ typedef struct q35c_status {
     double tokens_per_s;          /* recent aggregate generation rate */
     double uptime_s;
     uint64_t requests_done, tokens_generated;
+    /* prefix cache: prompt tokens admitted, of them restored; checkpoints named */
+    uint64_t prompt_tokens, cached_tokens, cache_entries, cache_evictions;
     int n_stages;
     q35c_stage_status *stages;    /* [n_stages] */
 } q35c_status;

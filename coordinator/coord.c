@@ -52,7 +52,7 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
         goto fail;
     }
     c->tx = coord_text_new(o->model_path, err, errsz);
-    if (!c->tx)
+    if (!c->tx || cache_new(c, err, errsz))
         goto fail;
     c->zctx = zmq_ctx_new();
     c->cli = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
@@ -116,6 +116,7 @@ void coord_destroy(coord **pc)
     }
     if (c->zctx)
         zmq_ctx_term(c->zctx);
+    cache_destroy(c);
     coord_text_destroy(&c->tx);
     free(c->slot_req);
     free(c);
@@ -298,6 +299,12 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->layers_known = l->want_begin >= 0 && l->want_end > l->want_begin;
         s->n_tokens = l->st.n_tokens;
         s->problem = (char *)(l->state == L_UP ? "" : l->problem);
+        s->cache_entries = l->st.cache_entries;
+        s->cache_bytes = l->st.cache_bytes;
+        s->cache_budget = l->hs.cache_budget;
+        s->cache_hits = l->st.cache_hits;
+        s->cache_misses = l->st.cache_misses;
+        s->cache_evictions = l->st.cache_evictions;
         pss[i] = s;
     }
     st->n_stages = c->n_links;
@@ -318,6 +325,7 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
     st->model = c->file_name;
     st->n_layer = c->cfg.n_layer;
     st->uptime_s = q35_now() - c->t_start;
+    cache_status(c, st);
 }
 
 const char *coord_summary(coord *c)

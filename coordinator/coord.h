@@ -33,6 +33,7 @@ typedef struct coord_opts {
                                              from the stage's handshake */
     const char *const *stage_where;  /* [n_stages] config location, for messages */
     int max_queue, max_seqs, max_ctx, micro_batches;
+    bool no_prefix_cache;   /* never restore or save checkpoints */
     int step_timeout_ms;    /* ceiling of the adaptive step deadline */
     int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */

@@ -16,12 +16,16 @@
 #define COORD_STOP_LEN   256
 #define COORD_RID_LEN    128
 #define COORD_PREFILL_CHUNK 128
+/* Prefix cache: a long prompt leaves a checkpoint every this many tokens
+ * (besides message boundaries, its end, and a request's end). */
+#define COORD_CKPT_EVERY 1024
 /* Forward steps queued on a stage: with two, the next micro-batch is
  * already in the stage's socket when it answers one, so the busiest stage
  * never waits for the round trip through the coordinator. */
 #define COORD_LINK_DEPTH 2
 
 typedef struct mbatch mbatch;
+typedef struct coord_cache coord_cache;
 
 enum link_state { L_DOWN, L_UP, L_BAD };
 
@@ -91,6 +95,11 @@ typedef struct req {
     double t_recv, t_first, t_last, deadline;
     bool in_flight, cancelled, expired;
     coord_textstate *text;
+    /* prefix cache */
+    uint64_t serial;                /* unique per request (answers name it) */
+    int n_cached;                   /* prompt tokens restored from a checkpoint */
+    int restoring;                  /* restore answers still due; not runnable meanwhile */
+    bool restore_failed;
 } req;
 
 struct mbatch {
@@ -135,6 +144,7 @@ struct coord {
     uint64_t rate_n[8];
     int rate_i;
     char summary[256];
+    coord_cache *cache;             /* prefix cache (coord_cache.c) */
 };
 
 /* ---- link_*: coord_link.c, one stage link --------------------------- */
@@ -212,6 +222,33 @@ void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Frees r's slot on every up stage and in slot_req (no-op without one). */
 void req_free_slot(coord *c, req *r);
+
+/* ---- cache_*: coord_cache.c, the prefix cache ------------------------ */
+
+int  cache_new(coord *c, char *err, size_t errsz);
+void cache_destroy(coord *c);
+/* r just got its slot: restores the longest cached prefix of its prompt
+ * (at most n_prompt - 1 tokens) into it on every stage; r waits for the
+ * answers (cache_waiting) with n_fed at the restored length. */
+void cache_admit(coord *c, req *r);
+/* r waits for restore answers: not runnable. */
+bool cache_waiting(const req *r);
+/* The rows of r's next prefill chunk (at most n) so it stops where a
+ * checkpoint is wanted. */
+int  cache_chunk_limit(const coord *c, const req *r, int n);
+/* After the last stage ran a chunk of r (n_fed moved on): saves a
+ * checkpoint when the chunk ended at a wanted position. */
+void cache_after_chunk(coord *c, req *r);
+/* r ends (not in flight): saves prompt + answer for the next turn. */
+void cache_on_finish(coord *c, req *r);
+/* An answer of l to a save or restore: true when it was one (consumed). */
+bool cache_on_reply(coord *c, link *l, const Q35__StageReply *rp);
+/* l failed: restores in progress start over from position 0. */
+void cache_link_down(coord *c, link *l);
+/* l (re)handshook: every checkpoint is forgotten (dropped everywhere). */
+void cache_link_up(coord *c, link *l, bool restarted);
+/* The coordinator-wide figures of a status reply. */
+void cache_status(const coord *c, Q35__StatusReply *st);
 
 /* ---- client_*: coord_client.c, the client socket -------------------- */
 

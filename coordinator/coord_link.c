@@ -169,6 +169,7 @@ void link_fail(coord *c, link *l, const char *why)
     if (l->want_begin >= 0)
         snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
     snprintf(msg, sizeof msg, "stage %d (%s, %s): %s", l->idx, l->endpoint, layers, why);
+    cache_link_down(c, l);
     sched_on_stage_lost(c, msg);
 }
 
@@ -278,6 +279,7 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
     link_free(c, l, -1);
+    cache_link_up(c, l, restarted);
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
                  h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
@@ -326,6 +328,8 @@ void link_on_reply(coord *c, link *l)
                 sched_on_stage_error(c, l, mb, r->error);
             else
                 link_fail(c, l, "answered a forward step with something else");
+        } else if (cache_on_reply(c, l, r)) {
+            /* a checkpoint saved or restored (or refused) */
         } else if (r->id == l->stats_id && r->body_case == Q35__STAGE_REPLY__BODY_STATS) {
             l->stats_id = 0;
             l->st = *r->stats;

@@ -10,6 +10,8 @@
 
 void req_enqueue(coord *c, req *r)
 {
+    static uint64_t serial;
+    r->serial = ++serial;
     r->state = R_QUEUED;
     r->next = NULL;
     r->prev = c->queue_tail;
@@ -77,6 +79,7 @@ static void fill_usage(const req *r, Q35__Usage *u)
     u->tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first
                       ? (r->n_gen - 1) / (r->t_last - r->t_first) : 0;
     u->total_s = now - r->t_recv;
+    u->cached_tokens = (uint32_t)r->n_cached;
 }
 
 /* The names the client library and the HTTP front use. */
@@ -126,8 +129,10 @@ void req_finish(coord *c, req *r, Q35__FinishReason why)
     ev.body_case = Q35__EVENT__BODY_FINAL;
     ev.final = &f;
     client_send(c, r, NULL, 0, &ev);
-    q35_log_info("request %s: %s, %d prompt + %d completion tokens, ttft %.3f s, %.1f tokens/s",
-                 r->rid, finish_name(why), r->n_prompt, r->n_gen, u.ttft_s, u.tokens_per_s);
+    q35_log_info("request %s: %s, %d prompt (%d cached) + %d completion tokens, ttft %.3f s, "
+                 "%.1f tokens/s", r->rid, finish_name(why), r->n_prompt, r->n_cached, r->n_gen,
+                 u.ttft_s, u.tokens_per_s);
+    cache_on_finish(c, r);   /* before the slot is freed */
     req_free_slot(c, r);
     req_unlink(c, r);
     c->requests_done++;

@@ -35,12 +35,14 @@ void sched_admit(coord *c)
         req *r = c->queue_head;
         req_unlink(c, r);
         req_activate(c, r, s);
+        cache_admit(c, r);
     }
 }
 
 static bool runnable(const req *r)
 {
-    return !r->in_flight && !r->cancelled && !r->expired && r->n_fed < r->n_toks;
+    return !r->in_flight && !r->cancelled && !r->expired && r->n_fed < r->n_toks &&
+           !cache_waiting(r);
 }
 
 static int send_mb(coord *c, mbatch *m)
@@ -140,6 +142,8 @@ static mbatch *form_mb(coord *c)
                 n = c->max_batch - rows;
             if (r->want_logits && n > c->max_logit_rows - lrows)
                 n = c->max_logit_rows - lrows;
+            if (!decode)
+                n = cache_chunk_limit(c, r, n);
             if (n <= 0)
                 continue;
             m->r[m->n] = r;
@@ -286,6 +290,7 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
         req *r = rs[i];
         r->in_flight = false;
         r->n_fed += ntok[i];
+        cache_after_chunk(c, r);   /* before the request may end and free its slot */
         if (r->want_logits) {
             /* a rebuilt sequence recomputes rows the client already has */
             int skip = r->n_logit_rows_sent - pos[i];

@@ -54,6 +54,8 @@ void coord_text_destroy(coord_text **pt)
 
 int32_t coord_text_n_vocab(const coord_text *t) { return tok_n_vocab(t->t); }
 
+int32_t coord_text_token(const coord_text *t, const char *piece) { return tok_find(t->t, piece); }
+
 static int take(tok_ids *v, int32_t **ids, int *n)
 {
     *ids = v->v;

@@ -17,6 +17,8 @@ typedef struct coord_textstate coord_textstate;
 coord_text *coord_text_new(const char *path, char *err, size_t errsz);
 void coord_text_destroy(coord_text **t);
 int32_t coord_text_n_vocab(const coord_text *t);
+/* The id of a special / added token ("<|im_start|>"), -1 if the vocabulary lacks it. */
+int32_t coord_text_token(const coord_text *t, const char *piece);
 
 /* Prompt ids into a malloc'd array (*ids, *n); the caller frees. Errors
  * (Q35_EINVAL) name the message index or the text problem. */

@@ -8,7 +8,8 @@
  *                                               golden logits through the CUDA backend:
  *                                               one batch, token by token, ubatch 7, two
  *                                               sequences per pass, a 2-engine split;
- *                                               greedy continuation; --layers: the
+ *                                               greedy continuation; checkpoint save/restore
+ *                                               bit-exact (and vs the CPU); --layers: the
  *                                               residual after every layer, CPU and CUDA
  *   qwen35-gpucheck bench MODEL [--decode N] [--prefill N]
  *                                               tokens/s and weight bytes/s vs the

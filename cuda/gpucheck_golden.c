@@ -168,6 +168,78 @@ static void bisect_layers(const char *model, const int32_t *tok, int n_tok, cons
     }
 }
 
+/* Tokens [pos, pos+n) of tok through a one-engine model in `slot`; all
+ * rows' logits into out when non-NULL. */
+static int slot_forward(q35_engine *e, int slot, const int32_t *tok, int pos, int n, float *out,
+                        float *scratch, char *err, size_t errsz)
+{
+    int nt = n;
+    q35_batch b = { .n_seq = 1, .slot = &slot, .pos = &pos, .n_tok = &nt, .n_total = n,
+                    .tokens = tok + pos, .logits = out ? out : scratch, .all_logits = 1 };
+    return q35_engine_forward(e, &b, err, errsz);
+}
+
+/* Checkpoints on a backend: save after 40 tokens, continue 24 (A); a slot
+ * that never saved (R); the checkpoint restored into another slot (B).
+ * A == R == B bit for bit; into *out the continuation's logits. */
+static bool ckpt_case(const char *model, const char *backend, const int32_t *tok, float *out,
+                      char *err, size_t errsz)
+{
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .max_seqs = 4,
+                          .max_ctx = 128, .n_threads = 2, .backend = backend,
+                          .device = gc_device, .cache_bytes = 64 << 20 };
+    q35_engine *e = q35_engine_open(&o, err, errsz);
+    if (!e)
+        return false;
+    const int V = (int)q35_engine_config(e)->n_vocab;
+    float *a = malloc(sizeof(float) * 64 * V), *r = malloc(sizeof(float) * 64 * V);
+    float *sc = malloc(sizeof(float) * 64 * V);
+    bool ok = a && r && sc;
+    int n = 0, ev = 0;
+    ok = ok && !slot_forward(e, 1, tok, 0, 40, NULL, sc, err, errsz)
+            && !slot_forward(e, 1, tok, 40, 24, r, sc, err, errsz)
+            && !slot_forward(e, 0, tok, 0, 40, NULL, sc, err, errsz)
+            && !q35_engine_ckpt_save(e, 0, 1, NULL, 0, &ev, err, errsz)
+            && !slot_forward(e, 0, tok, 40, 24, a, sc, err, errsz);
+    if (ok && memcmp(a, r, sizeof(float) * 24 * V)) {
+        q35_err(err, errsz, Q35_EINVAL, "saving changed the slot: its continuation differs");
+        ok = false;
+    }
+    ok = ok && !q35_engine_ckpt_restore(e, 1, 2, &n, err, errsz)
+            && !slot_forward(e, 2, tok, 40, 24, out, sc, err, errsz);
+    if (ok && (n != 40 || memcmp(out, r, sizeof(float) * 24 * V))) {
+        q35_err(err, errsz, Q35_EINVAL, "restored into slot 2 (%d positions): the continuation "
+                "is not bit-identical", n);
+        ok = false;
+    }
+    free(a);
+    free(r);
+    free(sc);
+    q35_engine_close(&e);
+    return ok;
+}
+
+static void check_ckpt(const char *name, const char *model, const int32_t *tok)
+{
+    char err[Q35_ERRSZ] = "";
+    float *cu = malloc(sizeof(float) * 64 * 512), *cpu = malloc(sizeof(float) * 64 * 512);
+    bool ok_cu = cu && ckpt_case(model, "cuda", tok, cu, err, sizeof err);
+    gc_result(ok_cu, "%s checkpoint (cuda): save leaves the slot, restore into another slot "
+              "continues bit-identical%s%s", name, ok_cu ? "" : ": ", ok_cu ? "" : err);
+    bool ok_cpu = cpu && ckpt_case(model, "cpu", tok, cpu, err, sizeof err);
+    if (ok_cu && ok_cpu) {
+        double maxd = 0;
+        for (int i = 0; i < 24 * 512; i++)
+            maxd = fmax(maxd, fabs((double)cu[i] - cpu[i]));
+        gc_result(maxd <= TOL, "%s checkpoint: restored continuation cuda vs cpu max |diff| %.2g",
+                  name, maxd);
+    } else if (!ok_cpu) {
+        gc_result(false, "%s checkpoint (cpu): %s", name, err);
+    }
+    free(cu);
+    free(cpu);
+}
+
 void gc_golden(const char *golden, const char *model, bool layers)
 {
     char path[4096], name[256];
@@ -199,6 +271,7 @@ void gc_golden(const char *golden, const char *model, bool layers)
     run_case(model, label, 4, 64, 1, tok, n_tok, expect, greedy, n_greedy);
     snprintf(label, sizeof label, "%s 2 engines split at 3, token by token", name);
     run_case(model, label, 3, 1, 1, tok, n_tok, expect, NULL, 0);
+    check_ckpt(name, model, tok);
     if (layers) {
         snprintf(path, sizeof path, "%s/expect/%s.layers.f32", golden, name);
         float *lay = gc_read_file(path, &ln);

@@ -86,6 +86,7 @@ typedef struct coord_cfg {
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
+    char *prefix_cache;      /* on | off */
     char *log_level;
     char *curve_secret_key;  /* path of the coordinator's own secret key; NULL: plaintext */
     opt_list stage_key;      /* raw paths of the stages' public keys, in stage order */

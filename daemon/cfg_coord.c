@@ -88,6 +88,11 @@ static const opt_def coord_defs[] = {
     { "wire-dtype", OPT_STR, F(wire_dtype), "TYPE", "f32", 0, 0, "f32|bf16|f16", false, NULL,
       "Element type of the hidden rows sent between stages (agreed in the handshake): f32 is "
       "exact; bf16 and f16 halve the bytes on the wire at some precision." },
+    { "prefix-cache", OPT_STR, F(prefix_cache), "on|off", "on", 1, 0, "on|off", false, NULL,
+      "Reuse computed prompt prefixes: restore the longest prefix of a prompt checkpointed "
+      "on every stage (their cache-mb budgets) and prefill only the rest; checkpoints are "
+      "left at message boundaries, every 1024 prompt tokens, a prompt's end and a "
+      "request's end. Off also when any stage has cache-mb 0." },
     CFG_ROW_MAX_MSG_MB(coord_cfg),
     CFG_ROW_LOG_LEVEL(coord_cfg),
     { "curve-secret-key", OPT_STR, F(curve_secret_key), "FILE", NULL, 1, 0, NULL, false, NULL,

@@ -42,7 +42,7 @@ static const opt_def stage_defs[] = {
       "for cpu, device memory for cuda); 0 = no prefix cache." },
     { "activations", OPT_STR, F(activations), "exact|f32|q8", "exact", 1, 0, "exact|f32|q8", false,
       NULL,
-      "CPU matmul activations. exact: within the golden tolerance (q4_K and q6_K use "
+      "CPU matmul activations. exact: within the golden tolerance (q6_K uses "
       "int16 dot products where the CPU has AVX-512 VNNI, error ~2e-8 of the row's scale); "
       "f32: float32 activations everywhere (the reference); q8: int8 activations for q4_K "
       "and q6_K (vpdpbusd), as the reference engine does: faster, not exact (logits drift "

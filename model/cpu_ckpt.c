@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common.h"
 #include "cpu.h"
+
+#define CK_HEAD 64   /* bytes before the data: the mapping's size */
 
 /* Floats of one owned layer in a checkpoint of n positions, and the
  * state arrays they come from (a, b: first and second part). */
@@ -30,11 +33,17 @@ int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t
     size_t total = 0, na, nb;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++)
         total += layer_parts(b, il, n, &na, &nb);
-    float *ck = malloc(total ? total * sizeof(float) : 1);
-    if (!ck)
+    /* Pages of their own (not the heap): a dropped checkpoint's memory goes
+     * back to the system at once, so the store's budget bounds the RSS. The
+     * size sits in the first 64 bytes (the data stays 64-byte aligned). */
+    size_t bytes = CK_HEAD + total * sizeof(float);
+    void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
         return q35_err(err, errsz, Q35_ENOMEM,
                        "cpu backend: out of memory for a checkpoint of %zu bytes",
                        total * sizeof(float));
+    *(size_t *)map = bytes;
+    float *ck = (float *)((char *)map + CK_HEAD);
     float *p = ck;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         layer_parts(b, il, n, &na, &nb);
@@ -44,7 +53,7 @@ int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t
         memcpy(p + na, ssm ? st->S : st->v, nb * sizeof(float));
         p += na + nb;
     }
-    *out = ck;
+    *out = map;
     return 0;
 }
 
@@ -52,7 +61,7 @@ int cpu_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err
 {
     (void)err;
     (void)errsz;
-    const float *p = ckp;
+    const float *p = (const float *)((const char *)ckp + CK_HEAD);
     size_t na, nb;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         layer_parts(b, il, n, &na, &nb);
@@ -68,7 +77,8 @@ int cpu_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err
 void cpu_ckpt_free(q35_backend *b, void *ck)
 {
     (void)b;
-    free(ck);
+    if (ck)
+        munmap(ck, *(size_t *)ck);
 }
 
 /* MemAvailable of /proc/meminfo (0 when unreadable). */

@@ -34,7 +34,10 @@ static mm_fn pick(quant_act act, int type, const char **name)
     *name = q8 ? "avx512vnni-q8" : "avx512vnni-i16";
     switch (type) {
     case GGML_TYPE_Q6_K: return q8 ? quant_q8_mm_q6_K_avx512vnni : quant_i16_mm_q6_K_avx512vnni;
-    case GGML_TYPE_Q4_K: return q8 ? quant_q8_mm_q4_K_avx512vnni : quant_i16_mm_q4_K_avx512vnni;
+    case GGML_TYPE_Q4_K:      /* exact: its float kernel is as fast (quant_vnni.c) */
+        if (q8)
+            return quant_q8_mm_q4_K_avx512vnni;
+        break;
     default: break;
     }
     *name = "float";

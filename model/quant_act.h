@@ -5,15 +5,16 @@
  * weight decoded exactly. The modes here trade a bounded, measured error
  * for fewer instructions per weight:
  *   QUANT_ACT_EXACT  the default. Where the CPU has 16-bit integer dot
- *                    products (AVX-512 VNNI vpdpwssd), q4_K and q6_K rows
- *                    meet activations split per 256-value block into two
+ *                    products (AVX-512 VNNI vpdpwssd), q6_K rows meet
+ *                    activations split per 256-value block into two
  *                    int16 terms, x / s = hi + lo / 32768 with
  *                    s = max|x| / 32767: |error| <= sum_i |w_i| * max|x|
  *                    / 2^31 + float rounding, measured 2e-8 of
  *                    sum |w_i x_i| (float32-like; one int16 term alone is
  *                    ~5e-6 and on the chaotic golden models drifts to
  *                    5e-3..0.27; even for the LM head alone, 4e-4).
- *                    Every other type and CPU: quant_matmul.
+ *                    Every other type (q4_K's float kernel is as fast)
+ *                    and CPU: quant_matmul.
  *   QUANT_ACT_F32    quant_matmul always (tests, bisecting).
  *   QUANT_ACT_Q8     the reference engine's scheme, an explicit option:
  *                    activations rounded to int8 per 256-value block

@@ -1,27 +1,30 @@
-/* quant_vnni.c — q4_K and q6_K matmuls on int16 activations with AVX-512
- * VNNI (vpdpwssd), built with AVX-512 + VNNI flags (quant.mk) and called
- * only after quant_act.c checked the CPU.
+/* quant_vnni.c — integer-activation matmuls with AVX-512 VNNI, built with
+ * AVX-512 + VNNI flags (quant.mk), called only after quant_act.c checked
+ * the CPU: q6_K on int16 activations (QUANT_ACT_EXACT, vpdpwssd), q4_K
+ * and q6_K on int8 activations (QUANT_ACT_Q8, vpdpbusd).
  *
- * Why: the float kernels decode every weight to a float and multiply-add
- * it (q6_K: ~9.4 instructions per 16 weights, q4_K ~5.75), which bounds
- * them on the vector ports well below one core's read bandwidth. Here a
- * block's weights are widened to int16 and multiplied by their
- * sub-block's integer scale (still int16: |(q - 32) * sc| <= 4096 for
- * q6_K, q * sc <= 945 for q4_K), and vpdpwssd adds 32 products of those
- * with int16 activations per instruction into an int32 accumulator that
- * covers one 256-value block. No overflow: each lane takes 16 products,
- * 16 * 4096 * 32767 < 2^31. The block's sum is exact; it is scaled by
- * d * (the activation block's scale) in float.
+ * Exact q6_K. The float kernel decodes every weight to a float and
+ * multiply-adds it (~9.4 instructions per 16 weights), bound on the
+ * vector ports well below one core's read bandwidth. Here a block's
+ * weights are widened to int16 and multiplied by their sub-block's
+ * integer scale (|(q - 32) * sc| <= 4096), and vpdpwssd adds 32 products
+ * of those with int16 activations per instruction into an int32
+ * accumulator covering one 256-value block. No overflow: each lane takes
+ * 16 products, 16 * 4096 * 32767 < 2^31. The block's sum is exact; it is
+ * scaled by d * (the activation block's scale) in float. Measured in L2
+ * on Zen 5: 27 -> 38-40 Gweights/s at 2048-4096 columns. (The same for
+ * q4_K, 945 * q, was no faster than its float kernel, which already
+ * factors the scales out: both are bound by the two multiply ports, and
+ * at 512 columns 10% slower; so exact q4_K stays float.)
  *
- * Activations: per vector and 256-value block, s = max|x| / 32767 and
- * x / s = hi + lo / 32768 with hi = round(x / s) (|hi| <= 32767) and
+ * Activations, exact: per vector and 256-value block, s = max|x| / 32767
+ * and x / s = hi + lo / 32768 with hi = round(x / s) (|hi| <= 32767) and
  * lo = round((x / s - hi) * 32768) (|lo| <= 16384): two int16 dot
  * products per weight vector, so x keeps ~31 bits against the block's
  * largest value, finer than float32's own rounding of the products.
  * (One int16 term alone, ~4.6e-6 of sum |w x| per dot, measured 5e-3 to
- * 0.27 on the chaotic golden models: far past their 1e-3.) Computed once
- * per call for all the call's vectors, not per row. q4_K's minimums use
- * the float sub-block sums of x.
+ * 0.27 on the chaotic golden models: far past their 1e-3.) Quantized once
+ * per call for all the call's vectors, not per row.
  *
  * Order of operations: per (row, vector) fixed float accumulators in
  * block order, whatever the tile size, so any nx and any row split give
@@ -93,14 +96,6 @@ static void quant_x16(const float *x, int64_t n, int16_t *xq, float *s)
         }
         s[b] = amax / 32767.0f;
     }
-}
-
-/* q4_K: xm[8 b + j] = sum of x over sub-block j (32 values) of block b */
-static void sums32(const float *x, int64_t n, float *xm)
-{
-    for (int64_t j = 0; j < n / 32; j++)
-        xm[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x + 32 * j),
-                                                   _mm512_loadu_ps(x + 32 * j + 16)));
 }
 
 /* --- q6_K ------------------------------------------------------------------ */
@@ -207,53 +202,6 @@ INLINE __m256 k4_mins(const uint8_t *b, __m128i sm)
 {
     return _mm256_mul_ps(_mm256_set1_ps(h2f(b + 2)),
                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
-}
-
-INLINE void q4k_row(const uint8_t *row, int64_t nb, const int16_t *xq, int64_t ldq,
-                    const float *xs, int64_t lds, const float *xm, int64_t ldm,
-                    const int NV, float *y, int64_t ldy)
-{
-    const __m512i low4 = _mm512_set1_epi16(0x0F);
-    __m512 acc[NV_MAX];
-    __m256 accm[NV_MAX];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) {
-        acc[v] = _mm512_setzero_ps();
-        accm[v] = _mm256_setzero_ps();
-    }
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t *b = row + ib * 144;
-        __m128i sm = k4_bytes(b);
-        __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
-        __m256 mn = k4_mins(b, sm);
-        __m512i ia[NV_MAX], il[NV_MAX];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            ia[v] = il[v] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            PREFETCH(b + 36 * p);
-            /* 32 bytes: low nibbles are sub-block 2p, high ones 2p + 1 */
-            __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 16 + 32 * p)));
-            __m512i w0 = _mm512_mullo_epi16(_mm512_and_si512(q, low4),
-                                            _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2 * p)), sc));
-            __m512i w1 = _mm512_mullo_epi16(_mm512_srli_epi16(q, 4),
-                                            _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2 * p + 1)), sc));
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++)
-                DP4(v, xq + v * ldq + 512 * ib + 64 * p);
-        }
-        float d = h2f(b);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            acc[v] = _mm512_fmadd_ps(BLOCK_SUM(v), _mm512_set1_ps(d * xs[v * lds + ib]), acc[v]);
-            accm[v] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(xm + v * ldm + 8 * ib), accm[v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) {
-        y[v * ldy] = _mm512_reduce_add_ps(acc[v]) - hsum8(accm[v]);
-    }
 }
 
 /* --- q8 activations (QUANT_ACT_Q8): vpdpbusd, unsigned weights x int8 --- */
@@ -415,13 +363,11 @@ static void T##_rows##NVC(const uint8_t *W, size_t rb, int64_t nc, int64_t nr, \
         T##_row(W + (size_t)r * rb, nb, __VA_ARGS__, NVC, Y + r, ldy);         \
 }
 #define Q6_ARGS (const int16_t *)a->q, 2 * nc, a->s, nb
-#define Q4_ARGS (const int16_t *)a->q, 2 * nc, a->s, nb, a->m, nc / 32
 #define Q68_ARGS (const int8_t *)a->q, nc, a->s, nb, a->b16, nc / 16
 #define Q48_ARGS (const int8_t *)a->q, nc, a->s, nb, a->m, nc / 32
 #define ROWS_ALL(T, ARGS) ROWS_FN(T, 1, ARGS) ROWS_FN(T, 2, ARGS) ROWS_FN(T, 3, ARGS) \
     ROWS_FN(T, 4, ARGS)
 ROWS_ALL(q6k, Q6_ARGS)
-ROWS_ALL(q4k, Q4_ARGS)
 ROWS_ALL(q6k8, Q68_ARGS)
 ROWS_ALL(q4k8, Q48_ARGS)
 
@@ -451,7 +397,6 @@ static void quant_vec(bool q8, const float *x, int64_t n, const xact *a)
         quant_x8(x, n, a->q, a->s, a->b16, a->m);
     } else {
         quant_x16(x, n, a->q, a->s);
-        sums32(x, n, a->m);
     }
 }
 
@@ -513,6 +458,5 @@ void name(const void *W, size_t rb, int64_t nc, int64_t r0, int64_t r1,        \
     mm_act(TYPE, Q8, rows, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);             \
 }
 MM_FN(q6k, GGML_TYPE_Q6_K, false, quant_i16_mm_q6_K_avx512vnni)
-MM_FN(q4k, GGML_TYPE_Q4_K, false, quant_i16_mm_q4_K_avx512vnni)
 MM_FN(q6k8, GGML_TYPE_Q6_K, true, quant_q8_mm_q6_K_avx512vnni)
 MM_FN(q4k8, GGML_TYPE_Q4_K, true, quant_q8_mm_q4_K_avx512vnni)

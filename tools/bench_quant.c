@@ -12,7 +12,7 @@
  * int8 (--act q8).
  *
  *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar] [--act exact|f32|q8]
- *                      [--types q4_K,q6_K,...] [--bw-mb N]
+ *                      [--types q4_K,q6_K,...] [--bw-mb N] [--cols N]
  */
 #include "common.h"
 #include "membw.h"
@@ -84,11 +84,14 @@ int main(int argc, char **argv)
 {
     double mb = 512, bw_mb = 1024;
     int passes = 3, types[NTYPES], ntypes = NTYPES;
+    int64_t ncols = 4096;             /* row length (a multiple of 256) */
     const char *isa = NULL;
     memcpy(types, all_types, sizeof types);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mb") && i + 1 < argc)
             mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--cols") && i + 1 < argc)
+            ncols = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--bw-mb") && i + 1 < argc)
             bw_mb = atof(argv[++i]);
         else if (!strcmp(argv[i], "--passes") && i + 1 < argc)
@@ -108,12 +111,13 @@ int main(int argc, char **argv)
                 return 2;
         } else {
             fprintf(stderr, "usage: %s [--mb N] [--bw-mb N] [--passes N] "
-                            "[--isa avx512|avx2|scalar] [--act exact|f32|q8] [--types q4_K,q6_K,...]\n", argv[0]);
+                            "[--isa avx512|avx2|scalar] [--act exact|f32|q8] [--types q4_K,q6_K,...] [--cols N]\n", argv[0]);
             return 2;
         }
     }
-    if (mb < 1 || bw_mb < 1 || passes < 1) {
-        fprintf(stderr, "bench-quant: --mb, --bw-mb and --passes must be >= 1\n");
+    if (mb < 1 || bw_mb < 1 || passes < 1 || ncols < 256 || ncols % 256 || ncols > (1 << 20)) {
+        fprintf(stderr, "bench-quant: --mb, --bw-mb and --passes must be >= 1, --cols a multiple "
+                        "of 256 up to 2^20\n");
         return 2;
     }
     if (isa && quant_force_isa(isa)) {
@@ -134,11 +138,11 @@ int main(int argc, char **argv)
                                 &bw_all, err, sizeof err))
         printf("all %ld cores: %.2f GB/s (wall clock)\n", ncpu, bw_all);
 
-    const int64_t ncols = 4096;
     size_t cap = (size_t)(mb * 1e6);
     uint8_t *W = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     float *X = aligned_alloc(64, sizeof(float) * ncols * 64);   /* as the engine keeps activations */
-    float *Y = malloc(sizeof(float) * 64 * (cap / 1000));
+    /* rows of the densest type (2 bits a weight and more) by 64 vectors */
+    float *Y = malloc(sizeof(float) * 64 * (cap * 4 / (size_t)ncols + 1));
     if (W == MAP_FAILED || !X || !Y) {
         fprintf(stderr, "bench-quant: out of memory for %.0f MB of weights\n", mb);
         return 1;

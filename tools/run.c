@@ -80,7 +80,7 @@ static void usage(FILE *to)
         "      --ctx N           context per sequence (default: tokens + N)\n"
         "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n"
         "      --activations A   CPU matmul activations: exact (default; int16 VNNI dot\n"
-        "                        products for q4_K/q6_K, within the golden tolerance), f32,\n"
+        "                        products for q6_K, within the golden tolerance), f32,\n"
         "                        or q8 (int8, as the reference engine: faster, not exact)\n"
         "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
         "      --chat            wrap the prompt in the ChatML template (user turn)\n"

@@ -1,0 +1,161 @@
+#!/bin/sh
+# make bench-prefix — what the prefix cache buys, on the generated mini
+# model (4 layers of the real 35B-A3B sizes, 64 experts, the Qwen3
+# vocabulary) through 2 stages (layers 0:2 and 2:4, 1 thread each,
+# cache-mb 256):
+#  1. an 8-turn chat whose history grows to ~3000 tokens (user turns of 300
+#     tokens, answers of 64; each prompt = the previous prompt + answer + a
+#     new user turn, token ids with <|im_start|> opening every message), run
+#     with the coordinator's prefix cache off, then on, against the same
+#     stages: time to first token per turn, prompt tokens computed, total
+#     time. Target: turn 8's TTFT >= 10x lower with the cache.
+#  2. 16 requests sharing a 1000-token system prompt, differing after it
+#     (one first, then 15 at once), cache off then on: prompt tokens
+#     computed, time. Target: the shared 1000 computed once.
+#  3. a prompt of < 100 tokens extending a cached one: it hits.
+#  4. each stage's RSS growth with the cache on, from after the cache-off
+#     runs of 1 and 2 (the same stages: every slot used is touched
+#     already) to the end. Target: < 300 MB.
+#
+# Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/mini-4L-64x-q4_k_m.gguf;
+# generated when missing), BENCH_THREADS (1 per stage), BENCH_TURNS (8),
+# BENCH_USER (300), BENCH_ANSWER (64), BENCH_SHARED (1000), BENCH_REQS (16).
+set -eu
+P35_ME=bench-prefix
+. "$(dirname "$0")/pipeline.sh"
+
+GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
+MODEL=${BENCH_MODEL:-${QWEN35_BUILD:-build}/models/mini-4L-64x-q4_k_m.gguf}
+THREADS=${BENCH_THREADS:-1}
+TURNS=${BENCH_TURNS:-8}
+USER=${BENCH_USER:-300}
+ANSWER=${BENCH_ANSWER:-64}
+SHARED=${BENCH_SHARED:-1000}
+REQS=${BENCH_REQS:-16}
+CACHE_MB=256
+
+if [ ! -f "$MODEL" ]; then
+    [ -x "$BIN/qwen35-mkmodel" ] || p35_die "$BIN/qwen35-mkmodel missing (run make first)"
+    mkdir -p "$(dirname "$MODEL")"
+    VOCAB=$GOLDEN/tokenizer/qwen3-vocab.gguf
+    set -- --preset mini --experts 64 --types q4_k_m -o "$MODEL"
+    [ -f "$VOCAB" ] && set -- "$@" --vocab-from "$VOCAB"
+    echo "bench-prefix: generating $MODEL: qwen35-mkmodel $*"
+    "$BIN/qwen35-mkmodel" "$@"
+fi
+
+p35_init
+T=$P35_RUN/t
+IM=$(printf '<|im_start|>' | "$BIN/qwen35-tokenize" -m "$MODEL" | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
+case $IM in ''|*' '*) p35_die "$MODEL: <|im_start|> is not one token ($IM)" ;; esac
+# ids N SEED: N pseudo-random ordinary token ids in [1000, 60000)
+ids() { awk -v n="$1" -v s="$2" 'BEGIN { x = s; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1000 + int(x / 32) % 59000 } }'; }
+gen_ids() { grep '"event":"piece"' "$1" | grep -o '"ids":\[[0-9,]*\]' | sed 's/.*\[//;s/\]//' | tr ',\n' '  ' | tr -s ' '; }
+final() { grep '"event":"final"' "$1"; }
+rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+now() { date +%s.%N; }
+
+p35_stage s0 "$MODEL" 0:2 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
+p35_stage s1 "$MODEL" 2:4 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
+
+coord() {   # coord on|off: a fresh coordinator (the stages forget its checkpoints)
+    p35_kill coord TERM
+    p35_coord "$MODEL" s0 s1 -- --max-seqs "$REQS" --max-ctx 4096 --prefix-cache "$1" --step-timeout-ms 600000
+    p35_wait_ready 600
+}
+
+# chat TAG: TURNS turns; one line per turn in $T.TAG.rows
+chat() {
+    _tag=$1
+    : >"$T.$_tag.rows"
+    printf '%s %s ' "$IM" "$(ids 40 1)" >"$T.$_tag.prompt"
+    _t0=$(now)
+    for turn in $(seq 1 "$TURNS"); do
+        printf '%s %s ' "$IM" "$(ids $((USER - 1)) $((turn + 100)))" >>"$T.$_tag.prompt"
+        p35_client --prompt-ids "$T.$_tag.prompt" -n "$ANSWER" --ignore-eos --json \
+            --timeout 600000 >"$T.$_tag.$turn" || p35_die "$_tag turn $turn failed: $(tail -n 1 "$T.$_tag.$turn")"
+        f=$(final "$T.$_tag.$turn")
+        p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens) tt=$(p35_field "$f" ttft_s)
+        echo "$turn $p ${c:-0} $tt" >>"$T.$_tag.rows"
+        gen_ids "$T.$_tag.$turn" >>"$T.$_tag.prompt"
+    done
+    echo "$(now) $_t0" | awk '{ printf "%.1f", $1 - $2 }' >"$T.$_tag.total"
+}
+
+# shared TAG: REQS requests sharing a SHARED-token system prompt, one
+# first, then the others at once; figures in $T.TAG.shared
+printf '%s %s ' "$IM" "$(ids $((SHARED - 1)) 7)" >"$T.sys"
+req_prompt() { printf '%s %s %s' "$(cat "$T.sys")" "$IM" "$(ids 49 $((1000 + $1)))" >"$T.sys.$1"; }
+shared() {
+    _tag=$1
+    for i in $(seq 1 "$REQS"); do req_prompt "$i"; done
+    _t0=$(now)
+    p35_client --prompt-ids "$T.sys.1" -n 8 --ignore-eos --json --timeout 600000 >"$T.$_tag.sys.1" ||
+        p35_die "shared request 1 failed"
+    _pids=""
+    for i in $(seq 2 "$REQS"); do
+        p35_bg_client "$T.$_tag.sys.$i" --prompt-ids "$T.sys.$i" -n 8 --ignore-eos --json --timeout 600000
+        _pids="$_pids $P35_LAST"
+    done
+    for p in $_pids; do wait "$p" || p35_die "a shared-prompt request failed"; done
+    _t1=$(now)
+    _comp=0 _tot=0 _hits=0
+    for i in $(seq 1 "$REQS"); do
+        f=$(final "$T.$_tag.sys.$i")
+        p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens)
+        _comp=$((_comp + p - ${c:-0})) _tot=$((_tot + p))
+        [ "${c:-0}" -ge "$SHARED" ] && _hits=$((_hits + 1))
+    done
+    echo "$_tot $_comp $_hits $(echo "$_t1 $_t0" | awk '{ printf "%.1f", $1 - $2 }')" >"$T.$_tag.shared"
+}
+
+echo "bench-prefix: $MODEL, 2 stages x $THREADS thread(s), cache-mb $CACHE_MB"
+coord off
+chat off
+shared off
+sleep 1
+rss0_s0=$(rss_mb "$P35_PID_s0") rss0_s1=$(rss_mb "$P35_PID_s1")
+coord on
+chat on
+shared on
+
+echo
+echo "1. $TURNS-turn chat (user $USER, answers $ANSWER tokens): cache off vs on"
+printf '%-5s %8s | %9s %10s | %9s %8s %10s %7s\n' turn prompt computed "ttft off" computed cached "ttft on" speedup
+paste -d' ' "$T.off.rows" "$T.on.rows" | awk '{
+    printf "%-5d %8d | %9d %9.3fs | %9d %8d %9.3fs %6.1fx\n", $1, $2, $2 - $3, $4, $6 - $7, $7, $8, ($8 > 0 ? $4 / $8 : 0)
+    off += $2 - $3; on += $6 - $7; last = ($8 > 0 ? $4 / $8 : 0) }
+    END { printf "prefill tokens computed: %d off, %d on\n", off, on; printf "%.1f\n", last > "/dev/stderr" }' 2>"$T.ratio"
+echo "total time: $(cat "$T.off.total") s off, $(cat "$T.on.total") s on"
+ratio=$(cat "$T.ratio")
+awk -v r="$ratio" 'BEGIN { exit !(r >= 10) }' && v=holds || v="does NOT hold"
+echo "turn $TURNS TTFT $ratio x lower with the cache (target >= 10x): $v"
+
+echo
+echo "2. $REQS requests sharing a $SHARED-token system prompt (one first, then $((REQS - 1)) at once)"
+read tot comp_off hits_off t_off <"$T.off.shared"
+read tot comp_on hits_on t_on <"$T.on.shared"
+suffix=$((tot / REQS - SHARED))
+echo "prompt tokens: $tot; computed: $comp_off off ($t_off s), $comp_on on ($t_on s); the shared $SHARED once + $REQS x $suffix differing = $((SHARED + REQS * suffix)); $hits_on of $((REQS - 1)) later requests restored the shared prompt"
+[ "$comp_on" -le $((SHARED + REQS * suffix)) ] && [ "$hits_on" -ge $((REQS - 1)) ] && v=holds || v="does NOT hold"
+echo "shared $SHARED tokens computed once: $v"
+
+echo
+echo "3. a prompt of < 100 tokens extending a cached one"
+printf '%s %s' "$IM" "$(ids 39 31)" >"$T.short1"
+printf '%s %s %s' "$(cat "$T.short1")" "$IM" "$(ids 39 32)" >"$T.short2"
+p35_client --prompt-ids "$T.short1" -n 4 --ignore-eos --json >"$T.short1.out"
+p35_client --prompt-ids "$T.short2" -n 4 --ignore-eos --json >"$T.short2.out"
+f=$(final "$T.short2.out")
+c=$(p35_field "$f" cached_tokens)
+echo "$(p35_field "$f" prompt_tokens)-token prompt extending a 40-token one: ${c:-0} tokens restored: $([ "${c:-0}" -ge 40 ] && echo holds || echo 'does NOT hold')"
+
+echo
+echo "4. stage memory (cache-mb $CACHE_MB)"
+sleep 1.5
+rss1_s0=$(rss_mb "$P35_PID_s0") rss1_s1=$(rss_mb "$P35_PID_s1")
+p35_client --status | grep -i "prefix cache" || true
+for s in s0 s1; do
+    eval "a=\$rss0_$s b=\$rss1_$s"
+    echo "$s: RSS $a MB after the cache-off runs, $b MB at the end: growth $((b - a)) MB (target < 300): $([ $((b - a)) -lt 300 ] && echo holds || echo 'does NOT hold')"
+done
