@@ -66,10 +66,23 @@ typedef struct cpu_mm {
     int64_t ldy;
 } cpu_mm;
 
-/* Runs fn on the pool, or inline on the calling thread when the work
- * (bytes it streams) is too small to pay for waking the workers. Results
- * are the same either way (see pool.h). */
-void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes);
+/* One block's step handed to its per-item function. */
+typedef struct cpu_job {
+    q35_backend *b;
+    int il;                   /* the layer */
+    const q35_pass *r;        /* the pass's rows */
+    float *out;               /* the block's output [r->n][E], where it writes one */
+} cpu_job;
+
+/* fn(j, i0, i1, ith): items [i0, i1), on thread ith (b->thr scratch ith). */
+typedef void (*cpu_items_fn)(const cpu_job *j, int64_t i0, int64_t i1, int ith);
+
+/* Runs fn over items [0, n), one contiguous share per thread in chunks of
+ * `align` items, on the pool, or inline on the calling thread when the
+ * work (item_bytes per item: about the bytes it streams) is too small to
+ * pay for waking the workers. Results are the same either way (pool.h:
+ * every output element is computed whole within one call). */
+void cpu_parallel(const cpu_job *j, int64_t n, int64_t align, double item_bytes, cpu_items_fn fn);
 
 /* Runs the products on the pool, each thread a row share of every one
  * (one barrier for all of them). */
@@ -88,10 +101,11 @@ void cpu_update_read(float *restrict s, float k, const float *restrict delta, fl
 static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* The blocks (x is the residual stream [rows][E], h the normed input). */
-void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *x);
-void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *x);
-void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *x);
+/* The blocks: h the normed input [rows][E], out the block's output
+ * [rows][E] (the layer loop adds it to the residual stream). */
+void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
 
 /* cpu_ckpt.c: the backend's checkpoint ops (backend.h). */
 int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz);

@@ -6,12 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct attn_job {
-    q35_backend *b;
-    int il;
-    const q35_pass *r;
-} attn_job;
-
 /* Does rotary pair j rotate with the text position (IMRoPE sections)?
  * For text all three position streams equal p; pairs outside the three
  * sections get position 0, i.e. no rotation. */
@@ -50,17 +44,14 @@ static void rope_apply(float *v, const float *cs, int n_rot)
 /* Per row: q and k normed and rotated in place, k and v written to the
  * slot's cache at the row's position (before any row attends: a row
  * reads the keys of the earlier rows of its own sequence). */
-static void qk_prepare_worker(void *arg, int ith, int nth)
+static void qk_prepare(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
-    const attn_job *j = arg;
     q35_backend *b = j->b;
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, j->il);
     cpu_scratch *s = &b->s;
     int hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
     float *cs = b->thr + (size_t)ith * b->thr_stride;
-    int64_t r0, r1;
-    pool_range(j->r->n, ith, nth, 1, &r0, &r1);
     for (int64_t row = r0; row < r1; row++) {
         int p = j->r->row_pos[row];
         rope_angles(c, p, cs);
@@ -84,9 +75,8 @@ static void qk_prepare_worker(void *arg, int ith, int nth)
 
 /* One (row, query head) per unit: softmax(q·K / sqrt(hd)) · V over
  * positions 0..p of the slot, then ⊙ sigmoid(gate). */
-static void attend_worker(void *arg, int ith, int nth)
+static void attend(const cpu_job *j, int64_t u0, int64_t u1, int ith)
 {
-    const attn_job *j = arg;
     q35_backend *b = j->b;
     const q35_config *c = b->c;
     cpu_scratch *s = &b->s;
@@ -94,8 +84,6 @@ static void attend_worker(void *arg, int ith, int nth)
     int group = nh / nkv;
     float scale = 1.0f / sqrtf((float)hd);
     float *sc = b->thr + (size_t)ith * b->thr_stride;     /* [max_ctx] scores */
-    int64_t u0, u1;
-    pool_range((int64_t)j->r->n * nh, ith, nth, 1, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
         int64_t row = u / nh;
         int hh = (int)(u % nh), g = hh / group;           /* blocked GQA */
@@ -126,7 +114,7 @@ static void attend_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
+void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *out)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
@@ -142,15 +130,13 @@ void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, fl
     };
     cpu_matmuls(b, 3, proj);
 
-    attn_job j = { b, il, r };
-    cpu_run(b, qk_prepare_worker, &j, 4.0 * n * (nh + 2 * nkv) * hd * 4);
+    cpu_job j = { b, il, r, NULL };
+    cpu_parallel(&j, n, 1, 4.0 * (nh + 2 * nkv) * hd * 4, qk_prepare);     /* per row */
     double ctx = 0;      /* keys and values each row reads */
     for (int i = 0; i < n; i++)
         ctx += r->row_pos[i] + 1;
-    cpu_run(b, attend_worker, &j, ctx * nh * (hd + hdv) * 4);
+    cpu_parallel(&j, (int64_t)n * nh, 1, ctx / n * (hd + hdv) * 4, attend);  /* per (row, head) */
 
-    cpu_mm out = { &l->attn_output, NULL, s->o, hdv * nh, n, s->tmp, E };   /* [hd_v·nh, E] */
-    cpu_matmuls(b, 1, &out);
-    for (int64_t i = 0; i < (int64_t)n * E; i++)
-        x[i] += s->tmp[i];
+    cpu_mm o = { &l->attn_output, NULL, s->o, hdv * nh, n, out, E };   /* [hd_v·nh, E] */
+    cpu_matmuls(b, 1, &o);
 }

@@ -37,14 +37,37 @@ static void mm_worker(void *arg, int ith, int nth)
     }
 }
 
+/* Below this much work (bytes streamed) a step runs inline: waking the
+ * workers would cost more than it saves. */
 #define CPU_PAR_MIN_BYTES (128.0 * 1024)
 
-void cpu_run(q35_backend *b, pool_fn fn, void *arg, double work_bytes)
+static void dispatch(q35_backend *b, pool_fn fn, void *arg, double work_bytes)
 {
     if (work_bytes < CPU_PAR_MIN_BYTES)
         fn(arg, 0, 1);
     else
         pool_run(b->pool, fn, arg);
+}
+
+typedef struct items_job {
+    const cpu_job *j;
+    int64_t n, align;
+    cpu_items_fn fn;
+} items_job;
+
+static void items_worker(void *arg, int ith, int nth)
+{
+    const items_job *p = arg;
+    int64_t i0, i1;
+    pool_range(p->n, ith, nth, p->align, &i0, &i1);
+    if (i1 > i0)
+        p->fn(p->j, i0, i1, ith);
+}
+
+void cpu_parallel(const cpu_job *j, int64_t n, int64_t align, double item_bytes, cpu_items_fn fn)
+{
+    items_job p = { j, n, align, fn };
+    dispatch(j->b, items_worker, &p, item_bytes * (double)n);
 }
 
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
@@ -54,7 +77,7 @@ void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm)
     for (int i = 0; i < n; i++)
         work += (double)mm[i].t->row_bytes * (double)mm[i].t->ne[1]
               + 4.0 * (double)mm[i].nx * ((double)mm[i].t->ne[0] + (double)mm[i].t->ne[1]);
-    cpu_run(b, mm_worker, &j, work);
+    dispatch(b, mm_worker, &j, work);
 }
 
 /* ---- slot pool ------------------------------------------------------------ */
@@ -283,22 +306,35 @@ static void lm_head(q35_backend *b, const float *x, int m, float *h, float *logi
     cpu_matmuls(b, 1, &mm);
 }
 
-/* One pass of rows through every owned layer (x holds their inputs). */
-static void forward_rows(q35_backend *b, const q35_pass *r, float *x, float *h)
+static void rms_rows(float *h, const float *x, const q35_tensor *w, int n, int64_t E, float eps)
+{
+    for (int i = 0; i < n; i++)
+        cpu_rms(h + i * E, x + i * E, w->data, E, eps);
+}
+
+static void add_rows(float *x, const float *y, int n, int64_t E)
+{
+    for (int64_t i = 0; i < (int64_t)n * E; i++)
+        x[i] += y[i];
+}
+
+/* One pass of rows through every owned layer, as in DESIGN.md §1 (x holds
+ * their inputs: the residual stream; h the normed input; y a block's output). */
+static void forward_rows(q35_backend *b, const q35_pass *r, float *x, float *h, float *y)
 {
     const q35_config *c = b->c;
     int64_t E = c->n_embd;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         const q35_layer_weights *l = cpu_layer(b, il);
-        for (int i = 0; i < r->n; i++)
-            cpu_rms(h + i * E, x + i * E, l->attn_norm.data, E, c->rms_eps);
+        rms_rows(h, x, &l->attn_norm, r->n, E, c->rms_eps);
         if (l->kind == Q35_LAYER_ATTN)
-            cpu_attention(b, il, r, h, x);
+            cpu_attention(b, il, r, h, y);      /* x += attention(h) */
         else
-            cpu_ssm(b, il, r, h, x);
-        for (int i = 0; i < r->n; i++)
-            cpu_rms(h + i * E, x + i * E, l->post_attention_norm.data, E, c->rms_eps);
-        cpu_moe(b, il, r, h, x);
+            cpu_ssm(b, il, r, h, y);            /* x += ssm(h) */
+        add_rows(x, y, r->n, E);
+        rms_rows(h, x, &l->post_attention_norm, r->n, E, c->rms_eps);
+        cpu_moe(b, il, r, h, y);                /* x += moe(h) */
+        add_rows(x, y, r->n, E);
     }
 }
 
@@ -320,7 +356,7 @@ static int cpu_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
             embed(b, bt->tokens + p->row0, p->n, x);
         else
             memcpy(x, bt->x_in + p->row0 * E, (size_t)p->n * E * sizeof(float));
-        forward_rows(b, p, x, h);
+        forward_rows(b, p, x, h, b->s.tmp);
         if (!w->has_head) {
             memcpy(bt->x_out + p->row0 * E, x, (size_t)p->n * E * sizeof(float));
             continue;

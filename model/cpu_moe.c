@@ -11,13 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct moe_job {
-    q35_backend *b;
-    int il;
-    const q35_pass *r;
-    float *x;
-} moe_job;
-
 /* p = softmax(logits); top = the k largest (ties: lower id first);
  * w = p / Σ_top p. */
 static void route(const float *logits, int X, int k, int *top, float *w)
@@ -73,29 +66,52 @@ static void group_rows(q35_backend *b, int n, const float *h)
         }
 }
 
-/* Per thread, a row share of every chosen expert's gate and up (and of
- * the shared expert's activation): act = silu(gate) ⊙ up. */
-static void gate_up_worker(void *arg, int ith, int nth)
+/* act = silu(gate) ⊙ up of the shared expert, per element. */
+static void shared_act(const cpu_job *j, int64_t i0, int64_t i1, int ith)
 {
-    const moe_job *j = arg;
+    (void)ith;
+    cpu_scratch *s = &j->b->s;
+    for (int64_t i = i0; i < i1; i++)
+        s->shg[i] = cpu_silu(s->shg[i]) * s->shu[i];
+}
+
+/* The shared expert, every row through it:
+ * y = sigmoid(h · gate_inp_shexp) · down_shexp(silu(gate_shexp · h) ⊙ up_shexp · h). */
+static void shared_expert(q35_backend *b, int il, const q35_pass *r, const float *h, float *y)
+{
+    const q35_layer_weights *l = cpu_layer(b, il);
+    cpu_scratch *s = &b->s;
+    int n = r->n;
+    int64_t E = b->c->n_embd, Fs = b->c->n_ff_shexp;
+    cpu_mm proj[3] = {
+        { &l->ffn_gate_shexp, NULL, h, E, n, s->shg, Fs },        /* [E, Fs] */
+        { &l->ffn_up_shexp, NULL, h, E, n, s->shu, Fs },          /* [E, Fs] */
+        { &l->ffn_gate_inp_shexp, NULL, h, E, n, s->shgate, 1 },  /* [E] */
+    };
+    cpu_matmuls(b, 3, proj);
+    cpu_job j = { b, il, r, NULL };
+    cpu_parallel(&j, (int64_t)n * Fs, 64, 12, shared_act);
+    cpu_mm down = { &l->ffn_down_shexp, NULL, s->shg, Fs, n, y, E };   /* [Fs, E] */
+    cpu_matmuls(b, 1, &down);
+    for (int t = 0; t < n; t++) {
+        float g = cpu_sigmoid(s->shgate[t]);
+        for (int64_t i = 0; i < E; i++)
+            y[t * E + i] *= g;
+    }
+}
+
+/* A row share [r0, r1) of every chosen expert's gate and up, then
+ * act = silu(gate) ⊙ up. */
+static void experts_gate_up(const cpu_job *j, int64_t r0, int64_t r1, int ith)
+{
+    (void)ith;
     q35_backend *b = j->b;
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, j->il);
     cpu_scratch *s = &b->s;
-    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
-    int n = j->r->n;
-    int64_t r0, r1;
-
-    pool_range(Fs, ith, nth, 8, &r0, &r1);
-    for (int t = 0; t < n; t++)
-        for (int64_t i = r0; i < r1; i++)
-            s->shg[t * Fs + i] = cpu_silu(s->shg[t * Fs + i]) * s->shu[t * Fs + i];
-
+    int64_t E = c->n_embd, F = c->n_ff_exp;
     const q35_tensor *tg = &l->ffn_gate_exps, *tu = &l->ffn_up_exps;   /* [E, F, X] */
-    pool_range(F, ith, nth, 8, &r0, &r1);
     quant_act act = (quant_act)b->o.activations;
-    if (r1 <= r0)
-        return;
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
         const float *xe = s->xe + (int64_t)off * E;
@@ -110,66 +126,55 @@ static void gate_up_worker(void *arg, int ith, int nth)
     }
 }
 
-/* Per thread, a share of the E output rows: every chosen expert's down,
- * the shared expert's down, then x += Σ_k w_k·down_k + sigmoid(g)·shared. */
-static void down_worker(void *arg, int ith, int nth)
+/* A share [r0, r1) of the E output rows: every chosen expert's down, then
+ * out = Σ_k w_k·down_k + out (out holds the shared expert's output). */
+static void experts_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
-    const moe_job *j = arg;
+    (void)ith;
     q35_backend *b = j->b;
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, j->il);
     cpu_scratch *s = &b->s;
-    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    int64_t E = c->n_embd, F = c->n_ff_exp;
     int n = j->r->n, K = c->n_expert_used;
-    int64_t r0, r1;
-    pool_range(E, ith, nth, 8, &r0, &r1);
-    quant_act act = (quant_act)b->o.activations;
-    if (r1 <= r0)
-        return;
     const q35_tensor *td = &l->ffn_down_exps;          /* [F, E, X] */
+    quant_act act = (quant_act)b->o.activations;
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
         quant_matmul_act(act, td->type, (const char *)td->data + (size_t)e * td->expert_stride,
                          td->row_bytes, F, r0, r1, s->ge + (int64_t)off * F, F, cnt,
                          s->de + (int64_t)off * E + r0, E);
     }
-    const q35_tensor *ts = &l->ffn_down_shexp;         /* [Fs, E] */
-    quant_matmul_act(act, ts->type, ts->data, ts->row_bytes, Fs, r0, r1, s->shg, Fs, n,
-                     s->tmp + r0, E);
     for (int t = 0; t < n; t++) {
-        float g = cpu_sigmoid(s->shgate[t]);
-        float *x = j->x + (int64_t)t * E;
+        float *out = j->out + (int64_t)t * E;
         for (int64_t i = r0; i < r1; i++) {
             float routed = 0;
             for (int k = 0; k < K; k++)
                 routed += s->top_w[t * K + k] * s->de[(int64_t)s->pair_at[t * K + k] * E + i];
-            x[i] += routed + s->tmp[t * E + i] * g;
+            out[i] = routed + out[i];
         }
     }
 }
 
-void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
+void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *out)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
     cpu_scratch *s = &b->s;
     int n = r->n, X = c->n_expert, K = c->n_expert_used;
-    int64_t E = c->n_embd, Fs = c->n_ff_shexp;
+    int64_t E = c->n_embd;
 
-    cpu_mm proj[4] = {
-        { &l->ffn_gate_inp, NULL, h, E, n, s->router, X },        /* [E, X] */
-        { &l->ffn_gate_shexp, NULL, h, E, n, s->shg, Fs },        /* [E, Fs] */
-        { &l->ffn_up_shexp, NULL, h, E, n, s->shu, Fs },          /* [E, Fs] */
-        { &l->ffn_gate_inp_shexp, NULL, h, E, n, s->shgate, 1 },  /* [E] */
-    };
-    cpu_matmuls(b, 4, proj);
+    cpu_mm router = { &l->ffn_gate_inp, NULL, h, E, n, s->router, X };   /* [E, X] */
+    cpu_matmuls(b, 1, &router);
     for (int row = 0; row < n; row++)
         route(s->router + (int64_t)row * X, X, K, s->top_i + row * K, s->top_w + row * K);
     group_rows(b, n, h);
 
-    moe_job j = { b, il, r, x };
+    shared_expert(b, il, r, h, out);
+
+    cpu_job j = { b, il, r, out };
     const q35_tensor *tg = &l->ffn_gate_exps, *td = &l->ffn_down_exps;
     double per_expert = (double)tg->row_bytes * tg->ne[1] * 2 + (double)td->row_bytes * td->ne[1];
-    cpu_run(b, gate_up_worker, &j, b->n_active * per_expert * 2 / 3);
-    cpu_run(b, down_worker, &j, b->n_active * per_expert / 3 + (double)l->ffn_down_shexp.nbytes);
+    cpu_parallel(&j, c->n_ff_exp, 8, b->n_active * per_expert * 2 / 3 / c->n_ff_exp, experts_gate_up);
+    cpu_parallel(&j, E, 8, b->n_active * per_expert / 3 / E, experts_down);
 }

@@ -7,17 +7,11 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct ssm_job {
-    q35_backend *b;
-    int il;
-    const q35_pass *r;
-} ssm_job;
-
 /* Conv per (sequence, channel): the window is the slot's last K-1 inputs
  * followed by this batch's rows; the state keeps the newest K-1 after. */
-static void conv_worker(void *arg, int ith, int nth)
+static void conv_channels(const cpu_job *j, int64_t c0, int64_t c1, int ith)
 {
-    const ssm_job *j = arg;
+    (void)ith;
     q35_backend *b = j->b;
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, j->il);
@@ -25,8 +19,6 @@ static void conv_worker(void *arg, int ith, int nth)
     int64_t C = c->ssm_conv_ch;
     int K = (int)c->ssm_d_conv;
     const float *wc = l->ssm_conv1d.data;               /* [K, C]: channel c at wc[c·K] */
-    int64_t c0, c1;
-    pool_range(C, ith, nth, 16, &c0, &c1);
     for (int q = 0; q < j->r->n_seq; q++) {
         int row0 = j->r->seq_row0[q], n = j->r->seq_n[q];
         float *cst = cpu_state(b, j->r->seq_slot[q], j->il)->conv;   /* [K-1][C] */
@@ -67,9 +59,8 @@ static void l2norm(float *y, const float *x, int n, float eps)
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 /* One (sequence, V-head) per unit, scanning the sequence's rows in order. */
-static void delta_worker(void *arg, int ith, int nth)
+static void delta_heads(const cpu_job *j, int64_t u0, int64_t u1, int ith)
 {
-    const ssm_job *j = arg;
     q35_backend *b = j->b;
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, j->il);
@@ -80,8 +71,6 @@ static void delta_worker(void *arg, int ith, int nth)
     float *tq = b->thr + (size_t)ith * b->thr_stride;   /* [dk] q, [dk] k, [hv] pred, y */
     float *tk = tq + dk, *delta = tk + dk, *y = delta + hv;
     float qscale = 1.0f / sqrtf((float)dk);
-    int64_t u0, u1;
-    pool_range((int64_t)j->r->n_seq * nv, ith, nth, 1, &u0, &u1);
     for (int64_t unit = u0; unit < u1; unit++) {
         int q = (int)(unit / nv), u = (int)(unit % nv), rk = u % nk;   /* tiled K-head */
         float *S = cpu_state(b, j->r->seq_slot[q], j->il)->S + (size_t)u * dk * hv;  /* [dk][hv] */
@@ -114,7 +103,7 @@ static void delta_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *x)
+void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *out)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
@@ -130,12 +119,11 @@ void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *x
     };
     cpu_matmuls(b, 4, proj);
 
-    ssm_job j = { b, il, r };
-    cpu_run(b, conv_worker, &j, 4.0 * n * C * (c->ssm_d_conv + 2));
-    cpu_run(b, delta_worker, &j, 4.0 * 4 * n * nv * c->ssm_d_state * c->ssm_hv);
+    cpu_job j = { b, il, r, NULL };
+    cpu_parallel(&j, C, 16, 4.0 * n * (c->ssm_d_conv + 2), conv_channels);   /* per channel */
+    cpu_parallel(&j, (int64_t)r->n_seq * nv, 1,                               /* per (seq, V-head) */
+                 4.0 * 4 * n * c->ssm_d_state * c->ssm_hv / r->n_seq, delta_heads);
 
-    cpu_mm out = { &l->ssm_out, NULL, s->y, vd, n, s->tmp, E };   /* [vd, E] */
-    cpu_matmuls(b, 1, &out);
-    for (int64_t i = 0; i < (int64_t)n * E; i++)
-        x[i] += s->tmp[i];
+    cpu_mm o = { &l->ssm_out, NULL, s->y, vd, n, out, E };   /* [vd, E] */
+    cpu_matmuls(b, 1, &o);
 }

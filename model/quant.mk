@@ -13,3 +13,4 @@ bench-quant: $(BUILD)/bin/qwen35-bench-quant
 	$(BUILD)/bin/qwen35-bench-quant $(BENCH_QUANT_ARGS)
 # integer-activation kernels (quant_act.c picks them from cpuid)
 $(BUILD)/obj/model/quant_vnni.o: XCFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+$(BUILD)/obj/model/quant_avxvnni.o: XCFLAGS += -mavx2 -mfma -mf16c -mavxvnni

@@ -11,36 +11,46 @@ typedef void (*mm_fn)(const void *W, size_t rb, int64_t nc, int64_t r0, int64_t 
 
 static const char *const act_names[QUANT_ACT_COUNT] = { "exact", "f32", "q8" };
 
-/* Cached: cpuid once; quant_isa() follows quant_force_isa. */
-static bool have_vnni512(void)
+/* Cached cpuid: bit 0 AVX-512 VNNI (with BW, VL), bit 1 AVX-VNNI. */
+static int vnni_bits(void)
 {
     static int have = -1;
     int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
     if (h < 0) {
         __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl");
+        h = (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl")) |
+            (__builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma")) << 1;
         __atomic_store_n(&have, h, __ATOMIC_RELAXED);
     }
     return h;
 }
 
+/* The kernel for (act, type) under the ISA quant_isa() names now (it
+ * follows quant_force_isa). q4_K exact stays float: its float kernel is
+ * as fast (quant_vnni.c). */
 static mm_fn pick(quant_act act, int type, const char **name)
 {
     *name = "float";
+    const char *isa = quant_isa();
     bool q8 = act == QUANT_ACT_Q8;
-    if ((act != QUANT_ACT_EXACT && !q8) || strcmp(quant_isa(), "avx512") || !have_vnni512())
-        return NULL;
-    *name = q8 ? "avx512vnni-q8" : "avx512vnni-i16";
-    switch (type) {
-    case GGML_TYPE_Q6_K: return q8 ? quant_q8_mm_q6_K_avx512vnni : quant_i16_mm_q6_K_avx512vnni;
-    case GGML_TYPE_Q4_K:      /* exact: its float kernel is as fast (quant_vnni.c) */
-        if (q8)
-            return quant_q8_mm_q4_K_avx512vnni;
-        break;
-    default: break;
+    if (!strcmp(isa, "avx512") && (vnni_bits() & 1)) {
+        if (act == QUANT_ACT_EXACT && type == GGML_TYPE_Q6_K) {
+            *name = "avx512vnni-i16";
+            return quant_i16_mm_q6_K_avx512vnni;
+        }
+        if (q8 && (type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_K)) {
+            *name = "avx512vnni-q8";
+            return type == GGML_TYPE_Q6_K ? quant_q8_mm_q6_K_avx512vnni
+                                          : quant_q8_mm_q4_K_avx512vnni;
+        }
     }
-    *name = "float";
+    if (!strcmp(isa, "avx2") && (vnni_bits() & 2) && act == QUANT_ACT_EXACT &&
+        type == GGML_TYPE_Q6_K) {
+        *name = "avxvnni-i16";
+        return quant_i16_mm_q6_K_avxvnni;
+    }
     return NULL;
 }
 

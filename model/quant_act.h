@@ -5,7 +5,8 @@
  * weight decoded exactly. The modes here trade a bounded, measured error
  * for fewer instructions per weight:
  *   QUANT_ACT_EXACT  the default. Where the CPU has 16-bit integer dot
- *                    products (AVX-512 VNNI vpdpwssd), q6_K rows meet
+ *                    products (AVX-512 VNNI vpdpwssd, or AVX-VNNI's
+ *                    256-bit one on AVX2 CPUs), q6_K rows meet
  *                    activations split per 256-value block into two
  *                    int16 terms, x / s = hi + lo / 32768 with
  *                    s = max|x| / 32767: |error| <= sum_i |w_i| * max|x|
@@ -48,8 +49,8 @@ void quant_matmul_act(quant_act act, int type, const void *W, size_t row_bytes,
                       int64_t ldx, int nx, float *Y, int64_t ldy);
 
 /* The kernel quant_matmul_act runs for (act, type) on this CPU, under the
- * ISA quant_force_isa chose: "avx512vnni-i16", "avx512vnni-q8", or "float"
- * (quant_matmul). */
+ * ISA quant_force_isa chose: "avx512vnni-i16", "avxvnni-i16" (AVX2),
+ * "avx512vnni-q8", or "float" (quant_matmul). */
 const char *quant_act_kernel(quant_act act, int type);
 
 /* "exact" / "f32" / "q8" -> the mode; -1 for anything else. */

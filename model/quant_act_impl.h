@@ -8,6 +8,11 @@
 void quant_i16_mm_q6_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
                                   int64_t r1, const float *X, int64_t ldx, int nx,
                                   float *Y, int64_t ldy);
+/* AVX2 + AVX-VNNI: exact q6_K */
+void quant_i16_mm_q6_K_avxvnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+                               int64_t r1, const float *X, int64_t ldx, int nx,
+                               float *Y, int64_t ldy);
+
 /* QUANT_ACT_Q8: int8 activations, vpdpbusd */
 void quant_q8_mm_q6_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
                                  int64_t r1, const float *X, int64_t ldx, int nx,

@@ -39,23 +39,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 #define NV_MAX 4            /* vectors per tile */
-#define RBLK 32             /* rows per pass of the tiles (stay in L2) */
-#define XQ_STACK_BYTES 73728 /* quantized activations on the stack (i16: 16K values) */
-#define SBLK 256            /* rows per super-block when the vectors do not fit */
-#define TILE_L1 32768       /* bytes of quantized vectors one tile keeps in L1 */
-#define PF_AHEAD 2048
-#define PREFETCH(p) _mm_prefetch((const char *)(p) + PF_AHEAD, _MM_HINT_T0)
 
-static inline float h2f(const uint8_t *p) { return _cvtsh_ss((unsigned short)(p[0] | p[1] << 8)); }
+#include "quant_act_mm.h"
 
-static inline float hsum8(__m256 m)
-{
-    __m128 m2 = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m2 = _mm_add_ps(m2, _mm_movehl_ps(m2, m2));
-    return _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
-}
+
 
 /* --- activations ---------------------------------------------------------- */
 
@@ -343,54 +331,6 @@ INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
         y[v * ldy] = _mm512_reduce_add_ps(acc[v]) - hsum8(accm[v]);
 }
 
-/* --- matmuls ---------------------------------------------------------------- */
-
-/* Quantized activations of a chunk of vectors (per vector: q qb * nc
- * bytes, s nc / 256, m nc / 32, b16 nc / 16). */
-typedef struct xact {
-    void *q;          /* i16: per block 256 hi, 256 lo; q8: int8 */
-    float *s;         /* block scales */
-    float *m;         /* q4_K: sub-block sums of x */
-    int16_t *b16;     /* q8: sums of q per 16 values */
-} xact;
-
-#define ROWS_FN(T, NVC, ...)                                                   \
-static void T##_rows##NVC(const uint8_t *W, size_t rb, int64_t nc, int64_t nr, \
-                          const xact *a, float *Y, int64_t ldy)                \
-{                                                                              \
-    int64_t nb = nc / 256;                                                     \
-    for (int64_t r = 0; r < nr; r++)                                           \
-        T##_row(W + (size_t)r * rb, nb, __VA_ARGS__, NVC, Y + r, ldy);         \
-}
-#define Q6_ARGS (const int16_t *)a->q, 2 * nc, a->s, nb
-#define Q68_ARGS (const int8_t *)a->q, nc, a->s, nb, a->b16, nc / 16
-#define Q48_ARGS (const int8_t *)a->q, nc, a->s, nb, a->m, nc / 32
-#define ROWS_ALL(T, ARGS) ROWS_FN(T, 1, ARGS) ROWS_FN(T, 2, ARGS) ROWS_FN(T, 3, ARGS) \
-    ROWS_FN(T, 4, ARGS)
-ROWS_ALL(q6k, Q6_ARGS)
-ROWS_ALL(q6k8, Q68_ARGS)
-ROWS_ALL(q4k8, Q48_ARGS)
-
-typedef void (*rows_fn)(const uint8_t *, size_t, int64_t, int64_t, const xact *,
-                        float *, int64_t);
-
-/* Bytes of one vector's quantized copy (n values) and the slices. */
-static size_t xact_bytes(int qb, int64_t n)
-{
-    return (size_t)n * (size_t)qb + (size_t)(n / 256 + n / 32) * sizeof(float) +
-           (size_t)(n / 16) * sizeof(int16_t);
-}
-
-static xact xact_at(void *buf, int qb, int64_t n, int64_t v, int64_t nv)
-{
-    char *p = buf;
-    int8_t *q = (int8_t *)p + (size_t)v * (size_t)n * (size_t)qb;
-    float *s = (float *)(p + (size_t)nv * (size_t)n * (size_t)qb);
-    float *m = s + nv * (n / 256);
-    int16_t *b16 = (int16_t *)(m + nv * (n / 32));
-    return (xact){ q, s + v * (n / 256), m + v * (n / 32), b16 + v * (n / 16) };
-}
-
 static void quant_vec(bool q8, const float *x, int64_t n, const xact *a)
 {
     if (q8) {
@@ -400,63 +340,13 @@ static void quant_vec(bool q8, const float *x, int64_t n, const xact *a)
     }
 }
 
-/* When every vector's quantized copy fits the stack buffer (decode, small
- * batches), they are quantized once and the rows pass in blocks of RBLK
- * (kept in L2 while the tiles of up to NV_MAX vectors, as many as keep
- * their quantized copies in L1, go by). Otherwise rows go
- * in super-blocks of SBLK (L2-sized) and each super-block re-quantizes
- * the vectors chunk by chunk (~1% of the work), so the weights are still
- * read from memory once. A vector too long for the buffer gets a heap
- * one, or the float path without memory. */
-static void mm_act(int type, bool q8, const rows_fn *rows, const void *W, size_t rb,
-                   int64_t nc, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nx,
-                   float *Y, int64_t ldy)
-{
-    int qb = q8 ? 1 : 4;                  /* bytes per value: int8, or hi + lo int16 */
-    _Alignas(64) char stack[XQ_STACK_BYTES];
-    void *buf = stack, *heap = NULL;
-    int64_t chunk = (int64_t)(sizeof stack / xact_bytes(qb, nc));
-    if (chunk < 1) {
-        if (!(buf = heap = aligned_alloc(64, (xact_bytes(qb, nc) + 63) / 64 * 64))) {
-            quant_matmul(type, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);
-            return;
-        }
-        chunk = 1;
-    }
-    int64_t sblk = chunk >= nx ? r1 - r0 : SBLK;
-    /* a tile's quantized vectors stay in L1 (TILE_L1 bytes) */
-    int tile = NV_MAX;
-    while (tile > 1 && (int64_t)tile * nc * qb > TILE_L1)
-        tile--;
-    for (int64_t sr = r0; sr < r1; sr += sblk) {
-        int64_t se = r1 - sr < sblk ? r1 : sr + sblk;
-        for (int c0 = 0; c0 < nx; c0 += (int)chunk) {
-            int ncv = nx - c0 < chunk ? nx - c0 : (int)chunk;
-            for (int v = 0; v < ncv; v++) {
-                xact a = xact_at(buf, qb, nc, v, ncv);
-                quant_vec(q8, X + (int64_t)(c0 + v) * ldx, nc, &a);
-            }
-            for (int64_t rr = sr; rr < se; rr += RBLK) {
-                int64_t re = se - rr < RBLK ? se : rr + RBLK;
-                for (int v0 = 0; v0 < ncv; v0 += tile) {
-                    int nv = ncv - v0 < tile ? ncv - v0 : tile;
-                    xact a = xact_at(buf, qb, nc, v0, ncv);
-                    rows[nv - 1]((const uint8_t *)W + (size_t)rr * rb, rb, nc, re - rr, &a,
-                                 Y + (int64_t)(c0 + v0) * ldy + (rr - r0), ldy);
-                }
-            }
-        }
-    }
-    free(heap);
-}
+#define Q6_ARGS (const int16_t *)a->q, 2 * nc, a->s, nb
+#define Q68_ARGS (const int8_t *)a->q, nc, a->s, nb, a->b16, nc / 16
+#define Q48_ARGS (const int8_t *)a->q, nc, a->s, nb, a->m, nc / 32
+ROWS_ALL(q6k, Q6_ARGS)
+ROWS_ALL(q6k8, Q68_ARGS)
+ROWS_ALL(q4k8, Q48_ARGS)
 
-#define MM_FN(T, TYPE, Q8, name)                                               \
-void name(const void *W, size_t rb, int64_t nc, int64_t r0, int64_t r1,        \
-          const float *X, int64_t ldx, int nx, float *Y, int64_t ldy)          \
-{                                                                              \
-    static const rows_fn rows[NV_MAX] = { T##_rows1, T##_rows2, T##_rows3, T##_rows4 }; \
-    mm_act(TYPE, Q8, rows, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);             \
-}
 MM_FN(q6k, GGML_TYPE_Q6_K, false, quant_i16_mm_q6_K_avx512vnni)
 MM_FN(q6k8, GGML_TYPE_Q6_K, true, quant_q8_mm_q6_K_avx512vnni)
 MM_FN(q4k8, GGML_TYPE_Q4_K, true, quant_q8_mm_q4_K_avx512vnni)

@@ -107,9 +107,8 @@ static void within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT
 static void q8_within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_Q8, 1e-2); }
 
 /* Per (row, vector) the same bits for any nx, tile position and row range. */
-static void split_invariant(void **state)
+static void split_invariant_here(void)
 {
-    (void)state;
     enum { ROWS = 37, NXMAX = 11, N = 1024 };
     for (size_t ti = 0; ti < 4; ti++) {
         quant_act act = ti < 2 ? QUANT_ACT_EXACT : QUANT_ACT_Q8;
@@ -132,6 +131,23 @@ static void split_invariant(void **state)
         }
         free(W); free(X); free(Y); free(Y1);
     }
+}
+
+static void split_invariant(void **state) { (void)state; split_invariant_here(); }
+
+/* The AVX2 + AVX-VNNI kernel (exact q6_K), where this CPU has it: the
+ * same bound and invariance. */
+static void avxvnni_kernel(void **state)
+{
+    (void)state;
+    if (quant_force_isa("avx2") ||
+        strcmp(quant_act_kernel(QUANT_ACT_EXACT, GGML_TYPE_Q6_K), "avxvnni-i16")) {
+        quant_force_isa(NULL);
+        skip();
+    }
+    within_bound_act(QUANT_ACT_EXACT, 2e-7);
+    split_invariant_here();
+    quant_force_isa(NULL);
 }
 
 /* f32 mode, other types, and ISAs without the kernels: quant_matmul's bits. */
@@ -159,7 +175,10 @@ static void float_otherwise(void **state)
             assert_string_equal(quant_act_kernel(QUANT_ACT_F32, type), "float");
             for (int act = QUANT_ACT_EXACT; act < QUANT_ACT_COUNT; act++) {
                 bool fl = !strcmp(quant_act_kernel((quant_act)act, type), "float");
-                if (isas[ia] || (type != GGML_TYPE_Q4_K && type != GGML_TYPE_Q6_K))
+                /* integer kernels: q6_K (exact: AVX-512 or AVX2), q4_K (q8: AVX-512) */
+                bool avx2_i16 = isas[ia] && !strcmp(isas[ia], "avx2") &&
+                                act == QUANT_ACT_EXACT && type == GGML_TYPE_Q6_K;
+                if ((isas[ia] && !avx2_i16) || (type != GGML_TYPE_Q4_K && type != GGML_TYPE_Q6_K))
                     assert_true(fl);
                 if (fl) {
                     quant_matmul_act((quant_act)act, type, W, rb, N, 0, ROWS, X, N, 2, Y1, ROWS);
@@ -214,6 +233,7 @@ int main(void)
         cmocka_unit_test(within_bound),
         cmocka_unit_test(q8_within_bound),
         cmocka_unit_test(split_invariant),
+        cmocka_unit_test(avxvnni_kernel),
         cmocka_unit_test(float_otherwise),
         cmocka_unit_test(nonfinite_propagates),
         cmocka_unit_test(names),
