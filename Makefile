@@ -96,11 +96,19 @@ $(LIBNET): $(call obj,$(NET_SRCS) $(PROTO_SRCS))
 	rm -f $@ && ar rcs $@ $^
 
 # --- binaries ----------------------------------------------------------------
+# name_ALONE := 1: linked from name_SRCS and name_LIBS only (no engine, no
+# libqwen35net: qwen35-http lists the client-library files it needs).
 define bin_rule
+ifeq ($$($(1)_ALONE),1)
+$(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$($(1)_OBJS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$($(1)_LIBS)
+else
 $(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL) $(ENGINE_DEPS)
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL) \
 	    $$($(1)_LIBS) $$(if $$($(1)_NET),$(LIBS_NET)) $(ENGINE_LIBS) $(LIBS_MODEL)
+endif
 endef
 $(foreach b,$(BINS),$(eval $(call bin_rule,$(b))))
 

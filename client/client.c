@@ -49,11 +49,13 @@ struct q35c_client {
     char endpoint[256];
     q35c_opts o;
     volatile sig_atomic_t interrupted;
+    uint64_t n_delivered;           /* events handed to callbacks (q35c_run_some) */
     uint64_t next_id, next_probe;
     inflight *req;
     int n_req, cap_req;
     double last_rx, last_probe;
     bool link_lost;                 /* monitor saw a disconnect */
+    double reconnected_at;          /* last fresh connection made for a resume */
     /* status_get: the reply being waited for */
     char status_id[32];
     q35c_status *status_out;
@@ -422,6 +424,7 @@ static void deliver(q35c_client *c, uint64_t id, const q35c_event *ev)
 {
     inflight *r = find_req(c, id);
     if (!r || !r->fn) return;
+    c->n_delivered++;
     if (r->fn(ev, r->user) && ev->kind != Q35C_EV_FINAL && ev->kind != Q35C_EV_ERROR)
         q35c_cancel(c, id, NULL, 0);
 }
@@ -466,8 +469,12 @@ static void lost_all(q35c_client *c, const char *msg)
             continue;
         }
         uint64_t id = r->id;
+        char m2[400];
+        if (r->resume_end)           /* it was being resumed: say how far it got */
+            snprintf(m2, sizeof m2, "%s: request not resumed within %d ms; %d tokens were delivered",
+                     msg, c->o.resume_ms, r->n_got);
         q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
-                          .code = "UNAVAILABLE", .message = msg };
+                          .code = "UNAVAILABLE", .message = r->resume_end ? m2 : msg };
         deliver(c, id, &ev);
         drop_req(c, id);
     }
@@ -501,7 +508,7 @@ static bool resume_tick(q35c_client *c, double now)
             }
             if (m) q35__client_request__free_unpacked(m, NULL);
             else snprintf(msg, sizeof msg, "request %" PRIu64 ": cannot resume (unpack)", r->id);
-            if (rc == 0) {
+                    if (rc == 0) {
                 r->resuming = false;
                 r->status_seq = c->next_probe;
                 r->n_resumes++;
@@ -509,6 +516,14 @@ static bool resume_tick(q35c_client *c, double now)
             } else {
                 r->resume_next = now + r->resume_backoff;
                 r->resume_backoff = fmin(2 * r->resume_backoff, 1.0);
+                /* libzmq gives a session up for good after a failed
+                 * handshake (a coordinator dying while we reconnected):
+                 * a fresh connection, once a second at most */
+                if (now - c->reconnected_at > 1.0) {
+                    zmq_disconnect(c->sock, c->endpoint);
+                    zmq_connect(c->sock, c->endpoint);
+                    c->reconnected_at = now;
+                }
             }
         }
         if (msg[0]) {
@@ -760,6 +775,22 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
     q35_wire_free(e, &b);
 }
 
+/* Dispatches every event waiting in the socket. */
+static void read_events(q35c_client *c)
+{
+    for (;;) {
+        q35_wire_msg m;
+        if (q35_wire_recv(c->sock, &m, ZMQ_DONTWAIT)) break;
+        c->last_rx = q35_now();
+        if (m.n >= 1 && !m.too_many) {
+            size_t len;
+            const void *p = q35_wire_frame(&m, m.n - 1, &len);
+            on_event(c, p, len);
+        }
+        q35_wire_msg_close(&m);
+    }
+}
+
 /* Receives and dispatches until done(c, arg) or timeout_ms (-1: none).
  * Watches the link for the requests in flight. */
 static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void *), void *arg,
@@ -776,6 +807,7 @@ static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void
         if (now >= t_end) return 0;
         drain_monitor(c);
         if (c->link_lost) {
+                    read_events(c);   /* what arrived before the disconnect: a resume must include it */
             char msg[320];
             snprintf(msg, sizeof msg, "coordinator at %s disconnected", c->endpoint);
             lost_all(c, msg);
@@ -811,17 +843,7 @@ static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void
         int n = zmq_poll(&pi, 1, (long)(wait * 1000) + 1);
         if (n < 0 && errno != EINTR)
             return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
-        while (n > 0) {
-            q35_wire_msg m;
-            if (q35_wire_recv(c->sock, &m, ZMQ_DONTWAIT)) break;
-            c->last_rx = q35_now();
-            if (m.n >= 1 && !m.too_many) {
-                size_t len;
-                const void *p = q35_wire_frame(&m, m.n - 1, &len);
-                on_event(c, p, len);
-            }
-            q35_wire_msg_close(&m);
-        }
+        if (n > 0) read_events(c);
     }
     return 0;
 }
@@ -835,6 +857,17 @@ static bool none_in_flight(q35c_client *c, void *arg)
 int q35c_run(q35c_client *c, int timeout_ms, char *err, size_t errsz)
 {
     return pump(c, timeout_ms, none_in_flight, NULL, err, errsz);
+}
+
+static bool some_delivered(q35c_client *c, void *arg)
+{
+    return c->n_req == 0 || c->n_delivered != *(const uint64_t *)arg;
+}
+
+int q35c_run_some(q35c_client *c, int timeout_ms, char *err, size_t errsz)
+{
+    uint64_t before = c->n_delivered;
+    return pump(c, timeout_ms, some_delivered, &before, err, errsz);
 }
 
 /* --- generate: submit + run, with the outcome kept ------------------------ */

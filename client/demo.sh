@@ -2,7 +2,8 @@
 # make demo — the main job: a generated qwen35moe model served by two
 # pipeline stages and a coordinator on loopback (ipc:// in a temp dir),
 # one chat answer streamed through qwen35-client, then throughput and each
-# stage's busy share, and everything stopped (also on failure or Ctrl-C).
+# stage's busy share, the same answer through qwen35-http (the
+# OpenAI-compatible API), and everything stopped (also on failure or Ctrl-C).
 #
 # Env: BIN (binaries), QWEN35_GOLDEN (vocab source), DEMO_MODEL (model to
 # serve; generated when missing), DEMO_PROMPT, DEMO_TOKENS.
@@ -53,4 +54,39 @@ echo "demo: share of time computing around the answer:$(p35_busy_between "$ST0" 
 echo "demo: (one stream: each stage waits while the other computes; many streams fill both)"
 echo "demo: pipeline status (busy% over each stage's uptime):"
 p35_client --status
-echo "demo: done; stopping stages and coordinator"
+# The same request through the OpenAI-compatible API: qwen35-http in front
+# of the same coordinator, the answer printed from its JSON.
+if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null && command -v node >/dev/null; then
+    "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" >>"$P35_RUN/http.log" 2>&1 &
+    P35_PID_http=$!
+    P35_NAMES="$P35_NAMES http"
+    p35_wait_file "$P35_RUN/http.log" "the coordinator answers" 20 || p35_die "qwen35-http did not start"
+    PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1)
+    BODY=$(node -e 'console.log(JSON.stringify({ messages: [{ role: "user", content: process.argv[1] }],
+        max_tokens: Number(process.argv[2]), ignore_eos: true, seed: 7, temperature: 0.8, top_k: 40, top_p: 0.95 }))' \
+        "$PROMPT" "$TOKENS")
+    echo "demo: the same request through the OpenAI-compatible API (qwen35-http, chat page at http://127.0.0.1:$PORT/):"
+    echo "demo: curl http://127.0.0.1:$PORT/v1/chat/completions -d '$BODY'"
+    curl -s "http://127.0.0.1:$PORT/v1/chat/completions" -d "$BODY" >"$P35_RUN/http.json" ||
+        p35_die "the HTTP request failed"
+    echo "----------------------------------------------------------------------"
+    node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+        if (r.error) { console.error("demo: HTTP error: " + r.error.message); process.exit(1); }
+        const m = r.choices[0].message;
+        if (m.reasoning_content) console.log("<think>" + m.reasoning_content + "</think>");
+        console.log(m.content);
+        console.log(`[${r.usage.prompt_tokens} prompt + ${r.usage.completion_tokens} completion tokens, finish_reason ${r.choices[0].finish_reason}]`);' \
+        "$P35_RUN/http.json" || p35_die "the HTTP answer was not a chat.completion"
+    echo "----------------------------------------------------------------------"
+    p35_client --json --ignore-eos -n "$TOKENS" --seed 7 --temp 0.8 --top-k 40 --top-p 0.95 "$PROMPT" >"$P35_RUN/client.jsonl"
+    if node -e 'const fs = require("fs");
+        let t = ""; for (const l of fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+          const e = JSON.parse(l); if (e.event === "piece") t += e.text; }
+        const m = JSON.parse(fs.readFileSync(process.argv[2], "utf8")).choices[0].message;
+        process.exit(t === (m.reasoning_content || "") + m.content ? 0 : 1);' "$P35_RUN/client.jsonl" "$P35_RUN/http.json"; then
+        echo "demo: the same answer as qwen35-client gave above (seed 7)"
+    else
+        p35_die "the HTTP answer differs from qwen35-client's for the same request"
+    fi
+fi
+echo "demo: done; stopping qwen35-http, stages and coordinator"

@@ -214,6 +214,12 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn,
  * Q35_EIO when the client itself failed. */
 int q35c_run(q35c_client *c, int timeout_ms, char *err, size_t errsz);
 
+/* As q35c_run, but returns as soon as a batch of events was delivered
+ * (every message already received is handled first), so a caller that
+ * forwards each event at once (an HTTP stream) is not held for the whole
+ * timeout. */
+int q35c_run_some(q35c_client *c, int timeout_ms, char *err, size_t errsz);
+
 /* Number of requests still in flight. */
 int q35c_in_flight(const q35c_client *c);
 

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define link q35_unistd_link   /* unistd's link() would clash with our link type */
+#include <unistd.h>
+#undef link
 
 #include "coord_int.h"
 #include "gguf.h"
@@ -39,6 +42,14 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     }
     c->o = *o;
     c->t_start = q35_now();
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (!ur || fread(&c->instance, sizeof c->instance, 1, ur) != 1)
+        c->instance = ((uint64_t)getpid() << 32) ^ (uint64_t)(c->t_start * 1e9);
+    if (ur)
+        fclose(ur);
+    c->pid = (uint32_t)getpid();
+    if (gethostname(c->host, sizeof c->host - 1) != 0)
+        snprintf(c->host, sizeof c->host, "?");
     if (o->n_stages < 1 || o->n_stages > COORD_MAX_STAGES) {
         q35_err(err, errsz, Q35_EINVAL, "%d stages, expected 1 .. %d", o->n_stages, COORD_MAX_STAGES);
         goto fail;
@@ -68,10 +79,8 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     if (q35_wire_sockopts(c->cli, (int64_t)max, err, errsz) ||
         zmq_setsockopt(c->cli, ZMQ_SNDHWM, &hwm, sizeof hwm))
         goto fail;
-    if (zmq_bind(c->cli, o->listen) != 0) {
-        q35_err(err, errsz, Q35_EIO, "bind %s: %s", o->listen, zmq_strerror(errno));
+    if (q35_wire_bind(c->cli, o->listen, err, errsz))
         goto fail;
-    }
     c->n_links = o->n_stages;
     for (int i = 0; i < c->n_links; i++) {
         link *l = &c->links[i];

@@ -36,6 +36,7 @@ typedef struct coord_opts {
     bool no_prefix_cache;   /* never restore or save checkpoints */
     int step_timeout_ms;    /* ceiling of the adaptive step deadline */
     int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */
+    bool takeover;          /* Hello asks stages owned by another coordinator to take them */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
     int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);

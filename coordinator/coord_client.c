@@ -284,7 +284,9 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     for (size_t i = 0; i < g->n_stop; i++)
         if ((r->stop[r->n_stop] = strdup(g->stop[i])))
             r->n_stop++;
-    r->max_tokens = g->max_tokens ? (int)g->max_tokens : max_ctx;
+    /* 0 or past the context (INT32_MAX and beyond, which an int would
+     * wrap): up to the context */
+    r->max_tokens = g->max_tokens && g->max_tokens < (uint32_t)max_ctx ? (int)g->max_tokens : max_ctx;
     r->t_recv = q35_now();
     r->deadline = g->deadline_ms ? r->t_recv + g->deadline_ms / 1000.0 : 0;
     r->text = coord_textstate_new(c->tx, r->toks, r->n_prompt, (const char *const *)r->stop,

@@ -51,6 +51,7 @@ typedef struct link {
     uint64_t instance;
     bool ever_up;
     char problem[512];
+    bool owned;                     /* the handshake was refused: another coordinator owns it */
     /* forward steps sent and not answered yet, oldest first (a stage
      * answers in order); up to COORD_LINK_DEPTH */
     mbatch *busy[COORD_LINK_DEPTH];
@@ -134,6 +135,9 @@ struct coord {
     req **slot_req;                 /* [max_seqs] */
     int n_mb;
     mbatch mb[COORD_MAX_STAGES + 1];
+    uint64_t instance;              /* random per process: the stages' lease holder */
+    char host[64];
+    uint32_t pid;
     bool draining;
     /* a stage was lost: requests wait for its range until lost_at + replay wait */
     double lost_at;

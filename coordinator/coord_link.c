@@ -19,6 +19,7 @@
 /* Step deadline: STEP_MULT x the measured time per row x the step's rows,
  * at least STEP_FLOOR_S (a loaded host stalls for seconds), at most
  * --step-timeout-ms. */
+#define OWNED_GRACE_S 3.0
 #define STEP_MULT    10.0
 #define STEP_FLOOR_S 5.0
 
@@ -127,6 +128,10 @@ static void send_hello(coord *c, link *l, double now)
     Q35__Hello h = Q35__HELLO__INIT;
     h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
     h.hidden_dtype = c->o.wire_dtype;
+    h.coordinator = c->instance;
+    h.host = c->host;
+    h.pid = c->pid;
+    h.takeover = c->o.takeover && !l->ever_up;   /* once: never a tug of war */
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     r.hello = &h;
@@ -275,6 +280,7 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     l->want_end = (int)h->layer_end;
     l->state = L_UP;
     l->ever_up = true;
+    l->owned = false;
     l->problem[0] = 0;
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
@@ -283,6 +289,23 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
                  h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
+}
+
+/* A step, free or probe refused with PERMISSION_DENIED: another
+ * coordinator took the stage over and we are fenced out. The link is
+ * given up (its requests wait for the replay wait, then end). */
+static bool fenced(coord *c, link *l, const Q35__StageReply *r)
+{
+    if (r->body_case != Q35__STAGE_REPLY__BODY_ERROR || r->error->code != Q35__CODE__PERMISSION_DENIED)
+        return false;
+    if (l->state == L_BAD)
+        return true;
+    char why[sizeof l->problem];
+    snprintf(why, sizeof why, "refused our step: %.400s", r->error->message);
+    link_fail(c, l, why);
+    l->state = L_BAD;
+    snprintf(l->problem, sizeof l->problem, "%s", why);
+    return true;
 }
 
 void link_on_reply(coord *c, link *l)
@@ -313,14 +336,17 @@ void link_on_reply(coord *c, link *l)
             if (r->body_case == Q35__STAGE_REPLY__BODY_HANDSHAKE)
                 on_handshake(c, l, r->handshake);
             else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
-                snprintf(l->problem, sizeof l->problem, "refused the handshake: %s",
-                         r->error->message);
-                q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, l->problem);
+                char p[sizeof l->problem];
+                snprintf(p, sizeof p, "refused the handshake: %s", r->error->message);
+                if (strcmp(p, l->problem))   /* once, not per retry */
+                    q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, p);
+                snprintf(l->problem, sizeof l->problem, "%s", p);
+                l->owned = strstr(p, "owned by") != NULL;
                 l->state = L_BAD;
             }
         } else if (l->n_busy && r->id == l->busy_id[0]) {
             mbatch *mb = step_answered(c, l);
-            if (mb->dead)
+            if (mb->dead || fenced(c, l, r))
                 mb->used = false;
             else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD)
                 sched_on_forward(c, l, mb, r->forward);
@@ -342,7 +368,7 @@ void link_on_reply(coord *c, link *l)
             l->win[l->win_head].uptime_s = l->st.uptime_s;
             if (l->win_n < LINK_WINDOW)
                 l->win_n++;
-        } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
+        } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR && !fenced(c, l, r)) {
             q35_log_warn("stage %d (%s): %s (%s)", l->idx, l->endpoint, r->error->message,
                          q35_wire_code_name(r->error->code));
         }
@@ -450,7 +476,9 @@ bool link_startup_problem(const coord *c, char *err, size_t errsz)
 {
     for (int i = 0; i < c->n_links; i++) {
         const link *l = &c->links[i];
-        if (l->state == L_BAD) {
+        /* owned by another coordinator: for a moment after our start that
+         * may be our own previous life, not noticed gone yet by the stage */
+        if (l->state == L_BAD && !(l->owned && q35_now() - c->t_start < OWNED_GRACE_S)) {
             q35_err(err, errsz, Q35_EINVAL, "%s: stage %d (%s): %s", l->where, i, l->endpoint,
                     l->problem);
             return true;

@@ -35,6 +35,11 @@ void sched_admit(coord *c)
         req *r = c->queue_head;
         req_unlink(c, r);
         req_activate(c, r, s);
+        /* whatever a slot holds (an earlier life, a rogue peer), a
+         * sequence starts from empty on every stage (before a cached
+         * prefix is restored into it) */
+        for (int i = 0; i < c->n_links; i++)
+            link_free(c, &c->links[i], s);
         cache_admit(c, r);
     }
 }

@@ -50,6 +50,7 @@ typedef struct stage_cfg {
     char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
+    int lease_ms;            /* the owning coordinator silent this long: lease ends */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
@@ -84,6 +85,7 @@ typedef struct coord_cfg {
     int micro_batches;       /* in flight through the pipeline */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
+    bool takeover;           /* take stages owned by another coordinator */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *prefix_cache;      /* on | off */

@@ -81,6 +81,10 @@ static const opt_def coord_defs[] = {
       "Longest a stage may take to answer one step; past it the stage is treated as lost. "
       "The deadline applied is adaptive: 10x the stage's measured time for a step of that "
       "many rows, at least 5 s (or this value when smaller), at most this value." },
+    { "takeover", OPT_BOOL, F(takeover), NULL, "false", 0, 0, NULL, false, NULL,
+      "Take over stages another coordinator owns (fencing it out: its steps are refused from "
+      "then on). Without it a stage owned by a live coordinator refuses this one, naming the "
+      "owner." },
     { "replay-wait-ms", OPT_INT, F(replay_wait_ms), "N", "30000", 1, 3600000, NULL, false, NULL,
       "When a stage is lost, its requests wait this long for its layer range to be served "
       "again (the stage restarted); then each sequence is rebuilt on every stage from its "

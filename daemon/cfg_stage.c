@@ -50,6 +50,10 @@ static const opt_def stage_defs[] = {
     CFG_ROW_MAX_MSG_MB(stage_cfg),
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Deadline for one forward step; past it the step fails with an error." },
+    { "lease-ms", OPT_INT, F(lease_ms), "N", "10000", 500, 3600000, NULL, false, NULL,
+      "This stage serves one coordinator at a time (the first Hello takes the lease). When it "
+      "sends nothing for this long (it polls every 0.5 s), its sequences are freed and another "
+      "coordinator may take the stage." },
     CFG_ROW_LOG_LEVEL(stage_cfg),
     { "curve-secret-key", OPT_STR, F(curve_secret_key), "FILE", NULL, 1, 0, NULL, false, NULL,
       "Authenticate peers with CURVE: this stage's secret key (one Z85 key, from "

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -495,6 +496,12 @@ int opts_check_readable_file(const opt_def *d, const void *field, char *err, siz
 {
     (void)d;
     const char *path = *(char *const *)field;
+    struct stat st;
+    if (stat(path, &st) != 0) return q35_err(err, errsz, Q35_EIO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))   /* a FIFO would block the open, a device read forever */
+        return q35_err(err, errsz, Q35_EINVAL, "%s: not a regular file (%s)", path,
+                       S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket");
     FILE *f = fopen(path, "rb");
     if (!f) return q35_err(err, errsz, Q35_EIO, "%s: %s", path, strerror(errno));
     char byte;

@@ -33,20 +33,20 @@ CONFDIR    := $(SYSCONFDIR)/qwen35
 KEYDIR     := $(CONFDIR)/keys
 WANTSDIR   := $(SYSCONFDIR)/systemd/system/qwen35.target.wants
 
-UNITS        := qwen35-stage@.service qwen35-coordinator.service qwen35.target
+UNITS        := qwen35-stage@.service qwen35-coordinator.service qwen35-http.service qwen35.target
 # The single-host set (examples/two-die) becomes /etc/qwen35/*.conf; each
 # config installed anew also enables its unit (wanted by qwen35.target),
 # as `systemctl enable` would: stage-N.conf -> qwen35-stage@N.service.
-ETC_CONFIGS  := stage-0.conf stage-1.conf coordinator.conf
+ETC_CONFIGS  := stage-0.conf stage-1.conf coordinator.conf http.conf
 EXAMPLES     := README $(patsubst deploy/examples/%,%,$(wildcard deploy/examples/*/*.conf))
 # $(BINDIR) gets the programs a user or operator runs (fragments add theirs:
 # USER_BINS += name); the other built programs (benchmarks, the GPU
 # checker, the model generator) go to $(LIBEXECDIR).
-USER_BINS    += qwen35-stage qwen35-coordinator qwen35-client qwen35-run qwen35-info \
+USER_BINS    += qwen35-stage qwen35-coordinator qwen35-http qwen35-client qwen35-run qwen35-info \
                 qwen35-tokenize qwen35-keygen
 INSTALL_BINS  = $(filter $(USER_BINS),$(filter-out $(INTERNAL_BINS),$(BINS)))
 LIBEXEC_BINS  = $(filter-out $(USER_BINS) $(INTERNAL_BINS),$(BINS))
-unit_of = $(if $(filter coordinator.conf,$(1)),qwen35-coordinator.service,$(patsubst stage-%.conf,qwen35-stage@%.service,$(1)))
+unit_of = $(if $(filter stage-%.conf,$(1)),$(patsubst stage-%.conf,qwen35-stage@%.service,$(1)),qwen35-$(basename $(1)).service)
 template_of = $(if $(findstring @,$(1)),$(firstword $(subst @, ,$(1)))@.service,$(1))
 
 install: bins $(MAN_PAGES)

@@ -15,8 +15,10 @@
 /* The type table: everything a type is, one row per ggml id. Adding a
  * type = one row here plus its kernels (a scalar block decoder in
  * quant_ref.c; optionally a body in quant_avx2.c / quant_avx512.c and a
- * Dec<> in cuda/cu_quant.cuh). tests/test_quant.c walks these rows: a
- * decoded row whose ISA column says NONE fails it, naming the kernel.
+ * Dec<> in cuda/cu_quant.cuh; mkmodel_fill.c only for a type generated
+ * models should use). tests/test_quant.c walks these rows: a decoded row
+ * whose ISA column says NONE fails it, naming the kernel, and each
+ * decoded type is checked bit-exact against golden quant/<name>.q/.f32.
  *
  *   ID, name    GGML_TYPE_<ID>, and the name as ggml spells it
  *   id          ggml's number (what a GGUF file stores)

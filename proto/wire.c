@@ -1,4 +1,7 @@
 /* wire.c — budgeted unpack, limits, socket options, validation (wire.h). */
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -185,6 +188,26 @@ void q35_wire_msg_close(q35_wire_msg *m)
     for (int i = 0; i < m->n; i++)
         zmq_msg_close(&m->f[i]);
     m->n = 0;
+}
+
+int q35_wire_bind(void *sock, const char *endpoint, char *err, size_t errsz)
+{
+    if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        const char *path = endpoint + 6;
+        int fd = strlen(path) < sizeof a.sun_path ? socket(AF_UNIX, SOCK_STREAM, 0) : -1;
+        if (fd >= 0) {
+            memcpy(a.sun_path, path, strlen(path) + 1);
+            int live = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+            close(fd);
+            if (live)
+                return q35_err(err, errsz, Q35_EIO, "bind %s: the path is in use by a running "
+                               "process (another stage or coordinator?)", endpoint);
+        }
+    }
+    if (zmq_bind(sock, endpoint) != 0)
+        return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
+    return 0;
 }
 
 int q35_wire_monitor_event(void *mon, uint16_t *event, uint32_t *value)

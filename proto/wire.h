@@ -98,6 +98,12 @@ static inline const void *q35_wire_frame(const q35_wire_msg *m, int i, size_t *l
  * pending). Never blocks. */
 int q35_wire_monitor_event(void *mon, uint16_t *event, uint32_t *value);
 
+/* zmq_bind, refusing an ipc:// path another live process listens on
+ * (libzmq would silently take the path over: both would then think they
+ * serve it). A stale socket file with no listener is replaced. 0, or
+ * Q35_EIO with "bind ENDPOINT: ..." in err. */
+int q35_wire_bind(void *sock, const char *endpoint, char *err, size_t errsz);
+
 /* Packs `msg` and sends it, preceded by the identity frame when ident is
  * not NULL (ROUTER side). flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with
  * errno (EHOSTUNREACH: ROUTER peer gone; EAGAIN: nobody connected). */

@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .device = c.device,
         .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
         .activations = quant_act_parse(c.activations),
-        .max_msg = (size_t)c.max_msg_mb << 20,
+        .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,
         .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
         .curve_secret = c.curve ? &c.curve_secret : NULL,
         .curve_allowed = c.curve_allowed, .n_curve_allowed = c.n_curve_allowed,
@@ -87,7 +87,9 @@ int main(int argc, char **argv)
         q35_log_error("%s", err);
         stage_destroy(&s);
         stage_cfg_free(&c);
-        return 1;
+        /* a model or range that cannot load is not fixed by a restart:
+         * RestartPreventExitStatus=78 stops the loop */
+        return rc == Q35_EINVAL || rc == Q35_ERANGE ? CFG_EXIT_CONFIG : 1;
     }
     if (c.curve)
         q35_log_info("CURVE: public key %s, %d client key%s allowed (%s)", c.curve_public.z85,

@@ -16,6 +16,7 @@
 #include "gguf.h"
 #include "log.h"
 #include "stage.h"
+#include "stage_lease.h"
 #include "stage_sample.h"
 #include "wire.h"
 
@@ -34,6 +35,9 @@ struct stage {
     const curve_key *curve_allowed;
     int n_curve_allowed;
     int n_peers;                    /* connections accepted minus lost */
+    stage_lease lease;              /* the coordinator served */
+    double lease_s;
+    uint64_t refused_instance;      /* last refused Hello's (logged once) */
     uint32_t hs_logged[4];          /* CURVE: handshake errors already logged (once each) */
     int n_hs_logged;
     float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
@@ -117,6 +121,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (ur)
         fclose(ur);
     s->instance = inst;
+    s->lease_s = (o->lease_ms > 0 ? o->lease_ms : 10000) / 1000.0;
     s->curve_secret = o->curve_secret;
     s->curve_allowed = o->curve_allowed;
     s->n_curve_allowed = o->n_curve_allowed;
@@ -719,7 +724,55 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     return 0;
 }
 
-int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *out_len)
+/* Every sequence gone (a new owner, or the owner gone). */
+static void reset_all(stage *s)
+{
+    for (int i = 0; i < s->max_seqs; i++)
+        q35_engine_slot_reset(s->eng, i, NULL, 0);
+    q35_engine_ckpt_clear(s->eng);   /* nobody knows their ids any more */
+}
+
+/* The lease rules of a request from ident (NULL: a local caller, not
+ * checked). true when the request may be served, else rp holds the error. */
+static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35__StageRequest *r,
+                         reply *rp)
+{
+    char msg[Q35_ERRSZ - 64], owner[160];
+    if (!ident)
+        return true;
+    double now = q35_now();
+    if (r->body_case == Q35__STAGE_REQUEST__BODY_STATS && !s->lease.held)
+        return true;                /* nobody to hide them from */
+    if (r->body_case == Q35__STAGE_REQUEST__BODY_HELLO) {
+        bool was = s->lease.held;
+        int k = lease_hello(&s->lease, ident, idlen, r->hello, now, msg, sizeof msg);
+        if (k < 0) {
+            if (r->hello->coordinator != s->refused_instance)
+                q35_log_warn("refused a coordinator (pid %u on %.64s): %s", r->hello->pid,
+                             r->hello->host ? r->hello->host : "?", msg);
+            s->refused_instance = r->hello->coordinator;
+            fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello", "%s", msg);
+            return false;
+        }
+        lease_owner(&s->lease, owner, sizeof owner);
+        if (k == 1) {
+            q35_log_warn("taken over by %s; %s is fenced out, every slot freed", owner, msg);
+            reset_all(s);
+        } else if (!was) {
+            q35_log_info("serving %s", owner);
+        }
+        return true;
+    }
+    int code = lease_check(&s->lease, ident, idlen, now, msg, sizeof msg);
+    if (code) {
+        fail(rp, code, "", "%s", msg);
+        return false;
+    }
+    return true;
+}
+
+static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void *req, size_t len,
+                       uint8_t **out, size_t *out_len)
 {
     reply rp;
     q35__stage_reply__init(&rp.r);
@@ -741,7 +794,12 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
     else {
         rp.r.epoch = r->epoch;
         rp.r.id = r->id;
-        switch (r->body_case) {
+        bool allowed = lease_allows(s, ident, idlen, r, &rp);   /* else rp holds the error */
+        switch (allowed ? r->body_case : Q35__STAGE_REQUEST__BODY__NOT_SET) {
+        case Q35__STAGE_REQUEST__BODY__NOT_SET:
+            if (allowed)
+                fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case 0)");
+            break;
         case Q35__STAGE_REQUEST__BODY_HELLO:   on_hello(s, r->hello, &rp, &hs); break;
         case Q35__STAGE_REQUEST__BODY_FORWARD: on_forward(s, r->forward, &rp, &fo); break;
         case Q35__STAGE_REQUEST__BODY_FREE:    on_free(s, r->free, &rp, &fr); break;
@@ -760,6 +818,11 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
     q35_wire_free(r, &bud);
     fwd_out_free(&fo);
     return rc;
+}
+
+int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *out_len)
+{
+    return handle_from(s, NULL, 0, req, len, out, out_len);
 }
 
 /* ---- socket loop ------------------------------------------------------------ */
@@ -790,9 +853,7 @@ int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
     }
     s->curve_secret = NULL;
     s->curve_allowed = NULL;
-    if (zmq_bind(s->sock, endpoint) != 0)
-        return q35_err(err, errsz, Q35_EIO, "bind %s: %s", endpoint, zmq_strerror(errno));
-    return 0;
+    return q35_wire_bind(s->sock, endpoint, err, errsz);
 }
 
 /* A peer that never got through the handshake (refused keys are logged
@@ -825,10 +886,8 @@ static void on_monitor(stage *s)
         else if (ev == ZMQ_EVENT_ACCEPTED)
             s->n_peers++;
         else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0) {
-            for (int i = 0; i < s->max_seqs; i++)
-                q35_engine_slot_reset(s->eng, i, NULL, 0);
-            /* nobody knows their ids any more */
-            q35_engine_ckpt_clear(s->eng);
+            reset_all(s);
+            s->lease.held = false;
         }
     }
 }
@@ -850,8 +909,19 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
             return 0;
         return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
     }
-    if (!(it[0].revents & ZMQ_POLLIN))
+    if (!(it[0].revents & ZMQ_POLLIN)) {
+        /* a whole poll without a message: is the owner gone? (checked only
+         * here: after a long step its messages may simply be waiting) */
+        if (n == 0 && s->lease.held && q35_now() - s->lease.last_seen > s->lease_s) {
+            char owner[160];
+            lease_owner(&s->lease, owner, sizeof owner);
+            q35_log_warn("%s silent for %.0f s: its lease ended, every slot freed", owner,
+                         q35_now() - s->lease.last_seen);
+            reset_all(s);
+            s->lease.held = false;
+        }
         return 0;
+    }
     q35_wire_msg m;
     if (q35_wire_recv(s->sock, &m, ZMQ_DONTWAIT) != 0)
         return errno == EAGAIN || errno == EINTR ? 0
@@ -875,7 +945,7 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
             out = NULL;
     } else {
         const void *p = q35_wire_frame(&m, 1, &plen);
-        if (stage_handle(s, p, plen, &out, &out_len))
+        if (handle_from(s, id, idlen, p, plen, &out, &out_len))
             out = NULL;
     }
     if (out) {

@@ -4,7 +4,9 @@
  * stage_handle() is the whole request logic on bytes in, bytes out (no
  * sockets): every field of a request is validated against the local model
  * before the engine sees it, and anything wrong is answered with an Error
- * naming the field. stage_serve_once() is one turn of the socket loop.
+ * naming the field. Over the socket a stage also serves one coordinator
+ * at a time (stage_lease.h): steps and frees from any other peer are
+ * refused. stage_serve_once() is one turn of the socket loop.
  * One thread owns a stage; the engine uses its own worker threads.
  */
 #ifndef Q35_STAGE_H
@@ -27,6 +29,8 @@ typedef struct stage_opts {
     bool no_graphs;               /* CUDA: no captured graphs */
     int activations;              /* enum quant_act; 0 = exact */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
+    int lease_ms;                 /* the owning coordinator silent this long: its
+                                     sequences are freed (0: 10000) */
     int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */
     /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a
      * CURVE server with this secret key and only the n_curve_allowed

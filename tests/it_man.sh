@@ -5,7 +5,7 @@
 set -u
 BUILD=${QWEN35_BUILD:-build}
 fail=0
-for prog in qwen35-stage qwen35-coordinator; do
+for prog in qwen35-stage qwen35-coordinator qwen35-http; do
     page=$BUILD/man/$prog.1
     [ -s "$page" ] || { echo "FAIL $page missing"; fail=1; continue; }
     warn=$(groff -man -ww -z "$page" 2>&1)

@@ -20,8 +20,9 @@ p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 256
 p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 256
 p35_wait_ready 30
 
+ALIVE="s0 s1 coord"
 alive() {
-    for n in s0 s1 coord; do
+    for n in $ALIVE; do
         eval "pid=\$P35_PID_$n"
         kill -0 "$pid" 2>/dev/null || { p35_fail "$n died after $1"; return 1; }
     done
@@ -45,12 +46,19 @@ for c in $("$BIN/qwen35-wireprobe" --list | awk '$2 == "coordinator" { print $1 
     probe "$c" "$P35_EP"
 done
 serving "the coordinator probes"
+# a stage serves its owner only (the coordinator): the probes, each a
+# coordinator of its own, need the stages free
+p35_kill coord TERM
+ALIVE="s0 s1"
 for s in s0 s1; do
     for c in $("$BIN/qwen35-wireprobe" --list | awk '$2 == "stage" { print $1 }'); do
         probe "$c" "ipc://$P35_RUN/$s.sock"
     done
-    serving "the $s probes"
 done
+p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 256
+ALIVE="s0 s1 coord"
+p35_wait_ready 30
+serving "the stage probes"
 st=$(p35_client --status --json)
 printf '%s' "$st" | grep -q '"up":false' && p35_fail "a stage is down after the probes: $st"
 

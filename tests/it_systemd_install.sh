@@ -43,12 +43,12 @@ for b in qwen35-mkmodel qwen35-bench qwen35-bench-quant; do
     [ -e "$B/$b" ] && fail "$b installed in bin (not a user-facing program)"
     [ -x "$D/usr/local/lib/qwen35/$b" ] || fail "$b not in /usr/local/lib/qwen35"
 done
-for b in qwen35-run qwen35-info qwen35-tokenize qwen35-keygen; do [ -x "$B/$b" ] || fail "$b not in bin"; done
+for b in qwen35-run qwen35-info qwen35-tokenize qwen35-keygen qwen35-http; do [ -x "$B/$b" ] || fail "$b not in bin"; done
 [ "$(stat -c %a "$D/etc/qwen35/keys")" = 700 ] || fail "/etc/qwen35/keys not mode 0700"
 [ -d "$D/srv/qwen35/models" ] || fail "/srv/qwen35/models not created"
 grep -q '^g qwen35 ' "$D/usr/local/lib/sysusers.d/qwen35.conf" || fail "no sysusers.d entry for the group qwen35"
 W=$D/etc/systemd/system/qwen35.target.wants
-for u in qwen35-stage@0 qwen35-stage@1 qwen35-coordinator; do
+for u in qwen35-stage@0 qwen35-stage@1 qwen35-coordinator qwen35-http; do
     l=$(readlink "$W/$u.service") || fail "make install did not enable $u (qwen35.target.wants)"
     case $l in /usr/local/lib/systemd/system/qwen35-stage@.service|/usr/local/lib/systemd/system/$u.service) ;;
         *) fail "$W/$u.service -> $l";; esac

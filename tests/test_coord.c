@@ -32,13 +32,11 @@ static float *g_logits;   /* [64][512] */
 static int setup(void **state)
 {
     (void)state;
-    const char *g = ts_golden_dir();
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
-    snprintf(g_model2, sizeof g_model2, "%s/models/tiny-Q4_K_M.gguf", g);
-    snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
+    ts_golden(g_model2, sizeof g_model2, "models/tiny-Q4_K_M.gguf");
+    ts_golden(g_expect, sizeof g_expect, "expect/tiny-Q8_0");
     char p[600];
-    snprintf(p, sizeof p, "%s/tokens64.txt", g);
-    if (ts_read_ids(p, g_toks, 64) != 64)
+    if (ts_read_ids(ts_golden(p, sizeof p, "tokens64.txt"), g_toks, 64) != 64)
         return -1;
     snprintf(p, sizeof p, "%s.greedy.txt", g_expect);
     if (ts_read_ids(p, g_greedy, 16) != 16)

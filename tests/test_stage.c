@@ -26,17 +26,18 @@ static int32_t g_toks[64];
 static int setup(void **state)
 {
     (void)state;
-    const char *g = ts_golden_dir();
-    snprintf(g_model, sizeof g_model, "%s/models/tiny-Q8_0.gguf", g);
-    snprintf(g_expect, sizeof g_expect, "%s/expect/tiny-Q8_0", g);
-    snprintf(g_tokens, sizeof g_tokens, "%s/tokens64.txt", g);
+    ts_golden(g_model, sizeof g_model, "models/tiny-Q8_0.gguf");
+    ts_golden(g_expect, sizeof g_expect, "expect/tiny-Q8_0");
+    ts_golden(g_tokens, sizeof g_tokens, "tokens64.txt");
     return ts_read_ids(g_tokens, g_toks, 64) == 64 ? 0 : -1;
 }
 
+static int g_lease_ms;   /* for the next open_stage (0: the default) */
 static stage *open_stage(int a, int b)
 {
     stage_opts o = { .model_path = g_model, .layer_begin = a, .layer_end = b, .n_threads = 1,
-                     .max_seqs = 4, .max_ctx = 128, .max_batch = 64, .backend = "cpu" };
+                     .max_seqs = 4, .max_ctx = 128, .max_batch = 64, .backend = "cpu",
+                     .lease_ms = g_lease_ms };
     char err[Q35_ERRSZ];
     stage *s = stage_new(&o, err, sizeof err);
     if (!s)
@@ -378,6 +379,49 @@ static stage *sock_stage(char *dir, char *path, size_t pathsz, void **ctx, void 
     return s;
 }
 
+/* Sends a Hello as coordinator instance inst (pid, host "host-<inst>"). */
+static void send_hello(void *d, uint64_t id, uint64_t inst, bool takeover)
+{
+    char host[32];
+    snprintf(host, sizeof host, "host-%llu", (unsigned long long)inst);
+    Q35__Hello h = Q35__HELLO__INIT;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
+    h.coordinator = inst;
+    h.host = host;
+    h.pid = (uint32_t)(1000 + inst);
+    h.takeover = takeover;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.id = id;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
+    rq.hello = &h;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+}
+
+static void send_stats(void *d, uint64_t id)
+{
+    Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.id = id;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_STATS;
+    rq.stats = &sq;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+}
+
+/* The reply to one request: its body case (or -code for an error, with
+ * the message in msg). */
+static int expect_reply(void *d, char *msg, size_t n)
+{
+    Q35__StageReply *r = recv_reply(d);
+    assert_non_null(r);
+    int k = r->body_case == Q35__STAGE_REPLY__BODY_ERROR ? -(int)r->error->code : (int)r->body_case;
+    if (msg)
+        snprintf(msg, n, "%s", k < 0 ? r->error->message : "");
+    if (r->body_case == Q35__STAGE_REPLY__BODY_STATS && msg)
+        snprintf(msg, n, "%u", r->stats->slots_in_use);
+    q35__stage_reply__free_unpacked(r, NULL);
+    return k;
+}
+
 /* Sends a forward step of 3 zero hidden rows for slot (layers 4:8). */
 static void send_fwd3(void *d, uint64_t id, uint32_t slot)
 {
@@ -455,7 +499,10 @@ static void socket_loop_survives_bad_messages(void **state)
     assert_true(r->stats->n_errors >= 2);
     q35__stage_reply__free_unpacked(r, NULL);
 
-    /* a sequence in slot 1, then the only peer goes: its slots are freed */
+    /* a sequence in slot 1 (steps need the lease: a Hello first), then
+     * the only peer goes: its slots are freed */
+    send_hello(d, 5, 1, false);
+    assert_int_equal(expect_reply(d, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
     send_fwd3(d, 6, 1);
     r = recv_reply(d);
     assert_non_null(r);
@@ -476,6 +523,90 @@ static void socket_loop_survives_bad_messages(void **state)
         usleep(20 * 1000);
     }
     assert_int_equal(q35_engine_slot_len(stage_engine(s), 1), 0);
+    stage_destroy(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* One coordinator at a time: a second is refused naming the owner; a
+ * rogue peer's frees and steps are refused; a takeover fences the owner
+ * out and frees every slot; an owner silent past the lease loses it and
+ * its slots. */
+static void one_owner_at_a_time(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/q35-stage-XXXXXX", path[128], ep[160], msg[Q35_ERRSZ];
+    void *ctx, *a;
+    g_lease_ms = 1000;
+    stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
+    g_lease_ms = 0;
+    snprintf(ep, sizeof ep, "ipc://%s", path);
+    void *b = zmq_socket(ctx, ZMQ_DEALER);
+    int tmo = 30000;
+    assert_int_equal(q35_wire_sockopts(b, 0, msg, sizeof msg), 0);
+    zmq_setsockopt(b, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(b, ep), 0);
+    g_stop = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, serve, s);
+
+    send_fwd3(a, 1, 1);             /* no lease yet */
+    assert_int_equal(expect_reply(a, msg, sizeof msg), -Q35__CODE__FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "send a Hello first"));
+    send_hello(a, 2, 7, false);
+    assert_int_equal(expect_reply(a, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    send_fwd3(a, 3, 1);
+    assert_int_equal(expect_reply(a, NULL, 0), Q35__STAGE_REPLY__BODY_FORWARD);
+    /* a second coordinator */
+    send_hello(b, 1, 9, false);
+    assert_int_equal(expect_reply(b, msg, sizeof msg), -Q35__CODE__FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "owned by coordinator pid 1007 on host-7 since 20"));
+    /* a rogue peer */
+    Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
+    f.all = true;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.id = 2;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_FREE;
+    rq.free = &f;
+    assert_int_equal(q35_wire_send(b, NULL, 0, &rq.base, 0), 0);
+    assert_int_equal(expect_reply(b, msg, sizeof msg), -Q35__CODE__PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "not the owner of this stage: it serves coordinator pid 1007"));
+    send_fwd3(b, 3, 2);
+    assert_int_equal(expect_reply(b, NULL, 0), -Q35__CODE__PERMISSION_DENIED);
+    send_stats(a, 4);               /* slot 1 still holds the owner's 3 positions */
+    assert_int_equal(expect_reply(a, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
+    assert_string_equal(msg, "1");
+    /* takeover: the old owner is fenced out, every slot freed */
+    send_hello(b, 4, 9, true);
+    assert_int_equal(expect_reply(b, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    send_stats(b, 5);
+    assert_int_equal(expect_reply(b, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
+    assert_string_equal(msg, "0");
+    send_fwd3(a, 5, 1);
+    assert_int_equal(expect_reply(a, msg, sizeof msg), -Q35__CODE__PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "coordinator pid 1009 on host-9"));
+    send_fwd3(b, 6, 2);
+    assert_int_equal(expect_reply(b, NULL, 0), Q35__STAGE_REPLY__BODY_FORWARD);
+    /* the owner goes silent (still connected): after the lease (1 s) its
+     * slots are freed and another coordinator may take the stage */
+    double t0 = q35_now();
+    int got = 0;
+    for (uint64_t id = 10; q35_now() - t0 < 30; id++) {
+        usleep(200 * 1000);
+        send_hello(a, id, 7, false);
+        if ((got = expect_reply(a, NULL, 0)) == Q35__STAGE_REPLY__BODY_HANDSHAKE)
+            break;
+    }
+    assert_int_equal(got, Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    assert_true(q35_now() - t0 >= 0.9);
+    send_stats(a, 99);
+    assert_int_equal(expect_reply(a, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
+    assert_string_equal(msg, "0");
+    g_stop = 1;
+    pthread_join(th, NULL);
+    zmq_close(a);
+    zmq_close(b);
+    zmq_ctx_term(ctx);
     stage_destroy(&s);
     unlink(path);
     rmdir(dir);
@@ -551,13 +682,15 @@ static void device_error_stops_serving(void **state)
     void *ctx, *d;
     stage *s = sock_stage(dir, path, sizeof path, &ctx, &d);
     stage_test_inject(s, Q35_EDEVICE);
+    send_hello(d, 6, 1, false);   /* steps need the lease */
     send_fwd3(d, 7, 0);
     int rc = 0;
-    for (double end = q35_now() + 60; rc == 0 && q35_now() < end;)
+    for (double end = q35_now() + 60; rc >= 0 && q35_now() < end;)   /* the hello: 1 */
         rc = stage_serve_once(s, 50, -1, err, sizeof err);
     assert_int_equal(rc, Q35_EDEVICE);
     assert_non_null(strstr(err, "device error"));
     assert_non_null(strstr(err, "injected failure"));
+    assert_int_equal(expect_reply(d, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
     Q35__StageReply *r = recv_reply(d);
     assert_non_null(r);
     assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_ERROR);
@@ -580,6 +713,7 @@ int main(void)
         cmocka_unit_test(chain_matches_golden),
         cmocka_unit_test(every_bad_field_is_named),
         cmocka_unit_test(socket_loop_survives_bad_messages),
+        cmocka_unit_test(one_owner_at_a_time),
         cmocka_unit_test(device_error_stops_serving),
         cmocka_unit_test(mutated_requests_always_answered),
     };

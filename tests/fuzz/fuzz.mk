@@ -8,6 +8,8 @@
 #              coordinator's client and stage-reply paths over inproc)
 #   fuzz_tok   tok_encode / tok_decode / the streaming detokenizer on the
 #              golden Qwen3 vocabulary (a generated one without golden data)
+#   fuzz_http  qwen35-http's request parser (chat and text completions) and
+#              its tool-call parser (seeds: tests/fuzz/http_seeds/)
 #
 #   make fuzz              every target for FUZZ_SECONDS (default 60) each,
 #                          one after the other; corpora kept in build-fuzz/corpus/
@@ -21,10 +23,10 @@ FUZZ_CI_SECONDS ?= 15
 FUZZ_CC      ?= clang
 FUZZ_DIR     := build-fuzz
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -MMD -MP -Imodel -Iproto -Istage -Icoordinator \
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -MMD -MP -Imodel -Iproto -Iclient -Istage -Icoordinator \
                 -I$(FUZZ_DIR)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_ARGS ?=
-FUZZ_TARGETS := gguf wire tok
+FUZZ_TARGETS := gguf wire tok http
 
 # The engine, instrumented, except the type table (quant*.c): built by
 # $(CC) uninstrumented, its run-time CPU dispatch uses cpuid names clang 14
@@ -34,7 +36,7 @@ FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
 FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
 FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS),$(sort $(wildcard model/*.c)))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
-FUZZ_NET_SRCS := stage/stage.c stage/stage_sample.c daemon/curve.c \
+FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c \
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
@@ -46,6 +48,10 @@ FUZZ_tok_LIBS  := -lpcre2-8
 FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8
+FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c model/sampler.c \
+                  model/sampler_math.c model/common.c model/log.c proto/wire.c tests/fuzz/fuzz_http.c) \
+                  $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
+FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -60,7 +66,8 @@ $(FUZZ_DIR)/gen/%.pb-c.c $(FUZZ_DIR)/gen/%.pb-c.h: proto/%.proto
 	protoc-c --proto_path=proto --c_out=$(FUZZ_DIR)/gen $<
 
 # Sources that include the generated header wait for it.
-$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c): | $(FUZZ_GEN:.c=.h)
+$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c client/client.c client/json.c http/api.c \
+                 tests/fuzz/fuzz_http.c): | $(FUZZ_GEN:.c=.h)
 
 $(FUZZ_DIR)/plain/%.o: %.c
 	@mkdir -p $(@D)
@@ -68,6 +75,7 @@ $(FUZZ_DIR)/plain/%.o: %.c
 
 $(FUZZ_DIR)/plain/model/quant_avx512.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/plain/model/quant_avx2.o: FUZZ_X := -mavx2 -mfma -mf16c
+$(FUZZ_DIR)/plain/model/quant_vnni.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/plain/model/cpu_vec.o: FUZZ_X := -O3
 
 $(FUZZ_DIR)/fuzz_%:
@@ -107,12 +115,19 @@ fuzz-tok-seeds: $(FUZZ_MODEL)
 	@rm -rf $(FUZZ_DIR)/seeds/tok && mkdir -p $(FUZZ_DIR)/seeds/tok
 	sh tests/fuzz/tok_seeds.sh $(FUZZ_DIR)/seeds/tok $(wildcard $(GOLDEN)/tokenizer/cases.txt)
 
+# HTTP seeds: a mode byte ('c' chat, 'p' completion, 't' an answer with
+# tool calls) and the bytes.
+fuzz-http-seeds:
+	@rm -rf $(FUZZ_DIR)/seeds/http && mkdir -p $(FUZZ_DIR)/seeds/http
+	cp tests/fuzz/http_seeds/* $(FUZZ_DIR)/seeds/http/
+
 fuzz-seeds: $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-seeds)
 
 # Per-target libFuzzer options.
 FUZZ_gguf_OPTS := -dict=tests/fuzz/gguf.dict -max_len=1048576 -malloc_limit_mb=512 -rss_limit_mb=2048
 FUZZ_wire_OPTS := -close_fd_mask=2 -max_len=65536 -malloc_limit_mb=512 -rss_limit_mb=2048
 FUZZ_tok_OPTS  := -dict=tests/fuzz/tok.dict -max_len=4096 -malloc_limit_mb=512 -rss_limit_mb=2048
+FUZZ_http_OPTS := -dict=tests/fuzz/http.dict -max_len=16384 -malloc_limit_mb=512 -rss_limit_mb=2048
 FUZZ_COMMON    := -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/
 
 # make fuzz: grows build-fuzz/corpus/<target> across runs.
@@ -131,7 +146,7 @@ fuzz: $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-run)
 fuzz-ci: fuzz-build fuzz-seeds
 	@for t in $(FUZZ_TARGETS); do \
 	    rm -rf $(FUZZ_DIR)/ci/$$t && mkdir -p $(FUZZ_DIR)/ci/$$t $(FUZZ_DIR)/artifacts || exit 1; \
-	    case $$t in gguf) o='$(FUZZ_gguf_OPTS)';; wire) o='$(FUZZ_wire_OPTS)';; tok) o='$(FUZZ_tok_OPTS)';; esac; \
+	    case $$t in gguf) o='$(FUZZ_gguf_OPTS)';; wire) o='$(FUZZ_wire_OPTS)';; tok) o='$(FUZZ_tok_OPTS)';; http) o='$(FUZZ_http_OPTS)';; esac; \
 	    echo "fuzz-ci: $$t for $(FUZZ_CI_SECONDS) s"; \
 	    $(FUZZ_ENV) $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/ci/$$t $(FUZZ_DIR)/seeds/$$t $$o $(FUZZ_COMMON) \
 	        -seed=1 -max_total_time=$(FUZZ_CI_SECONDS) >$(FUZZ_DIR)/ci/$$t.log 2>&1; rc=$$?; \

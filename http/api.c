@@ -1,0 +1,468 @@
+/* api.c — OpenAI request bodies into q35c_request, and OpenAI's error
+ * shape. Every refusal names the field ("messages[2].content[0].type"). */
+#include "http.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int http_fail(http_err *e, int status, const char *param, const char *code, const char *fmt, ...)
+{
+    e->status = status;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *err_type(int status)
+{
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable_error";
+    case 504: return "timeout_error";
+    default:  return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+char *http_err_body(const http_err *e)
+{
+    json_t *in = json_object();
+    json_object_set_new(in, "message", json_string(e->message[0] ? e->message : "error"));
+    json_object_set_new(in, "type", json_string(err_type(e->status)));
+    json_object_set_new(in, "param", e->param[0] ? json_string(e->param) : json_null());
+    json_object_set_new(in, "code", e->code[0] ? json_string(e->code) : json_null());
+    json_t *o = json_pack("{s:o}", "error", in);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+void http_err_from_code(http_err *e, const char *code, const char *message)
+{
+    static const struct { const char *code; int status; const char *oai; } map[] = {
+        { "INVALID_ARGUMENT", 400, "invalid_request" },
+        { "FAILED_PRECONDITION", 400, "invalid_request" },
+        { "OUT_OF_RANGE", 400, "context_length_exceeded" },
+        { "NOT_FOUND", 404, "not_found" },
+        { "RESOURCE_EXHAUSTED", 429, "rate_limit_exceeded" },
+        { "UNAVAILABLE", 503, "unavailable" },
+        { "DEADLINE_EXCEEDED", 504, "deadline_exceeded" },
+        { "CANCELLED", 499, "cancelled" },
+    };
+    for (size_t i = 0; code && i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(code, map[i].code)) {
+            http_fail(e, map[i].status, NULL, map[i].oai, "%s", message ? message : code);
+            return;
+        }
+    http_fail(e, 500, NULL, "internal_error", "%s%s%s", code ? code : "error",
+              message ? ": " : "", message ? message : "");
+}
+
+bool http_model_matches(const char *name, const char *served)
+{
+    if (!served || !*served) return true;
+    size_t n = strlen(served);
+    if (!strcmp(name, served)) return true;
+    return n > 5 && !strcmp(served + n - 5, ".gguf") && strlen(name) == n - 5
+           && !strncmp(name, served, n - 5);
+}
+
+/* ---- field readers: absent or null = keep the default ------------------- */
+
+static const char *TYPE_NAMES[] = { "an object", "an array", "a string", "an integer",
+                                    "a number", "true", "false", "null" };
+
+static const char *type_of(const json_t *v) { return TYPE_NAMES[json_typeof(v)]; }
+
+static int get_num(json_t *o, const char *k, double lo, double hi, double *out, http_err *e)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v))
+        return http_fail(e, 400, k, "invalid_type", "%s must be a number, not %s", k, type_of(v));
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < lo || d > hi)
+        return http_fail(e, 400, k, "invalid_value", "%s must be between %g and %g (got %g)", k, lo, hi, d);
+    *out = d;
+    return 0;
+}
+
+static int get_int(json_t *o, const char *k, long long lo, long long hi, long long *out, http_err *e)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v))
+        return http_fail(e, 400, k, "invalid_type", "%s must be an integer, not %s", k, type_of(v));
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return http_fail(e, 400, k, "invalid_value", "%s must be between %lld and %lld (got %lld)", k, lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *o, const char *k, bool *out, http_err *e)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v))
+        return http_fail(e, 400, k, "invalid_type", "%s must be true or false, not %s", k, type_of(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+static char *keep(http_gen *g, char *s)
+{
+    if (!s) return NULL;
+    char **p = realloc(g->strs, (size_t)(g->n_strs + 1) * sizeof *p);
+    if (!p) { free(s); return NULL; }
+    g->strs = p;
+    g->strs[g->n_strs++] = s;
+    return s;
+}
+
+/* content: a string, null, or an array of {"type":"text","text":…} parts
+ * (joined as the template joins them: back to back). */
+static int content_text(http_gen *g, json_t *c, const char *where, const char **out, http_err *e)
+{
+    char param[160];
+    if (!c || json_is_null(c)) { *out = ""; return 0; }
+    if (json_is_string(c)) { *out = json_string_value(c); return 0; }
+    if (!json_is_array(c))
+        return http_fail(e, 400, where, "invalid_type", "%s must be a string or an array of text parts, not %s",
+                         where, type_of(c));
+    size_t n = 0, i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        json_t *t = json_object_get(part, "type"), *tx = json_object_get(part, "text");
+        snprintf(param, sizeof param, "%s[%zu]", where, i);
+        if (!json_is_object(part))
+            return http_fail(e, 400, param, "invalid_type", "%s must be an object", param);
+        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
+            return http_fail(e, 400, param, "invalid_value", "%s.type must be \"text\" (only text parts are served)", param);
+        if (!json_is_string(tx))
+            return http_fail(e, 400, param, "invalid_type", "%s.text must be a string", param);
+        n += json_string_length(tx);
+    }
+    char *s = keep(g, malloc(n + 1));
+    if (!s) return http_fail(e, 500, NULL, NULL, "out of memory");
+    size_t o = 0;
+    json_array_foreach(c, i, part) {
+        json_t *tx = json_object_get(part, "text");
+        memcpy(s + o, json_string_value(tx), json_string_length(tx));
+        o += json_string_length(tx);
+    }
+    s[o] = 0;
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(http_gen *g, json_t *root, const http_limits *lim, json_t *tools, http_err *e)
+{
+    json_t *ms = json_object_get(root, "messages");
+    if (!ms) return http_fail(e, 400, "messages", "missing_required_parameter", "messages is required");
+    if (!json_is_array(ms))
+        return http_fail(e, 400, "messages", "invalid_type", "messages must be an array, not %s", type_of(ms));
+    size_t n = json_array_size(ms);
+    if (n == 0) return http_fail(e, 400, "messages", "invalid_value", "messages must not be empty");
+    if ((int)n > lim->max_messages)
+        return http_fail(e, 400, "messages", "invalid_value", "%zu messages: at most %d are served", n, lim->max_messages);
+    g->msgs = calloc(n + 1, sizeof *g->msgs);
+    if (!g->msgs) return http_fail(e, 500, NULL, NULL, "out of memory");
+    int k = 0;
+    bool sys_first = false;
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(ms, i);
+        char where[96];
+        snprintf(where, sizeof where, "messages[%zu]", i);
+        if (!json_is_object(m))
+            return http_fail(e, 400, where, "invalid_type", "%s must be an object, not %s", where, type_of(m));
+        json_t *role = json_object_get(m, "role");
+        char rw[112];
+        snprintf(rw, sizeof rw, "%s.role", where);
+        if (!json_is_string(role))
+            return http_fail(e, 400, rw, "invalid_type", "%s must be a string", rw);
+        const char *r = json_string_value(role);
+        if (!strcmp(r, "developer")) r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))
+            return http_fail(e, 400, rw, "invalid_value",
+                             "%s '%.32s' is not one of system, developer, user, assistant, tool", rw, r);
+        char cw[112];
+        snprintf(cw, sizeof cw, "%s.content", where);
+        const char *text = "";
+        if (content_text(g, json_object_get(m, "content"), cw, &text, e)) return -1;
+        if (!strcmp(r, "assistant")) {
+            json_t *rc = json_object_get(m, "reasoning_content");
+            if (json_is_string(rc) && json_string_length(rc)) {
+                size_t l = strlen(text) + json_string_length(rc) + 32;
+                char *s = keep(g, malloc(l));
+                if (!s) return http_fail(e, 500, NULL, NULL, "out of memory");
+                snprintf(s, l, "<think>\n%s\n</think>\n\n%s", json_string_value(rc), text);
+                text = s;
+            }
+            json_t *tc = json_object_get(m, "tool_calls");
+            if (tc && !json_is_null(tc)) {
+                char tw[112];
+                snprintf(tw, sizeof tw, "%s.tool_calls", where);
+                char *s = keep(g, tc_assistant_content(text, tc, tw, e));
+                if (!s) return e->status ? -1 : http_fail(e, 500, NULL, NULL, "out of memory");
+                text = s;
+            }
+        }
+        if (!strcmp(r, "system") && i == 0) sys_first = true;
+        g->msgs[k].role = r;
+        g->msgs[k++].content = text;
+    }
+    if (tools) {
+        /* the tools block is (part of) the first system turn */
+        char *s = keep(g, tc_system_prompt(tools, sys_first ? g->msgs[0].content : NULL));
+        if (!s) return http_fail(e, 500, NULL, NULL, "out of memory");
+        if (!sys_first) {
+            memmove(g->msgs + 1, g->msgs, (size_t)k * sizeof *g->msgs);
+            k++;
+        }
+        g->msgs[0].role = "system";
+        g->msgs[0].content = s;
+    }
+    g->r.messages = g->msgs;
+    g->r.n_messages = k;
+    return 0;
+}
+
+static int parse_tools(http_gen *g, json_t *root, http_err *e)
+{
+    json_t *tools = json_object_get(root, "tools");
+    json_t *choice = json_object_get(root, "tool_choice");
+    if (choice && !json_is_null(choice)) {
+        if (json_is_object(choice))
+            return http_fail(e, 400, "tool_choice", "unsupported_value",
+                             "tool_choice naming a function is not supported: use \"auto\" or \"none\"");
+        if (!json_is_string(choice) || (strcmp(json_string_value(choice), "auto")
+                                        && strcmp(json_string_value(choice), "none")))
+            return http_fail(e, 400, "tool_choice", "unsupported_value",
+                             "tool_choice must be \"auto\" or \"none\"");
+        if (!strcmp(json_string_value(choice), "none")) return 0;
+    }
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools))
+        return http_fail(e, 400, "tools", "invalid_type", "tools must be an array, not %s", type_of(tools));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char w[64];
+        snprintf(w, sizeof w, "tools[%zu]", i);
+        json_t *ty = json_object_get(t, "type"), *f = json_object_get(t, "function");
+        if (!json_is_object(t) || !json_is_string(ty) || strcmp(json_string_value(ty), "function"))
+            return http_fail(e, 400, w, "invalid_value", "%s must be {\"type\": \"function\", \"function\": {…}}", w);
+        if (!json_is_object(f) || !json_is_string(json_object_get(f, "name")))
+            return http_fail(e, 400, w, "invalid_value", "%s.function.name must be a string", w);
+        json_t *p = json_object_get(f, "parameters");
+        if (p && !json_is_null(p) && !json_is_object(p))
+            return http_fail(e, 400, w, "invalid_type", "%s.function.parameters must be an object", w);
+    }
+    if (json_array_size(tools)) g->tools = tools;
+    return 0;
+}
+
+static int parse_stop(http_gen *g, json_t *root, http_err *e)
+{
+    json_t *s = json_object_get(root, "stop");
+    if (!s || json_is_null(s)) return 0;
+    size_t n = json_is_string(s) ? 1 : json_is_array(s) ? json_array_size(s) : 0;
+    if (!json_is_string(s) && !json_is_array(s))
+        return http_fail(e, 400, "stop", "invalid_type", "stop must be a string or an array of strings");
+    if (n > 16) return http_fail(e, 400, "stop", "invalid_value", "stop: at most 16 strings (got %zu)", n);
+    g->stops = calloc(n + 1, sizeof *g->stops);
+    if (!g->stops) return http_fail(e, 500, NULL, NULL, "out of memory");
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_is_string(s) ? s : json_array_get(s, i);
+        if (!json_is_string(v))
+            return http_fail(e, 400, "stop", "invalid_type", "stop[%zu] must be a string", i);
+        if (!json_string_length(v)) continue;                 /* "" stops nothing */
+        if (strlen(json_string_value(v)) != json_string_length(v))
+            return http_fail(e, 400, "stop", "invalid_value", "stop[%zu] holds a NUL character", i);
+        g->stops[k++] = json_string_value(v);
+    }
+    g->r.stop = g->stops;
+    g->r.n_stop = k;
+    return 0;
+}
+
+/* prompt: text, token ids, or an array holding one of either. */
+static int parse_prompt(http_gen *g, json_t *root, http_err *e)
+{
+    json_t *p = json_object_get(root, "prompt");
+    if (!p) return http_fail(e, 400, "prompt", "missing_required_parameter", "prompt is required");
+    if (json_is_array(p) && json_array_size(p) && !json_is_integer(json_array_get(p, 0))) {
+        if (json_array_size(p) > 1)
+            return http_fail(e, 400, "prompt", "unsupported_value",
+                             "prompt: one prompt per request (got %zu)", json_array_size(p));
+        p = json_array_get(p, 0);
+    }
+    if (json_is_string(p)) {
+        if (!json_string_length(p)) return http_fail(e, 400, "prompt", "invalid_value", "prompt is empty");
+        if (strlen(json_string_value(p)) != json_string_length(p))
+            return http_fail(e, 400, "prompt", "invalid_value", "prompt holds a NUL character");
+        g->r.prompt = json_string_value(p);
+        g->r.raw_prompt = true;
+        return 0;
+    }
+    if (!json_is_array(p))
+        return http_fail(e, 400, "prompt", "invalid_type", "prompt must be a string or an array of token ids, not %s",
+                         type_of(p));
+    size_t n = json_array_size(p);
+    if (!n) return http_fail(e, 400, "prompt", "invalid_value", "prompt is empty");
+    g->ids = calloc(n, sizeof *g->ids);
+    if (!g->ids) return http_fail(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(p, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return http_fail(e, 400, "prompt", "invalid_value", "prompt[%zu] must be a token id (an integer >= 0)", i);
+        g->ids[i] = (int32_t)json_integer_value(v);
+    }
+    g->r.prompt_ids = g->ids;
+    g->r.n_prompt_ids = (int)n;
+    return 0;
+}
+
+static int parse_sampling(http_gen *g, json_t *root, const http_limits *lim, http_err *e)
+{
+    q35c_request *r = &g->r;
+    double d;
+    long long x;
+    /* OpenAI's default temperature is 1; top-k/top-p/min-p stay the
+     * sampler's defaults (smp_defaults) unless given */
+    d = 1.0;
+    if (get_num(root, "temperature", 0, 2, &d, e)) return -1;
+    r->temperature = (float)d;
+    d = r->top_p;
+    if (get_num(root, "top_p", 0, 1, &d, e)) return -1;
+    if (d <= 0) return http_fail(e, 400, "top_p", "invalid_value", "top_p must be > 0");
+    r->top_p = (float)d;
+    x = r->top_k;
+    if (get_int(root, "top_k", -1, 1 << 20, &x, e)) return -1;
+    r->top_k = x < 0 ? 0 : (int)x;
+    d = r->min_p;
+    if (get_num(root, "min_p", 0, 1, &d, e)) return -1;
+    r->min_p = (float)d;
+    d = 0;
+    if (get_num(root, "presence_penalty", -2, 2, &d, e)) return -1;
+    r->presence_penalty = (float)d;
+    d = 0;
+    if (get_num(root, "frequency_penalty", -2, 2, &d, e)) return -1;
+    r->frequency_penalty = (float)d;
+    d = 1;
+    if (get_num(root, "repetition_penalty", 0.01, 10, &d, e)) return -1;
+    r->repeat_penalty = (float)d;
+    x = 0;
+    if (get_int(root, "seed", INT64_MIN, INT64_MAX, &x, e)) return -1;
+    r->seed = (uint64_t)x;
+    x = 0;
+    const char *mt = json_object_get(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (get_int(root, mt, 1, lim->max_tokens_cap, &x, e)) return -1;
+    r->max_tokens = (int)x;                  /* 0: up to the context, as OpenAI */
+    x = 1;
+    if (get_int(root, "n", 1, 1, &x, e)) {
+        if (!strcmp(e->code, "invalid_value"))
+            snprintf(e->message, sizeof e->message, "n: only 1 choice per request is served");
+        return -1;
+    }
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (lb && !json_is_null(lb) && !(json_is_object(lb) && json_object_size(lb) == 0))
+        return http_fail(e, 400, "logit_bias", "unsupported_value", "logit_bias is not supported");
+    json_t *bo = json_object_get(root, "best_of");
+    if (bo && !json_is_null(bo) && !(json_is_integer(bo) && json_integer_value(bo) == 1))
+        return http_fail(e, 400, "best_of", "unsupported_value", "best_of: only 1 is served");
+    /* logprobs: a bool for chat (+ top_logprobs), a count for completions */
+    json_t *lp = json_object_get(root, "logprobs");
+    if (g->kind == HTTP_CHAT) {
+        if (get_bool(root, "logprobs", &g->logprobs, e)) return -1;
+        x = 0;
+        if (get_int(root, "top_logprobs", 0, 20, &x, e)) return -1;
+        g->top_logprobs = (int)x;
+    } else if (lp && !json_is_null(lp)) {
+        x = 0;
+        if (get_int(root, "logprobs", 0, 20, &x, e)) return -1;
+        g->logprobs = true;
+        g->top_logprobs = (int)x;
+    }
+    if (g->logprobs) r->n_logprobs = g->top_logprobs + 1;
+    return 0;
+}
+
+int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim,
+               const char *served_model, http_gen *g, http_err *e)
+{
+    memset(e, 0, sizeof *e);
+    g->kind = k;
+    q35c_request_init(&g->r);
+    json_error_t je;
+    g->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!g->root)
+        return http_fail(e, 400, NULL, "invalid_json", "the body is not JSON: %s (line %d, column %d)",
+                         je.text, je.line, je.column);
+    json_t *root = g->root;
+    if (!json_is_object(root))
+        return http_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, not %s", type_of(root));
+    json_t *model = json_object_get(root, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model))
+            return http_fail(e, 400, "model", "invalid_type", "model must be a string");
+        snprintf(g->model, sizeof g->model, "%s", json_string_value(model));
+        if (!http_model_matches(g->model, served_model))
+            return http_fail(e, 404, "model", "model_not_found", "the model '%.200s' is not served here (this is %s)",
+                             g->model, served_model);
+    }
+    if (get_bool(root, "stream", &g->stream, e)) return -1;
+    json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so))
+            return http_fail(e, 400, "stream_options", "invalid_type", "stream_options must be an object");
+        if (get_bool(so, "include_usage", &g->include_usage, e)) return -1;
+    }
+    if (get_bool(root, "return_token_ids", &g->return_token_ids, e)) return -1;
+    if (get_bool(root, "ignore_eos", &g->r.ignore_eos, e)) return -1;      /* vLLM's extension */
+    if (parse_sampling(g, root, lim, e) || parse_stop(g, root, e)) return -1;
+    if (k == HTTP_COMPLETION) {
+        bool echo = false;
+        if (get_bool(root, "echo", &echo, e)) return -1;
+        if (echo) return http_fail(e, 400, "echo", "unsupported_value", "echo is not supported");
+        json_t *sfx = json_object_get(root, "suffix");
+        if (sfx && !json_is_null(sfx))
+            return http_fail(e, 400, "suffix", "unsupported_value", "suffix is not supported");
+        return parse_prompt(g, root, e);
+    }
+    json_t *kw = json_object_get(root, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw))
+            return http_fail(e, 400, "chat_template_kwargs", "invalid_type", "chat_template_kwargs must be an object");
+        bool think = true;
+        json_t *et = json_object_get(kw, "enable_thinking");
+        if (et && !json_is_null(et) && !json_is_boolean(et))
+            return http_fail(e, 400, "chat_template_kwargs.enable_thinking", "invalid_type",
+                             "chat_template_kwargs.enable_thinking must be true or false");
+        if (et) think = json_is_true(et) || json_is_null(et);
+        g->r.think = think;
+    }
+    if (parse_tools(g, root, e)) return -1;
+    return parse_messages(g, root, lim, g->tools, e);
+}
+
+void http_gen_free(http_gen *g)
+{
+    for (int i = 0; i < g->n_strs; i++) free(g->strs[i]);
+    free(g->strs);
+    free(g->msgs);
+    free(g->stops);
+    free(g->ids);
+    json_decref(g->root);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,151 @@
+/* cfg.c — qwen35-http's option table (daemon/opts.h: INI keys, flags,
+ * --help and the man page from one place) and the API key file. */
+#include "cfg.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "log.h"
+
+#define F(m) offsetof(http_cfg, m)
+
+/* "ADDR:PORT", an IPv4 address and a port 0..65535. */
+int http_parse_listen(const char *s, char *host, size_t hostsz, int *port, char *err, size_t errsz)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || (size_t)(colon - s) >= hostsz)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not ADDR:PORT (e.g. 127.0.0.1:8080)", s);
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || errno || p < 0 || p > 65535)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s': the port must be 0..65535", s);
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = 0;
+    unsigned a, b, c, d;
+    char extra;
+    if (sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &extra) != 4 || a > 255 || b > 255 || c > 255 || d > 255)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s': '%s' is not an IPv4 address", s, host);
+    *port = (int)p;
+    return 0;
+}
+
+static int check_listen(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    char host[64];
+    int port;
+    return http_parse_listen(*(char *const *)field, host, sizeof host, &port, err, errsz);
+}
+
+static const opt_def http_defs[] = {
+    { "listen", OPT_STR, F(listen), "ADDR:PORT", "127.0.0.1:8080", 1, 0, NULL, false, check_listen,
+      "IPv4 address and TCP port to serve HTTP on; port 0 picks a free one (logged)." },
+    { "coordinator", OPT_STR, F(coordinator), "ENDPOINT", "ipc:///run/qwen35/coordinator.sock", 1, 0, NULL,
+      false, opts_check_endpoint,
+      "ZeroMQ endpoint of qwen35-coordinator(1): tcp://HOST:PORT or ipc:///PATH." },
+    { "api-key-file", OPT_STR, F(api_key_file), "FILE", NULL, 1, 0, NULL, false, opts_check_readable_file,
+      "File of API keys, one per line (blank lines and lines starting with # are skipped). When "
+      "set, every /v1/ request needs 'Authorization: Bearer KEY' with one of them, else 401." },
+    { "cors-origin", OPT_STR, F(cors_origin), "ORIGIN", NULL, 1, 0, NULL, false, NULL,
+      "Value of Access-Control-Allow-Origin (e.g. https://chat.example.org or *); unset: no CORS "
+      "headers, so browsers only call from the served page itself." },
+    { "max-body", OPT_INT, F(max_body), "BYTES", "4194304", 1024, 1 << 30, NULL, false, NULL,
+      "Largest request body accepted; a larger one gets 413." },
+    { "max-messages", OPT_INT, F(max_messages), "N", "4096", 1, 1000000, NULL, false, NULL,
+      "Most messages in one chat request (a longer history gets 400)." },
+    { "max-connections", OPT_INT, F(max_connections), "N", "256", 1, 65536, NULL, false, NULL,
+      "Connections served at once (one thread each); more wait in the listen queue." },
+    { "request-timeout-s", OPT_INT, F(request_timeout_s), "SECONDS", "15", 1, 3600, NULL, false, NULL,
+      "A connection that sends no byte of its request headers or body for this long is closed "
+      "(slow or stuck clients). Waiting for a slot and generating are not limited by it." },
+    { "drain-timeout-s", OPT_INT, F(drain_timeout_s), "SECONDS", "30", 0, 3600, NULL, false, NULL,
+      "On SIGTERM, how long requests in flight may go on before they end with an error event." },
+    CFG_ROW_LOG_LEVEL(http_cfg),
+};
+
+const opts_spec http_cfg_spec = {
+    .prog = "qwen35-http",
+    .section = "http",
+    .summary = "OpenAI-compatible HTTP API and chat page in front of a qwen35 pipeline",
+    .description =
+        "qwen35-http serves the OpenAI wire format that llama-server and vLLM serve: POST "
+        "/v1/chat/completions (streamed as server-sent events or whole; reasoning_content for "
+        "the <think> part; tools rendered into the prompt as Qwen3.5's chat template does and "
+        "<tool_call> blocks returned as tool_calls), POST /v1/completions, GET /v1/models, GET "
+        "/health (503 with a reason until every stage is up), GET /metrics (Prometheus text) and, "
+        "at /, a chat page. It is a client of qwen35-coordinator(1) over ZeroMQ, like "
+        "qwen35-client, and holds no model: restart or replicate it on its own.\n\n"
+        "Errors have OpenAI's shape {\"error\": {\"message\", \"type\", \"param\", \"code\"}}: 400 "
+        "for bad JSON or a bad field (named), 401 without a valid key, 404 for an unknown route or "
+        "model, 413 for a body over max-body, 429 (with Retry-After) when the coordinator's slots "
+        "and queue are full, 503 when it is unreachable, 504 past a deadline. A client that "
+        "closes its connection cancels its request, which frees its slots on every stage.\n\n"
+        "Under systemd (Type=notify) it sends READY=1 once it listens and the coordinator has "
+        "answered a status probe, pings the watchdog, and on SIGTERM sends STOPPING=1, refuses "
+        "new requests with 503 and lets those in flight finish (up to drain-timeout-s).",
+    .files = "/etc/qwen35/http.conf: the configuration of qwen35-http.service.",
+    .example = "[http]\nlisten = 127.0.0.1:8080\ncoordinator = ipc:///run/qwen35/coordinator.sock\n"
+               "api-key-file = /etc/qwen35/api-keys\nmax-body = 4194304",
+    .defs = http_defs,
+    .n_defs = (int)(sizeof http_defs / sizeof http_defs[0]),
+};
+
+static int load_keys(http_cfg *c, char *err, size_t errsz)
+{
+    if (!c->api_key_file) return 0;
+    FILE *f = fopen(c->api_key_file, "r");
+    if (!f)
+        return q35_err(err, errsz, Q35_EIO, "%s: api-key-file: cannot open %s: %s",
+                       opts_where(&http_cfg_spec, c, "api-key-file"), c->api_key_file, strerror(errno));
+    char line[1024];
+    int ln = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        char *s = line, *e = line + strlen(line);
+        while (s < e && isspace((unsigned char)*s)) s++;
+        while (e > s && isspace((unsigned char)e[-1])) e--;
+        *e = 0;
+        if (!*s || *s == '#') continue;
+        char **k = realloc(c->keys, (size_t)(c->n_keys + 1) * sizeof *k);
+        if (!k || !(k[c->n_keys] = strdup(s))) {
+            if (k) c->keys = k;
+            rc = q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+            break;
+        }
+        c->keys = k;
+        c->n_keys++;
+    }
+    fclose(f);
+    if (!rc && !c->n_keys)
+        rc = q35_err(err, errsz, Q35_EINVAL, "%s: api-key-file: %s holds no key (one per line)",
+                     opts_where(&http_cfg_spec, c, "api-key-file"), c->api_key_file);
+    (void)ln;
+    return rc;
+}
+
+int http_cfg_load(http_cfg *c, int argc, char **argv, char *err, size_t errsz)
+{
+    q35_log_set_ident(http_cfg_spec.prog);
+    int rc = opts_parse(&http_cfg_spec, c, argc, argv, err, errsz);
+    if (rc == 0) rc = http_parse_listen(c->listen, c->host, sizeof c->host, &c->port, err, errsz);
+    if (rc == 0) rc = load_keys(c, err, errsz);
+    if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
+    return rc;
+}
+
+void http_cfg_free(http_cfg *c)
+{
+    for (int i = 0; i < c->n_keys; i++) {
+        explicit_bzero(c->keys[i], strlen(c->keys[i]));
+        free(c->keys[i]);
+    }
+    free(c->keys);
+    c->keys = NULL;
+    c->n_keys = 0;
+    opts_free(&http_cfg_spec, c);
+}

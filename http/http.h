@@ -1,0 +1,123 @@
+/* http.h — qwen35-http, the OpenAI-compatible HTTP front of a pipeline.
+ *
+ * It is a client of the coordinator like qwen35-client (client/
+ * qwen35_client.h over ZeroMQ) and links nothing of the engine, so it can
+ * be restarted, replicated or moved to another host on its own.
+ *
+ * Files: api.c (request bodies -> q35c_request, OpenAI error shapes),
+ * toolcall.c (tools into the prompt, <tool_call> out of the answer),
+ * serve.c (libmicrohttpd routes, streaming, cancellation), metrics.c
+ * (Prometheus text), cfg.c (the option table), main.c (lifecycle).
+ */
+#ifndef Q35_HTTP_H
+#define Q35_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "q35c_json.h"
+
+/* ---- errors (OpenAI's shape) --------------------------------------------- */
+
+/* {"error": {"message", "type", "param", "code"}} with its HTTP status. */
+typedef struct http_err {
+    int status;
+    char param[96];               /* the field at fault, "" = null */
+    char code[48];                /* "" = null */
+    char message[512];
+} http_err;
+
+/* Fills e; returns -1 so parsers can `return http_fail(...)`. param and
+ * code may be NULL. */
+int http_fail(http_err *e, int status, const char *param, const char *code,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The error body as a new JSON string (caller frees). */
+char *http_err_body(const http_err *e);
+
+/* A coordinator / client library error code ("RESOURCE_EXHAUSTED") to an
+ * HTTP status (429) and an OpenAI error. */
+void http_err_from_code(http_err *e, const char *code, const char *message);
+
+/* ---- tool calling (toolcall.c) ------------------------------------------- */
+
+/* The system turn's text with the <tools> block, as Qwen3.5's chat
+ * template renders it: the tools block first, then "\n\n" + the system
+ * content when there is one. malloc'd; NULL without memory. */
+char *tc_system_prompt(json_t *tools, const char *system);
+
+/* An assistant message's content followed by its tool_calls rendered as
+ * the template does (<tool_call>\n<function=NAME>\n<parameter=K>\nV\n
+ * </parameter>\n</function>\n</tool_call>). arguments are JSON strings;
+ * bad JSON is a 400 naming `where`. malloc'd text or NULL with e set. */
+char *tc_assistant_content(const char *content, json_t *tool_calls, const char *where,
+                           http_err *e);
+
+/* Parses the tool calls in an answer: every <tool_call>…</tool_call>
+ * block, in the XML form above or as {"name": …, "arguments": {…}}.
+ * tools (may be NULL) gives parameter types: a parameter declared
+ * "string" stays a string, others are read as JSON when they parse.
+ * Returns a new array of OpenAI tool_calls ({"id","type":"function",
+ * "function":{"name","arguments":"<json>"}}), or NULL when any block does
+ * not parse (the caller then returns the text as content). *prefix_len
+ * receives the length of the text before the first block. */
+json_t *tc_parse(const char *text, size_t len, json_t *tools, size_t *prefix_len);
+
+/* Streaming: how many bytes of text[0..len) can be shown now without
+ * showing part of a "<tool_call>" (the rest may start one). *found is set
+ * when a whole "<tool_call>" begins at the returned offset. */
+size_t tc_safe_prefix(const char *text, size_t len, bool *found);
+
+/* ---- requests (api.c) ------------------------------------------------------ */
+
+typedef enum http_kind { HTTP_CHAT, HTTP_COMPLETION } http_kind;
+
+typedef struct http_gen {
+    http_kind kind;
+    bool stream, include_usage, logprobs, return_token_ids;
+    int top_logprobs;
+    char model[256];
+    json_t *tools;                /* borrowed from root; NULL: no tool parsing */
+    q35c_request r;               /* points into the storage below */
+    /* storage */
+    json_t *root;
+    q35c_message *msgs;
+    char **strs;                  /* strings built here, freed with the request */
+    int n_strs;
+    const char **stops;
+    int32_t *ids;
+} http_gen;
+
+typedef struct http_limits {
+    int max_messages;             /* messages per request */
+    int max_tokens_cap;           /* largest max_tokens accepted */
+} http_limits;
+
+/* Parses a request body of kind k into g (zeroed by the caller). 0, or -1
+ * with e set (400 naming the field, 404 for an unknown model when
+ * served_model is not NULL/empty). Free with http_gen_free either way. */
+int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim,
+               const char *served_model, http_gen *g, http_err *e);
+void http_gen_free(http_gen *g);
+
+/* True when name is the served model (its file name, with or without
+ * ".gguf"). */
+bool http_model_matches(const char *name, const char *served);
+
+/* ---- metrics (metrics.c) -------------------------------------------------- */
+
+void metrics_init(void);
+void metrics_request_done(const char *endpoint, const char *finish, int prompt_tokens,
+                          int completion_tokens);
+void metrics_http_status(int status);
+void metrics_ttft(double s);
+void metrics_itl(double s);
+void metrics_streams(int delta);
+/* The Prometheus text exposition: the counters above and, from st (may be
+ * NULL when the coordinator did not answer), the pipeline's gauges.
+ * malloc'd. */
+char *metrics_render(const q35c_status *st);
+
+#endif

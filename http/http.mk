@@ -1,0 +1,35 @@
+# qwen35-http: the OpenAI-compatible HTTP front (http/). Linked from the
+# client library's files and the daemon helpers; the engine archive comes
+# last only for what those reference (the sampler's defaults, q35_err and
+# the log, the f16/bf16 conversions of proto/wire.c): no GGUF reader,
+# tokenizer, forward pass or backend.
+BINS += qwen35-http
+qwen35-http_ALONE := 1
+qwen35-http_SRCS := http/main.c http/serve.c http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c \
+                    client/client.c client/json.c proto/wire.c $(BUILD)/gen/qwen35.pb-c.c \
+                    daemon/opts.c daemon/opts_doc.c daemon/notify.c daemon/signals.c
+qwen35-http_OBJS := $(BUILD)/obj/http/page.o
+qwen35-http_LIBS := $(LIBMODEL) -lmicrohttpd -ljansson -lzmq -lprotobuf-c -lsystemd -linih -lm -pthread
+
+$(BUILD)/bin/qwen35-http: $(LIBMODEL)
+$(BUILD)/obj/http/page.o: http/page.S http/page.html
+	@mkdir -p $(@D)
+	$(CC) -c -o $@ http/page.S
+
+$(patsubst %.c,$(BUILD)/obj/%.o,$(filter http/%.c,$(qwen35-http_SRCS))): | $(BUILD)/gen/qwen35.pb-c.h
+
+MAN_PAGES += $(BUILD)/man/qwen35-http.1
+ALL_EXTRA += $(BUILD)/man/qwen35-http.1
+$(BUILD)/man/qwen35-http.1: $(BUILD)/bin/qwen35-http
+	@mkdir -p $(@D)
+	$< --man > $@.tmp && mv $@.tmp $@
+
+# The request parser, tool calls, metrics and options as an archive for
+# tests/test_http.c and the fuzz target.
+HTTP_LIB_SRCS := http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c
+LIBHTTP := $(BUILD)/libqwen35http.a
+$(LIBHTTP): $(call obj,$(HTTP_LIB_SRCS))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/tests/test_http: $(LIBHTTP)
+$(BUILD)/tests/test_http: TEST_LIBS += $(LIBHTTP) $(LIBNET) $(LIBMODEL) -lmicrohttpd -ljansson

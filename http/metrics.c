@@ -1,0 +1,208 @@
+/* metrics.c — GET /metrics in the Prometheus text format (version 0.0.4).
+ * Debian packages no Prometheus client library for C, and the format is
+ * small: counters and histograms kept here under one mutex, the pipeline's
+ * gauges read from the coordinator's status at scrape time. Label values
+ * are escaped as the format says (backslash, double quote, newline). */
+#include "http.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SERIES 32
+
+typedef struct hist {
+    const double *le;
+    int n;
+    uint64_t count[16];           /* per bucket, not cumulative */
+    uint64_t total;
+    double sum;
+} hist;
+
+static const double TTFT_LE[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+static const double ITL_LE[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1 };
+
+static struct {
+    pthread_mutex_t mu;
+    struct { char endpoint[32], finish[16]; uint64_t n; } req[MAX_SERIES];
+    int n_req;
+    struct { int status; uint64_t n; } resp[MAX_SERIES];
+    int n_resp;
+    uint64_t prompt_tokens, completion_tokens;
+    hist ttft, itl;
+    int streams;
+} M = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+void metrics_init(void)
+{
+    pthread_mutex_lock(&M.mu);
+    M.ttft.le = TTFT_LE;
+    M.ttft.n = (int)(sizeof TTFT_LE / sizeof TTFT_LE[0]);
+    M.itl.le = ITL_LE;
+    M.itl.n = (int)(sizeof ITL_LE / sizeof ITL_LE[0]);
+    pthread_mutex_unlock(&M.mu);
+}
+
+void metrics_request_done(const char *endpoint, const char *finish, int prompt_tokens, int completion_tokens)
+{
+    pthread_mutex_lock(&M.mu);
+    int i = 0;
+    while (i < M.n_req && (strcmp(M.req[i].endpoint, endpoint) || strcmp(M.req[i].finish, finish))) i++;
+    if (i == M.n_req && i < MAX_SERIES) {
+        snprintf(M.req[i].endpoint, sizeof M.req[i].endpoint, "%s", endpoint);
+        snprintf(M.req[i].finish, sizeof M.req[i].finish, "%s", finish);
+        M.n_req++;
+    }
+    if (i < MAX_SERIES) M.req[i].n++;
+    M.prompt_tokens += (uint64_t)(prompt_tokens > 0 ? prompt_tokens : 0);
+    M.completion_tokens += (uint64_t)(completion_tokens > 0 ? completion_tokens : 0);
+    pthread_mutex_unlock(&M.mu);
+}
+
+void metrics_http_status(int status)
+{
+    pthread_mutex_lock(&M.mu);
+    int i = 0;
+    while (i < M.n_resp && M.resp[i].status != status) i++;
+    if (i == M.n_resp && i < MAX_SERIES) {
+        M.resp[i].status = status;
+        M.n_resp++;
+    }
+    if (i < MAX_SERIES) M.resp[i].n++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+static void observe(hist *h, double v)
+{
+    int b = 0;
+    while (b < h->n && v > h->le[b]) b++;
+    h->count[b]++;                 /* b == n: the +Inf bucket */
+    h->total++;
+    h->sum += v;
+}
+
+void metrics_ttft(double s) { pthread_mutex_lock(&M.mu); observe(&M.ttft, s); pthread_mutex_unlock(&M.mu); }
+void metrics_itl(double s) { pthread_mutex_lock(&M.mu); observe(&M.itl, s); pthread_mutex_unlock(&M.mu); }
+void metrics_streams(int d) { pthread_mutex_lock(&M.mu); M.streams += d; pthread_mutex_unlock(&M.mu); }
+
+static void label(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '\\') fputs("\\\\", f);
+        else if (*v == '"') fputs("\\\"", f);
+        else if (*v == '\n') fputs("\\n", f);
+        else fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+static void head(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void hist_write(FILE *f, const char *name, const char *help, const hist *h)
+{
+    head(f, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int b = 0; b < h->n; b++) {
+        cum += h->count[b];
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[b], (unsigned long long)cum);
+    }
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->total);
+    fprintf(f, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->total);
+}
+
+static void stage_gauge(FILE *f, const q35c_status *st, const char *name, const char *type,
+                        const char *help, int which)
+{
+    head(f, name, type, help);
+    for (int i = 0; i < st->n_stages; i++) {
+        const q35c_stage_status *g = &st->stages[i];
+        if (which == 6 && !g->n_forward) continue;
+        for (int dir = 0; dir < (which == 5 ? 2 : 1); dir++) {
+            fprintf(f, "%s{stage=\"%d\",endpoint=", name, i);
+            label(f, g->endpoint);
+            if (which == 2) fputs(",window=\"10s\"", f);
+            if (which == 3) fputs(",window=\"total\"", f);
+            if (which == 5) fprintf(f, ",direction=\"%s\"", dir ? "in" : "out");
+            fputs("} ", f);
+            switch (which) {
+            case 1: fprintf(f, "%d\n", g->up ? 1 : 0); break;
+            case 2: fprintf(f, "%.6g\n", g->busy_pct / 100.0); break;
+            case 3: fprintf(f, "%.6g\n", g->busy_pct_total / 100.0); break;
+            case 4: fprintf(f, "%llu\n", (unsigned long long)g->n_forward); break;
+            case 5: fprintf(f, "%llu\n", (unsigned long long)(dir ? g->wire_bytes_in : g->wire_bytes_out)); break;
+            case 6: fprintf(f, "%.6g\n", (double)g->tokens / (double)g->n_forward); break;
+            case 7: fprintf(f, "%llu\n", (unsigned long long)g->tokens); break;
+            case 8: fprintf(f, "%d\n", g->slots_used); break;
+            }
+        }
+    }
+}
+
+char *metrics_render(const q35c_status *st)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    pthread_mutex_lock(&M.mu);
+    head(f, "qwen35_requests_total", "counter", "Generation requests finished, by endpoint and finish reason.");
+    for (int i = 0; i < M.n_req; i++) {
+        fputs("qwen35_requests_total{endpoint=", f);
+        label(f, M.req[i].endpoint);
+        fputs(",finish_reason=", f);
+        label(f, M.req[i].finish);
+        fprintf(f, "} %llu\n", (unsigned long long)M.req[i].n);
+    }
+    head(f, "qwen35_http_responses_total", "counter", "HTTP responses sent, by status code.");
+    for (int i = 0; i < M.n_resp; i++)
+        fprintf(f, "qwen35_http_responses_total{code=\"%d\"} %llu\n", M.resp[i].status,
+                (unsigned long long)M.resp[i].n);
+    head(f, "qwen35_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
+    fprintf(f, "qwen35_prompt_tokens_total %llu\n", (unsigned long long)M.prompt_tokens);
+    head(f, "qwen35_completion_tokens_total", "counter", "Generated tokens of finished requests.");
+    fprintf(f, "qwen35_completion_tokens_total %llu\n", (unsigned long long)M.completion_tokens);
+    hist_write(f, "qwen35_time_to_first_token_seconds", "From the request's arrival to its first token.", &M.ttft);
+    hist_write(f, "qwen35_inter_token_latency_seconds", "Between two tokens of one request.", &M.itl);
+    head(f, "qwen35_http_streams", "gauge", "Streaming responses open now.");
+    fprintf(f, "qwen35_http_streams %d\n", M.streams);
+    pthread_mutex_unlock(&M.mu);
+
+    head(f, "qwen35_coordinator_up", "gauge", "1 when the coordinator answered the status probe of this scrape.");
+    fprintf(f, "qwen35_coordinator_up %d\n", st ? 1 : 0);
+    if (st) {
+        head(f, "qwen35_queue_depth", "gauge", "Requests waiting for a slot.");
+        fprintf(f, "qwen35_queue_depth %d\n", st->queued);
+        head(f, "qwen35_requests_active", "gauge", "Requests holding a slot.");
+        fprintf(f, "qwen35_requests_active %d\n", st->active);
+        head(f, "qwen35_slots_used", "gauge", "Sequence slots in use.");
+        fprintf(f, "qwen35_slots_used %d\n", st->slots_used);
+        head(f, "qwen35_slots", "gauge", "Sequence slots of the pipeline.");
+        fprintf(f, "qwen35_slots %d\n", st->slots_total);
+        head(f, "qwen35_generation_tokens_per_second", "gauge", "Aggregate generation rate over the last seconds.");
+        fprintf(f, "qwen35_generation_tokens_per_second %.6g\n", st->tokens_per_s);
+        stage_gauge(f, st, "qwen35_stage_up", "gauge", "1 while the stage is routed to.", 1);
+        head(f, "qwen35_stage_busy_ratio", "gauge",
+             "Share of wall time the stage computed: over the last ~10 s and since it started.");
+        for (int w = 2; w <= 3; w++) {
+            for (int i = 0; i < st->n_stages; i++) {
+                fprintf(f, "qwen35_stage_busy_ratio{stage=\"%d\",endpoint=", i);
+                label(f, st->stages[i].endpoint);
+                fprintf(f, ",window=\"%s\"} %.6g\n", w == 2 ? "10s" : "total",
+                        (w == 2 ? st->stages[i].busy_pct : st->stages[i].busy_pct_total) / 100.0);
+            }
+        }
+        stage_gauge(f, st, "qwen35_stage_forward_steps_total", "counter", "Forward steps the stage computed.", 4);
+        stage_gauge(f, st, "qwen35_stage_tokens_total", "counter", "Token rows the stage computed.", 7);
+        stage_gauge(f, st, "qwen35_stage_rows_per_step", "gauge", "Token rows per forward step since the stage started.", 6);
+        stage_gauge(f, st, "qwen35_stage_wire_bytes_total", "counter",
+                    "Bytes between the coordinator and the stage (out: to it, in: from it).", 5);
+        stage_gauge(f, st, "qwen35_stage_slots_used", "gauge", "Sequence slots in use on the stage.", 8);
+    }
+    fclose(f);
+    return buf;
+}

@@ -1,0 +1,495 @@
+/* serve.c — libmicrohttpd routes of qwen35-http.
+ *
+ * One thread per connection (MHD_USE_THREAD_PER_CONNECTION): a generation
+ * request owns its own q35c_client for its life, waits for the
+ * coordinator's events in its own thread and writes each one out as it
+ * comes (SSE), so nothing is shared between requests but the metrics.
+ * While it waits it polls the socket for the peer's hang-up: a client that
+ * goes away mid-request cancels it at the coordinator, which frees its
+ * slots on every stage. */
+#include "serve.h"
+#include "respond.h"
+
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+extern const char http_page_html[];      /* page.S: http/page.html */
+
+struct http_srv {
+    http_srv_opts o;
+    struct MHD_Daemon *d;
+    atomic_int active;                   /* generation requests in flight */
+    atomic_bool draining, aborting;
+    atomic_uint_fast64_t next_id;
+    pthread_mutex_t mu;                  /* the served model's name */
+    char model[256];
+    int max_ctx;
+};
+
+enum route { R_NONE, R_CHAT, R_COMPLETION };
+
+typedef struct conn {
+    http_srv *srv;
+    struct MHD_Connection *mc;
+    enum route route;
+    sbuf body;
+    bool too_big;
+    /* generation */
+    http_gen g;
+    bool gen_started;
+    q35c_client *c;
+    uint64_t id;
+    char rid[48];
+    long long created;
+    http_resp resp[1];
+} conn;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- responses ------------------------------------------------------------- */
+
+static void cors(http_srv *s, struct MHD_Response *r)
+{
+    if (!s->o.cors_origin || !*s->o.cors_origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", s->o.cors_origin);
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
+static enum MHD_Result send_buf(conn *k, int status, const char *type, char *body, size_t len,
+                                const char *extra_name, const char *extra_value)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", type);
+    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    cors(k->srv, r);
+    metrics_http_status(status);
+    enum MHD_Result rc = MHD_queue_response(k->mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result send_json(conn *k, int status, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    if (!s) return MHD_NO;
+    return send_buf(k, status, "application/json", s, strlen(s), NULL, NULL);
+}
+
+static enum MHD_Result send_err(conn *k, const http_err *e)
+{
+    char *s = http_err_body(e);
+    if (!s) return MHD_NO;
+    const char *hn = NULL, *hv = NULL;
+    if (e->status == 429) { hn = "Retry-After"; hv = "1"; }
+    if (e->status == 401) { hn = "WWW-Authenticate"; hv = "Bearer"; }
+    if (e->status >= 500 || e->status == 429)
+        q35_log_info("%s: %d %s", k->rid[0] ? k->rid : "request", e->status, e->message);
+    return send_buf(k, e->status, "application/json", s, strlen(s), hn, hv);
+}
+
+static enum MHD_Result fail(conn *k, int status, const char *param, const char *code, const char *msg)
+{
+    http_err e;
+    http_fail(&e, status, param, code, "%s", msg);
+    return send_err(k, &e);
+}
+
+/* ---- the coordinator ------------------------------------------------------- */
+
+static q35c_client *client_new(http_srv *s, int connect_ms, int idle_ms, char *err, size_t errsz)
+{
+    q35c_opts o = { .connect_timeout_ms = connect_ms, .idle_timeout_ms = idle_ms };
+    return q35c_new(s->o.coordinator, &o, err, errsz);
+}
+
+int http_srv_status(http_srv *s, q35c_status **st, char *err, size_t errsz)
+{
+    q35c_client *c = client_new(s, 1500, 3000, err, errsz);
+    if (!c) return Q35_EIO;
+    int rc = q35c_status_get(c, st, err, errsz);
+    q35c_destroy(&c);
+    if (!rc) {
+        pthread_mutex_lock(&s->mu);
+        snprintf(s->model, sizeof s->model, "%s", (*st)->model);
+        s->max_ctx = (*st)->max_ctx;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
+static void served_model(http_srv *s, char *name, size_t n, int *max_ctx)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->model[0]) {
+        pthread_mutex_unlock(&s->mu);
+        q35c_status *st = NULL;
+        char err[Q35_ERRSZ];
+        if (!http_srv_status(s, &st, err, sizeof err)) q35c_status_destroy(&st);
+        pthread_mutex_lock(&s->mu);
+    }
+    snprintf(name, n, "%s", s->model);
+    if (max_ctx) *max_ctx = s->max_ctx;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The peer hung up (or the socket broke): poll, never read. */
+static bool peer_gone(conn *k)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Cancels at the coordinator and waits (bounded) for the FINAL that says
+ * the slots are free. */
+static void cancel_request(conn *k, const char *why)
+{
+    if (!k->c || k->resp->done) return;
+    char err[Q35_ERRSZ];
+    q35_log_info("%s: %s: cancelled", k->rid, why);
+    q35c_cancel(k->c, k->id, err, sizeof err);
+    double until = now_s() + 3;
+    while (!k->resp->done && q35c_in_flight(k->c) && now_s() < until)
+        q35c_run_some(k->c, 100, err, sizeof err);
+}
+
+/* Turns the client until output is ready or the request ended. Returns
+ * false when the peer went away (the request is cancelled then). */
+static bool pump_events(conn *k)
+{
+    char err[Q35_ERRSZ];
+    while (!k->resp->done && k->resp->out.n == k->resp->out_pos) {
+        if (peer_gone(k)) { cancel_request(k, "client closed the connection"); return false; }
+        if (atomic_load(&k->srv->aborting)) {
+            cancel_request(k, "the server is stopping");
+            resp_fail(k->resp, "UNAVAILABLE", "the server stopped before the request finished");
+            return true;
+        }
+        if (q35c_run_some(k->c, 50, err, sizeof err)) {
+            resp_fail(k->resp, "UNAVAILABLE", err);
+        }
+        if (!k->resp->done && !q35c_in_flight(k->c)) k->resp->done = true;
+    }
+    return true;
+}
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    conn *k = cls;
+    if (k->resp->out.n == k->resp->out_pos) {
+        k->resp->out.n = k->resp->out_pos = 0;
+        if (!pump_events(k)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (k->resp->done && k->resp->out.n == k->resp->out_pos) {
+            if (k->resp->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
+            resp_stream_end(k->resp);
+        }
+    }
+    size_t n = k->resp->out.n - k->resp->out_pos;
+    if (n > max) n = max;
+    memcpy(buf, k->resp->out.p + k->resp->out_pos, n);
+    k->resp->out_pos += n;
+    return (ssize_t)n;
+}
+
+static enum MHD_Result generate(conn *k)
+{
+    http_srv *s = k->srv;
+    http_err e;
+    char model[256];
+    served_model(s, model, sizeof model, NULL);
+    if (http_parse(k->route == R_CHAT ? HTTP_CHAT : HTTP_COMPLETION, k->body.p ? k->body.p : "",
+                   k->body.n, &s->o.lim, model, &k->g, &e))
+        return send_err(k, &e);
+    if (!k->g.model[0]) snprintf(k->g.model, sizeof k->g.model, "%s", model);
+    if (atomic_load(&s->draining))
+        return fail(k, 503, NULL, "unavailable", "the server is stopping");
+    char err[Q35_ERRSZ];
+    k->c = client_new(s, 3000, 15000, err, sizeof err);
+    if (!k->c) return fail(k, 503, NULL, "unavailable", err);
+    resp_init(k->resp, &k->g, k->rid, k->created, now_s());
+    int rc = q35c_submit(k->c, &k->g.r, resp_event, k->resp, &k->id, err, sizeof err);
+    if (rc) {
+        http_fail(&e, rc == Q35_EINVAL ? 400 : 503, NULL, rc == Q35_EINVAL ? "invalid_request" : "unavailable",
+                  "%s", err);
+        return send_err(k, &e);
+    }
+    k->gen_started = true;
+    atomic_fetch_add(&s->active, 1);
+    /* from here the request may wait for a slot as long as it takes */
+    MHD_set_connection_option(k->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0);
+    if (!pump_events(k)) return MHD_NO;
+    if (k->resp->done && k->resp->code[0] && !k->resp->n_tokens) {        /* refused before any output: a real status */
+        http_err_from_code(&e, k->resp->code, k->resp->message);
+        return send_err(k, &e);
+    }
+    if (!k->g.stream) {
+        while (!k->resp->done) {
+            k->resp->out.n = k->resp->out_pos = 0;
+            if (!pump_events(k)) return MHD_NO;
+        }
+        if (k->resp->code[0]) {
+            http_err_from_code(&e, k->resp->code, k->resp->message);
+            return send_err(k, &e);
+        }
+        return send_json(k, 200, resp_body(k->resp));
+    }
+    metrics_streams(1);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, k, NULL);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    cors(s, r);
+    metrics_http_status(200);
+    enum MHD_Result ret = MHD_queue_response(k->mc, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- other routes ---------------------------------------------------------- */
+
+static enum MHD_Result models(conn *k, const char *id)
+{
+    char model[256];
+    int max_ctx = 0;
+    served_model(k->srv, model, sizeof model, &max_ctx);
+    if (!model[0]) return fail(k, 503, NULL, "unavailable", "the coordinator does not answer");
+    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", model, "object", "model", "created",
+                          (json_int_t)k->created, "owned_by", "qwen35", "context_length", max_ctx);
+    json_object_set_new(m, "max_model_len", json_integer(max_ctx));
+    if (id) {
+        if (!http_model_matches(id, model)) {
+            json_decref(m);
+            http_err e;
+            http_fail(&e, 404, "model", "model_not_found", "the model '%.200s' is not served here", id);
+            return send_err(k, &e);
+        }
+        return send_json(k, 200, m);
+    }
+    return send_json(k, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+}
+
+static enum MHD_Result health(conn *k)
+{
+    q35c_status *st = NULL;
+    char err[Q35_ERRSZ];
+    if (http_srv_status(k->srv, &st, err, sizeof err))
+        return send_json(k, 503, json_pack("{s:s,s:s}", "status", "unavailable", "reason", err));
+    char reason[800] = "";
+    for (int i = 0; i < st->n_stages && !reason[0]; i++)
+        if (!st->stages[i].up)
+            snprintf(reason, sizeof reason, "stage %d (%s) is down%s%s", i, st->stages[i].endpoint,
+                     st->stages[i].problem[0] ? ": " : "", st->stages[i].problem);
+    if (!st->n_stages) snprintf(reason, sizeof reason, "the coordinator has no stages");
+    if (atomic_load(&k->srv->draining)) snprintf(reason, sizeof reason, "the server is stopping");
+    json_t *o = json_pack("{s:s,s:o}", "status", reason[0] ? "unavailable" : "ok", "pipeline",
+                          q35c_status_to_json(st));
+    if (reason[0]) json_object_set_new(o, "reason", json_string(reason));
+    q35c_status_destroy(&st);
+    return send_json(k, reason[0] ? 503 : 200, o);
+}
+
+static enum MHD_Result metrics(conn *k)
+{
+    q35c_status *st = NULL;
+    char err[Q35_ERRSZ];
+    if (http_srv_status(k->srv, &st, err, sizeof err)) st = NULL;
+    char *s = metrics_render(st);
+    q35c_status_destroy(&st);
+    if (!s) return MHD_NO;
+    return send_buf(k, 200, "text/plain; version=0.0.4; charset=utf-8", s, strlen(s), NULL, NULL);
+}
+
+static bool authorized(conn *k)
+{
+    const http_srv_opts *o = &k->srv->o;
+    if (!o->n_keys) return true;
+    const char *h = MHD_lookup_connection_value(k->mc, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    bool ok = false;
+    size_t hl = strlen(h);
+    for (int i = 0; i < o->n_keys; i++) {     /* compare every byte: no early exit on a prefix */
+        size_t kl = strlen(o->keys[i]);
+        unsigned char d = hl != kl;
+        for (size_t j = 0; j < kl; j++) d |= (unsigned char)(o->keys[i][j] ^ (j < hl ? h[j] : 0));
+        ok |= d == 0;
+    }
+    return ok;
+}
+
+/* First call of a request: route, method, key, size; NULL route = answered. */
+static enum MHD_Result begin(conn *k, const char *url, const char *method, bool *answered)
+{
+    *answered = true;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strcmp(method, "OPTIONS")) {
+        char *e = strdup("");
+        return e ? send_buf(k, 204, "text/plain", e, 0, NULL, NULL) : MHD_NO;
+    }
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
+        if (!get) return fail(k, 405, NULL, "method_not_allowed", "/ takes GET");
+        char *p = strdup(http_page_html);
+        return p ? send_buf(k, 200, "text/html; charset=utf-8", p, strlen(p), NULL, NULL) : MHD_NO;
+    }
+    if (!strcmp(url, "/health")) return get ? health(k) : fail(k, 405, NULL, "method_not_allowed", "/health takes GET");
+    if (!strcmp(url, "/metrics")) return get ? metrics(k) : fail(k, 405, NULL, "method_not_allowed", "/metrics takes GET");
+    bool v1 = !strncmp(url, "/v1/", 4);
+    if (v1 && !authorized(k))
+        return fail(k, 401, NULL, "invalid_api_key", "missing or wrong API key: send 'Authorization: Bearer KEY'");
+    if (!strcmp(url, "/v1/models")) return get ? models(k, NULL) : fail(k, 405, NULL, "method_not_allowed", "/v1/models takes GET");
+    if (!strncmp(url, "/v1/models/", 11)) return get ? models(k, url + 11) : fail(k, 405, NULL, "method_not_allowed", "takes GET");
+    enum route r = !strcmp(url, "/v1/chat/completions") ? R_CHAT : !strcmp(url, "/v1/completions") ? R_COMPLETION : R_NONE;
+    if (r == R_NONE) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "no route %.200s %.16s", url, method);
+        return fail(k, 404, NULL, "unknown_url", msg);
+    }
+    if (!post) return fail(k, 405, NULL, "method_not_allowed", "this route takes POST");
+    const char *cl = MHD_lookup_connection_value(k->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    /* too large: read and drop it, then 413 (answering first would reset
+     * a client still sending) */
+    if (cl && strtoull(cl, NULL, 10) > k->srv->o.max_body) k->too_big = true;
+    k->route = r;
+    *answered = false;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    http_srv *s = cls;
+    conn *k = *con_cls;
+    if (!k) {
+        if (!(k = calloc(1, sizeof *k))) return MHD_NO;
+        k->srv = s;
+        k->mc = mc;
+        k->created = (long long)time(NULL);
+        snprintf(k->rid, sizeof k->rid, "chatcmpl-%llx%06llx", (unsigned long long)k->created & 0xffffffff,
+                 (unsigned long long)atomic_fetch_add(&s->next_id, 1) & 0xffffff);
+        *con_cls = k;
+        bool answered;
+        enum MHD_Result rc = begin(k, url, method, &answered);
+        if (answered) return rc;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (k->body.n + *upload_size > s->o.max_body) k->too_big = true;
+        else sb_add(&k->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (k->route == R_NONE) return MHD_YES;     /* answered in begin() */
+    if (k->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the body is larger than max-body (%zu bytes)", s->o.max_body);
+        return fail(k, 413, NULL, "request_too_large", msg);
+    }
+    if (k->route == R_COMPLETION) memcpy(k->rid, "cmpl-", 5), memmove(k->rid + 5, k->rid + 9, strlen(k->rid + 9) + 1);
+    return generate(k);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode why)
+{
+    (void)mc;
+    http_srv *s = cls;
+    conn *k = *con_cls;
+    if (!k) return;
+    if (k->c && !k->resp->done)
+        cancel_request(k, why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "response ended" : "connection ended");
+    if (k->gen_started) {
+        atomic_fetch_sub(&s->active, 1);
+        if (k->g.stream) metrics_streams(-1);
+    }
+    q35c_destroy(&k->c);
+    http_gen_free(&k->g);
+    resp_free(k->resp);
+    free(k->body.p);
+    free(k);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n') msg[--n] = 0;
+    q35_log_debug("libmicrohttpd: %s", msg);
+}
+
+http_srv *http_srv_new(const http_srv_opts *o, char *err, size_t errsz)
+{
+    http_srv *s = calloc(1, sizeof *s);
+    if (!s) { q35_err(err, errsz, Q35_ENOMEM, "out of memory"); return NULL; }
+    s->o = *o;
+    pthread_mutex_init(&s->mu, NULL);
+    metrics_init();
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->port) };
+    if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
+        q35_err(err, errsz, Q35_EINVAL, "listen: '%s' is not an IPv4 address", o->host);
+        free(s);
+        return NULL;
+    }
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG
+                            | MHD_USE_ITC,
+                            0, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->request_timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        q35_err(err, errsz, Q35_EIO, "cannot listen on %s:%d (in use, or not an address of this host?)",
+                o->host, o->port);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int http_srv_port(const http_srv *s)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? i->port : -1;
+}
+
+void http_srv_drain(http_srv *s) { atomic_store(&s->draining, true); }
+int http_srv_active(const http_srv *s) { return atomic_load(&((http_srv *)s)->active); }
+
+void http_srv_destroy(http_srv **sp)
+{
+    http_srv *s = *sp;
+    if (!s) return;
+    atomic_store(&s->aborting, true);
+    if (s->d) MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    *sp = NULL;
+}

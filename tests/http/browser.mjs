@@ -1,0 +1,78 @@
+// browser.mjs — the chat page in Debian's headless chromium, driven by
+// puppeteer-core (tests/it_http.sh). Env: Q35_BASE (http://127.0.0.1:PORT),
+// Q35_KEY, Q35_SHOT (screenshot path), CHROMIUM (default /usr/bin/chromium).
+import puppeteer from "puppeteer-core";
+import assert from "node:assert/strict";
+
+const base = process.env.Q35_BASE;
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  protocolTimeout: 30000,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"],
+});
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1100, height: 700 });
+  const bodies = [];
+  page.on("request", (r) => { if (r.url().endsWith("/v1/chat/completions")) bodies.push(JSON.parse(r.postData())); });
+  const external = [];
+  page.on("request", (r) => { if (!r.url().startsWith(base)) external.push(r.url()); });
+  await page.goto(base + "/", { waitUntil: "load" });
+  await page.waitForFunction(() => document.querySelector("#health").textContent === "all stages up", { timeout: 10000 });
+  await page.waitForFunction(() => document.querySelectorAll("#stages tbody tr").length === 2, { timeout: 10000 });
+  console.log("ok page loaded, /health shows 2 stages up");
+
+  await page.type("#key", process.env.Q35_KEY);
+  await page.$eval("#temperature", (e) => { e.value = "0"; });     // greedy: the same answers every run
+  await page.$eval("#max_tokens", (e) => { e.value = "120"; });
+  // text streams into the view: it grows in many steps (one per chunk read);
+  // the observer is in place before the request goes out
+  await page.evaluate(() => {
+    window.__steps = [];
+    new MutationObserver(() => {
+      const a = document.querySelectorAll(".assistant")[0];
+      if (!a) return;
+      const n = a.querySelector(".reasoning").textContent.length + a.querySelector(".answer").textContent.length;
+      if (!window.__steps.length || window.__steps[window.__steps.length - 1] !== n) window.__steps.push(n);
+      if (/tokens|finished/.test(a.querySelector(".meta").textContent)) window.__done = true;
+    }).observe(document.querySelector("#log"), { subtree: true, childList: true, characterData: true });
+  });
+  await page.type("#input", "Why is the sky blue?");
+  await page.click("#send");
+  await page.waitForFunction(() => window.__done === true, { timeout: 20000 });
+  const lengths = await page.evaluate(() => window.__steps);
+  assert.ok(lengths.length >= 5, "the answer grew in " + lengths.length + " steps: " + lengths);
+  console.log(`ok a message streamed into the view in ${lengths.length} steps`);
+  assert.equal(bodies[0].chat_template_kwargs.enable_thinking, true);
+  assert.equal(bodies[0].stream, true);
+
+  // reasoning off changes the request
+  await page.click("#think");
+  await page.$eval("#max_tokens", (e) => { e.value = "8"; });
+  await page.type("#input", "Again, briefly.");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => document.querySelectorAll(".assistant").length === 2
+    && /tokens|finished/.test(document.querySelectorAll(".assistant")[1].querySelector(".meta").textContent), { timeout: 20000 });
+  assert.equal(bodies[1].chat_template_kwargs.enable_thinking, false);
+  assert.equal(bodies[1].messages.length, 3, "the history goes back: " + JSON.stringify(bodies[1].messages));
+  console.log("ok reasoning toggle: enable_thinking false in the request, history sent");
+
+  // stop cancels a long answer
+  await page.click("#think");
+  await page.$eval("#max_tokens", (e) => { e.value = "3000"; });
+  await page.type("#input", "Tell me a long story.");
+  await page.click("#send");
+  await page.waitForFunction(() => {
+    const a = document.querySelectorAll(".assistant")[2];
+    return a && (a.querySelector(".reasoning").textContent + a.querySelector(".answer").textContent).length > 10;
+  }, { timeout: 20000 });
+  await page.screenshot({ path: process.env.Q35_SHOT });
+  await page.click("#stop");
+  await page.waitForFunction(() => document.querySelectorAll(".assistant")[2].querySelector(".meta").textContent === "stopped"
+    && !document.querySelector("#send").disabled, { timeout: 5000 });
+  console.log("ok stop cancels the stream; screenshot " + process.env.Q35_SHOT);
+  assert.deepEqual(external, [], "the page fetched from elsewhere");
+} finally {
+  await browser.close();
+}

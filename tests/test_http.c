@@ -1,0 +1,425 @@
+/* test_http — qwen35-http's request parser, tool-call rendering and
+ * parsing (on recorded model outputs), error shapes and metrics text. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../http/cfg.h"
+#include "../http/http.h"
+#include "../http/respond.h"
+
+static const http_limits LIM = { .max_messages = 100, .max_tokens_cap = 1 << 20 };
+
+static int parse(http_kind k, const char *body, http_gen *g, http_err *e)
+{
+    memset(g, 0, sizeof *g);
+    return http_parse(k, body, strlen(body), &LIM, "tiny-Q8_0.gguf", g, e);
+}
+
+static void test_chat_fields(void **state)
+{
+    (void)state;
+    http_gen g;
+    http_err e;
+    assert_int_equal(parse(HTTP_CHAT,
+        "{\"model\":\"tiny-Q8_0\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+        "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"max_completion_tokens\":7,"
+        "\"temperature\":0.5,\"top_p\":0.9,\"top_k\":20,\"min_p\":0.1,\"presence_penalty\":0.5,"
+        "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"seed\":42,\"stop\":[\"x\",\"yy\"],"
+        "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+        &g, &e), 0);
+    assert_true(g.stream && g.include_usage && g.logprobs);
+    assert_int_equal(g.r.max_tokens, 7);
+    assert_true(g.r.temperature == 0.5f && g.r.top_p == 0.9f && g.r.top_k == 20);
+    assert_true(g.r.min_p == 0.1f && g.r.presence_penalty == 0.5f && g.r.frequency_penalty == -0.5f);
+    assert_true(g.r.repeat_penalty == 1.1f);
+    assert_int_equal(g.r.seed, 42);
+    assert_int_equal(g.r.n_stop, 2);
+    assert_string_equal(g.r.stop[1], "yy");
+    assert_int_equal(g.r.n_logprobs, 4);
+    assert_false(g.r.think);
+    assert_int_equal(g.r.n_messages, 2);
+    assert_string_equal(g.r.messages[0].role, "system");
+    assert_string_equal(g.r.messages[1].content, "ab");
+    http_gen_free(&g);
+}
+
+/* Each bad body: the status and the field the error names. */
+static void test_chat_errors(void **state)
+{
+    (void)state;
+    static const struct { const char *body; int status; const char *param; } cases[] = {
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}", 400, "" },
+        { "[1]", 400, "" },
+        { "{}", 400, "messages" },
+        { "{\"messages\":[]}", 400, "messages" },
+        { "{\"messages\":\"hi\"}", 400, "messages" },
+        { "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", 400, "messages[0].role" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages[0].content" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400, "messages[0].content[0]" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "n" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400, "temperature" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":9}", 400, "temperature" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400, "max_tokens" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", 400, "max_tokens" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":3}", 400, "stop" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":99}", 400, "top_logprobs" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"gpt-4\"}", 404, "model" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", 400, "tools" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", 400, "tool_choice" },
+        { "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\","
+          "\"function\":{\"name\":\"f\",\"arguments\":\"{bad\"}}]}]}", 400, "messages[0].tool_calls[0].function" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":99999999999999999999999}", 400, "" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        http_gen g;
+        http_err e;
+        if (parse(HTTP_CHAT, cases[i].body, &g, &e) != -1 || e.status != cases[i].status
+            || strcmp(e.param, cases[i].param))
+            fail_msg("case %zu (%s): status %d param '%s' (%s)", i, cases[i].body, e.status, e.param, e.message);
+        char *b = http_err_body(&e);
+        json_t *j = json_loads(b, 0, NULL);
+        assert_non_null(json_object_get(json_object_get(j, "error"), "message"));
+        assert_non_null(json_object_get(json_object_get(j, "error"), "type"));
+        json_decref(j);
+        free(b);
+        http_gen_free(&g);
+    }
+}
+
+static void test_completion_prompts(void **state)
+{
+    (void)state;
+    http_gen g;
+    http_err e;
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"abc\",\"logprobs\":2}", &g, &e), 0);
+    assert_string_equal(g.r.prompt, "abc");
+    assert_true(g.r.raw_prompt);
+    assert_int_equal(g.r.n_logprobs, 3);
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":[[5,6,7]]}", &g, &e), 0);  /* one id list in an array */
+    assert_int_equal(g.r.n_prompt_ids, 3);
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":[5,6,7]}", &g, &e), 0);
+    assert_int_equal(g.r.n_prompt_ids, 3);
+    assert_int_equal(g.r.prompt_ids[2], 7);
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":[\"one\"]}", &g, &e), 0);
+    assert_string_equal(g.r.prompt, "one");
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", &g, &e), -1);
+    assert_string_equal(e.param, "prompt");
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"a\",\"echo\":true}", &g, &e), -1);
+    assert_string_equal(e.param, "echo");
+    http_gen_free(&g);
+}
+
+static const char *TOOLS =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather now\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+    "\"days\":{\"type\":\"integer\"}},\"required\":[\"city\"]}}}]";
+
+static void test_tools_prompt(void **state)
+{
+    (void)state;
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"system\",\"content\":\"You help.\"},{\"role\":\"user\",\"content\":\"Paris?\"},"
+             "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+             "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 2}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"sunny\"}],\"tools\":%s}", TOOLS);
+    http_gen g;
+    http_err e;
+    assert_int_equal(parse(HTTP_CHAT, body, &g, &e), 0);
+    assert_non_null(g.tools);
+    assert_int_equal(g.r.n_messages, 4);
+    const char *sys = g.r.messages[0].content;
+    assert_non_null(strstr(sys, "# Tools\n\nYou have access to the following functions:\n\n<tools>\n"
+                                "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""));
+    assert_non_null(strstr(sys, "\n</tools>\n\nIf you choose to call a function"));
+    /* the system content follows the tools block */
+    const char *tail = sys + strlen(sys) - strlen("</IMPORTANT>\n\nYou help.");
+    assert_string_equal(tail, "</IMPORTANT>\n\nYou help.");
+    assert_string_equal(g.r.messages[2].content,
+                        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                        "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>");
+    assert_string_equal(g.r.messages[3].role, "tool");
+    http_gen_free(&g);
+    /* no system message: the tools block becomes one; tool_choice none: no tools */
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":%s}", TOOLS);
+    assert_int_equal(parse(HTTP_CHAT, body, &g, &e), 0);
+    assert_int_equal(g.r.n_messages, 2);
+    assert_string_equal(g.r.messages[0].role, "system");
+    assert_true(!strncmp(g.r.messages[0].content, "# Tools", 7));
+    http_gen_free(&g);
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":%s,"
+             "\"tool_choice\":\"none\"}", TOOLS);
+    assert_int_equal(parse(HTTP_CHAT, body, &g, &e), 0);
+    assert_null(g.tools);
+    assert_int_equal(g.r.n_messages, 1);
+    http_gen_free(&g);
+}
+
+/* Answers as Qwen3.5 and Qwen3 models write them. */
+static void test_tool_call_parse(void **state)
+{
+    (void)state;
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    size_t pre;
+    const char *xml = "Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+                      "New York\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+    json_t *c = tc_parse(xml, strlen(xml), tools, &pre);
+    assert_non_null(c);
+    assert_int_equal(json_array_size(c), 1);
+    assert_int_equal(pre, strlen("Let me check.\n\n"));
+    json_t *f = json_object_get(json_array_get(c, 0), "function");
+    assert_string_equal(json_string_value(json_object_get(f, "name")), "get_weather");
+    assert_string_equal(json_string_value(json_object_get(f, "arguments")), "{\"city\":\"New York\",\"days\":3}");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(c, 0), "type")), "function");
+    json_decref(c);
+
+    /* a string parameter that looks like a number stays a string */
+    const char *s2 = "<tool_call>\n<function=get_weather>\n<parameter=city>\n1234\n</parameter>\n</function>\n</tool_call>\n"
+                     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    c = tc_parse(s2, strlen(s2), tools, &pre);
+    assert_non_null(c);
+    assert_int_equal(pre, 0);
+    assert_int_equal(json_array_size(c), 2);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(c, 0), "function"), "arguments")),
+                        "{\"city\":\"1234\"}");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(c, 1), "function"), "arguments")),
+                        "{\"city\":\"Oslo\"}");
+    json_decref(c);
+
+    /* not calls: cut off, junk inside, text after the call, none at all */
+    const char *bad[] = {
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome",
+        "<tool_call>\nnot a call\n</tool_call>",
+        "<tool_call>\n{\"name\": 3}\n</tool_call>",
+        "<tool_call>\n<function=f>\n</function>\n</tool_call> and then more text",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = tc_parse(bad[i], strlen(bad[i]), tools, &pre);
+        if (c) fail_msg("bad[%zu] parsed", i);
+    }
+    assert_null(tc_parse("plain answer", 12, tools, &pre));
+    assert_int_equal(pre, 12);
+    json_decref(tools);
+}
+
+static void test_tool_safe_prefix(void **state)
+{
+    (void)state;
+    bool found;
+    assert_int_equal(tc_safe_prefix("hello", 5, &found), 5);
+    assert_false(found);
+    assert_int_equal(tc_safe_prefix("hello <tool", 11, &found), 6);
+    assert_false(found);
+    assert_int_equal(tc_safe_prefix("hi <tool_call>\n<fun", 19, &found), 3);
+    assert_true(found);
+    assert_int_equal(tc_safe_prefix("a <b", 4, &found), 4);
+}
+
+/* ---- responses from recorded events ------------------------------------------ */
+
+static void feed(http_resp *k, const char *text, bool reasoning, int32_t id)
+{
+    q35c_event ev = { .kind = Q35C_EV_PIECE, .text = text, .text_len = strlen(text), .ids = &id, .n_ids = 1,
+                      .reasoning = reasoning };
+    resp_event(&ev, k);
+}
+
+static void feed_final(http_resp *k, q35c_finish f, int prompt, int completion, int cached)
+{
+    q35c_event ev = { .kind = Q35C_EV_FINAL, .finish = f, .prompt_tokens = prompt,
+                      .completion_tokens = completion, .cached_tokens = cached };
+    resp_event(&ev, k);
+}
+
+/* A Qwen3.5 answer that calls a tool, as the model streams it: a call
+ * written inside the reasoning (not a call), "<tool_call>" cut across two
+ * pieces. */
+static void feed_tool_answer(http_resp *k)
+{
+    feed(k, "I could write <tool_call>x</tool_call> here.", true, 1);
+    feed(k, "Checking the weather.\n\n<tool", false, 2);
+    feed(k, "_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n", false, 3);
+    feed(k, "</function>\n</tool_call>", false, 4);
+    feed_final(k, Q35C_FINISH_STOP, 700, 4, 650);
+}
+
+static void request_with_tools(http_gen *g, bool stream)
+{
+    char body[1024];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"}],\"tools\":%s,"
+             "\"stream\":%s,\"stream_options\":{\"include_usage\":true},\"return_token_ids\":true}",
+             TOOLS, stream ? "true" : "false");
+    http_err e;
+    assert_int_equal(parse(HTTP_CHAT, body, g, &e), 0);
+}
+
+static void test_resp_tool_calls_whole(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, false);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t1", 1, 0);
+    feed_tool_answer(&k);
+    json_t *b = resp_body(&k);
+    json_t *ch = json_array_get(json_object_get(b, "choices"), 0), *m = json_object_get(ch, "message");
+    assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+    assert_string_equal(json_string_value(json_object_get(m, "content")), "Checking the weather.");
+    assert_string_equal(json_string_value(json_object_get(m, "reasoning_content")),
+                        "I could write <tool_call>x</tool_call> here.");
+    json_t *tc = json_object_get(m, "tool_calls");
+    assert_int_equal(json_array_size(tc), 1);
+    json_t *f = json_object_get(json_array_get(tc, 0), "function");
+    assert_string_equal(json_string_value(json_object_get(f, "name")), "get_weather");
+    assert_string_equal(json_string_value(json_object_get(f, "arguments")), "{\"city\":\"Paris\"}");
+    assert_true(!strncmp(json_string_value(json_object_get(json_array_get(tc, 0), "id")), "call_", 5));
+    assert_int_equal(json_array_size(json_object_get(ch, "token_ids")), 4);
+    json_t *u = json_object_get(b, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), 704);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")), 650);
+    json_decref(b);
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
+static void test_resp_tool_calls_streamed(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, true);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t2", 1, 0);
+    feed_tool_answer(&k);
+    resp_stream_end(&k);
+    char content[256] = "", reasoning[256] = "", finish[32] = "";
+    json_t *calls = NULL;
+    int n_ids = 0;
+    bool usage = false, done = false;
+    for (char *line = strtok(k.out.p, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(!strncmp(line, "data: ", 6));
+        assert_false(done);
+        if (!strcmp(line + 6, "[DONE]")) { done = true; continue; }
+        json_t *c = json_loads(line + 6, 0, NULL);
+        assert_non_null(c);
+        assert_string_equal(json_string_value(json_object_get(c, "object")), "chat.completion.chunk");
+        if (json_is_object(json_object_get(c, "usage"))) usage = true;
+        json_t *ch = json_array_get(json_object_get(c, "choices"), 0), *d = json_object_get(ch, "delta");
+        if (json_is_string(json_object_get(d, "content"))) strcat(content, json_string_value(json_object_get(d, "content")));
+        if (json_is_string(json_object_get(d, "reasoning_content")))
+            strcat(reasoning, json_string_value(json_object_get(d, "reasoning_content")));
+        if (json_object_get(d, "tool_calls")) calls = json_incref(json_object_get(d, "tool_calls"));
+        if (json_is_string(json_object_get(ch, "finish_reason")))
+            snprintf(finish, sizeof finish, "%s", json_string_value(json_object_get(ch, "finish_reason")));
+        n_ids += (int)json_array_size(json_object_get(ch, "token_ids"));
+        json_decref(c);
+    }
+    assert_true(done && usage);
+    assert_string_equal(content, "Checking the weather.\n\n");
+    assert_string_equal(reasoning, "I could write <tool_call>x</tool_call> here.");
+    assert_string_equal(finish, "tool_calls");
+    assert_int_equal(n_ids, 4);
+    assert_int_equal(json_array_size(calls), 1);
+    json_t *c0 = json_array_get(calls, 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "index")), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(c0, "function"), "arguments")),
+                        "{\"city\":\"Paris\"}");
+    json_decref(calls);
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
+/* A "<tool_call>" that is not one comes back as text; an error mid-stream
+ * is an error event before [DONE]. */
+static void test_resp_not_a_call_and_errors(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, false);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t3", 1, 0);
+    feed(&k, "Use <tool_call> like this", false, 1);
+    feed_final(&k, Q35C_FINISH_LENGTH, 5, 1, 0);
+    json_t *b = resp_body(&k);
+    json_t *ch = json_array_get(json_object_get(b, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(ch, "message"), "content")),
+                        "Use <tool_call> like this");
+    assert_null(json_object_get(json_object_get(ch, "message"), "tool_calls"));
+    assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
+    json_decref(b);
+    resp_free(&k);
+    http_gen_free(&g);
+
+    request_with_tools(&g, true);
+    resp_init(&k, &g, "chatcmpl-t4", 1, 0);
+    feed(&k, "partial", false, 1);
+    q35c_event ev = { .kind = Q35C_EV_ERROR, .code = "UNAVAILABLE", .message = "stage 1 lost" };
+    resp_event(&ev, &k);
+    resp_stream_end(&k);
+    assert_non_null(strstr(k.out.p, "data: {\"error\":{\"message\":\"stage 1 lost\",\"type\":\"service_unavailable_error\""));
+    assert_non_null(strstr(k.out.p, "data: [DONE]\n\n"));
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
+static void test_listen(void **state)
+{
+    (void)state;
+    char host[64], err[256];
+    int port;
+    assert_int_equal(http_parse_listen("127.0.0.1:8080", host, sizeof host, &port, err, sizeof err), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 8080);
+    assert_int_not_equal(http_parse_listen("localhost:80", host, sizeof host, &port, err, sizeof err), 0);
+    assert_int_not_equal(http_parse_listen("1.2.3.4:70000", host, sizeof host, &port, err, sizeof err), 0);
+    assert_int_not_equal(http_parse_listen("1.2.3.4", host, sizeof host, &port, err, sizeof err), 0);
+}
+
+static void test_metrics_text(void **state)
+{
+    (void)state;
+    metrics_init();
+    metrics_request_done("testep", "stop", 10, 5);   /* the response tests above counted chat */
+    metrics_ttft(0.02);
+    metrics_itl(0.003);
+    q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8 } };
+    snprintf(sg[0].endpoint, sizeof sg[0].endpoint, "ipc:///a\"b\\c");
+    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4 };
+    char *t = metrics_render(&st);
+    assert_non_null(strstr(t, "qwen35_requests_total{endpoint=\"testep\",finish_reason=\"stop\"} 1\n"));
+    assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"+Inf\"}"));
+    assert_non_null(strstr(t, "endpoint=\"ipc:///a\\\"b\\\\c\",window=\"10s\"} 0.5\n"));
+    assert_non_null(strstr(t, "qwen35_stage_rows_per_step{stage=\"0\""));
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_fields),
+        cmocka_unit_test(test_chat_errors),
+        cmocka_unit_test(test_completion_prompts),
+        cmocka_unit_test(test_tools_prompt),
+        cmocka_unit_test(test_tool_call_parse),
+        cmocka_unit_test(test_tool_safe_prefix),
+        cmocka_unit_test(test_resp_tool_calls_whole),
+        cmocka_unit_test(test_resp_tool_calls_streamed),
+        cmocka_unit_test(test_resp_not_a_call_and_errors),
+        cmocka_unit_test(test_listen),
+        cmocka_unit_test(test_metrics_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
