@@ -74,7 +74,7 @@ deps:
 # --- objects -----------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(FILE_CFLAGS.$*) $(XCFLAGS) -c -o $@ $<
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)

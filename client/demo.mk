@@ -2,10 +2,14 @@
 # answer streamed through qwen35-client (client/demo.sh).
 # make bench-pipeline: 2 stages x 1 thread vs 1 stage x 1 thread on a mini
 # Q4_K_M model, 8 concurrent streams (client/bench_pipeline.sh).
+# make bench-pipeline-sim: the scheduler on 2, 4 and 8 SIMULATED dies
+# (qwen35-stage --backend sim), 1-64 streams: throughput vs the timing
+# model's ideal, busy share per stage, TTFT; a table and a gnuplot PNG
+# (client/bench_pipeline_sim.sh).
 # make bench-prefix: the prefix cache on vs off on the mini model through 2
 # stages: an 8-turn chat, 16 requests sharing a system prompt, stage RSS
 # (client/bench_prefix.sh).
-.PHONY: demo bench-pipeline bench-prefix
+.PHONY: demo bench-pipeline bench-pipeline-sim bench-prefix
 demo:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory bins
@@ -14,6 +18,10 @@ demo:
 bench-pipeline:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_pipeline.sh
+
+bench-pipeline-sim:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_BUILD=$(BUILD) sh client/bench_pipeline_sim.sh
 
 bench-prefix:
 	@$(MAKE) --no-print-directory bins

@@ -43,7 +43,8 @@ typedef struct stage_cfg {
     int threads;             /* 0 = one per online CPU */
     int max_seqs;
     int max_ctx;
-    char *backend;           /* "auto" | "cpu" | "cuda" */
+    char *backend;           /* "auto" | "cpu" | "cuda" | "sim" */
+    char *sim_profile;       /* backend sim: the timing profile */
     int device;
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */

@@ -24,9 +24,14 @@ static const opt_def stage_defs[] = {
       "Sequence slots (concurrent sequences) this stage keeps state for." },
     { "max-ctx", OPT_INT, F(max_ctx), "N", "4096", 16, 1 << 20, NULL, false, NULL,
       "Positions per sequence slot (KV cache length)." },
-    { "backend", OPT_STR, F(backend), "NAME", "auto", 1, 0, "auto|cpu|cuda", false, NULL,
+    { "backend", OPT_STR, F(backend), "NAME", "auto", 1, 0, "auto|cpu|cuda|sim", false, NULL,
       "Compute backend; auto = cuda when built with it and a device is present, else cpu. "
-      "An explicit cuda that cannot start is an error, never a fall-back." },
+      "An explicit cuda that cannot start is an error, never a fall-back. sim: a SIMULATOR "
+      "for testing the scheduler, never chosen by auto: each step takes the time sim-profile "
+      "gives and yields deterministic rows and tokens, not the model's." },
+    { "sim-profile", OPT_STR, F(sim_profile), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "With backend sim: the timing profile (microseconds per layer kind: 'ssm FIXED ROW SEQ', "
+      "'attn FIXED ROW SEQ', 'embd FIXED ROW', 'head FIXED ROW'; deploy/examples/sim-*.profile)." },
     { "device", OPT_INT, F(device), "N", "0", 0, 63, NULL, false, NULL,
       "CUDA device index (one die per stage)." },
     { "pass-rows", OPT_INT, F(pass_rows), "N", "0", 0, 4096, NULL, false, NULL,

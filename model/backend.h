@@ -11,8 +11,9 @@
  *
  * calm style: the engine picks one q35_backend_ops at start-up from its
  * table of the backends built in (engine.c: q35_backend_cpu, and
- * q35_backend_cuda when Q35_HAVE_CUDA) and calls through it; there is no
- * op graph. A new backend is one row of that table.
+ * q35_backend_cuda when Q35_HAVE_CUDA; q35_backend_sim, the timing
+ * simulator, only when asked for by name) and calls through it; there is
+ * no op graph. A new backend is one row of that table.
  */
 #ifndef Q35_BACKEND_H
 #define Q35_BACKEND_H
@@ -145,6 +146,7 @@ typedef struct q35_backend_opts {
     int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
     bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
     int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
+    const char *sim_profile;           /* sim: the timing profile (sim_backend.c) */
 } q35_backend_opts;
 
 /* The plan of one forward (plan.c, built by the engine from a validated
@@ -238,11 +240,12 @@ typedef struct q35_backend_ops {
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;
+extern const q35_backend_ops q35_backend_sim;   /* a simulator: never chosen by "auto" */
 #ifdef Q35_HAVE_CUDA
 extern const q35_backend_ops q35_backend_cuda;
 #endif
 
-/* The ops for "cpu" / "cuda"; NULL name: the first of the built-in table
+/* The ops for "cpu" / "cuda" / "sim"; NULL name: the first of the built-in table
  * (cuda when built in, else cpu; the engine falls back along the table
  * when one cannot start). NULL (message in err) for an unknown or
  * unavailable backend. */

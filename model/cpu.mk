@@ -1,2 +1,2 @@
 # CPU backend: the float loops in cpu_vec.c are vectorised per ISA clone.
-$(BUILD)/obj/model/cpu_vec.o: XCFLAGS += -O3
+FILE_CFLAGS.model/cpu_vec := -O3

@@ -33,14 +33,17 @@ struct q35_engine {
 
 /* ---- backend choice ------------------------------------------------------ */
 
-/* The backends built in, in the order "auto" tries them. */
+/* The backends built in: the first N_AUTO in the order "auto" tries
+ * them, then those only asked for by name (the simulator). */
 static const q35_backend_ops *const backends[] = {
 #ifdef Q35_HAVE_CUDA
     &q35_backend_cuda,
 #endif
     &q35_backend_cpu,
+    &q35_backend_sim,
 };
 #define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+#define N_AUTO (N_BACKENDS - 1)
 
 const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errsz)
 {
@@ -52,7 +55,7 @@ const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errs
     if (!strcmp(name, "cuda"))
         q35_err(err, errsz, Q35_EINVAL, "backend 'cuda': not built into this binary");
     else
-        q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu or cuda)", name);
+        q35_err(err, errsz, Q35_EINVAL, "backend '%s': unknown (expected cpu, cuda or sim)", name);
     return NULL;
 }
 
@@ -211,12 +214,12 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
         .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
         .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
-        .activations = o->activations,
+        .activations = o->activations, .sim_profile = o->sim_profile,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);
     /* "auto": the next backend of the table when one cannot start (cuda
      * built in but no usable device). */
-    for (int i = 1; !e->be && !o->backend && i < N_BACKENDS; i++) {
+    for (int i = 1; !e->be && !o->backend && i < N_AUTO; i++) {
         e->ops = backends[i];
         e->be = e->ops->init(&e->w, &bo, err, errsz);
     }

@@ -22,7 +22,9 @@ typedef struct q35_engine_opts {
     int max_seqs;                 /* sequence slots */
     int max_ctx;                  /* positions per slot */
     int n_threads;                /* CPU worker threads */
-    const char *backend;          /* "cpu", "cuda", or NULL = cuda if available else cpu */
+    const char *backend;          /* "cpu", "cuda", "sim" (a simulator), or NULL = cuda
+                                   * if available else cpu */
+    const char *sim_profile;      /* backend "sim": its timing profile file */
     int device;                   /* CUDA device index */
     int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
     bool no_graphs;               /* CUDA: no captured graphs for decode passes */

@@ -58,7 +58,8 @@ int main(int argc, char **argv)
         .model_path = c.model, .layer_begin = c.layers.begin, .layer_end = c.layers.end,
         .n_threads = c.threads > 0 ? c.threads : (int)(ncpu > 0 ? ncpu : 1),
         .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
-        .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .device = c.device,
+        .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .sim_profile = c.sim_profile,
+        .device = c.device,
         .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
         .activations = quant_act_parse(c.activations),
         .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,
@@ -72,7 +73,9 @@ int main(int argc, char **argv)
     double t_load = q35_now();
     uint64_t bytes = 0;
     stage *s = NULL;
-    rc = preload_range(c.model, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
+    /* the simulator reads no weights: nothing to load */
+    rc = !strcmp(c.backend, "sim") ? 0
+       : preload_range(c.model, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
                        sizeof err);
     if (rc && sig_stop_requested()) {   /* SIGTERM while loading: a clean stop */
         q35_log_info("stop requested while loading");

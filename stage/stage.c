@@ -82,8 +82,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     q35_engine_opts eo = {
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
-        .backend = o->backend, .device = o->device, .cache_bytes = o->cache_bytes,
-        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .activations = o->activations,
+        .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
+        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .activations = o->activations,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)
@@ -133,8 +133,10 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     q35_engine_ckpt_stats(s->eng, &cs);
     uint64_t ck_fixed, ck_pos;
     q35_engine_ckpt_size(s->eng, &ck_fixed, &ck_pos);
-    snprintf(s->desc, sizeof s->desc, "layers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d, "
+    snprintf(s->desc, sizeof s->desc, "%slayers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d, "
              "prefix cache %.0f MiB%s (a checkpoint: %.2f MiB + %.1f KiB per position)",
+             strcmp(q35_engine_backend(s->eng), "sim") ? ""
+             : "SIMULATOR (timings from a profile, not the model's outputs): ",
              s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
              q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch,
              (double)cs.budget / (1 << 20), o->cache_bytes == Q35_CACHE_AUTO ? " (auto)" : "",

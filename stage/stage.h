@@ -23,7 +23,8 @@ typedef struct stage_opts {
     int n_threads;
     int max_seqs, max_ctx;
     int max_batch;                /* rows per forward batch */
-    const char *backend;          /* "cpu" / "cuda" / NULL = auto */
+    const char *backend;          /* "cpu" / "cuda" / "sim" / NULL = auto */
+    const char *sim_profile;      /* backend sim: its timing profile */
     int device;
     int pass_rows;                /* rows per backend pass; 0 = default */
     bool no_graphs;               /* CUDA: no captured graphs */

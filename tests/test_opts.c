@@ -144,7 +144,7 @@ static void ini_errors_name_file_and_line(void **state)
         { "[stage]\nlayers = 20:10\n", 2, "layers: '20:10' is empty" },
         { "[stage]\nlayers = 0-10\n", 2, "layers: '0-10' is not a layer range A:B" },
         { "[stage]\nlayers = 0:999\n", 2, "layers: 0:999 is outside layers 0:256" },
-        { "[stage]\nbackend = tpu\n", 2, "backend: 'tpu' is not one of auto|cpu|cuda" },
+        { "[stage]\nbackend = tpu\n", 2, "backend: 'tpu' is not one of auto|cpu|cuda|sim" },
         { "[stage]\nlog-level = loud\n", 2, "log-level: 'loud' is not one of error|warn|info|debug" },
         { "[stage]\nmodel =\n", 2, "model: empty value" },
         { "[stage]\nmodel = %M\nmodel = %M\n", 3, "model: already set at line 2" },

@@ -71,12 +71,8 @@ $(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c tests/fuzz/fuzz_wire.c client/clie
 
 $(FUZZ_DIR)/plain/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP -Imodel -Iproto -I$(FUZZ_DIR)/gen $(FUZZ_X) -c -o $@ $<
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP -Imodel -Iproto -I$(FUZZ_DIR)/gen $(FILE_CFLAGS.$*) -c -o $@ $<
 
-$(FUZZ_DIR)/plain/model/quant_avx512.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/plain/model/quant_avx2.o: FUZZ_X := -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/plain/model/quant_vnni.o: FUZZ_X := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/plain/model/cpu_vec.o: FUZZ_X := -O3
 
 $(FUZZ_DIR)/fuzz_%:
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter %.o,$^) $(FUZZ_$*_LIBS) -lm -pthread
