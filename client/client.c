@@ -615,6 +615,15 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
         o->busy_pct_total = g->busy_pct_total;
         o->uptime_s = g->uptime_s;
         o->wire_idle_pct = g->uptime_s > 0 ? fmin(100.0, 100.0 * g->idle_s / g->uptime_s) : 0;
+        o->idle_pct = g->idle_pct;
+        o->idle_pct_total = g->idle_pct_total;
+        o->rows_per_step = g->rows_per_step;
+        o->rows_per_step_total = g->rows_per_step_total;
+        o->steps_per_s = g->steps_per_s;
+        o->steps_per_s_total = g->steps_per_s_total;
+        o->coord_gap_ms = g->coord_gap_ms;
+        o->coord_gap_ms_total = g->coord_gap_ms_total;
+        o->coord_gap_ms_max = g->coord_gap_ms_max;
         o->tokens = g->n_tokens;
         o->n_forward = g->n_forward;
         o->wire_bytes_out = g->wire_bytes_out;

@@ -162,6 +162,15 @@ json_t *q35c_status_to_json(const q35c_status *s)
         json_object_set_new(st, "busy_s", num(g->busy_s));
         json_object_set_new(st, "idle_s", num(g->idle_s));
         json_object_set_new(st, "wire_idle_pct", num(g->wire_idle_pct));
+        json_object_set_new(st, "idle_pct", num(g->idle_pct));
+        json_object_set_new(st, "idle_pct_total", num(g->idle_pct_total));
+        json_object_set_new(st, "rows_per_step", num(g->rows_per_step));
+        json_object_set_new(st, "rows_per_step_total", num(g->rows_per_step_total));
+        json_object_set_new(st, "steps_per_s", num(g->steps_per_s));
+        json_object_set_new(st, "steps_per_s_total", num(g->steps_per_s_total));
+        json_object_set_new(st, "coord_gap_ms", num(g->coord_gap_ms));
+        json_object_set_new(st, "coord_gap_ms_total", num(g->coord_gap_ms_total));
+        json_object_set_new(st, "coord_gap_ms_max", num(g->coord_gap_ms_max));
         if (g->problem[0]) json_object_set_new(st, "problem", json_string(g->problem));
         json_object_set_new(st, "max_ctx", json_integer(g->max_ctx));
         json_array_append_new(stages, st);
@@ -197,6 +206,13 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                 g->up ? "yes" : "NO", g->backend[0] ? g->backend : "?", slots, g->busy_pct,
                 (unsigned long long)g->tokens);
         if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
+        if (g->up && g->n_forward)
+            fprintf(f, "      fill (last ~10 s | since start): busy %.1f%% | %.1f%%, idle %.1f%% | %.1f%%, "
+                    "%.1f | %.1f rows/step, %.1f | %.1f steps/s; coordinator %.3f | %.3f ms to send "
+                    "(max %.1f)\n",
+                    g->busy_pct, g->busy_pct_total, g->idle_pct, g->idle_pct_total, g->rows_per_step,
+                    g->rows_per_step_total, g->steps_per_s, g->steps_per_s_total, g->coord_gap_ms,
+                    g->coord_gap_ms_total, g->coord_gap_ms_max);
         if (g->cache_budget) {
             uint64_t looks = g->cache_hits + g->cache_misses;
             fprintf(f, "      prefix cache: %llu checkpoints, %.1f of %.0f MiB, hit rate %.1f%% "

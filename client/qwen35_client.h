@@ -166,6 +166,13 @@ typedef struct q35c_stage_status {
     double busy_s, idle_s;        /* computing; waiting with nothing to do */
     double uptime_s;
     double wire_idle_pct;         /* idle_s as a share of the stage's uptime, in % */
+    /* the pipeline's fill: over the last ~10 s and (_total) the stage's life */
+    double idle_pct, idle_pct_total;             /* waiting for input, % of wall time */
+    double rows_per_step, rows_per_step_total;   /* rows per forward step */
+    double steps_per_s, steps_per_s_total;       /* forward steps per second */
+    /* the coordinator's time from waking on an event to sending this
+     * stage a step: mean per step (recent, life), longest */
+    double coord_gap_ms, coord_gap_ms_total, coord_gap_ms_max;
     uint64_t tokens, n_forward;   /* tokens computed; forward steps */
     uint64_t wire_bytes_out, wire_bytes_in;   /* coordinator -> stage, stage -> coordinator */
     /* its checkpoint store (prefix cache) */

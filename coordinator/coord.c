@@ -62,6 +62,8 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
                 o->stage_begin[0], o->stage_end[o->n_stages - 1], o->model_path, c->cfg.n_layer);
         goto fail;
     }
+    if (o->trace_path && !(c->trace = coord_trace_new(o->trace_path, c->t_start, err, errsz)))
+        goto fail;
     c->tx = coord_text_new(o->model_path, err, errsz);
     if (!c->tx || cache_new(c, err, errsz))
         goto fail;
@@ -126,6 +128,7 @@ void coord_destroy(coord **pc)
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     cache_destroy(c);
+    coord_trace_destroy(&c->trace);
     coord_text_destroy(&c->tx);
     free(c->slot_req);
     free(c);
@@ -243,6 +246,7 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
         timeout_ms = 100;   /* timers */
     if (zmq_poll(it, n, timeout_ms) < 0 && errno != EINTR)
         return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    c->t_wake = q35_now();
     for (int i = 0; i < c->n_links; i++) {
         if (it[2 + 2 * i].revents & ZMQ_POLLIN)
             link_on_monitor(c, &c->links[i]);
@@ -270,16 +274,41 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
     return 0;
 }
 
-/* Busy share of wall time between the oldest and the newest stats reply
- * kept (~10 s); over the stage's life until two replies came. */
-static double busy_recent(const link *l)
+static double pct(double part, double whole)
 {
-    if (l->win_n < 2)
-        return l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+    return whole > 0 ? fmin(100.0, fmax(0.0, 100.0 * part / whole)) : 0;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+/* The fill of l's stage between the oldest and the newest stats reply
+ * kept (~10 s), and over its life (until two replies came, the recent
+ * figures are the life's). */
+static void fill_figures(const link *l, Q35__StageStatus *s)
+{
+    const Q35__StageStats *t = &l->st;
+    s->busy_pct_total = pct(t->busy_s, t->uptime_s);
+    s->idle_pct_total = pct(t->idle_s, t->uptime_s);
+    s->rows_per_step_total = ratio((double)t->n_tokens, (double)t->n_forward);
+    s->steps_per_s_total = ratio((double)t->n_forward, t->uptime_s);
+    s->coord_gap_ms_total = 1000 * ratio(l->gap_s, (double)l->gap_n);
+    s->coord_gap_ms_max = 1000 * l->gap_max;
+    if (l->win_n < 2) {
+        s->busy_pct = s->busy_pct_total;
+        s->idle_pct = s->idle_pct_total;
+        s->rows_per_step = s->rows_per_step_total;
+        s->steps_per_s = s->steps_per_s_total;
+        s->coord_gap_ms = s->coord_gap_ms_total;
+        return;
+    }
     int old = (l->win_head - l->win_n + 1 + LINK_WINDOW) % LINK_WINDOW;
-    double dt = l->win[l->win_head].uptime_s - l->win[old].uptime_s;
-    double db = l->win[l->win_head].busy_s - l->win[old].busy_s;
-    return dt > 0 ? fmin(100.0, fmax(0.0, 100.0 * db / dt)) : 0;
+    const __typeof__(l->win[0]) *a = &l->win[old], *b = &l->win[l->win_head];
+    double dt = b->uptime_s - a->uptime_s;
+    s->busy_pct = pct(b->busy_s - a->busy_s, dt);
+    s->idle_pct = pct(b->idle_s - a->idle_s, dt);
+    s->rows_per_step = ratio((double)(b->n_tokens - a->n_tokens), (double)(b->n_forward - a->n_forward));
+    s->steps_per_s = ratio((double)(b->n_forward - a->n_forward), dt);
+    s->coord_gap_ms = 1000 * ratio(b->gap_s - a->gap_s, (double)(b->gap_n - a->gap_n));
 }
 
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss)
@@ -299,8 +328,7 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->max_ctx = l->hs.max_ctx;
         s->busy_s = l->st.busy_s;
         s->idle_s = l->st.idle_s;
-        s->busy_pct = busy_recent(l);
-        s->busy_pct_total = l->st.uptime_s > 0 ? 100.0 * l->st.busy_s / l->st.uptime_s : 0;
+        fill_figures(l, s);
         s->uptime_s = l->st.uptime_s;
         s->n_forward = l->st.n_forward;
         s->wire_bytes_out = l->bytes_out;

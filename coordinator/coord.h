@@ -39,6 +39,7 @@ typedef struct coord_opts {
     bool takeover;          /* Hello asks stages owned by another coordinator to take them */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
+    const char *trace_path; /* Chrome trace-event JSON of every step (coord_trace.h); NULL: none */
     int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);
                                a stage that does not take it is not routed to */
     /* CURVE (daemon/curve.h): NULL = plaintext links. Otherwise every

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "coord.h"
 #include "coord_text.h"
+#include "coord_trace.h"
 #include "wire.h"
 
 #define COORD_MAX_STAGES 64
@@ -65,9 +66,14 @@ typedef struct link {
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
     Q35__StageStats st;
-    /* busy share over a recent window: (time, busy_s, uptime_s) of the
-     * last stats replies, a ring of LINK_WINDOW */
-    struct { double busy_s, uptime_s; } win[LINK_WINDOW];
+    /* the coordinator's time from waking to each step sent to l
+     * (link_step_sent): total, count, longest */
+    double gap_s, gap_max;
+    double trace_end;               /* end of l's last slice in the trace */
+    uint64_t gap_n;
+    /* busy share over a recent window: the stage's counters (and gap_*)
+     * at the last stats replies, a ring of LINK_WINDOW */
+    struct { double busy_s, idle_s, uptime_s, gap_s; uint64_t n_forward, n_tokens, gap_n; } win[LINK_WINDOW];
     int win_n, win_head;
     uint64_t bytes_out, bytes_in;   /* wire bytes sent to / read from the stage */
 } link;
@@ -149,6 +155,8 @@ struct coord {
     int rate_i;
     char summary[256];
     coord_cache *cache;             /* prefix cache (coord_cache.c) */
+    coord_trace *trace;             /* --trace: every step, NULL when off */
+    double t_wake;                  /* when the serving loop's poll last returned */
 };
 
 /* ---- link_*: coord_link.c, one stage link --------------------------- */

@@ -84,6 +84,11 @@ double link_step_deadline_s(const coord *c, const link *l, int rows)
 
 void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows)
 {
+    double gap = c->t_wake > 0 ? q35_now() - c->t_wake : 0;
+    l->gap_s += gap;
+    l->gap_n++;
+    if (gap > l->gap_max)
+        l->gap_max = gap;
     if (l->n_busy == 0) {           /* else it starts when the one before is answered */
         l->busy_start = q35_now();
         l->busy_deadline = l->busy_start + link_step_deadline_s(c, l, rows);
@@ -289,6 +294,15 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
                  h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
+    if (!strcmp(l->backend, "sim"))
+        q35_log_warn("stage %d (%s) runs the SIMULATOR backend: its timings come from a profile, "
+                     "its outputs are not the model's", l->idx, l->endpoint);
+    if (c->trace) {
+        char name[128];
+        snprintf(name, sizeof name, "stage %d (layers %u:%u, %s)", l->idx, h->layer_begin,
+                 h->layer_end, l->backend);
+        coord_trace_stage(c->trace, l->idx, name);
+    }
 }
 
 /* A step, free or probe refused with PERMISSION_DENIED: another
@@ -306,6 +320,25 @@ static bool fenced(coord *c, link *l, const Q35__StageReply *r)
     l->state = L_BAD;
     snprintf(l->problem, sizeof l->problem, "%s", why);
     return true;
+}
+
+/* A step answered: its slice on l's track of the trace (the stage's own
+ * compute time, ending now). */
+static void trace_step(coord *c, link *l, const mbatch *m, const Q35__ForwardResult *fr)
+{
+    if (!c->trace)
+        return;
+    int rows = 0, decode = 0;
+    for (int i = 0; i < m->n; i++) {
+        rows += m->ntok[i];
+        decode += m->pos[i] >= m->r[i]->n_prompt;
+    }
+    double now = q35_now(), dt = fr->compute_s > 0 && fr->compute_s < 3600 ? fr->compute_s : 0;
+    /* a stage runs one step at a time: a reply read late must not draw
+     * its step over the one before */
+    double t0 = now - dt > l->trace_end ? now - dt : l->trace_end;
+    coord_trace_step(c->trace, l->idx, t0, now, (int)(m - c->mb), rows, m->n, decode);
+    l->trace_end = now;
 }
 
 void link_on_reply(coord *c, link *l)
@@ -348,8 +381,10 @@ void link_on_reply(coord *c, link *l)
             mbatch *mb = step_answered(c, l);
             if (mb->dead || fenced(c, l, r))
                 mb->used = false;
-            else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD)
+            else if (r->body_case == Q35__STAGE_REPLY__BODY_FORWARD) {
+                trace_step(c, l, mb, r->forward);
                 sched_on_forward(c, l, mb, r->forward);
+            }
             else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR)
                 sched_on_stage_error(c, l, mb, r->error);
             else
@@ -365,7 +400,12 @@ void link_on_reply(coord *c, link *l)
                 l->win_n = 0;               /* the stage restarted */
             l->win_head = (l->win_head + 1) % LINK_WINDOW;
             l->win[l->win_head].busy_s = l->st.busy_s;
+            l->win[l->win_head].idle_s = l->st.idle_s;
             l->win[l->win_head].uptime_s = l->st.uptime_s;
+            l->win[l->win_head].n_forward = l->st.n_forward;
+            l->win[l->win_head].n_tokens = l->st.n_tokens;
+            l->win[l->win_head].gap_s = l->gap_s;
+            l->win[l->win_head].gap_n = l->gap_n;
             if (l->win_n < LINK_WINDOW)
                 l->win_n++;
         } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR && !fenced(c, l, r)) {

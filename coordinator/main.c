@@ -49,6 +49,7 @@ int main(int argc, char **argv)
         .model_path = cf.model, .listen = cf.listen, .n_stages = n, .stage_ep = ep,
         .stage_begin = b, .stage_end = e, .stage_where = where, .max_queue = cf.max_queue,
         .max_seqs = cf.max_seqs, .max_ctx = cf.max_ctx, .micro_batches = cf.micro_batches,
+        .trace_path = cf.trace,
         .no_prefix_cache = !strcmp(cf.prefix_cache, "off"),
         .step_timeout_ms = cf.step_timeout_ms, .replay_wait_ms = cf.replay_wait_ms,
         .takeover = cf.takeover, .max_msg = (size_t)cf.max_msg_mb << 20,

@@ -84,6 +84,7 @@ typedef struct coord_cfg {
     int max_seqs;            /* sequences decoded at once */
     int max_ctx;
     int micro_batches;       /* in flight through the pipeline */
+    char *trace;             /* Chrome trace-event JSON of every step; NULL: none */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     bool takeover;           /* take stages owned by another coordinator */

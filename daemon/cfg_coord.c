@@ -77,6 +77,10 @@ static const opt_def coord_defs[] = {
       "Longest sequence (prompt + generated tokens)." },
     { "micro-batches", OPT_INT, F(micro_batches), "N", "0", 0, 64, NULL, false, NULL,
       "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
+    { "trace", OPT_STR, F(trace), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "Write every forward step of every stage to FILE as Chrome trace-event JSON (one track "
+      "per stage, one slice per step with its micro-batch, rows and sequences; open it in "
+      "Perfetto or chrome://tracing). The file is complete when the coordinator stops." },
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
       "Longest a stage may take to answer one step; past it the stage is treated as lost. "
       "The deadline applied is adaptive: 10x the stage's measured time for a step of that "

@@ -32,7 +32,8 @@ REQ_TIMEOUT=2
 start_http() {
     : >"$P35_RUN/http.log"
     "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" --api-key-file "$P35_RUN/keys" \
-        --max-body $MAX_BODY --request-timeout-s $REQ_TIMEOUT --drain-timeout-s 10 >>"$P35_RUN/http.log" 2>&1 &
+        --max-body $MAX_BODY --request-timeout-s $REQ_TIMEOUT --drain-timeout-s 10 --cors-origin http://page.test \
+        >>"$P35_RUN/http.log" 2>&1 &
     P35_PID_http=$!
     case " $P35_NAMES " in *" http "*) ;; *) P35_NAMES="$P35_NAMES http" ;; esac
     p35_wait_file "$P35_RUN/http.log" "the coordinator answers" 20 || p35_die "qwen35-http did not come up"
@@ -63,6 +64,15 @@ echo "curl -N: $chunks chunks for $N tokens in $recvs reads over $spread ms (med
 # all at the end would be one or two reads; one read per token chunk at least 2/3 of the time
 [ "$recvs" -ge $((N * 2 / 3)) ] || p35_fail "the $N token chunks came in $recvs reads: not one at a time"
 awk -v m="$med" 'BEGIN { exit !(m > 0.05) }' || p35_fail "median gap between reads $med ms: chunks were not spread over the generation"
+
+# CORS: the preflight and the answers name the configured origin
+curl -si -X OPTIONS "$U/v1/chat/completions" -H 'Origin: http://page.test' \
+    -H 'Access-Control-Request-Method: POST' >"$P35_RUN/cors.txt" || true
+grep -qi '^Access-Control-Allow-Origin: http://page.test' "$P35_RUN/cors.txt" &&
+    grep -qi '^Access-Control-Allow-Headers: Authorization, Content-Type' "$P35_RUN/cors.txt" &&
+    head -n 1 "$P35_RUN/cors.txt" | grep -q ' 204' || p35_fail "CORS preflight: $(head -n 8 "$P35_RUN/cors.txt")"
+curl -si -H "$AUTH" "$U/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://page.test' ||
+    p35_fail "no Access-Control-Allow-Origin on GET /v1/models"
 
 # promtool on /metrics (after the requests above filled the counters)
 curl -s "$U/metrics" >"$P35_RUN/metrics.txt" || p35_fail "GET /metrics failed"

@@ -23,6 +23,7 @@
 #include "qwen35_client.h"
 #include "wire.h"
 #include "support.h"
+#include <jansson.h>
 
 static char g_dir[64], g_model[512], g_model2[512], g_expect[512];
 static int32_t g_toks[64];
@@ -139,6 +140,7 @@ static void *coord_loop(void *arg)
 }
 
 static int g_wire_dtype;   /* of the coordinators started next */
+static const char *g_trace;   /* --trace of the coordinators started next */
 
 /* coord_start without the thread: the caller turns coord_run_once() until
  * it starts the thread with coord_thread(). */
@@ -158,7 +160,7 @@ static co_thread *coord_open(int n, st_thread **st, const int *bounds, int max_s
     coord_opts o = { .model_path = g_model, .listen = t->listen, .n_stages = n, .stage_ep = ep,
                      .stage_begin = b, .stage_end = e, .max_queue = max_queue,
                      .max_seqs = max_seqs, .max_ctx = 256, .step_timeout_ms = step_ms,
-                     .wire_dtype = g_wire_dtype };
+                     .wire_dtype = g_wire_dtype, .trace_path = g_trace };
     t->c = coord_new(&o, t->err, sizeof t->err);
     if (!t->c)
         fail_msg("coord_new: %s", t->err);
@@ -916,6 +918,95 @@ static void wire_dtype_half(void **state)
     }
 }
 
+/* --trace: valid trace-event JSON with one slice per forward step on each
+ * stage's track (as many as the stage's own n_forward, their rows its
+ * n_tokens), slices of a track in order and not overlapping. */
+static void trace_one_slice_per_step(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/trace.json", g_dir);
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "t0", 4), stage_start(g_model, 4, 8, "t1", 4) };
+    g_trace = path;
+    co_thread *co = coord_start(2, st, b, 4, 8, 30000);
+    g_trace = NULL;
+    void *ctx, *d = client_new(&ctx, co->listen);
+    result r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        snprintf(r[i].rid, sizeof r[i].rid, "t%d", i);
+        send_gen(d, r[i].rid, g_toks + i, 20, 6, 0, 0, false, 0);
+    }
+    collect(d, r, 3, WAIT_S, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(r[i].finish, Q35__FINISH_REASON__FINISH_LENGTH);
+    /* the stages' counters, once the coordinator's stats show them still */
+    uint64_t nf[2] = { 0, 0 }, nt[2] = { 0, 0 };
+    double end = q35_now() + WAIT_S;
+    for (int same = 0; same < 2 && q35_now() < end; usleep(600 * 1000)) {
+        Q35__StatusReply *s = status(d);
+        assert_int_equal(s->n_stages, 2);
+        bool still = true;
+        for (int k = 0; k < 2; k++) {
+            still &= s->stages[k]->n_forward == nf[k] && nf[k] > 0;
+            nf[k] = s->stages[k]->n_forward;
+            nt[k] = s->stages[k]->n_tokens;
+            if (still && same == 1) {   /* the fill figures of the stats shown */
+                assert_true(s->stages[k]->rows_per_step_total >= 1);
+                assert_true(s->stages[k]->steps_per_s_total > 0);
+                assert_true(s->stages[k]->busy_pct_total > 0 && s->stages[k]->idle_pct_total > 0);
+                assert_true(s->stages[k]->coord_gap_ms_total >= 0 && s->stages[k]->coord_gap_ms_max < 60000);
+            }
+        }
+        same = still ? same + 1 : 0;
+        q35__status_reply__free_unpacked(s, NULL);
+    }
+    client_close(ctx, d);
+    coord_stop(&co);   /* completes the file */
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        fail_msg("%s:%d: not JSON: %s", path, je.line, je.text);
+    json_t *ev = json_object_get(root, "traceEvents");
+    assert_true(json_is_array(ev));
+    uint64_t slices[2] = { 0, 0 }, rows[2] = { 0, 0 };
+    double last_end[2] = { -1, -1 };
+    int named = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        assert_non_null(ph);
+        int tid = (int)json_integer_value(json_object_get(e, "tid"));
+        if (!strcmp(ph, "M")) {
+            named += !strcmp(json_string_value(json_object_get(e, "name")), "thread_name");
+            continue;
+        }
+        assert_string_equal(ph, "X");
+        assert_true(tid == 1 || tid == 2);
+        double ts = json_number_value(json_object_get(e, "ts")),
+               dur = json_number_value(json_object_get(e, "dur"));
+        json_t *args = json_object_get(e, "args");
+        int n = (int)json_integer_value(json_object_get(args, "rows"));
+        assert_true(n >= 1);
+        assert_true(json_integer_value(json_object_get(args, "micro_batch")) >= 0);
+        assert_true(dur >= 0 && ts >= last_end[tid - 1] - 0.5);
+        last_end[tid - 1] = ts + dur;
+        slices[tid - 1]++;
+        rows[tid - 1] += (uint64_t)n;
+    }
+    assert_int_equal(named, 2);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(slices[k], nf[k]);
+        assert_int_equal(rows[k], nt[k]);
+    }
+    assert_true(slices[0] > 3);
+    json_decref(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -930,6 +1021,7 @@ int main(void)
         cmocka_unit_test(bare_endpoints),
         cmocka_unit_test(logprobs_are_log_softmax),
         cmocka_unit_test(wire_dtype_half),
+        cmocka_unit_test(trace_one_slice_per_step),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
