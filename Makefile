@@ -40,7 +40,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
            -Imodel -Iproto -Iclient -I$(BUILD)/gen -MMD -MP $(SANFLAGS)
 LDFLAGS += -pthread $(SANFLAGS)
 
-LIBS_MODEL := -lpcre2-8 -lm
+LIBS_MODEL := -lpcre2-8 -lreadline -lm
 LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson
 
 LIBMODEL := $(BUILD)/libqwen35.a

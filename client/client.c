@@ -228,6 +228,8 @@ static int check_request(const q35c_request *r, char *err, size_t errsz)
         return q35_err(err, errsz, Q35_EINVAL, "request: system: no chat template for a raw prompt");
     if (r->max_tokens < 0)
         return q35_err(err, errsz, Q35_EINVAL, "request: max_tokens: %d is negative", r->max_tokens);
+    if (r->ctx_size < 0)
+        return q35_err(err, errsz, Q35_EINVAL, "request: ctx_size: %d is negative", r->ctx_size);
     if (r->n_stop < 0 || (r->n_stop && !r->stop))
         return q35_err(err, errsz, Q35_EINVAL, "request: stop: n_stop %d", r->n_stop);
     for (int i = 0; i < r->n_stop; i++)
@@ -353,6 +355,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     samp.seed = r->seed;
     gen.sampling = &samp;
     gen.max_tokens = (uint32_t)r->max_tokens;
+    gen.ctx_size = (uint32_t)r->ctx_size;
     gen.n_stop = (size_t)r->n_stop;
     gen.stop = (char **)r->stop;
     gen.no_think = !r->think;

@@ -1,18 +1,20 @@
 /* qwen35-client — streams answers from a qwen35 pipeline (the coordinator).
  *
  *   qwen35-client [--endpoint E] [options] "prompt"
- *   qwen35-client --chat            multi-turn, one user turn per stdin line
+ *   qwen35-client -cnv              a conversation, one user turn per stdin line
  *   qwen35-client --status          the pipeline's state
+ *
+ * Options: the table below (llama.cpp spellings; model/cli.h).
  *
  * Exit status: 0 when every request ended normally (stop, length, or
  * cancelled by the user), 1 on an error event or a failed call, 2 on bad
  * usage.
  */
+#include "cli.h"
 #include "qwen35_client.h"
 #include "sampler.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,8 +27,9 @@
 
 typedef struct cli {
     const char *endpoint;
-    bool chat, json, ids, status, stats, hide_think, logprobs;
-    const char *prompt_ids_file, *logits_out, *system;
+    bool chat, json, ids, status, stats;
+    enum cli_think think;
+    const char *prompt_ids_file, *logits_out, *system, *prompt, *prompt_file;
     const char *stop[MAX_STOP];
     int n_stop;
     q35c_request req;
@@ -34,7 +37,8 @@ typedef struct cli {
     /* per request */
     FILE *logits_f;
     int n_vocab_seen;
-    bool in_think_shown, error;
+    cli_out out;
+    bool shown, error;
     char *answer;                 /* non-reasoning text, for --chat history */
     size_t answer_len, answer_cap;
     int n_out_ids;
@@ -55,68 +59,6 @@ static void on_sigint(int sig)
     if (write(2, nl, 1) < 0) { /* nothing to do */ }
     _exit(128 + sig);
 }
-
-static void usage(FILE *f)
-{
-    /* q35c_request_init's sampling is smp_defaults (test_client checks) */
-    char sd[256];
-    smp_params d = smp_defaults();
-    smp_describe(&d, sd, sizeof sd);
-    fputs(
-"usage: qwen35-client [options] \"prompt\"      (\"-\": read the prompt from stdin)\n"
-"       qwen35-client [options] --chat         one user turn per stdin line\n"
-"       qwen35-client [options] --status       pipeline state\n"
-"connection:\n"
-"  --endpoint E          coordinator (env QWEN35_ENDPOINT; default " DEFAULT_ENDPOINT ")\n"
-"  --connect-timeout MS  give up when no connection after MS (3000)\n"
-"  --timeout MS          error when the coordinator is silent for MS (15000)\n"
-"input:\n"
-"  --system TEXT         system message\n"
-"  --no-think            reasoning off (empty <think></think>)\n"
-"  --raw                 the prompt is raw text: no chat template\n"
-"  --prompt-ids FILE     raw token ids (whitespace separated; \"-\" = stdin)\n"
-"generation:\n"
-"  -n N                  max tokens to generate (256; 0 = up to the context)\n"
-"  --temp T --top-k K --top-p P --min-p P --seed S\n"
-"  --repeat-penalty R --presence-penalty X --frequency-penalty X\n"
-"  --repeat-last-n N     window of the penalties (--penalty-window N: the same)\n"
-"  --ignore-eos          keep generating past end-of-sequence tokens\n"
-"  --stop S              stop string (repeatable)\n"
-"  --deadline MS         end the request after MS\n"
-"output:\n"
-"  --ids                 print the generated token ids (one line) instead of text\n"
-"  --json                one JSON event per line\n"
-"  --hide-think          do not print the reasoning part\n"
-"  --logprobs N          logprob of each chosen token and its N most likely\n"
-"                        alternatives (--json)\n"
-"  --logits-out FILE     write float32 logits [positions][n_vocab]: every\n"
-"                        prompt position, then every generated token\n"
-"  --stats               print usage (tokens, time to first token, tokens/s) to stderr\n",
-        f);
-    fprintf(f, "sampling defaults (the same in qwen35-run):\n  %s\n", sd);
-}
-
-/* Parses an int/float option value, naming the option on error. */
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
-{
-    char err[Q35_ERRSZ];
-    if (q35_parse_long(opt, s, lo, hi, out, err, sizeof err)) {
-        fprintf(stderr, "qwen35-client: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out)
-{
-    char err[Q35_ERRSZ];
-    if (q35_parse_float(opt, s, out, err, sizeof err)) {
-        fprintf(stderr, "qwen35-client: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
 
 static void answer_append(cli *c, const char *s, size_t n)
 {
@@ -158,16 +100,19 @@ static int on_event(const q35c_event *ev, void *user)
         if (c->ids) {
             for (int i = 0; i < ev->n_ids; i++)
                 printf(c->n_out_ids++ ? " %d" : "%d", ev->ids[i]);
-        } else if (!(ev->reasoning && c->hide_think)) {
-            fwrite(ev->text, 1, ev->text_len, stdout);
+        } else {
+            cli_out_piece(&c->out, ev->text, ev->text_len, ev->reasoning);
+            c->shown |= ev->text_len > 0;
         }
         fflush(stdout);
         break;
     case Q35C_EV_LOGITS:
         break;
     case Q35C_EV_FINAL:
-        if (c->ids || (c->answer_len && c->answer[c->answer_len - 1] != '\n') || !c->answer_len)
+        if (c->ids || !c->shown)
             putchar('\n');
+        else
+            cli_out_end(&c->out);
         fflush(stdout);
         if (ev->finish == Q35C_FINISH_DEADLINE)
             fprintf(stderr, "qwen35-client: request %llu: deadline passed after %d tokens\n",
@@ -181,7 +126,8 @@ static int on_event(const q35c_event *ev, void *user)
                     ev->cached_tokens, ev->completion_tokens, ev->ttft_s, ev->decode_tps);
         break;
     case Q35C_EV_ERROR:
-        putchar('\n');
+        if (c->ids || !c->shown) putchar('\n');
+        else cli_out_end(&c->out);
         fflush(stdout);
         fprintf(stderr, "qwen35-client: request %llu: %s: %s\n", (unsigned long long)ev->id,
                 ev->code ? ev->code : "ERROR", ev->message ? ev->message : "");
@@ -196,6 +142,7 @@ static int run_one(q35c_client *qc, cli *c, const q35c_request *r)
     c->error = false;
     c->answer_len = 0;
     c->n_out_ids = 0;
+    c->shown = false;
     if (c->answer) c->answer[0] = 0;
     g_busy = 1;
     int rc = q35c_generate(qc, r, on_event, c, err, sizeof err);
@@ -212,24 +159,21 @@ static int run_chat(q35c_client *qc, cli *c)
     q35c_message *msgs = NULL;
     char **owned = NULL;
     int n = 0, cap = 0, rc = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    bool tty = isatty(0);
-    for (;;) {
-        if (tty && !c->json) { fputs("> ", stderr); fflush(stderr); }
-        if ((len = getline(&line, &lcap, stdin)) < 0) break;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (!len) continue;
+    const char *first = c->req.prompt;   /* -p / -f: the first turn */
+    c->req.prompt = NULL;
+    char *line;
+    while ((line = first ? strdup(first) : cli_readline(c->json ? "" : "> "))) {
+        first = NULL;
+        if (!*line) { free(line); continue; }
         if (n + 2 > cap) {
             cap = cap ? 2 * cap : 16;
             q35c_message *m = realloc(msgs, (size_t)cap * sizeof *m);
             char **o = realloc(owned, (size_t)cap * sizeof *o);
             if (m) msgs = m;
             if (o) owned = o;
-            if (!m || !o) { fputs("qwen35-client: out of memory\n", stderr); rc = 1; break; }
+            if (!m || !o) { fputs("qwen35-client: out of memory\n", stderr); free(line); rc = 1; break; }
         }
-        owned[n] = strdup(line);
+        owned[n] = line;
         msgs[n] = (q35c_message){ "user", owned[n] };
         n++;
         q35c_request r = c->req;
@@ -244,7 +188,6 @@ static int run_chat(q35c_client *qc, cli *c)
     for (int i = 0; i < n; i++) free(owned[i]);
     free(owned);
     free(msgs);
-    free(line);
     return rc;
 }
 
@@ -263,145 +206,195 @@ static int run_status(q35c_client *qc, const cli *c)
 }
 
 enum {
-    O_ENDPOINT = 256, O_CHAT, O_SYSTEM, O_NO_THINK, O_RAW, O_PROMPT_IDS, O_IDS, O_JSON,
-    O_STATUS, O_DEADLINE, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_SEED, O_REPEAT, O_IGNORE_EOS,
-    O_LAST_N, O_PRESENCE, O_FREQUENCY, O_STOP, O_LOGITS_OUT, O_LOGPROBS, O_STATS, O_HIDE_THINK,
-    O_CONNECT_TIMEOUT, O_TIMEOUT,
+    O_ENDPOINT = 1, O_CONNECT_TIMEOUT, O_TIMEOUT, O_PROMPT, O_FILE, O_PROMPT_IDS, O_SYSTEM, O_CNV,
+    O_RAW, O_NO_THINK, O_N, O_CTX, O_STOP, O_IGNORE_EOS, O_DEADLINE, O_IDS, O_JSON, O_HIDE_THINK,
+    O_SHOW_THINK, O_LOGPROBS, O_LOGITS_OUT, O_STATS, O_STATUS, O_THREADS, O_BATCH,
 };
 
-static const struct option longopts[] = {
-    { "endpoint", required_argument, 0, O_ENDPOINT },
-    { "chat", no_argument, 0, O_CHAT },
-    { "system", required_argument, 0, O_SYSTEM },
-    { "no-think", no_argument, 0, O_NO_THINK },
-    { "raw", no_argument, 0, O_RAW },
-    { "prompt-ids", required_argument, 0, O_PROMPT_IDS },
-    { "ids", no_argument, 0, O_IDS },
-    { "json", no_argument, 0, O_JSON },
-    { "status", no_argument, 0, O_STATUS },
-    { "deadline", required_argument, 0, O_DEADLINE },
-    { "temp", required_argument, 0, O_TEMP },
-    { "top-k", required_argument, 0, O_TOP_K },
-    { "top-p", required_argument, 0, O_TOP_P },
-    { "min-p", required_argument, 0, O_MIN_P },
-    { "seed", required_argument, 0, O_SEED },
-    { "repeat-penalty", required_argument, 0, O_REPEAT },
-    { "repeat-last-n", required_argument, 0, O_LAST_N },
-    { "penalty-window", required_argument, 0, O_LAST_N },
-    { "presence-penalty", required_argument, 0, O_PRESENCE },
-    { "frequency-penalty", required_argument, 0, O_FREQUENCY },
-    { "ignore-eos", no_argument, 0, O_IGNORE_EOS },
-    { "stop", required_argument, 0, O_STOP },
-    { "logits-out", required_argument, 0, O_LOGITS_OUT },
-    { "logprobs", required_argument, 0, O_LOGPROBS },
-    { "stats", no_argument, 0, O_STATS },
-    { "hide-think", no_argument, 0, O_HIDE_THINK },
-    { "connect-timeout", required_argument, 0, O_CONNECT_TIMEOUT },
-    { "timeout", required_argument, 0, O_TIMEOUT },
-    { "help", no_argument, 0, 'h' },
-    { 0, 0, 0, 0 },
+static const cli_opt conn_opts[] = {
+    { O_ENDPOINT, "--endpoint", "E", "the coordinator (env QWEN35_ENDPOINT; default " DEFAULT_ENDPOINT ")" },
+    { O_CONNECT_TIMEOUT, "--connect-timeout", "MS", "give up when there is no connection after MS (3000)" },
+    { O_TIMEOUT, "--timeout", "MS", "an error when the coordinator is silent for MS (15000)" },
+    { O_STATUS, "--status", NULL, "print the pipeline's state (stages, slots, warnings) and exit" },
+};
+
+static const cli_opt input_opts[] = {
+    { O_PROMPT, "-p, --prompt", "TEXT", "the prompt (or as the one argument; \"-\" reads stdin)" },
+    { O_FILE, "-f, --file", "FILE", "read the prompt from FILE" },
+    { O_PROMPT_IDS, "--prompt-ids", "FILE", "raw token ids, whitespace separated (\"-\" = stdin)" },
+    { O_SYSTEM, "-sys, --system-prompt, --system", "TEXT", "system message" },
+    { O_CNV, "-cnv, --conversation, --chat", NULL,
+      "conversation: after the prompt (if any) one user turn per line of stdin, with line "
+      "editing on a terminal; Ctrl-C cancels an answer, at the prompt it quits" },
+    { O_RAW, "-no-cnv, --no-conversation, --raw", NULL,
+      "plain text: the prompt is tokenized as written, no chat template (applied by default)" },
+    { O_NO_THINK, "--no-think", NULL, "reasoning off (an empty think block opens the answer)" },
+};
+
+static const cli_opt gen_opts[] = {
+    { O_N, "-n, --n-predict, --predict", "N", "tokens to generate (default 256; 0 or -1: up to the context)" },
+    { O_CTX, "-c, --ctx-size", "N",
+      "this request's context: prompt plus answer within N positions (default and most: the "
+      "pipeline's max-ctx)" },
+    { O_STOP, "--stop, -r, --reverse-prompt", "S", "stop before the text S (repeatable, up to 16)" },
+    { O_IGNORE_EOS, "--ignore-eos", NULL, "keep generating past end-of-sequence tokens" },
+    { O_DEADLINE, "--deadline", "MS", "end the request after MS" },
+    { O_THREADS, "-t, --threads", "N", "refused here: threads are the stage's (qwen35-stage --threads)" },
+    { O_BATCH, "-b, --batch-size, -ub, --ubatch-size", "N",
+      "refused here: the coordinator batches (qwen35-stage --max-batch, coordinator --micro-batches)" },
+};
+
+static const cli_opt out_opts[] = {
+    { O_IDS, "--ids", NULL, "print the generated token ids (one line) instead of text" },
+    { O_JSON, "--json", NULL, "one JSON event per line" },
+    { O_HIDE_THINK, "--hide-think", NULL, "do not print the reasoning" },
+    { O_SHOW_THINK, "--show-think", NULL,
+      "print the reasoning plain (default: dimmed on a terminal, between <think> and </think> "
+      "lines otherwise)" },
+    { O_LOGPROBS, "--logprobs", "N",
+      "each chosen token's logprob and its N (1..20) most likely alternatives (--json)" },
+    { O_LOGITS_OUT, "--logits-out", "FILE",
+      "write float32 logits [positions][n_vocab]: every prompt position, then every generated token" },
+    { O_STATS, "--stats", NULL, "print usage (tokens, time to first token, tokens/s) to stderr" },
+};
+
+static const cli_group g_conn = { "connection", conn_opts, sizeof conn_opts / sizeof conn_opts[0] };
+static const cli_group g_input = { "input", input_opts, sizeof input_opts / sizeof input_opts[0] };
+static const cli_group g_gen = { "generation", gen_opts, sizeof gen_opts / sizeof gen_opts[0] };
+static const cli_group g_out = { "output", out_opts, sizeof out_opts / sizeof out_opts[0] };
+static const cli_group *const groups[] = { &g_conn, &g_input, &g_gen, &cli_sampling, &g_out };
+
+static const cli_spec spec = {
+    .prog = "qwen35-client",
+    .summary = "ask a qwen35 pipeline (the coordinator): answers, conversations, status",
+    .synopsis = "[options] \"prompt\"\n[options] -f FILE\n[options] -cnv\n[options] --status",
+    .description =
+        "qwen35-client sends one request to a qwen35-coordinator and streams the answer to stdout, "
+        "its reasoning marked; with -cnv it holds a conversation, one user turn per line. The "
+        "prompt is wrapped in the model's chat template unless -no-cnv (--raw). Flags are "
+        "llama.cpp's where it has them, with the same meaning; a llama.cpp flag without a meaning "
+        "here is refused with one line saying what to use instead.\n\n"
+        "Exit status: 0 when every request ended normally (stop, length, or cancelled by the user), "
+        "1 on an error event or a failed call, 2 on bad usage.",
+    .examples =
+        "qwen35-client \"Why is the sky blue?\"\n"
+        "One answer from the coordinator at the default endpoint (" DEFAULT_ENDPOINT ").\n\n"
+        "qwen35-client -cnv -sys \"Be brief.\" --temp 0.7 -s 1\n"
+        "A conversation on the terminal.\n\n"
+        "qwen35-client --endpoint tcp://127.0.0.1:5550 --status\n"
+        "The state of a coordinator listening on loopback: stages, slots, warnings.\n\n"
+        "qwen35-client --json --logprobs 3 -n 16 \"Hi\"\n"
+        "Events as JSON lines, each token with its 3 most likely alternatives.",
+    .groups = groups,
+    .n_groups = sizeof groups / sizeof groups[0],
 };
 
 static int parse_args(cli *c, int argc, char **argv)
 {
+    smp_params sp = smp_defaults();
+    const char *val, *name;
+    char err[Q35_ERRSZ];
     long v;
-    int o;
-    while ((o = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
-        char name[40] = "-n";
-        for (const struct option *lo = longopts; lo->name; lo++)
-            if (lo->val == o) snprintf(name, sizeof name, "--%s", lo->name);
-        switch (o) {
-        case O_ENDPOINT: c->endpoint = optarg; break;
-        case O_CHAT: c->chat = true; break;
-        case O_SYSTEM: c->system = optarg; break;
-        case O_NO_THINK: c->req.think = false; break;
+    int n_pos = 0;
+    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
+        int rc = 0;
+        switch (id) {
+        case CLI_EXIT: exit(0);
+        case CLI_ERROR: rc = -1; break;
+        case CLI_ARG:
+            if (n_pos++) {
+                fprintf(stderr, "qwen35-client: one prompt argument expected, got '%s' too (quote it)\n", val);
+                return -1;
+            }
+            c->prompt = val;
+            break;
+        case O_ENDPOINT: c->endpoint = val; break;
+        case O_PROMPT: c->prompt = val; n_pos++; break;
+        case O_FILE: c->prompt_file = val; break;
+        case O_PROMPT_IDS: c->prompt_ids_file = val; break;
+        case O_SYSTEM: c->system = val; break;
+        case O_CNV: c->chat = true; break;
         case O_RAW: c->req.raw_prompt = true; break;
-        case O_PROMPT_IDS: c->prompt_ids_file = optarg; break;
+        case O_NO_THINK: c->req.think = false; break;
+        case O_IGNORE_EOS: c->req.ignore_eos = true; break;
         case O_IDS: c->ids = true; break;
         case O_JSON: c->json = true; break;
         case O_STATUS: c->status = true; break;
         case O_STATS: c->stats = true; break;
-        case O_HIDE_THINK: c->hide_think = true; break;
-        case O_IGNORE_EOS: c->req.ignore_eos = true; break;
+        case O_HIDE_THINK: c->think = CLI_THINK_HIDE; break;
+        case O_SHOW_THINK: c->think = CLI_THINK_SHOW; break;
+        case O_LOGITS_OUT: c->logits_out = val; c->req.logits = true; break;
+        case O_THREADS:
+        case O_BATCH:
+            q35_err(err, sizeof err, Q35_EINVAL, "%s: not a qwen35-client option: %s", name,
+                    id == O_THREADS ? "threads are the stage's (qwen35-stage --threads N)"
+                                    : "the coordinator batches requests (qwen35-coordinator "
+                                      "--micro-batches, qwen35-stage --max-seqs)");
+            rc = -1;
+            break;
         case O_LOGPROBS:
-            if (parse_long("--logprobs", optarg, 1, 20, &v)) return -1;
-            c->req.n_logprobs = (int)v;
+            if (!(rc = cli_int(name, val, 1, 20, &v, err, sizeof err))) c->req.n_logprobs = (int)v;
             break;
-        case O_LOGITS_OUT: c->logits_out = optarg; c->req.logits = true; break;
         case O_DEADLINE:
-            if (parse_long("--deadline", optarg, 1, UINT32_MAX, &v)) return -1;
-            c->req.deadline_ms = (uint32_t)v;
+            if (!(rc = cli_int(name, val, 1, UINT32_MAX, &v, err, sizeof err))) c->req.deadline_ms = (uint32_t)v;
             break;
-        case 'n':
-            if (parse_long("-n", optarg, 0, INT_MAX, &v)) return -1;
-            c->req.max_tokens = (int)v;
+        case O_N:   /* llama.cpp's -1 (no limit) is 0 here: up to the context */
+            if (!(rc = cli_int(name, val, -1, INT_MAX, &v, err, sizeof err))) c->req.max_tokens = v < 0 ? 0 : (int)v;
             break;
-        case O_TOP_K:
-            if (parse_long("--top-k", optarg, 0, INT_MAX, &v)) return -1;
-            c->req.top_k = (int)v;
-            break;
-        case O_LAST_N:
-            if (parse_long("--repeat-last-n", optarg, 0, INT_MAX, &v)) return -1;
-            c->req.repeat_last_n = (int)v;
+        case O_CTX:
+            if (!(rc = cli_int(name, val, 0, INT_MAX, &v, err, sizeof err))) c->req.ctx_size = (int)v;
             break;
         case O_CONNECT_TIMEOUT:
-            if (parse_long("--connect-timeout", optarg, 1, INT_MAX, &v)) return -1;
-            c->opts.connect_timeout_ms = (int)v;
+            if (!(rc = cli_int(name, val, 1, INT_MAX, &v, err, sizeof err))) c->opts.connect_timeout_ms = (int)v;
             break;
         case O_TIMEOUT:
-            if (parse_long("--timeout", optarg, 1, INT_MAX, &v)) return -1;
-            c->opts.idle_timeout_ms = (int)v;
+            if (!(rc = cli_int(name, val, 1, INT_MAX, &v, err, sizeof err))) c->opts.idle_timeout_ms = (int)v;
             break;
-        case O_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') {
-                fprintf(stderr, "qwen35-client: --seed: '%s' is not an unsigned integer\n", optarg);
-                return -1;
-            }
-            c->req.seed = s;
-            break;
-        }
-        case O_TEMP: if (parse_float(name, optarg, &c->req.temperature)) return -1; break;
-        case O_TOP_P: if (parse_float(name, optarg, &c->req.top_p)) return -1; break;
-        case O_MIN_P: if (parse_float(name, optarg, &c->req.min_p)) return -1; break;
-        case O_REPEAT: if (parse_float(name, optarg, &c->req.repeat_penalty)) return -1; break;
-        case O_PRESENCE: if (parse_float(name, optarg, &c->req.presence_penalty)) return -1; break;
-        case O_FREQUENCY: if (parse_float(name, optarg, &c->req.frequency_penalty)) return -1; break;
         case O_STOP:
             if (c->n_stop == MAX_STOP) {
-                fprintf(stderr, "qwen35-client: --stop: at most %d stop strings\n", MAX_STOP);
-                return -1;
+                q35_err(err, sizeof err, Q35_EINVAL, "%s: at most %d stop strings", name, MAX_STOP);
+                rc = -1;
+                break;
             }
-            c->stop[c->n_stop++] = optarg;
+            c->stop[c->n_stop++] = val;
             break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        default: rc = cli_sampling_set(&sp, id, name, val, err, sizeof err); break;
         }
+        if (rc) {
+            fprintf(stderr, "qwen35-client: %s\n", err);
+            return -1;
+        }
+    }
+    c->req.temperature = sp.temp;
+    c->req.top_k = sp.top_k;
+    c->req.top_p = sp.top_p;
+    c->req.min_p = sp.min_p;
+    c->req.repeat_penalty = sp.repeat_penalty;
+    c->req.repeat_last_n = sp.penalty_window;
+    c->req.presence_penalty = sp.presence_penalty;
+    c->req.frequency_penalty = sp.frequency_penalty;
+    c->req.seed = sp.seed;
+    int n_inputs = (c->prompt != NULL) + (c->prompt_file != NULL) + (c->prompt_ids_file != NULL);
+    if (n_pos > 1 || n_inputs > 1 || (c->chat && c->prompt_ids_file)) {
+        fprintf(stderr, "qwen35-client: give one of \"prompt\" (-p), -f FILE, --prompt-ids FILE"
+                " (-cnv may follow a text prompt)\n");
+        return -1;
+    }
+    if (!c->status && !n_inputs && !c->chat) {
+        fprintf(stderr, "qwen35-client: give exactly one of \"prompt\", -f FILE, --prompt-ids FILE, "
+                "-cnv (or --status); see --help\n");
+        return -1;
     }
     return 0;
 }
-
 int main(int argc, char **argv)
 {
     cli c = { 0 };
     q35c_request_init(&c.req);
     c.endpoint = getenv("QWEN35_ENDPOINT") ? getenv("QWEN35_ENDPOINT") : DEFAULT_ENDPOINT;
+    c.think = CLI_THINK_MARK;
     if (parse_args(&c, argc, argv)) return 2;
-
-    int n_pos = argc - optind;
-    int n_inputs = (n_pos > 0) + (c.prompt_ids_file != NULL) + c.chat;
-    if (!c.status && n_inputs != 1) {
-        fprintf(stderr, "qwen35-client: give exactly one of \"prompt\", --prompt-ids FILE, --chat"
-                " (or --status)\n");
-        usage(stderr);
-        return 2;
-    }
-    if (n_pos > 1) {
-        fprintf(stderr, "qwen35-client: one prompt argument expected, got %d (quote it)\n", n_pos);
-        return 2;
-    }
+    cli_out_init(&c.out, stdout, c.think);
     c.req.system = c.system;
     c.req.stop = c.stop;
     c.req.n_stop = c.n_stop;
@@ -425,27 +418,36 @@ int main(int argc, char **argv)
         rc = 1;
     } else if (c.status) {
         rc = run_status(qc, &c);
-    } else if (c.chat) {
-        rc = run_chat(qc, &c);
     } else {
+        rc = 0;
         if (c.prompt_ids_file) {
             char err[Q35_ERRSZ];
             rc = q35_read_ids(c.prompt_ids_file, &ids, &c.req.n_prompt_ids, err, sizeof err);
             if (rc)
                 fprintf(stderr, "qwen35-client: --prompt-ids %s\n", err);
             c.req.prompt_ids = ids;
-        } else if (!strcmp(argv[optind], "-")) {
+        } else if (c.prompt_file || (c.prompt && !strcmp(c.prompt, "-"))) {
+            FILE *f = c.prompt_file ? fopen(c.prompt_file, "rb") : stdin;
             size_t cap = 0;
-            ssize_t len = getdelim(&stdin_prompt, &cap, 0, stdin);
-            rc = len < 0 ? (fputs("qwen35-client: no prompt on stdin\n", stderr), -1) : 0;
+            ssize_t len = f ? getdelim(&stdin_prompt, &cap, 0, f) : -1;
+            if (len < 0) {
+                fprintf(stderr, "qwen35-client: %s%s: %s\n", c.prompt_file ? "-f " : "no prompt on stdin",
+                        c.prompt_file ? c.prompt_file : "", !f ? strerror(errno) : "empty");
+                rc = -1;
+            }
+            if (f && f != stdin) fclose(f);
             c.req.prompt = stdin_prompt;
         } else {
-            c.req.prompt = argv[optind];
-            rc = 0;
+            c.req.prompt = c.prompt;
+        }
+        if (rc == 0 && c.chat) {
+            rc = run_chat(qc, &c);
+            goto done;
         }
         if (rc == 0) rc = run_one(qc, &c, &c.req);
         else rc = 1;
     }
+done:
     if (c.logits_f && fclose(c.logits_f)) {
         fprintf(stderr, "qwen35-client: --logits-out %s: %s\n", c.logits_out, strerror(errno));
         rc = 1;

@@ -67,6 +67,9 @@ typedef struct q35c_request {
     const char *system;           /* system message for prompt/messages; NULL: none */
     bool think;                   /* reasoning on (default true) */
     int max_tokens;               /* default 256; 0 = up to the context */
+    int ctx_size;                 /* 0 = the pipeline's; else this request's
+                                     positions (prompt + generated), at most
+                                     the pipeline's */
     bool ignore_eos;              /* keep going past end-of-sequence tokens */
     const char *const *stop;      /* stop strings (not part of the output) */
     int n_stop;

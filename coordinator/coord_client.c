@@ -221,6 +221,8 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         return;
     }
     int max_ctx = c->chain_known ? c->max_ctx : c->o.max_ctx;
+    if (g->ctx_size && (int64_t)g->ctx_size < max_ctx)   /* the client's -c */
+        max_ctx = (int)g->ctx_size;
     Q35__Sampling sp = Q35__SAMPLING__INIT;
     if (g->sampling) {
         sp.temperature = g->sampling->temperature;
@@ -287,6 +289,7 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     /* 0 or past the context (INT32_MAX and beyond, which an int would
      * wrap): up to the context */
     r->max_tokens = g->max_tokens && g->max_tokens < (uint32_t)max_ctx ? (int)g->max_tokens : max_ctx;
+    r->max_ctx = max_ctx;
     r->t_recv = q35_now();
     r->deadline = g->deadline_ms ? r->t_recv + g->deadline_ms / 1000.0 : 0;
     r->text = coord_textstate_new(c->tx, r->toks, r->n_prompt, (const char *const *)r->stop,

@@ -90,6 +90,7 @@ typedef struct req {
     int32_t *toks;                  /* prompt + generated */
     int n_toks, cap;
     int n_prompt, n_fed, n_gen, max_tokens;
+    int max_ctx;                    /* the pipeline's, or less (request ctx_size) */
     int n_logit_rows_sent;          /* positions whose logits the client has (replay skips them) */
     int n_replays;                  /* times rebuilt after a stage was lost */
     Q35__Sampling sp;

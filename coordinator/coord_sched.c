@@ -217,7 +217,7 @@ static void after_step(coord *c, req *r, int stop, int stop_idx)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);
     else if (stop)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_STOP);
-    else if (r->n_gen >= r->max_tokens || r->n_toks >= c->max_ctx)
+    else if (r->n_gen >= r->max_tokens || r->n_toks >= r->max_ctx)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_LENGTH);
 }
 

@@ -204,9 +204,12 @@ const opts_spec coord_cfg_spec = {
         "loop, and on SIGTERM sends STOPPING=1 and lets requests in flight finish or end "
         "with an explicit error before it exits 0.",
     .files = "/etc/qwen35/coordinator.conf: the configuration of qwen35-coordinator.service.",
-    .example = "[coordinator]\nmodel = /var/lib/qwen35/models/qwen35moe.gguf\n"
-               "listen = tcp://0.0.0.0:5700\nstage = tcp://127.0.0.1:5701 0:20\n"
-               "stage = tcp://127.0.0.1:5702 20:40",
+    .example = "# /etc/qwen35/coordinator.conf (systemctl start qwen35-coordinator): two stages\n"
+               "# on this host, clients on loopback as in deploy/examples/two-die; a routable\n"
+               "# listen needs CURVE keys (deploy/README.md)\n"
+               "[coordinator]\nmodel = /srv/qwen35/models/qwen35moe.gguf\n"
+               "listen = tcp://127.0.0.1:5700\nstage = tcp://127.0.0.1:5701\n"
+               "stage = tcp://127.0.0.1:5702\nmax-seqs = 16\nmax-ctx = 4096",
     .defs = coord_defs,
     .n_defs = (int)(sizeof coord_defs / sizeof coord_defs[0]),
     .cross_check = coord_cross_check,

@@ -108,8 +108,11 @@ const opts_spec stage_cfg_spec = {
         "and on SIGTERM sends STOPPING=1, finishes or fails the steps in flight, and exits 0.\n\n"
         "Logs go to stderr, one line per event, with syslog priority prefixes under journald.",
     .files = "/etc/qwen35/stage-N.conf: the configuration of qwen35-stage@N.service.",
-    .example = "[stage]\nmodel = /var/lib/qwen35/models/qwen35moe.gguf\nlayers = 0:20\n"
-               "bind = tcp://0.0.0.0:5701\nbackend = cuda\ndevice = 0\nmax-seqs = 16",
+    .example = "# /etc/qwen35/stage-0.conf (systemctl start qwen35-stage@0): the first die of a\n"
+               "# two-die card, on loopback as in deploy/examples/two-die; a routable bind\n"
+               "# needs curve-secret-key and curve-clients (deploy/README.md)\n"
+               "[stage]\nmodel = /srv/qwen35/models/qwen35moe.gguf\nlayers = 0:20\n"
+               "bind = tcp://127.0.0.1:5701\nbackend = cuda\ndevice = 0\nmax-seqs = 16\nmax-ctx = 4096",
     .defs = stage_defs,
     .n_defs = (int)(sizeof stage_defs / sizeof stage_defs[0]),
     .cross_check = stage_cross_check,

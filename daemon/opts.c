@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "common.h"
 #include "log.h"
 
@@ -37,31 +38,12 @@ static char *xstrdup(const char *s)
 
 static bool has_bounds(const opt_def *d) { return d->min <= d->max; }
 
-/* Edit distance, for "did you mean": keys are short, a small table does. */
-static int edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof(int) * (lb + 1));
-    }
-    return prev[lb];
-}
-
 static const char *closest(const opts_spec *s, const char *name)
 {
     const char *best = NULL;
     int bestd = 3;   /* at most 2 edits away */
     for (int i = 0; i < s->n_defs; i++) {
-        int dist = edit_distance(name, s->defs[i].name);
+        int dist = cli_distance(name, strlen(name), s->defs[i].name, strlen(s->defs[i].name));
         if (dist < bestd) { bestd = dist; best = s->defs[i].name; }
     }
     return best;

@@ -1,6 +1,8 @@
 /* --help and man pages generated from an option table. See opts.h. */
 #include "opts.h"
 
+#include "cli.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -54,34 +56,6 @@ void opts_help(const opts_spec *s, FILE *out)
     fprintf(out, "  --help               this text\n");
 }
 
-/* roff: escape backslashes and leading dots/quotes of a line. */
-static void roff_text(FILE *out, const char *t)
-{
-    bool bol = true;
-    for (const char *p = t; *p; p++) {
-        if (bol && (*p == '.' || *p == '\'')) fputs("\\&", out);
-        if (*p == '\\') fputs("\\e", out);
-        else if (*p == '-') fputs("\\-", out);
-        else fputc(*p, out);
-        bol = *p == '\n';
-    }
-}
-
-static void roff_paragraphs(FILE *out, const char *t)
-{
-    const char *p = t;
-    while (p && *p) {
-        const char *e = strstr(p, "\n\n");
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        char buf[2048];
-        snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), p);
-        fputs(".PP\n", out);
-        roff_text(out, buf);
-        fputc('\n', out);
-        p = e ? e + 2 : NULL;
-    }
-}
-
 void opts_man(const opts_spec *s, FILE *out)
 {
     char upper[64];
@@ -92,14 +66,14 @@ void opts_man(const opts_spec *s, FILE *out)
     fprintf(out, ".\\\" Generated from the option table in daemon/; do not edit.\n");
     fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n", upper);
     fprintf(out, ".SH NAME\n%s \\- ", s->prog);
-    roff_text(out, s->summary);
+    cli_roff(out, s->summary);
     fprintf(out, "\n.SH SYNOPSIS\n.B %s\n[\\fB\\-\\-config\\fR \\fIFILE\\fR] [\\fB\\-\\-\\fIOPTION\\fR \\fIVALUE\\fR]...\n",
             s->prog);
     fputs(".SH DESCRIPTION\n", out);
-    roff_paragraphs(out, s->description);
+    cli_roff_paragraphs(out, s->description);
     fputs(".SH OPTIONS\n", out);
     fputs(".PP\nEvery option is also a key of the \\fB[", out);
-    roff_text(out, s->section);
+    cli_roff(out, s->section);
     fputs("]\\fR section of the configuration file, spelled like the long flag without "
           "the dashes (\\fIOPTION\\fR = \\fIVALUE\\fR). Flags on the command line override the file. "
           "An unknown key or a bad value stops the start with one line naming the file, "
@@ -110,23 +84,22 @@ void opts_man(const opts_spec *s, FILE *out)
         char f[160];
         facts(d, f, sizeof f);
         fputs(".TP\n\\fB\\-\\-", out);
-        roff_text(out, d->name);
-        if (d->type == OPT_BOOL) fputs("\\fR, \\fB\\-\\-no\\-", out), roff_text(out, d->name), fputs("\\fR\n", out);
-        else fputs("\\fR \\fI", out), roff_text(out, type_metavar(d)), fputs("\\fR\n", out);
-        roff_text(out, d->help);
-        if (*f) { fputs(" (", out); roff_text(out, f); fputs(")", out); }
+        cli_roff(out, d->name);
+        if (d->type == OPT_BOOL) fputs("\\fR, \\fB\\-\\-no\\-", out), cli_roff(out, d->name), fputs("\\fR\n", out);
+        else fputs("\\fR \\fI", out), cli_roff(out, type_metavar(d)), fputs("\\fR\n", out);
+        cli_roff(out, d->help);
+        if (*f) { fputs(" (", out); cli_roff(out, f); fputs(")", out); }
         fputc('\n', out);
     }
     fputs(".TP\n\\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n", out);
     if (s->files) {
         fputs(".SH FILES\n", out);
-        roff_paragraphs(out, s->files);
+        cli_roff_paragraphs(out, s->files);
     }
     if (s->example) {
-        fputs(".SH EXAMPLE\n.PP\n.nf\n", out);
-        roff_text(out, s->example);
+        fputs(".SH EXAMPLES\n.PP\n.nf\n", out);
+        cli_roff(out, s->example);
         fputs("\n.fi\n", out);
     }
-    fputs(".SH SEE ALSO\n\\fBqwen35\\-stage\\fR(1), \\fBqwen35\\-coordinator\\fR(1), "
-          "\\fBsystemd.service\\fR(5), \\fBsd_notify\\fR(3)\n", out);
+    cli_see_also(out, s->prog, "\\fBsystemd.service\\fR(5), \\fBsd_notify\\fR(3)");
 }

@@ -5,18 +5,15 @@
 #   make uninstall (same variables): removes exactly what install put there;
 #                  a config in SYSCONFDIR/qwen35 is removed only while it is
 #                  still the shipped example (an edited one stays).
-BINS += qwen35-mkman
-qwen35-mkman_SRCS := deploy/mkman.c
-qwen35-mkman_NET  := 1
-# Built but not installed (fragments may add theirs).
-INTERNAL_BINS += qwen35-mkman
-
-MAN_PAGES := $(BUILD)/man/qwen35-stage.1 $(BUILD)/man/qwen35-coordinator.1
+# Every installed program prints its page from its option table (--man).
+MAN_PROGS := qwen35-stage qwen35-coordinator qwen35-run qwen35-client qwen35-info \
+             qwen35-tokenize qwen35-keygen qwen35-mkmodel
+MAN_PAGES := $(patsubst %,$(BUILD)/man/%.1,$(MAN_PROGS))
 ALL_EXTRA += $(MAN_PAGES)
 
-$(BUILD)/man/%.1: $(BUILD)/bin/qwen35-mkman
+$(BUILD)/man/%.1: $(BUILD)/bin/%
 	@mkdir -p $(@D)
-	$< $* > $@.tmp && mv $@.tmp $@
+	$< --man > $@.tmp && mv $@.tmp $@
 
 .PHONY: man install uninstall
 man: $(MAN_PAGES)

@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libzmq3-dev \
 libprotobuf-c-dev protobuf-c-compiler libsystemd-dev systemd libcmocka-dev \
-libpcre2-dev libinih-dev groff-base libjansson-dev libmicrohttpd-dev \
+libpcre2-dev libinih-dev libreadline-dev groff-base libjansson-dev libmicrohttpd-dev \
 chromium prometheus curl gnuplot-nox \
 systemd-container debootstrap"
 missing=""

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "../daemon/cfg.h"
+#include "cli.h"
 #include "common.h"
 #include "engine.h"
 #include "log.h"
@@ -27,10 +28,13 @@ static void report_serving(const stage *s)
                   q35_engine_layer_end(e));
 }
 
+/* Progress to STATUS= under systemd, and on one line rewritten in place
+ * when stderr is a terminal; nothing per step otherwise (the journal). */
 static int on_progress(void *ud, uint64_t done, uint64_t total)
 {
     (void)ud;
     notify_progress("loading", done, total);
+    cli_progress("loading", done, total);
     return sig_stop_requested();
 }
 
@@ -82,9 +86,13 @@ int main(int argc, char **argv)
         stage_cfg_free(&c);
         return 0;
     }
-    if (rc == 0) {
-        q35_log_info("read %.1f MB of weights in %.1f s", (double)bytes / 1e6, q35_now() - t_load);
-        s = stage_new(&o, err, sizeof err);
+    if (rc == 0 && (s = stage_new(&o, err, sizeof err))) {
+        const q35_engine *e = stage_engine(s);
+        char w[24], st[24];
+        q35_log_info("loaded layers %d:%d: weights %s resident, slot state %s (%d slots x %d "
+                     "positions), in %.1f s", c.layers.begin, c.layers.end, cli_size(bytes, w, sizeof w),
+                     cli_size(q35_engine_state_bytes(e), st, sizeof st), q35_engine_max_seqs(e),
+                     q35_engine_max_ctx(e), q35_now() - t_load);
     }
     if (!s || stage_bind(s, c.bind, err, sizeof err)) {
         q35_log_error("%s", err);

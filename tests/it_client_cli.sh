@@ -20,12 +20,14 @@ expect() {   # expect RC PATTERN -- ARGS…
 EP="ipc://$D/nobody.sock"
 expect 2 "exactly one" -- --endpoint "$EP"
 expect 2 "one prompt argument" -- --endpoint "$EP" a b
+expect 2 "-ngl: llama.cpp" -- -ngl 99 hi
+expect 2 "-t: not a qwen35-client option" -- -t 4 hi
 expect 2 "'x' is not an integer" -- -n x hi
 expect 2 "--top-k" -- --top-k -3 hi
 expect 2 "--logprobs" -- --logprobs 99 hi
 expect 2 "--seed" -- --seed -1 hi
 expect 2 "--temp" -- --temp abc hi
-expect 2 "exactly one" -- --chat hi
+expect 2 "give one of" -- --prompt-ids x --chat
 expect 1 "top_p: 2" -- --endpoint "$EP" --top-p 2 hi
 expect 1 "temperature" -- --endpoint "$EP" --temp -1 hi
 expect 1 "endpoint 'tcp://nohost'" -- --endpoint tcp://nohost hi

@@ -29,11 +29,12 @@ check_model tiny-Q8_0.gguf   f32 61 q8_0 88
 check_model tiny-Q4_K_M.gguf f32 61 q4_K 75 q6_K 13
 check_model tiny-Q3_K_M.gguf f32 61 q3_K 61 q4_K 24 q5_K 2 q6_K 1
 
-# --plan 3: three stage blocks in the INI form, contiguous, covering 0:8
+# --plan 3: three stage files and the coordinator's on stdout, contiguous, covering 0:8
 "$BIN/qwen35-info" "$G/models/tiny-Q4_K_M.gguf" --plan 3 > "$T/plan.txt" || bad "--plan 3 exit $?"
 ranges=$(grep '^layers = ' "$T/plan.txt" | sed 's/layers = //' | tr '\n' ' ')
 [ "$(grep -c '^\[stage\]$' "$T/plan.txt")" = 3 ] || bad "--plan 3: not 3 [stage] sections"
-[ "$(grep -c '^# /etc/qwen35/stage-[012].conf$' "$T/plan.txt")" = 3 ] || bad "--plan 3: stage file comments"
+[ "$(grep -c '^# ---- stage-[012].conf$' "$T/plan.txt")" = 3 ] || bad "--plan 3: stage file headers"
+[ "$(grep -c '^\[coordinator\]$' "$T/plan.txt")" = 1 ] || bad "--plan 3: no coordinator file"
 grep -q "^model = /.*/tiny-Q4_K_M.gguf$" "$T/plan.txt" || bad "--plan 3: model line"
 prev=0
 for r in $ranges; do
@@ -42,9 +43,55 @@ for r in $ranges; do
     prev=$b
 done
 [ "$prev" = 8 ] || bad "--plan 3: ranges '$ranges' do not end at 8"
-# the file from the first block is what a stage reads: plain INI, no stray lines
-awk '/^# \/etc\/qwen35\/stage-0.conf/{on=1; next} /^$/{on=0} on' "$T/plan.txt" > "$T/stage-0.conf"
-[ "$(grep -vc -e '^\[stage\]$' -e '^model = ' -e '^layers = ' "$T/stage-0.conf")" = 0 ] || bad "stage-0 block has other lines"
+# the file from the first block is what a stage reads: comments and the keys a stage takes
+awk '/^# ---- stage-0.conf/{on=1; next} /^$/{on=0} on' "$T/plan.txt" > "$T/stage-0.conf"
+[ "$(grep -vc -e '^#' -e '^\[stage\]$' -e '^model = ' -e '^layers = ' -e '^bind = ' -e '^backend = ' \
+     -e '^device = ' -e '^max-seqs = ' -e '^max-ctx = ' "$T/stage-0.conf")" = 0 ] || bad "stage-0 block has other lines"
+for k in model layers bind backend device max-seqs max-ctx; do
+    grep -q "^$k = " "$T/stage-0.conf" || bad "stage-0 block: no $k"
+done
+
+# will it fit: a device too small names the stage and what to change, writes nothing
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 10M --write-configs "$T/none" \
+    > "$T/fit.txt" 2> "$T/err" && bad "--device-mem 10M: fits?"
+grep -q "DOES NOT FIT" "$T/fit.txt" && grep -q "^qwen35-info: stage 0 (layers 0:[0-9]*) needs .* its device has 10.0 MiB.*--max-seqs.*--plan 3" "$T/err" ||
+    bad "--device-mem 10M: $(cat "$T/fit.txt" "$T/err")"
+[ ! -e "$T/none" ] || bad "--device-mem 10M: configs written anyway"
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 1G,1G,1G > /dev/null 2> "$T/err" && bad "3 sizes for 2 stages"
+grep -q -- "--device-mem: 3 sizes for --plan 2" "$T/err" || bad "3 sizes message: $(cat "$T/err")"
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 11.2X > /dev/null 2> "$T/err" && bad "11.2X accepted"
+grep -q -- "--device-mem '11.2X': item 1: unknown unit" "$T/err" || bad "11.2X message: $(cat "$T/err")"
+
+# the written files start the pipeline as they are, and each stage's own
+# load line reports the weights and slot state the plan printed
+port=$((20000 + $$ % 20000))
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --max-seqs 3 --max-ctx 512 --device-mem 1G \
+    --backend cpu --port $port --write-configs "$T/cfg" > "$T/w.txt" 2> "$T/err" || bad "--write-configs: $(cat "$T/err")"
+[ -s "$T/cfg/stage-0.conf" ] && [ -s "$T/cfg/stage-1.conf" ] && [ -s "$T/cfg/coordinator.conf" ] || bad "--write-configs: files missing"
+pids=""
+for s in 0 1; do
+    "$BIN/qwen35-stage" --config "$T/cfg/stage-$s.conf" --threads 1 > "$T/s$s.log" 2>&1 &
+    pids="$pids $!"
+done
+"$BIN/qwen35-coordinator" --config "$T/cfg/coordinator.conf" > "$T/c.log" 2>&1 &
+pids="$pids $!"
+up=0
+for _ in $(seq 1 150); do
+    if "$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" --status 2>/dev/null | grep -q '^1 .* 4:8 .*yes'; then up=1; break; fi
+    sleep 0.2
+done
+[ $up = 1 ] || bad "planned pipeline not up: $(cat "$T/s0.log" "$T/s1.log" "$T/c.log")"
+"$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" -n 4 --ids hello > "$T/ids" 2> "$T/err" &&
+    [ "$(wc -w < "$T/ids")" -ge 1 ] || bad "planned pipeline: request failed: $(cat "$T/err")"
+for s in 0 1; do
+    row=$(grep "^#   $s " "$T/w.txt")
+    want_w=$(echo "$row" | awk '{ print $4, $5 }'); want_s=$(echo "$row" | awk '{ print $6, $7 }')
+    grep -q "loaded layers .*: weights $want_w resident, slot state $want_s (3 slots x 512 positions)" "$T/s$s.log" ||
+        bad "stage $s: plan says weights $want_w, state $want_s; its log: $(grep loaded "$T/s$s.log")"
+done
+grep -q "WARN" "$T/c.log" && bad "planned pipeline: coordinator warns: $(grep WARN "$T/c.log")"
+for p in $pids; do kill "$p" 2>/dev/null; done
+for p in $pids; do wait "$p" 2>/dev/null; done
 
 # bad input: one line on stderr naming the problem, non-zero exit
 "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 9 > /dev/null 2> "$T/err" && bad "--plan 9 accepted"

@@ -1,20 +1,40 @@
 #!/bin/sh
-# The man pages generated from the option tables: groff reads them without
-# a warning, and every option of the table appears in its page and in
-# --help (the table drives both).
+# Every installed program's man page, generated from its option table
+# (--man): groff reads it without a warning; every flag --help shows (the
+# same table) is in the page; EXAMPLES follow deploy/README.md (loopback or
+# CURVE, never a bare tcp://0.0.0.0; models under /srv/qwen35/models);
+# SEE ALSO names the other pages and not the page itself.
 set -u
 BUILD=${QWEN35_BUILD:-build}
 fail=0
-for prog in qwen35-stage qwen35-coordinator qwen35-http; do
+progs="qwen35-stage qwen35-coordinator qwen35-http qwen35-run qwen35-client qwen35-info qwen35-tokenize qwen35-keygen qwen35-mkmodel"
+for prog in $progs; do
     page=$BUILD/man/$prog.1
     [ -s "$page" ] || { echo "FAIL $page missing"; fail=1; continue; }
     warn=$(groff -man -ww -z "$page" 2>&1)
     if [ -n "$warn" ]; then echo "FAIL groff warnings in $page:"; echo "$warn"; fail=1; continue; fi
     help=$("$BUILD/bin/$prog" --help) || { echo "FAIL $prog --help exits non-zero"; fail=1; continue; }
     text=$(groff -man -Tutf8 "$page" 2>/dev/null | sed 's/.\x08//g')
-    for opt in $(printf '%s\n' "$help" | sed -n 's/^  --\(\[no-\]\)\{0,1\}\([a-z-]*\).*/\2/p'); do
-        printf '%s\n' "$text" | grep -q -- "--$opt" || { echo "FAIL $prog: --$opt in --help, not in the man page"; fail=1; }
+    # the flags of each option line: its spellings up to the help text
+    flags=$(printf '%s\n' "$help" | grep '^  -' | sed 's/^  //; s/  .*//' |
+            tr ',' '\n' | awk '{ print $1 }' | sed 's/\[no-\]//')
+    n=0
+    for f in $flags; do
+        n=$((n + 1))
+        printf '%s\n' "$text" | grep -q -- "$f" || { echo "FAIL $prog: $f in --help, not in the man page"; fail=1; }
     done
-    echo "ok   $prog: man page clean, $(printf '%s\n' "$help" | grep -c '^  --') options in --help and the page"
+    printf '%s\n' "$text" | grep -q '^EXAMPLES' || { echo "FAIL $prog: no EXAMPLES"; fail=1; }
+    printf '%s\n' "$text" | grep -q '0\.0\.0\.0' && { echo "FAIL $prog: tcp://0.0.0.0 in the page"; fail=1; }
+    if printf '%s\n' "$text" | sed -n '/^EXAMPLES/,/^SEE ALSO/p' | grep -q 'model'; then
+        printf '%s\n' "$text" | sed -n '/^EXAMPLES/,/^SEE ALSO/p' | grep -q '/srv/qwen35/models/' ||
+            { echo "FAIL $prog: EXAMPLES without the units' model path /srv/qwen35/models"; fail=1; }
+    fi
+    see=$(printf '%s\n' "$text" | sed -n '/^SEE ALSO/,$p')
+    printf '%s\n' "$see" | grep -q "$prog(1)" && { echo "FAIL $prog: SEE ALSO names itself"; fail=1; }
+    for other in $progs; do
+        [ "$other" = "$prog" ] && continue
+        printf '%s\n' "$see" | tr -d '\n ' | grep -q "$other(1)" || { echo "FAIL $prog: SEE ALSO lacks $other"; fail=1; }
+    done
+    echo "ok   $prog: man page clean, $n flags of --help in the page, EXAMPLES, SEE ALSO"
 done
 exit $fail

@@ -31,7 +31,7 @@ MODEL=$GOLDEN/models/tiny-Q8_0.gguf
 # The base root's packages: systemd and the daemons' runtime libraries (a
 # daemon that links a new library adds its package here; the cache is per
 # list, so a changed list builds a new base).
-SD_PKGS=systemd,systemd-sysv,dbus,libzmq5,libprotobuf-c1,libinih1,libjansson4,libmicrohttpd12,procps,iproute2
+SD_PKGS=systemd,systemd-sysv,dbus,libzmq5,libprotobuf-c1,libinih1,libjansson4,libmicrohttpd12,libreadline8,procps,iproute2
 BASE=${QWEN35_SD_BASE:-/var/tmp/qwen35-sd-base-$(echo "$SD_PKGS" | md5sum | cut -c1-8)}
 T0=$(date +%s)
 

@@ -1,10 +1,13 @@
-/* qwen35-info: what a qwen35moe GGUF holds and what decoding it reads.
+/* qwen35-info: what a qwen35moe GGUF holds, what decoding it reads, and a
+ * stage split that fits.
  *
  *   qwen35-info MODEL.gguf            config, layer kinds, tensor type mix,
  *                                     bytes per layer and per decoded token
  *   qwen35-info MODEL.gguf --plan N   also a split of the layers over N
- *                                     stages balancing per-token bytes, as
- *                                     stage config files
+ *                                     stages balancing per-token bytes, each
+ *                                     stage's memory (tools/info_plan.c) and
+ *                                     the config files that start it
+ *   ... --device-mem 11.2G,...        only splits whose stages fit
  *   ... --plan N --batch B            balance the bytes of one decode step
  *                                     of a micro-batch of B sequences
  *   ... --plan N --batch B --measure  balance the seconds such a step takes
@@ -27,11 +30,13 @@
  * its multiply-adds whatever was read, the LM head most of all, and SSM
  * state updates and attention are work no weight byte shows. --measure
  * times the layers through the engine instead. */
+#include "cli.h"
 #include "common.h"
 #include "config.h"
 #include "backend.h"
 #include "engine.h"
 #include "gguf.h"
+#include "info_plan.h"
 #include "quant.h"
 
 #include <limits.h>
@@ -56,6 +61,7 @@ typedef struct usage {
     uint64_t type_n[GGML_TYPE_COUNT], type_bytes[GGML_TYPE_COUNT];
     uint64_t total, other;             /* all tensor bytes; bytes in no main layer */
     bool tied;
+    plan_bytes pb;                     /* what each stage holds (--plan's memory) */
 } usage;
 
 static bool is_routed(const char *suffix)
@@ -90,6 +96,7 @@ static void account(const gguf_file *f, const q35_config *c, int batch, usage *u
         int n = 0;
         if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer < c->n_layer) {
             u->stored[layer] += t->nbytes;
+            u->pb.layer[layer] += t->nbytes;
             if (!is_routed(t->name + n)) {
                 u->token[layer] += t->nbytes;
                 u->step[layer] += t->nbytes;
@@ -103,11 +110,14 @@ static void account(const gguf_file *f, const q35_config *c, int batch, usage *u
         }
         u->other += t->nbytes;
         if (!strcmp(t->name, "token_embd.weight")) u->embd_row = t->nbytes / (uint64_t)t->ne[1];
-        if (!strcmp(t->name, "output.weight") || !strcmp(t->name, "output_norm.weight"))
+        if (!strcmp(t->name, "output.weight") || !strcmp(t->name, "output_norm.weight")) {
             u->head += t->nbytes;
+            u->pb.head += t->nbytes;
+        }
+        if (!strcmp(t->name, "token_embd.weight")) u->pb.embd = t->nbytes;
     }
     if (!gguf_find_tensor(f, "output.weight")) {       /* LM head tied to the embedding */
-        u->tied = true;
+        u->tied = u->pb.tied = true;
         u->head += gguf_find_tensor(f, "token_embd.weight")->nbytes;
     }
 }
@@ -217,9 +227,26 @@ static uint64_t stage_cost(const plan_cost *pc, int a, int b, int n)
     return s;
 }
 
+/* Whether stage s holding layers [a, b) fits its device (--device-mem). */
+typedef struct plan_fit {
+    const q35_config *c;
+    const usage *u;
+    const plan_opts *po;
+} plan_fit;
+
+static bool stage_fits(const plan_fit *f, int s, int a, int b)
+{
+    if (!f || !f->po->n_dev) return true;
+    plan_mem m;
+    plan_stage_mem(f->c, &f->u->pb, a, b, f->po, &m);
+    return (double)m.total <= f->po->dev_mem[f->po->n_dev == 1 ? 0 : s];
+}
+
 /* Contiguous split of n layers into k stages minimising the largest
- * stage's cost (DP over split points). cut[0..k] out. */
-static int plan_split(const plan_cost *pc, int n, int k, int *cut)
+ * stage's cost (DP over split points), among the splits whose every stage
+ * fits its device when fit is given. cut[0..k] out; 1 when no split fits
+ * (cut then ignores memory). */
+static int plan_split(const plan_cost *pc, int n, int k, const plan_fit *fit, int *cut)
 {
     uint64_t (*best)[Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *best);
     int (*from)[Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *from);
@@ -229,16 +256,19 @@ static int plan_split(const plan_cost *pc, int n, int k, int *cut)
         for (int j = 0; j <= n; j++) {
             best[s][j] = UINT64_MAX;
             for (int i = s - 1; i < j; i++) {
-                if (best[s - 1][i] == UINT64_MAX) continue;
+                if (best[s - 1][i] == UINT64_MAX || !stage_fits(fit, s - 1, i, j)) continue;
                 uint64_t c = stage_cost(pc, i, j, n), m = c > best[s - 1][i] ? c : best[s - 1][i];
                 if (m < best[s][j]) { best[s][j] = m; from[s][j] = i; }
             }
         }
+    bool none = best[k][n] == UINT64_MAX;
     cut[k] = n;
-    for (int s = k; s > 0; s--) cut[s - 1] = from[s][cut[s]];
+    for (int s = k; s > 0 && !none; s--) cut[s - 1] = from[s][cut[s]];
     free(best);
     free(from);
-    return 0;
+    if (!none) return 0;
+    if (!fit) return -1;
+    return plan_split(pc, n, k, NULL, cut) ? -1 : 1;   /* the bytes' split, shown as not fitting */
 }
 
 /* ---- --measure: time each layer through the engine ----------------------- */
@@ -329,7 +359,7 @@ static int cost_from_time(const char *model, const q35_config *c, const measure_
 }
 
 static int print_plan(const char *model, const q35_config *c, const usage *u, int k,
-                      const measure_opts *mo)
+                      const measure_opts *mo, plan_opts *po)
 {
     int n = (int)c->n_layer, cut[Q35_MAX_LAYERS + 1];
     if (k < 1 || k > n) {
@@ -347,7 +377,14 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
     } else {
         cost_from_bytes(c, u, &pc);
     }
-    if (plan_split(&pc, n, k, cut)) { fprintf(stderr, "qwen35-info: out of memory\n"); return 1; }
+    plan_fit fit = { c, u, po };
+    int split = plan_split(&pc, n, k, &fit, cut);
+    /* --max-seqs not given: the most slots (up to the default) that fit */
+    while (split == 1 && po->seqs_auto && po->max_seqs > 1) {
+        po->max_seqs = po->max_seqs > 2 ? po->max_seqs / 2 : 1;
+        split = plan_split(&pc, n, k, &fit, cut);
+    }
+    if (split < 0) { fprintf(stderr, "qwen35-info: out of memory\n"); return 1; }
     char path[PATH_MAX], b1[32];
     if (!realpath(model, path)) snprintf(path, sizeof path, "%s", model);
     if (mo->on) {
@@ -365,6 +402,9 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
     } else {
         printf("# plan: %d stages, bytes read per decoded token\n", k);
     }
+    if (po->n_dev)
+        printf("#   %s\n", split ? "no split fits the devices given: the split below ignores memory"
+                                 : "balanced among the splits whose every stage fits its device");
     for (int s = 0; s < k; s++) {
         uint64_t cost = stage_cost(&pc, cut[s], cut[s + 1], n);
         if (pc.timed) snprintf(b1, sizeof b1, "%.1f ms", cost / 1e6);
@@ -372,90 +412,150 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
                pc.timed ? b1 : mb(cost, b1),
                cut[s] == 0 ? " (+ embedding)" : "", cut[s + 1] == n ? " (+ LM head)" : "");
     }
-    for (int s = 0; s < k; s++)
-        printf("\n# /etc/qwen35/stage-%d.conf\n[stage]\nmodel = %s\nlayers = %d:%d\n",
-               s, path, cut[s], cut[s + 1]);
-    return 0;
+    if (!po->model_path) po->model_path = path;
+    return plan_configs(c, &u->pb, cut, k, po);
 }
 
-static const char usage_line[] =
-    "usage: qwen35-info MODEL.gguf [--plan N [--batch B] [--measure [--threads T]]]\n";
+enum {
+    O_PLAN = 1, O_BATCH, O_MEASURE, O_THREADS, O_MAX_SEQS, O_MAX_CTX, O_DEVICE_MEM, O_BACKEND,
+    O_MODEL_PATH, O_WRITE, O_HOST, O_PORT,
+};
 
-static void help(void)
-{
-    printf("%s", usage_line);
-    printf("Prints a qwen35moe model's config, layer kinds, tensor type mix and the\n"
-           "weight bytes one decoded token reads, per layer and in all.\n"
-           "  --plan N     split the layers into N contiguous stages so the busiest\n"
-           "               stage reads as few bytes per decode step as possible;\n"
-           "               prints each stage's range and bytes, then one stage\n"
-           "               config file per stage\n"
-           "  --batch B    sequences per decode step (default 1): a pipeline decodes\n"
-           "               micro-batches of B sequences, which read every dense matrix\n"
-           "               and the LM head once but the union of their routed experts\n"
-           "               (E*(1-(1-k/E)^B) of E experts, k per token). For a\n"
-           "               coordinator with M micro-batches serving S streams,\n"
-           "               B = S / M rounded up\n"
-           "  --measure    balance time instead of bytes: decodes a few steps of B\n"
-           "               sequences through one engine per layer (the engine's\n"
-           "               default backend, on this machine: a few seconds, the\n"
-           "               whole model is read), times each layer (the fastest of a\n"
-           "               few steps) and splits by those times; counts what bytes\n"
-           "               miss (per-row compute, SSM state, attention). Run it on\n"
-           "               a quiet machine\n"
-           "  --threads T  worker threads per layer for --measure (default 1; give\n"
-           "               the stages' --threads)\n");
-}
+static const cli_opt plan_opts_tab[] = {
+    { O_PLAN, "--plan", "N",
+      "split the layers into N contiguous stages so the busiest stage reads as few bytes per "
+      "decode step as possible; prints each stage's range, bytes and memory, then the config "
+      "files that start the split (stage-0.conf ... and coordinator.conf)" },
+    { O_MAX_SEQS, "--max-seqs", "S",
+      "slots per stage the memory and the files are for (default 16; with --device-mem, the "
+      "most of 16, 8, 4, 2, 1 for which a split fits)" },
+    { O_MAX_CTX, "--max-ctx", "C", "positions per slot (default 4096)" },
+    { O_DEVICE_MEM, "--device-mem", "SIZES",
+      "memory of each stage's device, e.g. 11.2G,11.2G (one size: every stage); a stage that "
+      "does not fit is named with what to change, and no files are written" },
+    { O_WRITE, "--write-configs", "DIR", "write the files into DIR (created) instead of stdout" },
+    { O_BACKEND, "--backend", "cpu|cuda", "backend written to the stage files (default cuda)" },
+    { O_MODEL_PATH, "--model-path", "PATH",
+      "model path written to the files (default: MODEL's absolute path)" },
+    { O_HOST, "--host", "ADDR",
+      "address of the stages and the coordinator (default 127.0.0.1: loopback; a routable "
+      "address only with CURVE keys)" },
+    { O_PORT, "--port", "P", "coordinator port (default 5700); stage s listens on P+1+s" },
+};
+
+static const cli_opt balance_opts[] = {
+    { O_BATCH, "--batch", "B",
+      "sequences per decode step (default 1): a pipeline decodes micro-batches of B sequences, "
+      "which read every dense matrix and the LM head once but the union of their routed experts "
+      "(E*(1-(1-k/E)^B) of E experts, k per token). For a coordinator with M micro-batches "
+      "serving S streams, B = S / M rounded up" },
+    { O_MEASURE, "--measure", NULL,
+      "balance time instead of bytes: decodes a few steps of B sequences through one engine per "
+      "layer on this machine (the whole model is read), times each layer and splits by those "
+      "times. Run it on a quiet machine" },
+    { O_THREADS, "--threads", "T", "worker threads per layer for --measure (default 1; give the stages' --threads)" },
+};
+
+static const cli_group g_plan = { "planning (--plan)", plan_opts_tab, sizeof plan_opts_tab / sizeof plan_opts_tab[0] };
+static const cli_group g_balance = { "balancing", balance_opts, sizeof balance_opts / sizeof balance_opts[0] };
+static const cli_group *const groups[] = { &g_plan, &g_balance };
+
+static const cli_spec spec = {
+    .prog = "qwen35-info",
+    .summary = "what a qwen35moe GGUF holds, and a stage split that fits",
+    .synopsis = "MODEL.gguf\nMODEL.gguf --plan N [--max-seqs S] [--max-ctx C] [--device-mem SIZES] "
+                "[--write-configs DIR]\nMODEL.gguf --plan N [--batch B] [--measure [--threads T]]",
+    .description =
+        "qwen35-info prints a qwen35moe model's config, layer kinds, tensor type mix and the weight "
+        "bytes one decoded token reads, per layer and in all; a tensor a stage would refuse is "
+        "reported.\n\n"
+        "With --plan N it answers \"will it fit\": a split of the layers over N stages, and per "
+        "stage the weights it holds, its slot state (SSM state and the KV cache of max-ctx "
+        "positions, for max-seqs slots), its scratch (an estimate) and the total against the "
+        "device memory given. Then the config files that start the split as they are: every "
+        "stage's model, layers, bind, backend, device, max-seqs and max-ctx, and the "
+        "coordinator's file listing the stages.",
+    .examples =
+        "qwen35-info /srv/qwen35/models/qwen35moe.gguf\n"
+        "The model's config, type mix and bytes per token.\n\n"
+        "qwen35-info /srv/qwen35/models/qwen35moe.gguf --plan 2 --device-mem 11.2G,11.2G --write-configs /etc/qwen35\n"
+        "Two stages on the two dies of a K80 (11.2 GiB each): the memory per stage, then "
+        "/etc/qwen35/stage-0.conf, stage-1.conf and coordinator.conf for systemctl start qwen35.target.\n\n"
+        "qwen35-info /srv/qwen35/models/qwen35moe.gguf --plan 4 --batch 4 --measure --threads 8\n"
+        "A split balanced by the measured time of each layer for micro-batches of 4.",
+    .groups = groups,
+    .n_groups = sizeof groups / sizeof groups[0],
+};
 
 int main(int argc, char **argv)
 {
     const char *model = NULL;
     int plan = 0;
     measure_opts mo = { .on = false, .batch = 1, .threads = 1, .backend = NULL };
+    plan_opts po = { .max_seqs = 16, .seqs_auto = true, .max_ctx = 4096, .max_batch = 256, .backend = "cuda",
+                     .host = "127.0.0.1", .port = 5700 };
     bool threads_set = false;
     char err[Q35_ERRSZ];
-    for (int i = 1; i < argc; i++) {
+    const char *val, *name;
+    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
         long v;
-        if (!strcmp(argv[i], "--plan") && i + 1 < argc) {
-            char *end;
-            v = strtol(argv[++i], &end, 10);
-            if (!*argv[i] || *end || v < 1 || v > Q35_MAX_LAYERS) {
-                fprintf(stderr, "qwen35-info: --plan '%s': expected a number of stages\n", argv[i]);
-                return 2;
-            }
-            plan = (int)v;
-        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-            if (q35_parse_long("--batch", argv[++i], 1, 4096, &v, err, sizeof err)) {
-                fprintf(stderr, "qwen35-info: %s (sequences per decode step)\n", err);
-                return 2;
-            }
-            mo.batch = (int)v;
-        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            if (q35_parse_long("--threads", argv[++i], 1, 1024, &v, err, sizeof err)) {
-                fprintf(stderr, "qwen35-info: %s\n", err);
-                return 2;
-            }
-            mo.threads = (int)v;
+        int rc = 0;
+        switch (id) {
+        case CLI_EXIT: return 0;
+        case CLI_ERROR: rc = -1; break;
+        case CLI_ARG:
+            if (model) rc = q35_err(err, sizeof err, Q35_EINVAL, "one MODEL expected, got '%s' too", val);
+            model = val;
+            break;
+        case O_PLAN:
+            if (!(rc = cli_int(name, val, 1, Q35_MAX_LAYERS, &v, err, sizeof err))) plan = (int)v;
+            break;
+        case O_BATCH:
+            if (!(rc = cli_int(name, val, 1, 4096, &v, err, sizeof err))) mo.batch = (int)v;
+            break;
+        case O_THREADS:
+            if (!(rc = cli_int(name, val, 1, 1024, &v, err, sizeof err))) mo.threads = (int)v;
             threads_set = true;
-        } else if (!strcmp(argv[i], "--measure")) {
-            mo.on = true;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            help();
-            return 0;
-        } else if (!model && argv[i][0] != '-') {
-            model = argv[i];
-        } else {
-            fprintf(stderr, "%s", usage_line);
+            break;
+        case O_MEASURE: mo.on = true; break;
+        case O_MAX_SEQS:
+            if (!(rc = cli_int(name, val, 1, 4096, &v, err, sizeof err))) po.max_seqs = (int)v;
+            po.seqs_auto = false;
+            break;
+        case O_MAX_CTX:
+            if (!(rc = cli_int(name, val, 1, 1 << 24, &v, err, sizeof err))) po.max_ctx = (int)v;
+            break;
+        case O_PORT:
+            if (!(rc = cli_int(name, val, 1, 65000, &v, err, sizeof err))) po.port = (int)v;
+            break;
+        case O_DEVICE_MEM: rc = plan_parse_mem(val, po.dev_mem, PLAN_MAX_DEV, &po.n_dev, err, sizeof err); break;
+        case O_BACKEND:
+            if (strcmp(val, "cpu") && strcmp(val, "cuda"))
+                rc = q35_err(err, sizeof err, Q35_EINVAL, "%s: '%s' is not cpu or cuda", name, val);
+            po.backend = val;
+            break;
+        case O_MODEL_PATH: po.model_path = val; break;
+        case O_WRITE: po.write_dir = val; break;
+        case O_HOST: po.host = val; break;
+        }
+        if (rc) {
+            fprintf(stderr, "qwen35-info: %s\n", err);
             return 2;
         }
     }
-    if (!model) { fprintf(stderr, "%s", usage_line); return 2; }
-    if ((mo.on || threads_set) && !plan) {
-        fprintf(stderr, "qwen35-info: %s needs --plan N\n", mo.on ? "--measure" : "--threads");
+    if (!model) { fprintf(stderr, "qwen35-info: MODEL.gguf expected (see --help)\n"); return 2; }
+    if ((mo.on || threads_set || po.n_dev || po.write_dir) && !plan) {
+        fprintf(stderr, "qwen35-info: %s needs --plan N\n", mo.on ? "--measure" : threads_set ? "--threads"
+                : po.n_dev ? "--device-mem" : "--write-configs");
         return 2;
     }
     if (threads_set && !mo.on) {
         fprintf(stderr, "qwen35-info: --threads applies to --measure only\n");
+        return 2;
+    }
+    if (po.n_dev > 1 && po.n_dev != plan) {
+        fprintf(stderr, "qwen35-info: --device-mem: %d sizes for --plan %d (give one, or one per stage)\n",
+                po.n_dev, plan);
         return 2;
     }
     gguf_file *f = gguf_open(model, err, sizeof err);
@@ -483,7 +583,7 @@ int main(int argc, char **argv)
         free(u);
         return 1;
     }   /* --measure opens the model again, one layer at a time */
-    int rc = plan ? print_plan(model, &c, u, plan, &mo) : 0;
+    int rc = plan ? print_plan(model, &c, u, plan, &mo, &po) : 0;
     free(u);
     return rc;
 }

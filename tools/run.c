@@ -1,263 +1,90 @@
-/* qwen35-run — runs one sequence through the engine in a single process.
+/* qwen35-run — runs the model in a single process: a prompt, a
+ * conversation, or token ids.
  *
- *   qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]
- *              [--logits-out OUT.f32] [-n N]
- *   qwen35-run -m MODEL -p PROMPT [--chat [--system S] [--no-think]] [-n N]
- *              [sampling flags] [--stop S]...
+ *   qwen35-run -m MODEL -p PROMPT       one answer (chat template applied)
+ *   qwen35-run -m MODEL -cnv            a conversation, one user turn per line
+ *   qwen35-run -m MODEL --tokens FILE   token ids in, ids (and logits) out
  *
- * Feeds the token ids of FILE (whitespace separated) N per pass (default:
- * all in one pass); --split A runs layers [0,A) and [A,n) as two engines
- * with the hidden state handed over; --logits-out writes float32
- * [n_tokens][n_vocab]; -n N then generates N tokens (greedy by default) and prints
- * their ids on one line. Progress and sizes go to stderr.
- *
- * With -p the prompt is text, tokenized with the model's tokenizer (--chat:
- * wrapped in the ChatML template, reasoning on unless --no-think), and the
- * continuation streams as text to stdout (reasoning to stderr) until an end
- * token, a --stop string or N tokens (default 256). Sampling flags apply to
- * both modes; their defaults are the sampler's (smp_defaults: greedy), the
- * same as qwen35-client's, and --help prints them.
+ * Flags are llama.cpp's (llama-cli) where it has them, with the same
+ * meaning (tools/run_opts.c holds the table). The answer streams to stdout,
+ * its reasoning marked; progress and stats go to stderr, each on its own
+ * line.
  */
-#include "chat.h"
-#include "common.h"
-#include "engine.h"
-#include "quant_act.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "run.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_STOP 8
+#include "chat.h"
+#include "cli.h"
+#include "common.h"
+#include "sampler.h"
+#include "tokenizer.h"
 
-typedef struct run_opts {
-    const char *model, *tokens_file, *logits_out, *backend;
-    int ubatch, split, threads, n_gen, ctx;
-    int activations;                  /* enum quant_act */
-    /* text mode */
-    const char *prompt, *system;
-    int chat, no_think, n_stop;
-    const char *stop[MAX_STOP];
-    smp_params sp;
-} run_opts;
+/* Ctrl-C while an answer streams ends that answer; at the prompt (or in a
+ * one-shot run) it quits, as in qwen35-client. */
+static volatile sig_atomic_t g_busy, g_interrupted;
 
-/* One or two engines in layer order, run as one model. */
-typedef struct chain {
-    q35_engine *e[2];
-    int n;
-    int n_embd, n_vocab;
-    float *hid;               /* [cap][n_embd] hidden rows between the two */
-    int cap;
-} chain;
-
-/* The options before parsing: --help shows these sampling defaults. */
-static void run_defaults(run_opts *o)
+static void on_sigint(int sig)
 {
-    *o = (run_opts){ .threads = 1, .sp = smp_defaults(), .n_gen = -1 };
+    if (g_busy) {
+        g_interrupted = 1;
+        return;
+    }
+    static const char nl[] = "\n";
+    if (write(2, nl, 1) < 0) { /* nothing to do */ }
+    _exit(128 + sig);
 }
 
-static void usage(FILE *to)
-{
-    run_opts d;
-    char sd[256];
-    run_defaults(&d);
-    smp_describe(&d.sp, sd, sizeof sd);
-    fprintf(to,
-        "usage: qwen35-run -m MODEL --tokens FILE [--ubatch N] [--split A] [--threads T]\n"
-        "                  [--logits-out OUT.f32] [-n N] [--ctx N] [--backend cpu|cuda]\n"
-        "                  [--activations exact|f32|q8]\n"
-        "  -m, --model FILE      qwen35moe GGUF model\n"
-        "      --tokens FILE     token ids, whitespace separated, fed to one sequence\n"
-        "      --ubatch N        tokens per forward pass (default: all in one pass)\n"
-        "      --split A         run layers [0,A) and [A,n) as two engines\n"
-        "  -t, --threads T       CPU threads (default 1)\n"
-        "      --logits-out F    write float32 logits [n_tokens][n_vocab] to F\n"
-        "  -n N                  then generate N tokens (greedy by default), ids on one line\n"
-        "      --ctx N           context per sequence (default: tokens + N)\n"
-        "      --backend B       cpu or cuda (default: cuda when built in, else cpu)\n"
-        "      --activations A   CPU matmul activations: exact (default; int16 VNNI dot\n"
-        "                        products for q6_K, within the golden tolerance), f32,\n"
-        "                        or q8 (int8, as the reference engine: faster, not exact)\n"
-        "  -p, --prompt TEXT     text prompt instead of --tokens; the answer streams as text\n"
-        "      --chat            wrap the prompt in the ChatML template (user turn)\n"
-        "      --system TEXT     system message (with --chat)\n"
-        "      --no-think        open the assistant turn with an empty think block\n"
-        "      --stop S          stop before the text S (up to %d times)\n"
-        "  sampling: --temp T (0 greedy) --top-k K (0 off) --top-p P (1 off) --min-p P (0 off)\n"
-        "      --repeat-penalty R (1 off) --presence-penalty X (0 off) --frequency-penalty X (0 off)\n"
-        "      --penalty-window N --seed S\n"
-        "  sampling defaults (the same in qwen35-client):\n"
-        "      %s\n", MAX_STOP, sd);
-}
+/* --- the engines ------------------------------------------------------------- */
 
-static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
-{
-    char err[Q35_ERRSZ];
-    long v;
-    if (q35_parse_long(opt, s, lo, hi, &v, err, sizeof err)) {
-        fprintf(stderr, "qwen35-run: %s\n", err);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out)
-{
-    char err[Q35_ERRSZ];
-    if (q35_parse_float(opt, s, out, err, sizeof err)) {
-        fprintf(stderr, "qwen35-run: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_args(int argc, char **argv, run_opts *o)
-{
-    enum { O_TOKENS = 256, O_UBATCH, O_SPLIT, O_LOGITS, O_CTX, O_BACKEND, O_ACT,
-           O_CHAT, O_SYSTEM, O_NOTHINK, O_STOP, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP,
-           O_PRES, O_FREQ, O_WIN, O_SEED };
-    static const struct option lo[] = {
-        { "model", required_argument, 0, 'm' },   { "tokens", required_argument, 0, O_TOKENS },
-        { "ubatch", required_argument, 0, O_UBATCH }, { "split", required_argument, 0, O_SPLIT },
-        { "threads", required_argument, 0, 't' },  { "logits-out", required_argument, 0, O_LOGITS },
-        { "ctx", required_argument, 0, O_CTX },    { "backend", required_argument, 0, O_BACKEND },
-        { "activations", required_argument, 0, O_ACT },
-        { "prompt", required_argument, 0, 'p' },   { "chat", no_argument, 0, O_CHAT },
-        { "system", required_argument, 0, O_SYSTEM }, { "no-think", no_argument, 0, O_NOTHINK },
-        { "stop", required_argument, 0, O_STOP },  { "temp", required_argument, 0, O_TEMP },
-        { "top-k", required_argument, 0, O_TOPK }, { "top-p", required_argument, 0, O_TOPP },
-        { "min-p", required_argument, 0, O_MINP }, { "repeat-penalty", required_argument, 0, O_REP },
-        { "presence-penalty", required_argument, 0, O_PRES },
-        { "frequency-penalty", required_argument, 0, O_FREQ },
-        { "penalty-window", required_argument, 0, O_WIN }, { "seed", required_argument, 0, O_SEED },
-        { "help", no_argument, 0, 'h' },           { 0, 0, 0, 0 },
-    };
-    run_defaults(o);
-    int c;
-    while ((c = getopt_long(argc, argv, "m:t:n:p:h", lo, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case 'm': o->model = optarg; break;
-        case O_TOKENS: o->tokens_file = optarg; break;
-        case O_LOGITS: o->logits_out = optarg; break;
-        case O_BACKEND: o->backend = optarg; break;
-        case O_ACT:
-            if ((o->activations = quant_act_parse(optarg)) < 0) {
-                fprintf(stderr, "qwen35-run: --activations: '%s' is not exact, f32 or q8\n", optarg);
-                rc = -1;
-            }
-            break;
-        case O_UBATCH: rc = parse_int("--ubatch", optarg, 1, 1 << 20, &o->ubatch); break;
-        case O_SPLIT: rc = parse_int("--split", optarg, 1, 1 << 20, &o->split); break;
-        case 't': rc = parse_int("--threads", optarg, 1, 1024, &o->threads); break;
-        case 'n': rc = parse_int("-n", optarg, 0, 1 << 24, &o->n_gen); break;
-        case O_CTX: rc = parse_int("--ctx", optarg, 1, 1 << 24, &o->ctx); break;
-        case 'p': o->prompt = optarg; break;
-        case O_CHAT: o->chat = 1; break;
-        case O_SYSTEM: o->system = optarg; break;
-        case O_NOTHINK: o->no_think = 1; break;
-        case O_STOP:
-            if (o->n_stop == MAX_STOP) {
-                fprintf(stderr, "qwen35-run: more than %d --stop strings\n", MAX_STOP);
-                return -1;
-            }
-            o->stop[o->n_stop++] = optarg;
-            break;
-        case O_TEMP: rc = parse_float("--temp", optarg, &o->sp.temp); break;
-        case O_TOPK: rc = parse_int("--top-k", optarg, 0, INT32_MAX, &o->sp.top_k); break;
-        case O_TOPP: rc = parse_float("--top-p", optarg, &o->sp.top_p); break;
-        case O_MINP: rc = parse_float("--min-p", optarg, &o->sp.min_p); break;
-        case O_REP: rc = parse_float("--repeat-penalty", optarg, &o->sp.repeat_penalty); break;
-        case O_PRES: rc = parse_float("--presence-penalty", optarg, &o->sp.presence_penalty); break;
-        case O_FREQ: rc = parse_float("--frequency-penalty", optarg, &o->sp.frequency_penalty); break;
-        case O_WIN: rc = parse_int("--penalty-window", optarg, 0, 1 << 20, &o->sp.penalty_window); break;
-        case O_SEED: {
-            char *end;
-            errno = 0;
-            o->sp.seed = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') {
-                fprintf(stderr, "qwen35-run: --seed '%s': expected an unsigned integer\n", optarg);
-                rc = -1;
-            }
-            break;
-        }
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
-        }
-        if (rc)
-            return -1;
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qwen35-run: unexpected argument '%s'\n", argv[optind]);
-        return -1;
-    }
-    if (!o->model || !o->tokens_file == !o->prompt) {
-        fprintf(stderr, "qwen35-run: -m MODEL and one of --tokens FILE or -p PROMPT are required\n");
-        usage(stderr);
-        return -1;
-    }
-    if (!o->prompt && (o->chat || o->system || o->no_think || o->n_stop)) {
-        fprintf(stderr, "qwen35-run: --chat, --system, --no-think and --stop need -p PROMPT\n");
-        return -1;
-    }
-    if (o->prompt && !o->chat && (o->system || o->no_think)) {
-        fprintf(stderr, "qwen35-run: --system and --no-think need --chat\n");
-        return -1;
-    }
-    if (o->n_gen < 0)
-        o->n_gen = o->prompt ? 256 : 0;
-    char err[Q35_ERRSZ];
-    if (smp_check(&o->sp, 1, err, sizeof err)) {
-        fprintf(stderr, "qwen35-run: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-
-static void chain_close(chain *ch)
+void chain_close(chain *ch)
 {
     for (int i = 0; i < ch->n; i++)
         q35_engine_close(&ch->e[i]);
     free(ch->hid);
 }
 
-static int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
+int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
 {
     memset(ch, 0, sizeof *ch);
     int bounds[3] = { 0, o->split ? o->split : -1, -1 };
     int n = o->split ? 2 : 1;
     for (int i = 0; i < n; i++) {
+        double t0 = q35_now();
+        uint64_t weights = 0;
+        int rc = run_preload(o->model, bounds[i], bounds[i + 1], &weights, err, errsz);
         q35_engine_opts eo = {
             .model_path = o->model, .layer_begin = bounds[i], .layer_end = bounds[i + 1],
             .max_seqs = 1, .max_ctx = ctx, .n_threads = o->threads, .backend = o->backend,
             .activations = o->activations,
         };
-        ch->e[i] = q35_engine_open(&eo, err, errsz);
-        if (!ch->e[i]) {
+        if (rc || !(ch->e[i] = q35_engine_open(&eo, err, errsz))) {
             chain_close(ch);
             return -1;
         }
         ch->n = i + 1;
-        fprintf(stderr, "qwen35-run: layers [%d, %d) on %s, slot state %.1f MiB\n",
-                q35_engine_layer_begin(ch->e[i]), q35_engine_layer_end(ch->e[i]),
-                q35_engine_backend(ch->e[i]), q35_engine_state_bytes(ch->e[i]) / 1048576.0);
+        char w[24], st[24];
+        if (o->stats)
+            fprintf(stderr, "qwen35-run: loaded layers %d:%d on %s: weights %s resident, slot state %s "
+                    "(1 x %d positions), %d threads, %.1f s\n", q35_engine_layer_begin(ch->e[i]),
+                    q35_engine_layer_end(ch->e[i]), q35_engine_backend(ch->e[i]),
+                    cli_size(weights, w, sizeof w), cli_size(q35_engine_state_bytes(ch->e[i]), st, sizeof st),
+                    ctx, o->threads, q35_now() - t0);
     }
     const q35_config *c = q35_engine_config(ch->e[0]);
     ch->n_embd = (int)c->n_embd;
     ch->n_vocab = (int)c->n_vocab;
+    ch->ctx = ctx;
     return 0;
 }
 
-/* n tokens at position pos of slot 0 through every engine; logits of
- * every row (all) or of the last. */
-static int chain_forward(chain *ch, const int32_t *tok, int n, int pos, float *logits, int all,
-                         char *err, size_t errsz)
+int chain_forward(chain *ch, const int32_t *tok, int n, int pos, float *logits, int all,
+                  char *err, size_t errsz)
 {
     if (ch->n > 1 && n > ch->cap) {
         float *h = realloc(ch->hid, (size_t)n * ch->n_embd * sizeof(float));
@@ -279,168 +106,214 @@ static int chain_forward(chain *ch, const int32_t *tok, int n, int pos, float *l
     return 0;
 }
 
+/* --- text: one answer or a conversation ------------------------------------------ */
 
-/* Text mode: the prompt's ids (ChatML with --chat). */
-static int prompt_ids(const run_opts *o, tok *tk, tok_ids *ids, char *err, size_t errsz)
-{
-    if (!o->chat)
-        return tok_encode(tk, o->prompt, strlen(o->prompt), TOK_PARSE_SPECIAL, ids, err, errsz);
-    chat_msg m[2] = { { "system", o->system }, { "user", o->prompt } };
-    int first = o->system ? 0 : 1;
-    return chat_encode(tk, m + first, (size_t)(2 - first), o->no_think ? CHAT_NO_THINK : 0, ids, err, errsz);
-}
+typedef struct session {
+    const run_opts *o;
+    tok *tk;
+    chain ch;
+    smp *sm;
+    int32_t *seq;              /* every token fed or sampled, [ctx] */
+    int n_fed, n_seq;          /* fed to the engines; held (fed + last sampled) */
+    float *logits;             /* [ubatch][n_vocab] */
+    cli_out out;
+    bool ends_turn;            /* the last sampled token is <|im_end|> (not fed) */
+    int prompt_n;              /* the turn's prompt: tokens fed, seconds */
+    double prompt_s;
+    int32_t im_end;
+} session;
 
-/* Prints stream pieces: the answer to stdout, reasoning to stderr. */
-static void show(const chat_piece *p, int n)
+/* Feeds seq[n_fed .. n) in ubatch chunks; the logits of the last row stay. */
+static int feed(session *s, int n, char *err, size_t errsz)
 {
-    for (int i = 0; i < n; i++) {
-        fwrite(p[i].text, 1, p[i].len, p[i].reasoning ? stderr : stdout);
-        fflush(p[i].reasoning ? stderr : stdout);
+    if (n > s->ch.ctx)
+        return q35_err(err, errsz, Q35_ERANGE, "the conversation needs %d positions, the context "
+                       "holds %d (-c %d)", n, s->ch.ctx, s->ch.ctx);
+    int ub = s->o->ubatch ? s->o->ubatch : 512;
+    while (s->n_fed < n) {
+        int k = n - s->n_fed < ub ? n - s->n_fed : ub;
+        int rc = chain_forward(&s->ch, s->seq + s->n_fed, k, s->n_fed, s->logits, 0, err, errsz);
+        if (rc) return rc;
+        s->n_fed += k;
     }
+    s->n_seq = n;
+    return 0;
 }
 
-static int run(const run_opts *o)
+/* Samples and shows one answer after the prompt already fed. */
+static int answer(session *s, char *err, size_t errsz)
 {
-    char err[Q35_ERRSZ] = "";
-    int32_t *tok = NULL;
-    int n_tok = 0, rc = 1;
-    float *logits = NULL;
-    FILE *lf = NULL;
-    chain ch = { 0 };
-    struct tok *tk = NULL;   /* the type, not the ids below */
-    smp *sm = NULL;
+    const run_opts *o = s->o;
+    chat_stream_opts so = { .think = o->template && !o->no_think, .stop = o->stop, .n_stop = o->n_stop };
     chat_stream *cs = NULL;
-    if (o->prompt) {
-        tok_ids ids = { 0 };
-        if (!(tk = tok_open(o->model, err, sizeof err)) || prompt_ids(o, tk, &ids, err, sizeof err)) {
-            fprintf(stderr, "qwen35-run: %s\n", err);
-            tok_ids_free(&ids);
-            goto out;
-        }
-        if (!ids.n) {
-            fprintf(stderr, "qwen35-run: -p: the prompt is empty\n");
-            tok_ids_free(&ids);
-            goto out;
-        }
-        tok = ids.v;
-        n_tok = (int)ids.n;
-        chat_stream_opts so = { .think = o->chat && !o->no_think, .stop = o->stop, .n_stop = o->n_stop };
-        if (!(cs = chat_stream_new(tk, &so, err, sizeof err))) {
-            fprintf(stderr, "qwen35-run: %s\n", err);
-            goto out;
-        }
-        fprintf(stderr, "qwen35-run: prompt %d tokens\n", n_tok);
-    } else {
-        char err[Q35_ERRSZ];
-        if (q35_read_ids(o->tokens_file, &tok, &n_tok, err, sizeof err)) {
-            fprintf(stderr, "qwen35-run: %s\n", err);
-            return 1;
-        }
-    }
-    int32_t *grown = realloc(tok, ((size_t)n_tok + (size_t)o->n_gen) * sizeof *tok);
-    if (!grown) {
-        fprintf(stderr, "qwen35-run: out of memory\n");
-        goto out;
-    }
-    tok = grown;                  /* generated ids follow: the sampler's history */
-    int ctx = o->ctx ? o->ctx : n_tok + o->n_gen;
-    if (chain_open(&ch, o, ctx, err, sizeof err)) {
-        fprintf(stderr, "qwen35-run: %s\n", err);
-        goto out;
-    }
-    int ub = o->ubatch ? o->ubatch : n_tok, V = ch.n_vocab;
-    if (!(sm = smp_new(&o->sp, V, err, sizeof err))) {
-        fprintf(stderr, "qwen35-run: %s\n", err);
-        goto out;
-    }
-    logits = malloc((size_t)ub * V * sizeof(float));
-    if (!logits) {
-        fprintf(stderr, "qwen35-run: out of memory\n");
-        goto out;
-    }
-    if (o->logits_out && !(lf = fopen(o->logits_out, "wb"))) {
-        fprintf(stderr, "qwen35-run: %s: %s\n", o->logits_out, strerror(errno));
-        goto out;
-    }
+    tok_stream *ts = NULL;
+    if (o->ignore_eos ? !(ts = tok_stream_new(s->tk, 0, err, errsz))
+                      : !(cs = chat_stream_new(s->tk, &so, err, errsz)))
+        return Q35_ENOMEM;
+    int rc = 0, n_done = 0;
+    const char *why = "length";
     double t0 = q35_now();
-    for (int p = 0; p < n_tok; p += ub) {
-        int n = n_tok - p < ub ? n_tok - p : ub;
-        if (chain_forward(&ch, tok + p, n, p, logits, lf != NULL, err, sizeof err)) {
-            fprintf(stderr, "qwen35-run: %s\n", err);
-            goto out;
-        }
-        if (lf && fwrite(logits, sizeof(float) * V, (size_t)n, lf) != (size_t)n) {
-            fprintf(stderr, "qwen35-run: %s: %s\n", o->logits_out, strerror(errno));
-            goto out;
-        }
-        if (lf && p + n == n_tok)   /* the last row's logits first for greedy */
-            memmove(logits, logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
-    }
-    double t1 = q35_now();
-    fprintf(stderr, "qwen35-run: prefill %d tokens in %.3f s (%.1f tok/s), RSS %.1f MiB\n",
-            n_tok, t1 - t0, n_tok / (t1 - t0), q35_rss_mib());
-    if (lf && fclose(lf)) {
-        lf = NULL;
-        fprintf(stderr, "qwen35-run: %s: %s\n", o->logits_out, strerror(errno));
-        goto out;
-    }
-    lf = NULL;
-    int n_done = 0, stopped = 0;
-    for (int i = 0; i < o->n_gen && !stopped; i++) {
+    g_interrupted = 0;
+    g_busy = 1;
+    for (int limit = o->n_gen < 0 ? 1 << 30 : o->n_gen; n_done < limit;) {
+        if (g_interrupted) { why = "interrupted"; break; }
+        if (s->n_seq >= s->ch.ctx) { why = "context full"; break; }
         smp_result r;
-        if (smp_sample(sm, logits, tok, (size_t)(n_tok + i), n_tok + i, &r, err, sizeof err)) {
-            fprintf(stderr, "\nqwen35-run: %s\n", err);
-            goto out;
-        }
-        int32_t next = tok[n_tok + i] = r.id;
+        if ((rc = smp_sample(s->sm, s->logits, s->seq, (size_t)s->n_seq, s->n_seq, &r, err, errsz)))
+            break;
+        s->seq[s->n_seq++] = r.id;
         n_done++;
+        int st = CHAT_RUNNING;
         if (cs) {
             const chat_piece *pc;
-            int np, st = chat_stream_feed(cs, next, &pc, &np, err, sizeof err);
-            if (st < 0) {
-                fprintf(stderr, "\nqwen35-run: %s\n", err);
-                goto out;
-            }
-            show(pc, np);
-            stopped = st != CHAT_RUNNING;
+            int np;
+            if ((st = chat_stream_feed(cs, r.id, &pc, &np, err, errsz)) < 0) { rc = st; break; }
+            for (int i = 0; i < np; i++) cli_out_piece(&s->out, pc[i].text, pc[i].len, pc[i].reasoning);
         } else {
-            printf(i ? " %d" : "%d", next);
+            const char *t;
+            size_t len;
+            if ((rc = tok_stream_feed(ts, r.id, &t, &len, err, errsz))) break;
+            cli_out_piece(&s->out, t, len, false);
         }
-        if (!stopped && i + 1 < o->n_gen &&
-            chain_forward(&ch, &next, 1, n_tok + i, logits, 0, err, sizeof err)) {
-            fprintf(stderr, "\nqwen35-run: %s\n", err);
-            goto out;
-        }
+        if (st != CHAT_RUNNING) { why = "stop"; break; }
+        if (n_done == limit || s->n_seq >= s->ch.ctx) continue;   /* the loop ends: not fed */
+        if ((rc = feed(s, s->n_seq, err, errsz))) break;
     }
-    if (cs && !stopped) {
-        const chat_piece *pc;
-        int np;
-        chat_stream_finish(cs, &pc, &np);
-        show(pc, np);
+    g_busy = 0;
+    const chat_piece *pc;
+    const char *t;
+    size_t len;
+    int np;
+    if (cs && !rc && chat_stream_finish(cs, &pc, &np) >= 0)
+        for (int i = 0; i < np; i++) cli_out_piece(&s->out, pc[i].text, pc[i].len, pc[i].reasoning);
+    if (ts && !rc && tok_stream_flush(ts, &t, &len) == 0)
+        cli_out_piece(&s->out, t, len, false);
+    cli_out_end(&s->out);
+    s->ends_turn = n_done && s->seq[s->n_seq - 1] == s->im_end;
+    chat_stream_destroy(&cs);
+    tok_stream_destroy(&ts);
+    double dt = q35_now() - t0;
+    if (!rc && o->stats)
+        fprintf(stderr, "[%s: prompt %d tokens, %.1f tokens/s; generated %d in %.2f s, %.2f tokens/s; "
+                "context %d/%d]\n", why, s->prompt_n, s->prompt_s > 0 ? s->prompt_n / s->prompt_s : 0.0,
+                n_done, dt, dt > 0 ? n_done / dt : 0.0, s->n_seq, s->ch.ctx);
+    return rc;
+}
+
+/* Appends the ids of text (special tokens parsed) to the sequence. */
+static int append(session *s, const tok_ids *ids, char *err, size_t errsz)
+{
+    if ((size_t)s->n_seq + ids->n > (size_t)s->ch.ctx)
+        return q35_err(err, errsz, Q35_ERANGE, "the %s needs %zu positions, the context holds %d (-c %d)",
+                       s->n_seq ? "conversation" : "prompt", s->n_seq + ids->n, s->ch.ctx, s->ch.ctx);
+    memcpy(s->seq + s->n_seq, ids->v, ids->n * sizeof(int32_t));
+    s->n_seq += (int)ids->n;
+    return 0;
+}
+
+/* The ids of one user turn. The first carries the system prompt; a later
+ * one closes the previous answer first ("<|im_end|>\n"), keeping what the
+ * model said, reasoning included, so no prefix is computed twice. */
+static int turn_ids(session *s, const char *user, bool first, tok_ids *ids, char *err, size_t errsz)
+{
+    const run_opts *o = s->o;
+    if (!o->template)
+        return tok_encode(s->tk, user, strlen(user), TOK_PARSE_SPECIAL, ids, err, errsz);
+    int rc = 0;
+    if (!first)
+        rc = tok_encode(s->tk, s->ends_turn ? "\n" : "<|im_end|>\n", s->ends_turn ? 1 : 11,
+                        TOK_PARSE_SPECIAL, ids, err, errsz);
+    chat_msg m[2] = { { "system", o->system }, { "user", user } };
+    int skip = first && o->system ? 0 : 1;
+    return rc ? rc : chat_encode(s->tk, m + skip, (size_t)(2 - skip), o->no_think ? CHAT_NO_THINK : 0,
+                                 ids, err, errsz);
+}
+
+/* One turn: the user text through the model and its answer shown. */
+static int turn(session *s, const char *user, bool first, char *err, size_t errsz)
+{
+    tok_ids ids = { 0 };
+    int rc = turn_ids(s, user, first, &ids, err, errsz);
+    if (!rc && !ids.n && first)
+        rc = q35_err(err, errsz, Q35_EINVAL, "the prompt is empty");
+    /* the previous answer's last sampled token is held, not fed: it goes
+     * in first, then these */
+    if (!rc) rc = append(s, &ids, err, errsz);
+    tok_ids_free(&ids);
+    double t0 = q35_now();
+    int before = s->n_fed;
+    g_busy = 1;
+    if (!rc) rc = feed(s, s->n_seq, err, errsz);
+    g_busy = 0;
+    s->prompt_n = s->n_fed - before;
+    s->prompt_s = q35_now() - t0;
+    return rc ? rc : answer(s, err, errsz);
+}
+
+int run_text(const run_opts *o, const char *prompt)
+{
+    char err[Q35_ERRSZ] = "";
+    session s = { .o = o };
+    int rc = 1;
+    if (!(s.tk = tok_open(o->model, err, sizeof err))) goto out;
+    s.im_end = tok_find(s.tk, "<|im_end|>");
+    if (o->template && (s.im_end < 0 || tok_find(s.tk, "<|im_start|>") < 0)) {
+        fprintf(stderr, "qwen35-run: %s has no <|im_start|>/<|im_end|> tokens: not a chat model; "
+                "use -no-cnv (--raw) for plain text\n", o->model);
+        goto quiet;
     }
-    if (o->n_gen) {
-        printf("\n");
-        double t2 = q35_now();
-        fprintf(stderr, "qwen35-run: generated %d tokens in %.3f s (%.1f tok/s)%s\n",
-                n_done, t2 - t1, n_done / (t2 - t1), stopped ? ", stopped" : "");
+    int ctx = o->ctx;
+    if (!ctx) {   /* one answer: the prompt and -n; a conversation: llama.cpp's 4096 */
+        tok_ids ids = { 0 };
+        if (!o->interactive && o->n_gen >= 0 && !turn_ids(&s, prompt, true, &ids, err, sizeof err))
+            ctx = (int)ids.n + o->n_gen;
+        tok_ids_free(&ids);
+        if (!ctx) ctx = 4096;
+    }
+    if (!(s.seq = malloc((size_t)ctx * sizeof *s.seq)) || chain_open(&s.ch, o, ctx, err, sizeof err))
+        goto out;
+    if (!(s.sm = smp_new(&o->sp, s.ch.n_vocab, err, sizeof err))) goto out;
+    int ub = o->ubatch ? o->ubatch : 512;
+    if (!(s.logits = malloc((size_t)ub * s.ch.n_vocab * sizeof(float)))) {
+        q35_err(err, sizeof err, Q35_ENOMEM, "out of memory");
+        goto out;
+    }
+    cli_out_init(&s.out, stdout, o->think);
+    struct sigaction sa = { .sa_handler = on_sigint };
+    sigaction(SIGINT, &sa, NULL);
+    bool first = true;
+    if (prompt) {
+        if (turn(&s, prompt, true, err, sizeof err)) goto out;
+        first = false;
+    }
+    while (o->interactive) {
+        char *line = cli_readline("> ");
+        if (!line) break;
+        if (!*line) { free(line); continue; }
+        int r = turn(&s, line, first, err, sizeof err);
+        free(line);
+        first = false;
+        if (r) goto out;
     }
     rc = 0;
 out:
-    if (lf)
-        fclose(lf);
-    chain_close(&ch);
-    chat_stream_destroy(&cs);
-    smp_destroy(&sm);
-    tok_destroy(&tk);
-    free(logits);
-    free(tok);
+    if (rc && err[0]) fprintf(stderr, "qwen35-run: %s\n", err);
+quiet:
+    chain_close(&s.ch);
+    smp_destroy(&s.sm);
+    tok_destroy(&s.tk);
+    free(s.seq);
+    free(s.logits);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
     run_opts o;
-    if (parse_args(argc, argv, &o))
-        return 2;
-    return run(&o);
+    char *prompt = NULL;
+    int rc = run_parse(argc, argv, &o, &prompt);
+    if (rc) return rc < 0 ? 2 : 0;
+    rc = o.tokens_file ? run_tokens(&o) : run_text(&o, prompt);
+    free(prompt);
+    return rc;
 }

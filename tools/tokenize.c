@@ -12,15 +12,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "common.h"
 #include "tokenizer.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: qwen35-tokenize -m GGUF [--no-special] [--cases FILE | --decode]\n"
-               "  reads text (or ids with --decode) from stdin; --cases FILE holds texts\n"
-               "  separated by lines holding only __case__ and prints one line of ids per text\n");
-}
+enum { O_MODEL = 1, O_CASES, O_NO_SPECIAL, O_DECODE };
+
+static const cli_opt opts[] = {
+    { O_MODEL, "-m, --model", "GGUF", "the model (or a vocab-only GGUF) whose tokenizer to use (required)" },
+    { O_DECODE, "--decode", NULL, "read token ids from stdin and print their text" },
+    { O_CASES, "--cases", "FILE",
+      "texts separated by lines holding only __case__: one line of ids per text" },
+    { O_NO_SPECIAL, "--no-special", NULL,
+      "control tokens in the text stay text (user-defined ones such as <think> are always tokens); "
+      "with --decode, control tokens are hidden" },
+};
+static const cli_group g_opts = { "options", opts, sizeof opts / sizeof opts[0] };
+static const cli_group *const groups[] = { &g_opts };
+static const cli_spec spec = {
+    .prog = "qwen35-tokenize",
+    .summary = "text to token ids and back with a GGUF's tokenizer",
+    .synopsis = "-m GGUF [--no-special] < text\n-m GGUF --cases FILE\n-m GGUF --decode < ids",
+    .description = "qwen35-tokenize reads text from stdin and prints its token ids on one line, as "
+                   "the engine tokenizes a prompt (special tokens parsed); --decode goes the other way.",
+    .examples = "echo 'Hello world' | qwen35-tokenize -m /srv/qwen35/models/qwen35moe.gguf\n"
+                "The ids of a text.\n\n"
+                "echo '9707 1879' | qwen35-tokenize -m /srv/qwen35/models/qwen35moe.gguf --decode\n"
+                "The text of ids.",
+    .groups = groups,
+    .n_groups = 1,
+};
 
 static char *read_all(FILE *f, const char *name, size_t *len)
 {
@@ -123,16 +144,21 @@ int main(int argc, char **argv)
     const char *model = NULL, *case_file = NULL;
     unsigned flags = TOK_PARSE_SPECIAL;
     int dec = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) case_file = argv[++i];
-        else if (!strcmp(argv[i], "--no-special")) flags = 0;
-        else if (!strcmp(argv[i], "--decode")) dec = 1;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-        else { fprintf(stderr, "qwen35-tokenize: unknown or incomplete option '%s'\n", argv[i]); usage(stderr); return 2; }
-    }
-    if (!model || (dec && case_file)) { usage(stderr); return 2; }
     char err[Q35_ERRSZ];
+    const char *val, *name;
+    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
+        switch (id) {
+        case CLI_EXIT: return 0;
+        case CLI_ERROR: fprintf(stderr, "qwen35-tokenize: %s\n", err); return 2;
+        case CLI_ARG: fprintf(stderr, "qwen35-tokenize: unexpected argument '%s' (the text comes on stdin)\n", val); return 2;
+        case O_MODEL: model = val; break;
+        case O_CASES: case_file = val; break;
+        case O_NO_SPECIAL: flags = 0; break;
+        case O_DECODE: dec = 1; break;
+        }
+    }
+    if (!model) { fprintf(stderr, "qwen35-tokenize: -m GGUF is required (see --help)\n"); return 2; }
+    if (dec && case_file) { fprintf(stderr, "qwen35-tokenize: --decode and --cases: give one\n"); return 2; }
     tok *t = tok_open(model, err, sizeof err);
     if (!t) { fprintf(stderr, "qwen35-tokenize: %s\n", err); return 1; }
     int rc;

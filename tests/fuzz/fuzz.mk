@@ -34,7 +34,8 @@ FUZZ_TARGETS := gguf wire tok http
 # target_clones). ASan still checks their heap blocks.
 FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
 FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
-FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS),$(sort $(wildcard model/*.c)))
+# model/cli_tty.c (readline, for the tools' -cnv) is no fuzz target's.
+FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS) model/cli_tty.c,$(sort $(wildcard model/*.c)))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
 FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c \
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))

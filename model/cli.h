@@ -1,0 +1,124 @@
+/* cli.h — the command line of the user-facing tools (qwen35-run,
+ * qwen35-client, qwen35-info, ...): one option table per program drives the
+ * parser, --help and the man page.
+ *
+ * Spellings follow llama.cpp, whose users type them by habit: "-c",
+ * "--ctx-size", and its single-dash long forms "-sys", "-cnv", "-no-cnv".
+ * getopt cannot parse those ("-ngl 99" would read as "-n gl"), so an
+ * argument is matched whole against the table: an option is one of its
+ * spellings exactly, or "--long=VALUE"; anything else starting with '-'
+ * is an error. A llama.cpp flag qwen35 has no use for ("-ngl", "-fa",
+ * "--mlock", ...) gets one line naming it and what to use instead.
+ *
+ * The sampling flags are one shared group (cli_sampling) parsed into
+ * smp_params by cli_sampling_set, so every tool spells them alike.
+ */
+#ifndef Q35_CLI_H
+#define Q35_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sampler.h"
+
+typedef struct cli_opt {
+    int id;                 /* > 0, returned by cli_next */
+    const char *names;      /* every spelling, ", " separated: "-c, --ctx-size" */
+    const char *metavar;    /* the value's name ("N", "FILE"); NULL: a flag */
+    const char *help;       /* one or two sentences, defaults included */
+} cli_opt;
+
+typedef struct cli_group {
+    const char *heading;    /* "sampling" (--help and man page section) */
+    const cli_opt *opts;
+    int n;
+} cli_group;
+
+typedef struct cli_spec {
+    const char *prog;          /* "qwen35-run" */
+    const char *summary;       /* one line: man NAME */
+    const char *synopsis;      /* usage lines, "\n" separated, without the program name */
+    const char *description;   /* paragraphs separated by "\n\n" */
+    const char *examples;      /* "$ command\nwhat it does\n\n..." pairs; may be NULL */
+    const cli_group *const *groups;   /* [n_groups]: the program's and cli_sampling */
+    int n_groups;
+} cli_spec;
+
+enum {
+    CLI_END = -1,      /* no arguments left */
+    CLI_ERROR = -2,    /* err holds one line naming the argument */
+    CLI_EXIT = -3,     /* --help or --man printed to stdout: exit 0 */
+    CLI_ARG = 0,       /* a positional argument in *val */
+};
+
+/* Ids of the shared sampling group; a program's own ids stay below. */
+enum {
+    CLI_TEMP = 900, CLI_TOP_K, CLI_TOP_P, CLI_MIN_P, CLI_REPEAT, CLI_LAST_N, CLI_PRESENCE,
+    CLI_FREQUENCY, CLI_SEED,
+};
+extern const cli_group cli_sampling;
+
+/* Next argument of argv from *i (start at 1). Returns an option's id with
+ * its value in *val (NULL for a flag) and the spelling used in *name, a
+ * positional argument (CLI_ARG), CLI_END, CLI_EXIT after "--help" /
+ * "--man", or CLI_ERROR. After "--" everything is positional. */
+int cli_next(const cli_spec *s, int argc, char **argv, int *i, const char **val,
+             const char **name, char *err, size_t errsz);
+
+/* Sets the sampling field of option id from val. Returns 0, or non-zero
+ * with "NAME: ..." in err. */
+int cli_sampling_set(smp_params *p, int id, const char *name, const char *val, char *err,
+                     size_t errsz);
+
+/* Values with the flag's name in the message: "-n: 'x' is not an integer". */
+int cli_int(const char *name, const char *val, long lo, long hi, long *out, char *err, size_t errsz);
+int cli_float(const char *name, const char *val, float *out, char *err, size_t errsz);
+
+/* Edit distance of two short strings (99 past 63 bytes): "did you mean". */
+int cli_distance(const char *a, size_t la, const char *b, size_t lb);
+
+void cli_help(const cli_spec *s, FILE *out);
+void cli_man(const cli_spec *s, FILE *out);
+
+/* roff text: backslashes, dashes and a leading dot or quote escaped
+ * (shared with daemon/opts_doc.c). */
+void cli_roff(FILE *out, const char *t);
+void cli_roff_paragraphs(FILE *out, const char *t);
+/* ".SH SEE ALSO" with every qwen35 page but prog's, then extra (roff as
+ * is; may be NULL). */
+void cli_see_also(FILE *out, const char *prog, const char *extra);
+
+/* A size for people, into buf: "10.52 GiB" from 1 GiB up, else "15.1 MiB"
+ * (the planner and the stages' load lines print sizes alike). */
+const char *cli_size(uint64_t bytes, char *buf, size_t n);
+
+/* Load progress on a terminal: one line rewritten in place on stderr
+ * ("loading 3.10 / 20.95 GiB  62%  812 MB/s"), at most 10 times a second;
+ * done == total ends the line. Nothing when stderr is not a terminal (a
+ * daemon's journal gets no per-step lines). */
+void cli_progress(const char *what, uint64_t done, uint64_t total);
+
+/* --- interactive use (-cnv) ------------------------------------------------ */
+
+/* One line of input without its newline (malloc'd; caller frees), or NULL
+ * at end of input. On a terminal: GNU readline (line editing, history of
+ * the session) with prompt on stderr; otherwise a plain read. */
+char *cli_readline(const char *prompt);
+
+/* Printing an answer whose reasoning is marked. */
+enum cli_think { CLI_THINK_MARK, CLI_THINK_HIDE, CLI_THINK_SHOW };
+typedef struct cli_out {
+    FILE *f;
+    enum cli_think mode;   /* MARK: dimmed on a terminal, "<think>" … "</think>" otherwise */
+    bool tty, in_think, at_bol;
+} cli_out;
+
+void cli_out_init(cli_out *o, FILE *f, enum cli_think mode);
+/* Prints one piece of text (reasoning or answer). */
+void cli_out_piece(cli_out *o, const char *text, size_t len, bool reasoning);
+/* Closes an open reasoning mark and ends the line if text is on it. */
+void cli_out_end(cli_out *o);
+
+#endif

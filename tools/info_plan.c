@@ -1,0 +1,193 @@
+/* qwen35-info --plan: will each stage fit, and the config files that start
+ * it. See info_plan.h. */
+#include "info_plan.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "common.h"
+
+int plan_parse_mem(const char *s, double *out, int max, int *n, char *err, size_t errsz)
+{
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        double unit = 1;
+        if (end == p || errno || v <= 0)
+            return q35_err(err, errsz, Q35_EINVAL, "--device-mem '%s': item %d is not a size "
+                           "(e.g. 11.2G)", s, *n + 1);
+        switch (*end) {
+        case 'G': case 'g': unit = 1024.0 * 1024 * 1024; end++; break;
+        case 'M': case 'm': unit = 1024.0 * 1024; end++; break;
+        case 'T': case 't': unit = 1024.0 * 1024 * 1024 * 1024; end++; break;
+        default: break;
+        }
+        if (*end == 'i' || *end == 'B') end++;
+        if (*end == 'B') end++;
+        if (*end && *end != ',')
+            return q35_err(err, errsz, Q35_EINVAL, "--device-mem '%s': item %d: unknown unit at "
+                           "'%s' (G, M or bytes)", s, *n + 1, end);
+        if (*n == max)
+            return q35_err(err, errsz, Q35_ERANGE, "--device-mem: more than %d sizes", max);
+        out[(*n)++] = v * unit;
+        p = *end ? end + 1 : end;
+    }
+    if (!*n) return q35_err(err, errsz, Q35_EINVAL, "--device-mem: no size given");
+    return 0;
+}
+
+/* Slot state floats of layer il for one slot, as the backends allocate
+ * them (model/cpu_backend.c, cuda/backend.cu): an SSM layer's conv window
+ * and recurrent state, an attention layer's K and V for max_ctx positions;
+ * it_info checks the sum against q35_engine_state_bytes. */
+static uint64_t layer_state_floats(const q35_config *c, int il, int max_ctx)
+{
+    if (c->layer_kind[il] == Q35_LAYER_SSM)
+        return (uint64_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch +
+               (uint64_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
+    return (uint64_t)max_ctx * c->n_head_kv * (c->head_dim + c->head_dim_v);
+}
+
+/* Working memory of a stage: the backend's buffers for one pass of R rows
+ * (every activation of a layer, the routed experts' rows), the stage's
+ * hidden rows in and out, and on the last stage the full-logits rows (and
+ * their copy in the reply). An estimate from the buffers' shapes. */
+static uint64_t stage_scratch(const q35_config *c, bool last, const plan_opts *po)
+{
+    uint64_t R = (uint64_t)(po->max_batch < 256 ? po->max_batch : 256);
+    uint64_t E = c->n_embd, K = c->n_expert_used, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    uint64_t qgw = 2ull * c->head_dim * c->n_head, kvw = (uint64_t)c->head_dim * c->n_head_kv;
+    uint64_t row = 3 * E + qgw + 2 * kvw + (uint64_t)c->head_dim_v * c->n_head +
+                   2ull * c->ssm_conv_ch + 2ull * c->ssm_d_inner + 2ull * c->ssm_dt_rank +
+                   c->n_expert + 3 * K + 2 * Fs + 1 + 2 * K * E + 2 * K * F + 5;
+    uint64_t bytes = R * row * 4 + 2ull * po->max_batch * E * 4;
+    if (last) {
+        uint64_t rows = (64ull << 20) / ((uint64_t)c->n_vocab * 4);
+        if (rows < (uint64_t)po->max_seqs) rows = (uint64_t)po->max_seqs;
+        if (rows > (uint64_t)po->max_batch) rows = (uint64_t)po->max_batch;
+        bytes += 2 * rows * c->n_vocab * 4;
+    }
+    return bytes;
+}
+
+void plan_stage_mem(const q35_config *c, const plan_bytes *pb, int a, int b, const plan_opts *po,
+                    plan_mem *m)
+{
+    int n = (int)c->n_layer;
+    memset(m, 0, sizeof *m);
+    for (int il = a; il < b; il++) {
+        m->weights += pb->layer[il];
+        m->state += layer_state_floats(c, il, po->max_ctx);
+    }
+    if (a == 0 || (b == n && pb->tied)) m->weights += pb->embd;   /* token_embd (the tied head) */
+    if (b == n) m->weights += pb->head;
+    m->state *= 4ull * (uint64_t)po->max_seqs;
+    m->scratch = stage_scratch(c, b == n, po);
+    m->total = m->weights + m->state + m->scratch;
+}
+
+/* The endpoint of stage s, or the coordinator's (s < 0). */
+static void endpoint(const plan_opts *po, int s, char *buf, size_t n)
+{
+    snprintf(buf, n, "tcp://%s:%d", po->host, po->port + 1 + s);
+    if (s < 0) snprintf(buf, n, "tcp://%s:%d", po->host, po->port);
+}
+
+/* The stage and coordinator files, into f (one) or DIR/name (each). */
+static int emit(FILE *f, const char *dir, const char *name, const char *text)
+{
+    if (!dir) {
+        fprintf(f, "\n# ---- %s\n%s", name, text);
+        return 0;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *o = fopen(path, "w");
+    if (!o || fputs(text, o) < 0 || fclose(o)) {
+        fprintf(stderr, "qwen35-info: --write-configs: %s: %s\n", path, strerror(errno));
+        if (o) fclose(o);
+        return -1;
+    }
+    printf("wrote %s\n", path);
+    return 0;
+}
+
+int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int k, const plan_opts *po)
+{
+    int n = (int)c->n_layer, fits = 1;
+    printf("# memory per stage: %d slots x %d positions (--max-seqs%s, --max-ctx), %s backend\n",
+           po->max_seqs, po->max_ctx, po->seqs_auto && po->n_dev ? ": the most that fit" : "", po->backend);
+    printf("#   stage  layers   weights     slot state  scratch     total       device\n");
+    plan_mem m[Q35_MAX_LAYERS];
+    for (int s = 0; s < k; s++) {
+        plan_stage_mem(c, pb, cut[s], cut[s + 1], po, &m[s]);
+        double dev = po->n_dev ? po->dev_mem[po->n_dev == 1 ? 0 : s] : 0;
+        char d[48] = "", range[16], w[24], st[24], sc[24], t[24], dv[24];
+        if (dev > 0)
+            snprintf(d, sizeof d, "%s %s", cli_size((uint64_t)dev, dv, sizeof dv),
+                     m[s].total <= dev ? "fits" : "DOES NOT FIT");
+        snprintf(range, sizeof range, "%d:%d", cut[s], cut[s + 1]);
+        printf("#   %-5d  %-7s  %-10s  %-10s  %-10s  %-10s  %s\n", s, range,
+               cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
+               cli_size(m[s].scratch, sc, sizeof sc), cli_size(m[s].total, t, sizeof t), d);
+        if (dev > 0 && m[s].total > dev) fits = 0;
+    }
+    printf("#   (the stages' prefix cache comes on top, within what is left: cache-mb, by default a "
+           "quarter of the memory free after loading)\n");
+    if (!fits) {
+        for (int s = 0; s < k; s++) {
+            double dev = po->dev_mem[po->n_dev == 1 ? 0 : s];
+            if (m[s].total <= dev) continue;
+            uint64_t over = m[s].total - (uint64_t)dev, per_slot = m[s].state / (uint64_t)po->max_seqs;
+            char t[24], dv[24], ov[24], ps[24];
+            fprintf(stderr, "qwen35-info: stage %d (layers %d:%d) needs %s, its device has %s: %s "
+                    "over. Lower --max-seqs (%s per slot at max-ctx %d) or --max-ctx, or plan more "
+                    "stages (--plan %d)\n", s, cut[s], cut[s + 1], cli_size(m[s].total, t, sizeof t),
+                    cli_size((uint64_t)dev, dv, sizeof dv), cli_size(over, ov, sizeof ov),
+                    cli_size(per_slot, ps, sizeof ps), po->max_ctx, k + 1);
+        }
+        return 1;
+    }
+    if (po->write_dir && mkdir(po->write_dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "qwen35-info: --write-configs %s: %s\n", po->write_dir, strerror(errno));
+        return 1;
+    }
+    char text[4096], ep[128], name[64];
+    for (int s = 0; s < k; s++) {
+        endpoint(po, s, ep, sizeof ep);
+        char w[24], st[24], sc[24], t[24];
+        snprintf(text, sizeof text,
+                 "# qwen35-stage@%d, written by qwen35-info --plan %d: layers %d:%d%s%s.\n"
+                 "# Needs %s: weights %s, slot state %s, scratch %s (estimate).\n"
+                 "[stage]\nmodel = %s\nlayers = %d:%d\nbind = %s\nbackend = %s\ndevice = %d\n"
+                 "max-seqs = %d\nmax-ctx = %d\n",
+                 s, k, cut[s], cut[s + 1], cut[s] == 0 ? ", the token embeddings" : "",
+                 cut[s + 1] == n ? ", the output norm and LM head" : "", cli_size(m[s].total, t, sizeof t),
+                 cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
+                 cli_size(m[s].scratch, sc, sizeof sc), po->model_path, cut[s],
+                 cut[s + 1], ep, po->backend, s, po->max_seqs, po->max_ctx);
+        snprintf(name, sizeof name, "stage-%d.conf", s);
+        if (emit(stdout, po->write_dir, name, text)) return 1;
+    }
+    endpoint(po, -1, ep, sizeof ep);
+    int len = snprintf(text, sizeof text,
+                       "# qwen35-coordinator, written by qwen35-info --plan %d: the stages in layer "
+                       "order.\n# Clients connect to `listen` (loopback: bind a routable address only "
+                       "with CURVE keys set up).\n[coordinator]\nmodel = %s\nlisten = %s\n",
+                       k, po->model_path, ep);
+    for (int s = 0; s < k && len < (int)sizeof text; s++) {
+        endpoint(po, s, ep, sizeof ep);
+        len += snprintf(text + len, sizeof text - (size_t)len, "stage = %s\n", ep);
+    }
+    if (len < (int)sizeof text)
+        snprintf(text + len, sizeof text - (size_t)len, "max-seqs = %d\nmax-ctx = %d\n", po->max_seqs,
+                 po->max_ctx);
+    return emit(stdout, po->write_dir, "coordinator.conf", text) ? 1 : 0;
+}
