@@ -66,10 +66,13 @@ typedef struct cpu_mm {
     int64_t ldy;
 } cpu_mm;
 
-/* One block's step handed to its per-item function. */
+/* One block's step handed to its per-item function (cpu_job_of). */
 typedef struct cpu_job {
     q35_backend *b;
+    const q35_config *c;
     int il;                   /* the layer */
+    const q35_layer_weights *l;
+    cpu_scratch *s;
     const q35_pass *r;        /* the pass's rows */
     float *out;               /* the block's output [r->n][E], where it writes one */
 } cpu_job;
@@ -115,6 +118,11 @@ uint64_t cpu_mem_free(const q35_backend *b);
 
 static inline const q35_layer_weights *cpu_layer(const q35_backend *b, int il)
 { return &b->w->layers[il - b->w->layer_begin]; }
+static inline cpu_job cpu_job_of(q35_backend *b, int il, const q35_pass *r, float *out)
+{
+    cpu_job j = { b, b->c, il, cpu_layer(b, il), &b->s, r, out };
+    return j;
+}
 static inline cpu_layer_state *cpu_state(q35_backend *b, int slot, int il)
 { return &b->ls[(size_t)slot * (size_t)b->n_own + (size_t)(il - b->w->layer_begin)]; }
 

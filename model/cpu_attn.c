@@ -47,9 +47,7 @@ static void rope_apply(float *v, const float *cs, int n_rot)
 static void qk_prepare(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
     int hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
     float *cs = b->thr + (size_t)ith * b->thr_stride;
     for (int64_t row = r0; row < r1; row++) {
@@ -78,8 +76,7 @@ static void qk_prepare(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 static void attend(const cpu_job *j, int64_t u0, int64_t u1, int ith)
 {
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    cpu_scratch *s = &b->s;
+    const q35_config *c = j->c; cpu_scratch *s = j->s;
     int hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
     int group = nh / nkv;
     float scale = 1.0f / sqrtf((float)hd);
@@ -130,7 +127,7 @@ void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, fl
     };
     cpu_matmuls(b, 3, proj);
 
-    cpu_job j = { b, il, r, NULL };
+    cpu_job j = cpu_job_of(b, il, r, NULL);
     cpu_parallel(&j, n, 1, 4.0 * (nh + 2 * nkv) * hd * 4, qk_prepare);     /* per row */
     double ctx = 0;      /* keys and values each row reads */
     for (int i = 0; i < n; i++)

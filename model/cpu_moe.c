@@ -70,7 +70,7 @@ static void group_rows(q35_backend *b, int n, const float *h)
 static void shared_act(const cpu_job *j, int64_t i0, int64_t i1, int ith)
 {
     (void)ith;
-    cpu_scratch *s = &j->b->s;
+    cpu_scratch *s = j->s;
     for (int64_t i = i0; i < i1; i++)
         s->shg[i] = cpu_silu(s->shg[i]) * s->shu[i];
 }
@@ -89,7 +89,7 @@ static void shared_expert(q35_backend *b, int il, const q35_pass *r, const float
         { &l->ffn_gate_inp_shexp, NULL, h, E, n, s->shgate, 1 },  /* [E] */
     };
     cpu_matmuls(b, 3, proj);
-    cpu_job j = { b, il, r, NULL };
+    cpu_job j = cpu_job_of(b, il, r, NULL);
     cpu_parallel(&j, (int64_t)n * Fs, 64, 12, shared_act);
     cpu_mm down = { &l->ffn_down_shexp, NULL, s->shg, Fs, n, y, E };   /* [Fs, E] */
     cpu_matmuls(b, 1, &down);
@@ -106,9 +106,7 @@ static void experts_gate_up(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
     int64_t E = c->n_embd, F = c->n_ff_exp;
     const q35_tensor *tg = &l->ffn_gate_exps, *tu = &l->ffn_up_exps;   /* [E, F, X] */
     quant_act act = (quant_act)b->o.activations;
@@ -132,9 +130,7 @@ static void experts_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
     int64_t E = c->n_embd, F = c->n_ff_exp;
     int n = j->r->n, K = c->n_expert_used;
     const q35_tensor *td = &l->ffn_down_exps;          /* [F, E, X] */
@@ -172,7 +168,7 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
 
     shared_expert(b, il, r, h, out);
 
-    cpu_job j = { b, il, r, out };
+    cpu_job j = cpu_job_of(b, il, r, out);
     const q35_tensor *tg = &l->ffn_gate_exps, *td = &l->ffn_down_exps;
     double per_expert = (double)tg->row_bytes * tg->ne[1] * 2 + (double)td->row_bytes * td->ne[1];
     cpu_parallel(&j, c->n_ff_exp, 8, b->n_active * per_expert * 2 / 3 / c->n_ff_exp, experts_gate_up);

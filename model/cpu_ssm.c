@@ -13,9 +13,7 @@ static void conv_channels(const cpu_job *j, int64_t c0, int64_t c1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
     int64_t C = c->ssm_conv_ch;
     int K = (int)c->ssm_d_conv;
     const float *wc = l->ssm_conv1d.data;               /* [K, C]: channel c at wc[c·K] */
@@ -62,9 +60,7 @@ static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 static void delta_heads(const cpu_job *j, int64_t u0, int64_t u1, int ith)
 {
     q35_backend *b = j->b;
-    const q35_config *c = b->c;
-    const q35_layer_weights *l = cpu_layer(b, j->il);
-    cpu_scratch *s = &b->s;
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
     int dk = c->ssm_d_state, hv = c->ssm_hv, nk = c->ssm_n_group, nv = c->ssm_dt_rank;
     int64_t C = c->ssm_conv_ch, kd = c->ssm_kd, vd = c->ssm_d_inner;
     const float *a = l->ssm_a.data, *dt_bias = l->ssm_dt_bias.data, *nw = l->ssm_norm.data;
@@ -119,7 +115,7 @@ void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
     };
     cpu_matmuls(b, 4, proj);
 
-    cpu_job j = { b, il, r, NULL };
+    cpu_job j = cpu_job_of(b, il, r, NULL);
     cpu_parallel(&j, C, 16, 4.0 * n * (c->ssm_d_conv + 2), conv_channels);   /* per channel */
     cpu_parallel(&j, (int64_t)r->n_seq * nv, 1,                               /* per (seq, V-head) */
                  4.0 * 4 * n * c->ssm_d_state * c->ssm_hv / r->n_seq, delta_heads);

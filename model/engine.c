@@ -296,21 +296,24 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
         int sl = b->slot[s], p = b->pos[s], n = b->n_tok[s];
         bad = s;
         if (sl < 0 || sl >= e->max_seqs)
-            rc = flag(&field, Q35_BATCH_SLOT, q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d, expected 0..%d",
-                         s, sl, e->max_seqs - 1));
+            rc = flag(&field, Q35_BATCH_SLOT,
+                      q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d, expected 0..%d",
+                              s, sl, e->max_seqs - 1));
         else if (e->seen[sl])
-            rc = flag(&field, Q35_BATCH_SLOT_TWICE, q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d appears twice", s, sl));
+            rc = flag(&field, Q35_BATCH_SLOT_TWICE,
+                      q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d: slot %d appears twice", s, sl));
         else if (n < 1)
-            rc = flag(&field, Q35_BATCH_N_TOK, q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): n_tok %d, expected >= 1",
-                         s, sl, n));
+            rc = flag(&field, Q35_BATCH_N_TOK,
+                      q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): n_tok %d, expected >= 1",
+                              s, sl, n));
         else if (p != e->slot_len[sl])
-            rc = flag(&field, Q35_BATCH_POS, q35_err(err, errsz, Q35_ESTATE,
-                         "batch: sequence %d (slot %d): position %d does not continue the slot (next position %d)",
-                         s, sl, p, e->slot_len[sl]));
+            rc = flag(&field, Q35_BATCH_POS,
+                      q35_err(err, errsz, Q35_ESTATE, "batch: sequence %d (slot %d): position %d does not "
+                              "continue the slot (next position %d)", s, sl, p, e->slot_len[sl]));
         else if ((int64_t)p + n > e->max_ctx)
-            rc = flag(&field, Q35_BATCH_CTX, q35_err(err, errsz, Q35_ERANGE,
-                         "batch: sequence %d (slot %d): positions %d..%d past the context of %d (context full)",
-                         s, sl, p, p + n - 1, e->max_ctx));
+            rc = flag(&field, Q35_BATCH_CTX,
+                      q35_err(err, errsz, Q35_ERANGE, "batch: sequence %d (slot %d): positions %d..%d past "
+                              "the context of %d (context full)", s, sl, p, p + n - 1, e->max_ctx));
         if (!rc)
             e->seen[sl] = 1;
         total += n;

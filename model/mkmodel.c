@@ -2,6 +2,7 @@
  * the per-tensor type mixes of the reference quantizer, and the streaming
  * write. */
 #include "mkmodel.h"
+#include "backend.h"
 #include "common.h"
 #include "gguf.h"
 #include "quant.h"
@@ -74,51 +75,43 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const tdesc *)a)->name, ((const tdesc *)b)->name);
 }
 
-/* The tensors of one layer, sorted by name as the reference files are. */
+/* Values a layer tensor is filled with: norms near 1, ssm_a negative,
+ * the dt bias small; everything else a matrix. */
+static enum role layer_role(int role, const char *suffix)
+{
+    if (!strcmp(suffix, "ssm_a")) return R_SSM_A;
+    if (!strcmp(suffix, "ssm_dt.bias")) return R_DT_BIAS;
+    return role == Q35_NORM ? R_NORM : R_MAT;
+}
+
+/* The tensors of one layer (backend.h's table), sorted by name as the
+ * reference files are. */
 static int add_layer(plan *p, const preset *m, const mkmodel_opts *o, int i)
 {
-    int64_t E = m->n_embd, X = m->n_expert, F = m->n_ff, Fs = m->n_ff_sh;
-    int64_t hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
-    int64_t kd = (int64_t)m->d_state * m->n_group, vd = m->d_inner, nv = m->dt_rank;
+    const int64_t kd = (int64_t)m->d_state * m->n_group;
+    const q35_dims d = {
+        .E = m->n_embd, .X = m->n_expert, .F = m->n_ff, .Fs = m->n_ff_sh,
+        .hd = m->head_dim, .hdv = m->head_dim, .nh = m->n_head, .nkv = m->n_head_kv,
+        .C = 2 * kd + m->d_inner, .K = m->d_conv, .vd = m->d_inner, .nv = m->dt_rank,
+        .hv = (int64_t)m->d_inner / m->dt_rank,
+    };
+    const int kind = (i + 1) % (int)m->interval == 0 ? Q35_IN_ATTN : Q35_IN_SSM;
     int first = p->n, rc = 0;
-    rc |= add(p, i, "attn_norm.weight", R_NORM, 1, E, 1, 1);
-    rc |= add(p, i, "post_attention_norm.weight", R_NORM, 1, E, 1, 1);
-    if ((i + 1) % (int)m->interval == 0) {
-        rc |= add(p, i, "attn_q.weight", R_MAT, 2, E, 2 * hd * nh, 1);
-        rc |= add(p, i, "attn_k.weight", R_MAT, 2, E, hd * nkv, 1);
-        rc |= add(p, i, "attn_v.weight", R_MAT, 2, E, hd * nkv, 1);
-        rc |= add(p, i, "attn_q_norm.weight", R_NORM, 1, hd, 1, 1);
-        rc |= add(p, i, "attn_k_norm.weight", R_NORM, 1, hd, 1, 1);
-        rc |= add(p, i, "attn_output.weight", R_MAT, 2, hd * nh, E, 1);
-    } else {
-        rc |= add(p, i, "attn_qkv.weight", R_MAT, 2, E, 2 * kd + vd, 1);
-        rc |= add(p, i, "attn_gate.weight", R_MAT, 2, E, vd, 1);
-        rc |= add(p, i, "ssm_conv1d.weight", R_MAT, 2, m->d_conv, 2 * kd + vd, 1);
-        rc |= add(p, i, "ssm_dt.bias", R_DT_BIAS, 1, nv, 1, 1);
-        rc |= add(p, i, "ssm_a", R_SSM_A, 1, nv, 1, 1);
-        rc |= add(p, i, "ssm_beta.weight", R_MAT, 2, E, nv, 1);
-        rc |= add(p, i, "ssm_alpha.weight", R_MAT, 2, E, nv, 1);
-        rc |= add(p, i, "ssm_norm.weight", R_NORM, 1, vd / nv, 1, 1);
-        rc |= add(p, i, "ssm_out.weight", R_MAT, 2, vd, E, 1);
+#define ADD(field, suffix, kinds, role, req, ne0, ne1, ne2)                                    \
+    if (!((kinds) & kind)) {                                                                   \
+    } else if (o->fused_gate_up && (role) == Q35_GATE) {                                       \
+        rc |= add(p, i, "ffn_gate_up_exps.weight", R_MAT, 3, ne0, 2 * (ne1), ne2);             \
+        if (!rc) {                                                                             \
+            tdesc *t = &p->t[p->n - 1];                                                        \
+            snprintf(t->src[0], sizeof t->src[0], "blk.%d.ffn_gate_exps.weight", i);           \
+            snprintf(t->src[1], sizeof t->src[1], "blk.%d.ffn_up_exps.weight", i);             \
+            t->n_src = 2;                                                                      \
+        }                                                                                      \
+    } else if (!(o->fused_gate_up && (role) == Q35_UP)) {                                      \
+        rc |= add(p, i, suffix, layer_role(role, suffix), Q35_ROLE_DIMS(role), ne0, ne1, ne2); \
     }
-    rc |= add(p, i, "ffn_gate_inp.weight", R_MAT, 2, E, X, 1);
-    if (o->fused_gate_up) {
-        rc |= add(p, i, "ffn_gate_up_exps.weight", R_MAT, 3, E, 2 * F, X);
-        if (!rc) {
-            tdesc *t = &p->t[p->n - 1];
-            snprintf(t->src[0], sizeof t->src[0], "blk.%d.ffn_gate_exps.weight", i);
-            snprintf(t->src[1], sizeof t->src[1], "blk.%d.ffn_up_exps.weight", i);
-            t->n_src = 2;
-        }
-    } else {
-        rc |= add(p, i, "ffn_gate_exps.weight", R_MAT, 3, E, F, X);
-        rc |= add(p, i, "ffn_up_exps.weight", R_MAT, 3, E, F, X);
-    }
-    rc |= add(p, i, "ffn_down_exps.weight", R_MAT, 3, F, E, X);
-    rc |= add(p, i, "ffn_gate_inp_shexp.weight", R_MAT, 1, E, 1, 1);
-    rc |= add(p, i, "ffn_gate_shexp.weight", R_MAT, 2, E, Fs, 1);
-    rc |= add(p, i, "ffn_up_shexp.weight", R_MAT, 2, E, Fs, 1);
-    rc |= add(p, i, "ffn_down_shexp.weight", R_MAT, 2, Fs, E, 1);
+    Q35_LAYER_TENSORS(ADD)
+#undef ADD
     if (rc) return Q35_ENOMEM;
     qsort(p->t + first, (size_t)(p->n - first), sizeof *p->t, cmp_name);
     return 0;

@@ -29,13 +29,13 @@ static int plan_reserve(q35_plan *p, int n_total, int n_seq, char *err, size_t e
     if (!grow((void **)&p->ints, &p->cap_ints, 3 * rows + 4 * pieces, sizeof(int)) ||
         !grow((void **)&p->pass, &p->cap_pass, rows, sizeof(q35_pass)))
         return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory planning %d rows", n_total);
-    p->row_slot = p->ints;
-    p->row_pos = p->row_slot + rows;
-    p->out_row = p->row_pos + rows;
-    p->seq_slot = p->out_row + rows;
-    p->seq_pos = p->seq_slot + pieces;
-    p->seq_n = p->seq_pos + pieces;
-    p->seq_row0 = p->seq_n + pieces;
+    int **arr[] = { &p->row_slot, &p->row_pos, &p->out_row,
+                    &p->seq_slot, &p->seq_pos, &p->seq_n, &p->seq_row0 };
+    int *at = p->ints;
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
+        *arr[i] = at;
+        at += i < 3 ? rows : pieces;
+    }
     return 0;
 }
 
