@@ -75,7 +75,7 @@ sed -e "s|^model = .*|model = $MODEL|" -e 's|^max-ctx = .*|max-ctx = 2048|' \
     -e "s|^stage = tcp://127.0.0.1:570\(.\)|stage = ipc://$T/s\1.sock|" "$D/etc/qwen35/coordinator.conf" >"$E/coordinator.conf"
 grep -q '^listen = ipc:///run/qwen35/coordinator.sock$' "$E/coordinator.conf" ||
     fail "the installed coordinator.conf does not listen on qwen35-client's default endpoint"
-"$B/qwen35-client" --help 2>&1 | grep -q 'default ipc:///run/qwen35/coordinator.sock' ||
+"$B/qwen35-client" --help 2>&1 | tr -s ' \n' ' ' | grep -q 'default ipc:///run/qwen35/coordinator.sock' ||
     fail "qwen35-client's default endpoint is not ipc:///run/qwen35/coordinator.sock"
 execstart() {   # execstart UNIT-FILE INSTANCE: its command line, paths under $D and $E
     sed -n 's/^ExecStart=//p' "$D/usr/local/lib/systemd/system/$1" |
