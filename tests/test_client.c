@@ -128,7 +128,8 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
         /* a resumed stream: the rest of it */
         f->n_resumed++;
         f->n_resume = g->n_resume < 8 ? g->n_resume : 8;
-        memcpy(f->resume, g->resume, f->n_resume * sizeof *g->resume);
+        if (f->n_resume) /* g->resume is NULL when there is none */
+            memcpy(f->resume, g->resume, f->n_resume * sizeof *g->resume);
         send_piece(f, ident, ilen, rid, "b", ids + 1, 1, false);
         send_final(f, ident, ilen, rid, Q35__FINISH_REASON__FINISH_LENGTH, 1);
         return 0;
