@@ -63,7 +63,7 @@ include $(sort $(wildcard */*.mk))
 
 TESTS := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 
-.PHONY: all deps test test-unit test-san clean bins tests
+.PHONY: all deps test chaos test-unit test-san clean bins tests
 all: bins tests $(ALL_EXTRA)
 bins: $(addprefix $(BUILD)/bin/,$(BINS))
 tests: $(addprefix $(BUILD)/tests/,$(TESTS))
@@ -129,6 +129,11 @@ test: deps
 	$(MAKE) -j$(JOBS) fuzz-ci
 	$(MAKE) -j$(JOBS) SAN=1 CUDA=0 tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
+
+# make chaos: 16 streaming clients, 40 faults over 4 minutes (tests/chaos.sh);
+# a 60-second version runs in make test (tests/it_chaos.sh)
+chaos: all
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) bash tests/chaos.sh 240 40
 
 test-unit: tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit

@@ -5,17 +5,18 @@
 # cache-mb 256):
 #  1. an 8-turn chat whose history grows to ~3000 tokens (user turns of 300
 #     tokens, answers of 64; each prompt = the previous prompt + answer + a
-#     new user turn, token ids with <|im_start|> opening every message), run
-#     with the coordinator's prefix cache off, then on, against the same
-#     stages: time to first token per turn, prompt tokens computed, total
-#     time. Target: turn 8's TTFT >= 10x lower with the cache.
+#     new user turn, token ids with <|im_start|> opening every message):
+#     time to first token per turn, prompt tokens computed, total time.
+#     Target: turn 8's TTFT >= 10x lower with the cache.
 #  2. 16 requests sharing a 1000-token system prompt, differing after it
-#     (one first, then 15 at once), cache off then on: prompt tokens
-#     computed, time. Target: the shared 1000 computed once.
+#     (one first, then 15 at once): prompt tokens computed, time. Target:
+#     the shared 1000 computed once.
 #  3. a prompt of < 100 tokens extending a cached one: it hits.
-#  4. each stage's RSS growth with the cache on, from after the cache-off
-#     runs of 1 and 2 (the same stages: every slot used is touched
-#     already) to the end. Target: < 300 MB.
+#  4. each stage's RSS at the end, cache on minus cache off (the same
+#     requests touched the same slots in both). Target: < 300 MB.
+# Cache off and on are two pipelines of their own (2 stages + coordinator
+# each, prefix-cache off / on) run turn by turn in alternation, so the
+# load of a shared machine falls on both alike.
 #
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/mini-4L-64x-q4_k_m.gguf;
 # generated when missing), BENCH_THREADS (1 per stage), BENCH_TURNS (8),
@@ -55,31 +56,50 @@ final() { grep '"event":"final"' "$1"; }
 rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 now() { date +%s.%N; }
 
-p35_stage s0 "$MODEL" 0:2 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
-p35_stage s1 "$MODEL" 2:4 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
+for x in a b; do
+    p35_stage ${x}0 "$MODEL" 0:2 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
+    p35_stage ${x}1 "$MODEL" 2:4 --threads "$THREADS" --max-seqs "$REQS" --max-ctx 4096 --cache-mb $CACHE_MB
+done
+copts="--max-seqs $REQS --max-ctx 4096 --step-timeout-ms 600000"
+# shellcheck disable=SC2086
+p35_coord "$MODEL" a0 a1 -- $copts --prefix-cache off
+EP_off=$P35_EP
+EP_on="ipc://$P35_RUN/coord-on.sock"
+_l0=$P35_LAYERS_b0 _l1=$P35_LAYERS_b1
+# shellcheck disable=SC2086
+"$BIN/qwen35-coordinator" --model "$MODEL" --listen "$EP_on" --stage "ipc://$P35_RUN/b0.sock $_l0" \
+    --stage "ipc://$P35_RUN/b1.sock $_l1" $copts --prefix-cache on >>"$P35_RUN/coord-on.log" 2>&1 &
+P35_PID_coordon=$!
+P35_NAMES="$P35_NAMES coordon"
+p35_wait_ready 600
+P35_EP=$EP_on
+p35_wait_ready 600
+P35_EP=$EP_off
+cli() { _ep=$1; shift; "$BIN/qwen35-client" --endpoint "$_ep" "$@"; }
 
-coord() {   # coord on|off: a fresh coordinator (the stages forget its checkpoints)
-    p35_kill coord TERM
-    p35_coord "$MODEL" s0 s1 -- --max-seqs "$REQS" --max-ctx 4096 --prefix-cache "$1" --step-timeout-ms 600000
-    p35_wait_ready 600
-}
-
-# chat TAG: TURNS turns; one line per turn in $T.TAG.rows
+# chat: TURNS turns on both pipelines, alternating; one line per turn in
+# $T.off.rows and $T.on.rows, the wall time of each in $T.TAG.total
 chat() {
-    _tag=$1
-    : >"$T.$_tag.rows"
-    printf '%s %s ' "$IM" "$(ids 40 1)" >"$T.$_tag.prompt"
-    _t0=$(now)
-    for turn in $(seq 1 "$TURNS"); do
-        printf '%s %s ' "$IM" "$(ids $((USER - 1)) $((turn + 100)))" >>"$T.$_tag.prompt"
-        p35_client --prompt-ids "$T.$_tag.prompt" -n "$ANSWER" --ignore-eos --json \
-            --timeout 600000 >"$T.$_tag.$turn" || p35_die "$_tag turn $turn failed: $(tail -n 1 "$T.$_tag.$turn")"
-        f=$(final "$T.$_tag.$turn")
-        p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens) tt=$(p35_field "$f" ttft_s)
-        echo "$turn $p ${c:-0} $tt" >>"$T.$_tag.rows"
-        gen_ids "$T.$_tag.$turn" >>"$T.$_tag.prompt"
+    for tag in off on; do
+        : >"$T.$tag.rows"
+        printf '%s %s ' "$IM" "$(ids 40 1)" >"$T.$tag.prompt"
+        echo 0 >"$T.$tag.total"
     done
-    echo "$(now) $_t0" | awk '{ printf "%.1f", $1 - $2 }' >"$T.$_tag.total"
+    for turn in $(seq 1 "$TURNS"); do
+        for tag in off on; do
+            eval "ep=\$EP_$tag"
+            printf '%s %s ' "$IM" "$(ids $((USER - 1)) $((turn + 100)))" >>"$T.$tag.prompt"
+            _t0=$(now)
+            cli "$ep" --prompt-ids "$T.$tag.prompt" -n "$ANSWER" --ignore-eos --json \
+                --timeout 600000 >"$T.$tag.$turn" || p35_die "$tag turn $turn failed: $(tail -n 1 "$T.$tag.$turn")"
+            echo "$(now) $_t0 $(cat "$T.$tag.total")" | awk '{ printf "%.1f", $3 + $1 - $2 }' >"$T.$tag.total.new"
+            mv "$T.$tag.total.new" "$T.$tag.total"
+            f=$(final "$T.$tag.$turn")
+            p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens) tt=$(p35_field "$f" ttft_s)
+            echo "$turn $p ${c:-0} $tt" >>"$T.$tag.rows"
+            gen_ids "$T.$tag.$turn" >>"$T.$tag.prompt"
+        done
+    done
 }
 
 # shared TAG: REQS requests sharing a SHARED-token system prompt, one
@@ -88,14 +108,16 @@ printf '%s %s ' "$IM" "$(ids $((SHARED - 1)) 7)" >"$T.sys"
 req_prompt() { printf '%s %s %s' "$(cat "$T.sys")" "$IM" "$(ids 49 $((1000 + $1)))" >"$T.sys.$1"; }
 shared() {
     _tag=$1
+    eval "_ep=\$EP_$_tag"
     for i in $(seq 1 "$REQS"); do req_prompt "$i"; done
     _t0=$(now)
-    p35_client --prompt-ids "$T.sys.1" -n 8 --ignore-eos --json --timeout 600000 >"$T.$_tag.sys.1" ||
+    cli "$_ep" --prompt-ids "$T.sys.1" -n 8 --ignore-eos --json --timeout 600000 >"$T.$_tag.sys.1" ||
         p35_die "shared request 1 failed"
     _pids=""
     for i in $(seq 2 "$REQS"); do
-        p35_bg_client "$T.$_tag.sys.$i" --prompt-ids "$T.sys.$i" -n 8 --ignore-eos --json --timeout 600000
-        _pids="$_pids $P35_LAST"
+        "$BIN/qwen35-client" --endpoint "$_ep" --prompt-ids "$T.sys.$i" -n 8 --ignore-eos --json \
+            --timeout 600000 >"$T.$_tag.sys.$i" 2>"$T.$_tag.sys.$i.err" &
+        _pids="$_pids $!"
     done
     for p in $_pids; do wait "$p" || p35_die "a shared-prompt request failed"; done
     _t1=$(now)
@@ -109,16 +131,10 @@ shared() {
     echo "$_tot $_comp $_hits $(echo "$_t1 $_t0" | awk '{ printf "%.1f", $1 - $2 }')" >"$T.$_tag.shared"
 }
 
-echo "bench-prefix: $MODEL, 2 stages x $THREADS thread(s), cache-mb $CACHE_MB"
-coord off
-chat off
+echo "bench-prefix: $MODEL, 2 pipelines (cache off, on) of 2 stages x $THREADS thread(s), cache-mb $CACHE_MB"
+chat
 shared off
-sleep 1
-rss0_s0=$(rss_mb "$P35_PID_s0") rss0_s1=$(rss_mb "$P35_PID_s1")
-coord on
-chat on
 shared on
-
 echo
 echo "1. $TURNS-turn chat (user $USER, answers $ANSWER tokens): cache off vs on"
 printf '%-5s %8s | %9s %10s | %9s %8s %10s %7s\n' turn prompt computed "ttft off" computed cached "ttft on" speedup
@@ -144,18 +160,18 @@ echo
 echo "3. a prompt of < 100 tokens extending a cached one"
 printf '%s %s' "$IM" "$(ids 39 31)" >"$T.short1"
 printf '%s %s %s' "$(cat "$T.short1")" "$IM" "$(ids 39 32)" >"$T.short2"
-p35_client --prompt-ids "$T.short1" -n 4 --ignore-eos --json >"$T.short1.out"
-p35_client --prompt-ids "$T.short2" -n 4 --ignore-eos --json >"$T.short2.out"
+cli "$EP_on" --prompt-ids "$T.short1" -n 4 --ignore-eos --json >"$T.short1.out"
+cli "$EP_on" --prompt-ids "$T.short2" -n 4 --ignore-eos --json >"$T.short2.out"
 f=$(final "$T.short2.out")
 c=$(p35_field "$f" cached_tokens)
 echo "$(p35_field "$f" prompt_tokens)-token prompt extending a 40-token one: ${c:-0} tokens restored: $([ "${c:-0}" -ge 40 ] && echo holds || echo 'does NOT hold')"
 
 echo
-echo "4. stage memory (cache-mb $CACHE_MB)"
+echo "4. stage memory (cache-mb $CACHE_MB): RSS at the end, cache on minus cache off"
 sleep 1.5
-rss1_s0=$(rss_mb "$P35_PID_s0") rss1_s1=$(rss_mb "$P35_PID_s1")
-p35_client --status | grep -i "prefix cache" || true
-for s in s0 s1; do
-    eval "a=\$rss0_$s b=\$rss1_$s"
-    echo "$s: RSS $a MB after the cache-off runs, $b MB at the end: growth $((b - a)) MB (target < 300): $([ $((b - a)) -lt 300 ] && echo holds || echo 'does NOT hold')"
+cli "$EP_on" --status | grep -i "prefix cache" || true
+for i in 0 1; do
+    eval "pa=\$P35_PID_a$i pb=\$P35_PID_b$i"
+    a=$(rss_mb "$pa") b=$(rss_mb "$pb")
+    echo "stage $i: RSS $a MB (cache off), $b MB (cache on): growth $((b - a)) MB (target < 300): $([ $((b - a)) -lt 300 ] && echo holds || echo 'does NOT hold')"
 done

@@ -505,6 +505,7 @@ static bool resume_tick(q35c_client *c, double now)
                 m->generate->n_resume = (size_t)r->n_got;
                 m->generate->resume = r->got;
                 m->generate->resume_logit_rows = (uint32_t)r->logit_rows;
+                m->generate->resent = true;
                 rc = q35_wire_send(c->sock, NULL, 0, &m->base, ZMQ_DONTWAIT);
                 m->generate->n_resume = 0;
                 m->generate->resume = NULL;
@@ -777,6 +778,10 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
         }
         deliver(c, id, &ev);
         drop_req(c, id);
+    } else if (e->body_case == Q35__EVENT__BODY_ERROR &&
+               e->error->code == Q35__CODE__ALREADY_EXISTS && find_req(c, id)->n_resumes) {
+        /* a request sent again reached the coordinator twice (the first
+         * copy was not lost after all): the copy running streams on */
     } else if (e->body_case == Q35__EVENT__BODY_ERROR) {
         q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
                           .code = q35_wire_code_name(e->error->code),

@@ -37,6 +37,7 @@ typedef struct coord_opts {
     int step_timeout_ms;    /* ceiling of the adaptive step deadline */
     int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */
     bool takeover;          /* Hello asks stages owned by another coordinator to take them */
+    int max_client_requests;   /* active + queued per client connection (0: no limit) */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
     const char *trace_path; /* Chrome trace-event JSON of every step (coord_trace.h); NULL: none */

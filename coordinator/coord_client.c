@@ -208,9 +208,27 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
         reply_error(c, ident, ident_len, rid, Q35__CODE__UNAVAILABLE, "the coordinator is shutting down");
         return;
     }
+    if (g->resent && find_req(c, ident, ident_len, rid)) {
+        /* a resend after a link blip that reached us twice: the one
+         * running streams on, this copy is dropped */
+        q35_log_debug("request %s: sent again while it runs: ignored", rid);
+        return;
+    }
     if (find_req(c, ident, ident_len, rid)) {
         reply_error(c, ident, ident_len, rid, Q35__CODE__ALREADY_EXISTS, "request_id '%s' is already running on this connection", rid);
         return;
+    }
+    if (c->o.max_client_requests > 0) {
+        int mine = 0;
+        for (int list = 0; list < 2; list++)
+            for (req *q = list ? c->active : c->queue_head; q; q = q->next)
+                mine += q->ident_len == ident_len && !memcmp(q->ident, ident, ident_len);
+        if (mine >= c->o.max_client_requests) {
+            reply_error(c, ident, ident_len, rid, Q35__CODE__RESOURCE_EXHAUSTED,
+                        "this connection has %d requests active or queued (max-client-requests %d)",
+                        mine, c->o.max_client_requests);
+            return;
+        }
     }
     /* waiting requests: up to the free slots (admitted this turn) plus max-queue */
     int free_slots = (c->chain_known ? c->max_seqs : c->o.max_seqs) - c->n_active;

@@ -49,6 +49,7 @@ typedef struct stage_cfg {
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
     char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */
+    bool cpu_affinity;       /* pin the CPU worker threads */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     int lease_ms;            /* the owning coordinator silent this long: lease ends */
@@ -88,6 +89,7 @@ typedef struct coord_cfg {
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     bool takeover;           /* take stages owned by another coordinator */
+    int max_client_requests; /* active + queued per client connection; 0 = no limit */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *prefix_cache;      /* on | off */

@@ -85,6 +85,10 @@ static const opt_def coord_defs[] = {
       "Longest a stage may take to answer one step; past it the stage is treated as lost. "
       "The deadline applied is adaptive: 10x the stage's measured time for a step of that "
       "many rows, at least 5 s (or this value when smaller), at most this value." },
+    { "max-client-requests", OPT_INT, F(max_client_requests), "N", "0", 0, 100000, NULL, false,
+      NULL, "Requests one client connection may have active or queued; past it its new requests "
+      "get RESOURCE_EXHAUSTED, so one connection cannot take every slot and queue place. 0 = no "
+      "limit (an HTTP front serves many users over one connection)." },
     { "takeover", OPT_BOOL, F(takeover), NULL, "false", 0, 0, NULL, false, NULL,
       "Take over stages another coordinator owns (fencing it out: its steps are refused from "
       "then on). Without it a stage owned by a live coordinator refuses this one, naming the "

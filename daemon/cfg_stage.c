@@ -52,9 +52,14 @@ static const opt_def stage_defs[] = {
       "f32: float32 activations everywhere (the reference); q8: int8 activations for q4_K "
       "and q6_K (vpdpbusd), as the reference engine does: faster, not exact (logits drift "
       "by 1-3 on the chaotic golden models)." },
+    { "cpu-affinity", OPT_BOOL, F(cpu_affinity), NULL, "off", 0, 0, NULL, false, NULL,
+      "CPU: pin worker thread i (the stage's own thread first) to the i-th CPU the stage may "
+      "run on (its systemd CPUAffinity= or taskset set), so each keeps its caches across passes." },
     CFG_ROW_MAX_MSG_MB(stage_cfg),
     { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
-      "Deadline for one forward step; past it the step fails with an error." },
+      "Deadline for one forward step. A compute that hangs cannot be interrupted: past it the "
+      "stage exits (status 70) so that its service manager restarts it, and the coordinator "
+      "rebuilds its sequences there." },
     { "lease-ms", OPT_INT, F(lease_ms), "N", "10000", 500, 3600000, NULL, false, NULL,
       "This stage serves one coordinator at a time (the first Hello takes the lease). When it "
       "sends nothing for this long (it polls every 0.5 s), its sequences are freed and another "

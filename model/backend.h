@@ -145,6 +145,7 @@ typedef struct q35_backend_opts {
     int device;                        /* CUDA device index */
     int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
     bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
+    bool cpu_affinity;                 /* CPU: pin thread i to the i-th allowed CPU (pool_pin) */
     int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
     const char *sim_profile;           /* sim: the timing profile (sim_backend.c) */
 } q35_backend_opts;

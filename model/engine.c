@@ -213,7 +213,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     q35_backend_opts bo = {
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
         .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
-        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .cpu_affinity = o->cpu_affinity,
         .activations = o->activations, .sim_profile = o->sim_profile,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);

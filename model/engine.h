@@ -28,6 +28,7 @@ typedef struct q35_engine_opts {
     int device;                   /* CUDA device index */
     int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
     bool no_graphs;               /* CUDA: no captured graphs for decode passes */
+    bool cpu_affinity;            /* CPU: pin the worker threads (and the caller) */
     /* Checkpoint store (prefix cache) budget in bytes: 0 = no store (saves
      * refused), Q35_CACHE_AUTO = a quarter of the memory free where the
      * backend keeps checkpoints (host RAM for cpu, device memory for cuda)

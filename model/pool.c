@@ -14,7 +14,9 @@
 #include "pool.h"
 #include "common.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -151,6 +153,29 @@ void pool_destroy(pool **pp)
 }
 
 int pool_threads(const pool *p) { return p->n; }
+
+int pool_pin(pool *p, char *err, size_t errsz)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return q35_err(err, errsz, Q35_EIO, "cpu-affinity: sched_getaffinity: %s", strerror(errno));
+    int cpus[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed))
+            cpus[n++] = c;
+    if (n == 0)
+        return q35_err(err, errsz, Q35_EIO, "cpu-affinity: no CPU in this process's set");
+    for (int i = 0; i < p->n; i++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[i % n], &one);
+        int rc = pthread_setaffinity_np(i ? p->th[i] : pthread_self(), sizeof one, &one);
+        if (rc)
+            return q35_err(err, errsz, Q35_EIO, "cpu-affinity: thread %d to CPU %d: %s", i,
+                           cpus[i % n], strerror(rc));
+    }
+    return 0;
+}
 
 void pool_run(pool *p, pool_fn fn, void *arg)
 {

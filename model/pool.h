@@ -29,6 +29,12 @@ void pool_destroy(pool **p);
 
 int pool_threads(const pool *p);
 
+/* Pins thread i (0: the calling thread, which runs pool_run; 1..n-1 the
+ * workers) to the i-th CPU this process may run on (modulo their count),
+ * so a worker keeps its caches and memory node across passes. Q35_EIO
+ * (message in err) when the system refuses. */
+int pool_pin(pool *p, char *err, size_t errsz);
+
 /* Runs fn for every chunk and returns when all have finished. Not
  * reentrant: one caller at a time, and fn must not call pool_run. */
 void pool_run(pool *p, pool_fn fn, void *arg);

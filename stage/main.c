@@ -1,5 +1,6 @@
 /* qwen35-stage: serves one layer range of a qwen35moe model over ZeroMQ.
  * Options: daemon/cfg_stage.c (qwen35-stage --help). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,32 @@
 #include "stage.h"
 
 #define STATUS_EVERY_S 2.0
+#define EXIT_STEP_HUNG 70   /* EX_SOFTWARE: a restart is the fix */
+
+/* The step deadline: a forward step past --step-timeout-ms means the
+ * compute hangs (a GPU kernel, a stuck thread): nothing can interrupt it,
+ * so the stage ends, and systemd restarts it. */
+typedef struct step_watch {
+    stage *s;
+    double limit_s;
+    volatile int stop;
+} step_watch;
+
+static void *step_watchdog(void *arg)
+{
+    step_watch *w = arg;
+    while (!w->stop) {
+        double t0 = stage_step_started(w->s);
+        if (t0 > 0 && q35_now() - t0 > w->limit_s) {
+            q35_log_error("a forward step has run %.1f s, past step-timeout-ms %.0f: the compute "
+                          "is stuck; exiting so that the stage is restarted",
+                          q35_now() - t0, w->limit_s * 1000);
+            _exit(EXIT_STEP_HUNG);
+        }
+        usleep(100 * 1000);
+    }
+    return NULL;
+}
 
 /* STATUS=serving 3/16 slots: sequences holding state on this stage. */
 static void report_serving(const stage *s)
@@ -65,7 +92,7 @@ int main(int argc, char **argv)
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .sim_profile = c.sim_profile,
         .device = c.device,
         .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
-        .activations = quant_act_parse(c.activations),
+        .activations = quant_act_parse(c.activations), .cpu_affinity = c.cpu_affinity,
         .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,
         .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
         .curve_secret = c.curve ? &c.curve_secret : NULL,
@@ -110,6 +137,9 @@ int main(int argc, char **argv)
     q35_log_info("serving %s on %s", stage_describe(s), c.bind);
     notify_ready("serving %s", stage_describe(s));
     rc = 0;
+    step_watch sw = { .s = s, .limit_s = c.step_timeout_ms / 1000.0 };
+    pthread_t swt;
+    bool watching = pthread_create(&swt, NULL, step_watchdog, &sw) == 0;
     double t_status = q35_now();
     while (!sig_stop_requested()) {
         notify_watchdog();
@@ -129,6 +159,9 @@ int main(int argc, char **argv)
     /* drain: answer what already arrived, then go */
     while (rc == 0 && stage_serve_once(s, 0, -1, err, sizeof err) > 0)
         notify_watchdog();
+    sw.stop = 1;
+    if (watching)
+        pthread_join(swt, NULL);
     q35_log_info("stopped");
     stage_destroy(&s);
     stage_cfg_free(&c);

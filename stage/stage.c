@@ -5,6 +5,7 @@
  * runs, and a bad request changes no state. */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ struct stage {
     int n_curve_allowed;
     int n_peers;                    /* connections accepted minus lost */
     stage_lease lease;              /* the coordinator served */
+    _Atomic uint64_t step_started_us;   /* q35_now() of the step computing, 0: none */
     double lease_s;
     uint64_t refused_instance;      /* last refused Hello's (logged once) */
     uint32_t hs_logged[4];          /* CURVE: handshake errors already logged (once each) */
@@ -83,7 +85,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
-        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .activations = o->activations,
+        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .activations = o->activations, .cpu_affinity = o->cpu_affinity,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
     if (!s->eng)
@@ -171,6 +174,7 @@ void stage_destroy(stage **ps)
 }
 
 const char *stage_describe(const stage *s) { return s->desc; }
+double stage_step_started(stage *s) { return atomic_load(&s->step_started_us) / 1e6; }
 const q35_engine *stage_engine(const stage *s) { return s->eng; }
 void stage_test_inject(stage *s, int rc) { s->inject_rc = rc; }
 
@@ -650,8 +654,10 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     };
     char err[Q35_ERRSZ];
     double t0 = q35_now();
+    atomic_store(&s->step_started_us, (uint64_t)(t0 * 1e6));
     int rc = s->inject_rc ? q35_err(err, sizeof err, s->inject_rc, "injected failure (test hook)")
                           : q35_engine_forward(s->eng, &b, err, sizeof err);
+    atomic_store(&s->step_started_us, 0);
     s->inject_rc = 0;
     double dt = q35_now() - t0;
     free(ids);

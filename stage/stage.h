@@ -29,6 +29,7 @@ typedef struct stage_opts {
     int pass_rows;                /* rows per backend pass; 0 = default */
     bool no_graphs;               /* CUDA: no captured graphs */
     int activations;              /* enum quant_act; 0 = exact */
+    bool cpu_affinity;            /* pin the CPU worker threads */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
     int lease_ms;                 /* the owning coordinator silent this long: its
                                      sequences are freed (0: 10000) */
@@ -65,6 +66,10 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
  * time spent waiting counts as idle, the forward passes as busy. Extra
  * poll item: fd (readable => return 0 early), -1 for none. */
 int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz);
+
+/* q35_now() when the forward step computing now started, 0 when none is:
+ * for a watchdog thread (the only function callable from another one). */
+double stage_step_started(stage *s);
 
 /* One-line description: "layers 0:4 of m.gguf (embd) cpu, 8 slots". */
 const char *stage_describe(const stage *s);

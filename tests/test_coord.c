@@ -144,6 +144,7 @@ static const char *g_trace;   /* --trace of the coordinators started next */
 
 /* coord_start without the thread: the caller turns coord_run_once() until
  * it starts the thread with coord_thread(). */
+static int g_max_client;   /* max_client_requests of the next coord_open */
 static co_thread *coord_open(int n, st_thread **st, const int *bounds, int max_seqs,
                              int max_queue, int step_ms)
 {
@@ -160,7 +161,8 @@ static co_thread *coord_open(int n, st_thread **st, const int *bounds, int max_s
     coord_opts o = { .model_path = g_model, .listen = t->listen, .n_stages = n, .stage_ep = ep,
                      .stage_begin = b, .stage_end = e, .max_queue = max_queue,
                      .max_seqs = max_seqs, .max_ctx = 256, .step_timeout_ms = step_ms,
-                     .wire_dtype = g_wire_dtype, .trace_path = g_trace };
+                     .wire_dtype = g_wire_dtype, .trace_path = g_trace,
+                     .max_client_requests = g_max_client };
     t->c = coord_new(&o, t->err, sizeof t->err);
     if (!t->c)
         fail_msg("coord_new: %s", t->err);
@@ -808,6 +810,52 @@ static void stage_death_and_return(void **state)
     stage_stop(&st[1]);
 }
 
+/* One connection cannot take every slot and queue place; max_tokens past
+ * INT32_MAX means "to the context", not a wrapped 1. */
+static void per_client_limit_and_max_tokens(void **state)
+{
+    (void)state;
+    int b[] = { 0, 4, 8 };
+    st_thread *st[2] = { stage_start(g_model, 0, 4, "pc0", 4), stage_start(g_model, 4, 8, "pc1", 4) };
+    g_max_client = 2;
+    co_thread *co = coord_start(2, st, b, 4, 8, 30000);
+    g_max_client = 0;
+    wait_up(co);
+    void *ctx, *d = client_new(&ctx, co->listen);
+    void *ctx2, *d2 = client_new(&ctx2, co->listen);
+    stage_pause(st[0], 1);          /* they stay active */
+    result r[4];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        snprintf(r[i].rid, sizeof r[i].rid, "a%d", i);
+        send_gen(d, r[i].rid, g_toks, 64, 8, 0, 0, false, 0);
+    }
+    collect(d, &r[2], 1, WAIT_S, NULL);
+    assert_true(r[2].done);
+    assert_int_equal(r[2].finish, -Q35__CODE__RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(r[2].msg, "max-client-requests 2"));
+    /* another connection is not held back */
+    snprintf(r[3].rid, sizeof r[3].rid, "b");
+    send_gen(d2, "b", g_toks, 64, 8, 0, 0, false, 0);
+    stage_pause(st[0], 0);
+    collect(d, r, 2, WAIT_S, NULL);
+    collect(d2, &r[3], 1, WAIT_S, NULL);
+    for (int i = 0; i < 4; i++)
+        if (i != 2 && (!r[i].done || r[i].finish != Q35__FINISH_REASON__FINISH_LENGTH))
+            fail_msg("%s: finish %d: %s", r[i].rid, r[i].finish, r[i].msg);
+    /* max_tokens 2^32-1: to the context (256) */
+    result big = { .rid = "big" };
+    send_gen(d, "big", g_toks, 64, (int)UINT32_MAX, 0, 0, false, 0);
+    collect(d, &big, 1, WAIT_S, NULL);
+    assert_int_equal(big.finish, Q35__FINISH_REASON__FINISH_LENGTH);
+    assert_int_equal(big.n_toks, 256 - 64);
+    client_close(ctx, d);
+    client_close(ctx2, d2);
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+}
+
 static void wrong_chain_refused(void **state)
 {
     (void)state;
@@ -1017,6 +1065,7 @@ int main(void)
         cmocka_unit_test(cancel_deadline_queue),
         cmocka_unit_test(text_and_stop_string),
         cmocka_unit_test(stage_death_and_return),
+        cmocka_unit_test(per_client_limit_and_max_tokens),
         cmocka_unit_test(wrong_chain_refused),
         cmocka_unit_test(bare_endpoints),
         cmocka_unit_test(logprobs_are_log_softmax),

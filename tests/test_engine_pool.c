@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include "common.h"
@@ -69,6 +71,41 @@ static void test_pool_range_splits(void **state)
         }
 }
 
+/* Every chunk of a pinned pool runs on a thread allowed exactly one CPU,
+ * one of the process's; the caller's mask comes back after. */
+static atomic_int pinned_bad;
+static void check_pinned(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    const cpu_set_t *allowed = arg;
+    cpu_set_t m;
+    if (pthread_getaffinity_np(pthread_self(), sizeof m, &m) || CPU_COUNT(&m) != 1)
+        atomic_fetch_add(&pinned_bad, 1);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &m) && !CPU_ISSET(c, allowed))
+            atomic_fetch_add(&pinned_bad, 1);
+}
+
+static void test_pool_pin(void **state)
+{
+    (void)state;
+    char err[Q35_ERRSZ];
+    cpu_set_t allowed;
+    assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    for (int nt = 1; nt <= 5; nt += 2) {
+        pool *p = pool_new(nt, err, sizeof err);
+        assert_non_null(p);
+        assert_int_equal(pool_pin(p, err, sizeof err), 0);
+        atomic_store(&pinned_bad, 0);
+        for (int rep = 0; rep < 20; rep++)
+            pool_run(p, check_pinned, &allowed);
+        assert_int_equal(atomic_load(&pinned_bad), 0);
+        pool_destroy(&p);
+        assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed), 0);
+    }
+}
+
 static void test_pool_bad_count(void **state)
 {
     (void)state;
@@ -83,6 +120,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_runs_every_thread),
         cmocka_unit_test(test_pool_range_splits),
+        cmocka_unit_test(test_pool_pin),
         cmocka_unit_test(test_pool_bad_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -292,7 +292,8 @@ static void help_and_man_come_from_the_table(void **state)
     fclose(f);
     for (int i = 0; i < stage_cfg_spec.n_defs; i++) {
         char flag[64];
-        snprintf(flag, sizeof flag, "--%s ", stage_cfg_spec.defs[i].name);
+        snprintf(flag, sizeof flag, "%s%s ", stage_cfg_spec.defs[i].type == OPT_BOOL ? "--[no-]" : "--",
+                 stage_cfg_spec.defs[i].name);
         assert_non_null(strstr(buf, flag));
     }
     assert_non_null(strstr(buf, "default 16; 1..4096"));

@@ -30,7 +30,7 @@ peer() {   # what threads
 # qwen35 tok/s and bandwidth: the RESULT line of qwen35-bench --only
 ours() {   # what threads
     "$OURS" -m "$MODEL" --only "$1" --threads "$2" --tokens 32 --activations exact 2>"$tmp/ours.err" |
-        awk '$1 == "RESULT" { print $4, $6; exit }'
+        awk '$1 == "RESULT" { print $5, $6; exit }'
 }
 
 cases="decode:1 decode:$T prefill:$T"

@@ -13,7 +13,7 @@
 enum {
     O_MODEL = 1, O_PROMPT, O_FILE, O_TOKENS, O_SYSTEM, O_CNV, O_NO_CNV, O_NO_THINK, O_HIDE_THINK,
     O_SHOW_THINK, O_N, O_CTX, O_THREADS, O_UBATCH, O_SPLIT, O_BACKEND, O_LOGITS, O_STOP,
-    O_IGNORE_EOS, O_NO_PERF, O_ACT,
+    O_IGNORE_EOS, O_NO_PERF, O_ACT, O_AFF,
 };
 
 static const cli_opt input_opts[] = {
@@ -63,6 +63,7 @@ static const cli_opt engine_opts[] = {
     { O_ACT, "--activations", "exact|f32|q8",
       "CPU matmul activations: exact (default; int16 VNNI dot products for q6_K, within the "
       "golden tolerance), f32, or q8 (int8, as the reference engine: faster, not exact)" },
+    { O_AFF, "--cpu-affinity", NULL, "pin CPU thread i to the i-th CPU this process may use" },
 };
 
 static const cli_group g_input = { "input", input_opts, sizeof input_opts / sizeof input_opts[0] };
@@ -164,6 +165,7 @@ int run_parse(int argc, char **argv, run_opts *o, char **prompt)
         case O_IGNORE_EOS: o->ignore_eos = true; break;
         case O_LOGITS: o->logits_out = val; break;
         case O_BACKEND: o->backend = val; break;
+        case O_AFF: o->cpu_affinity = true; break;
         case O_ACT:
             if ((o->activations = quant_act_parse(val)) < 0)
                 return bad("--activations: '%s' is not exact, f32 or q8", val);
