@@ -116,8 +116,15 @@ void coord_destroy(coord **pc)
     }
     for (int i = 0; i < c->n_mb; i++)
         free(c->mb[i].hidden);
-    if (c->cli)
+    if (c->cli) {
+        /* The wire sockets linger 0; the client socket gets a bounded
+         * linger here so the replies just queued (the last tokens of a
+         * request that finished while draining, the errors above) still
+         * reach their clients; a client that is gone costs at most 1 s. */
+        int linger = 1000;
+        zmq_setsockopt(c->cli, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c->cli);
+    }
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     cache_destroy(c);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../daemon/cfg.h"
+#include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/signals.h"
 #include "common.h"
@@ -27,6 +28,7 @@ int main(int argc, char **argv)
         return CFG_EXIT_CONFIG;
     }
     notify_init();
+    limits_log_shortfall("qwen35-coordinator.service", false);
     if (sig_install(err, sizeof err)) {
         q35_log_error("%s", err);
         coord_cfg_free(&cf);

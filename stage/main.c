@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "log.h"
 #include "quant_act.h"
+#include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/preload.h"
 #include "../daemon/signals.h"
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
         return CFG_EXIT_CONFIG;
     }
     notify_init();
+    limits_log_shortfall("qwen35-stage@.service", true);
     if (sig_install(err, sizeof err)) {
         q35_log_error("%s", err);
         stage_cfg_free(&c);

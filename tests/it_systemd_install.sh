@@ -1,8 +1,11 @@
 #!/bin/sh
-# make install DESTDIR=...: the binaries, units, man pages and example
-# configs land in place; the installed two-die example config, started by
-# hand with the installed binaries (model and endpoints overridden by
-# flags), serves a request; make uninstall leaves no file behind.
+# make install DESTDIR=...: the user-facing binaries in bin, the others in
+# lib/qwen35, units, sysusers.d, man pages and example configs in place, the
+# model and key directories created, the two-die units enabled; the
+# installed units' ExecStart lines with the installed configs (edited as an
+# operator would: golden model, CPU) serve a request from qwen35-client with
+# no endpoint flag (as root: in a private mount namespace, so /run/qwen35 is
+# its own); make uninstall leaves no file behind.
 set -u
 BUILD=${QWEN35_BUILD:-build}
 MODEL=$(cd "$(dirname "${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf")" && pwd)/tiny-Q8_0.gguf
@@ -36,7 +39,21 @@ done
 grep -q "^ExecStart=/usr/local/bin/qwen35-stage --config /etc/qwen35/stage-%i.conf$" \
     "$D/usr/local/lib/systemd/system/qwen35-stage@.service" || fail "ExecStart= not pointing at the installed binary"
 [ -x "$B/qwen35-mkman" ] && fail "internal tool qwen35-mkman installed"
-ok "make install: $(find "$D" -type f | wc -l) files"
+for b in qwen35-mkmodel qwen35-bench qwen35-bench-quant; do
+    [ -e "$B/$b" ] && fail "$b installed in bin (not a user-facing program)"
+    [ -x "$D/usr/local/lib/qwen35/$b" ] || fail "$b not in /usr/local/lib/qwen35"
+done
+for b in qwen35-run qwen35-info qwen35-tokenize qwen35-keygen qwen35-http; do [ -x "$B/$b" ] || fail "$b not in bin"; done
+[ "$(stat -c %a "$D/etc/qwen35/keys")" = 700 ] || fail "/etc/qwen35/keys not mode 0700"
+[ -d "$D/srv/qwen35/models" ] || fail "/srv/qwen35/models not created"
+grep -q '^g qwen35 ' "$D/usr/local/lib/sysusers.d/qwen35.conf" || fail "no sysusers.d entry for the group qwen35"
+W=$D/etc/systemd/system/qwen35.target.wants
+for u in qwen35-stage@0 qwen35-stage@1 qwen35-coordinator qwen35-http; do
+    l=$(readlink "$W/$u.service") || fail "make install did not enable $u (qwen35.target.wants)"
+    case $l in /usr/local/lib/systemd/system/qwen35-stage@.service|/usr/local/lib/systemd/system/$u.service) ;;
+        *) fail "$W/$u.service -> $l";; esac
+done
+ok "make install: $(find "$D" -type f | wc -l) files; bench/mkmodel in lib/qwen35; keys 0700; models dir; two-die units enabled"
 
 # an existing config is never overwritten
 echo "# edited" >> "$D/etc/qwen35/stage-1.conf"
@@ -44,28 +61,51 @@ make -s --no-print-directory install BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/loc
 tail -n 1 "$D/etc/qwen35/stage-1.conf" | grep -q '^# edited$' || fail "make install overwrote an existing config"
 ok "make install keeps an existing /etc/qwen35 config"
 
-# The installed example (two dies of one card) run by hand on the CPU (bare
-# --stage endpoints: the coordinator learns the ranges from the stages): the
-# config is used as shipped, the flags override model, endpoints, backend.
-"$B/qwen35-stage" --config "$D/etc/qwen35/stage-0.conf" --model "$MODEL" --layers 0:4 \
-    --bind "ipc://$T/s0.sock" --backend cpu --threads 1 2>"$T/s0.err" &
-PIDS="$PIDS $!"
-"$B/qwen35-stage" --config "$D/etc/qwen35/stage-1.conf" --model "$MODEL" --layers 4:8 \
-    --bind "ipc://$T/s1.sock" --backend cpu --threads 1 2>"$T/s1.err" &
-PIDS="$PIDS $!"
-"$B/qwen35-coordinator" --config "$D/etc/qwen35/coordinator.conf" --model "$MODEL" \
-    --listen "ipc://$T/c.sock" --stage "ipc://$T/s0.sock" --stage "ipc://$T/s1.sock" 2>"$T/coord.err" &
-PIDS="$PIDS $!"
+# The installed units' ExecStart, %i expanded and paths under DESTDIR, with
+# the installed configs edited as an operator would (the golden model, CPU,
+# one thread); the client with no endpoint flag.
+E=$T/etc
+mkdir -p "$E"
+for i in 0 1; do
+    sed -e "s|^model = .*|model = $MODEL|" -e "s|^layers = .*|layers = $((i * 4)):$((i * 4 + 4))|" \
+        -e 's|^backend = .*|backend = cpu\nthreads = 1|' -e '/^device = /d' -e 's|^max-ctx = .*|max-ctx = 2048|' \
+        -e "s|^bind = tcp://127.0.0.1:570\(.\)|bind = ipc://$T/s\1.sock|" "$D/etc/qwen35/stage-$i.conf" >"$E/stage-$i.conf"
+done
+sed -e "s|^model = .*|model = $MODEL|" -e 's|^max-ctx = .*|max-ctx = 2048|' \
+    -e "s|^stage = tcp://127.0.0.1:570\(.\)|stage = ipc://$T/s\1.sock|" "$D/etc/qwen35/coordinator.conf" >"$E/coordinator.conf"
+grep -q '^listen = ipc:///run/qwen35/coordinator.sock$' "$E/coordinator.conf" ||
+    fail "the installed coordinator.conf does not listen on qwen35-client's default endpoint"
+"$B/qwen35-client" --help 2>&1 | tr -s ' \n' ' ' | grep -q 'default ipc:///run/qwen35/coordinator.sock' ||
+    fail "qwen35-client's default endpoint is not ipc:///run/qwen35/coordinator.sock"
+execstart() {   # execstart UNIT-FILE INSTANCE: its command line, paths under $D and $E
+    sed -n 's/^ExecStart=//p' "$D/usr/local/lib/systemd/system/$1" |
+        sed -e "s|%i|$2|g" -e "s|/usr/local/|$D/usr/local/|" -e "s|/etc/qwen35/|$E/|"
+}
+if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
+    echo "skipped: the installed units' ExecStart with the client's default endpoint needs root (a private /run/qwen35)"
+else
+    # in a private mount namespace: /run is a fresh tmpfs there only
+    cat >"$T/run.sh" <<EOF
+set -u
+mount -t tmpfs -o mode=0755 tmpfs /run || exit 1
+mkdir -m 0750 /run/qwen35   # what RuntimeDirectory=qwen35 does
+$(execstart qwen35-stage@.service 0) 2>"$T/s0.err" & p0=\$!
+$(execstart qwen35-stage@.service 1) 2>"$T/s1.err" & p1=\$!
+$(execstart qwen35-coordinator.service "") 2>"$T/coord.err" & pc=\$!
 echo "1 2 3 4" > "$T/prompt"
 i=0
-until "$B/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$T/prompt" -n 8 --ids >"$T/out" 2>"$T/client.err"; do
-    i=$((i + 1)); [ $i -gt 30 ] && fail "the installed pipeline served no request within 30 s"; sleep 1
+until "$B/qwen35-client" --prompt-ids "$T/prompt" -n 8 --ids >"$T/out" 2>"$T/client.err"; do
+    i=\$((i + 1)); [ \$i -gt 30 ] && break; sleep 1
 done
-[ "$(wc -w < "$T/out")" -eq 8 ] || fail "expected 8 token ids, got: $(cat "$T/out")"
-ok "installed binaries + example configs serve a request: $(cat "$T/out")"
-for p in $PIDS; do kill -TERM "$p"; done
-for p in $PIDS; do wait "$p" || fail "a daemon exited non-zero after SIGTERM"; done
-PIDS=""
+kill -TERM \$pc; wait \$pc; rc=\$?
+kill -TERM \$p0 \$p1; wait \$p0 || rc=1; wait \$p1 || rc=1
+exit \$rc
+EOF
+    grep -q "^$D/usr/local/bin/qwen35-stage --config $E/stage-0.conf " "$T/run.sh" || fail "ExecStart: $(grep qwen35-stage "$T/run.sh" | head -n 1)"
+    timeout 90 unshare --mount --propagation private sh "$T/run.sh" || fail "a daemon exited non-zero after SIGTERM (or timed out)"
+    [ "$(wc -w < "$T/out")" -eq 8 ] || fail "qwen35-client with no endpoint flag: expected 8 token ids, got: $(cat "$T/out" "$T/client.err")"
+    ok "the installed units' ExecStart + installed configs: qwen35-client with no endpoint flag served: $(cat "$T/out")"
+fi
 
 # uninstall: the edited config stays, everything else goes
 make -s --no-print-directory uninstall BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "make uninstall"

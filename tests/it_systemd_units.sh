@@ -32,6 +32,13 @@ sed 's/^WatchdogSec=/WatchdogSecs=/' qwen35-coordinator.service > "$T/typo.servi
 if [ -z "$(systemd-analyze verify --man=no "$T/typo.service" 2>&1)" ]; then
     echo "FAIL verify stays silent on an unknown key"; fail=1
 fi
+# The limits the daemons compare theirs with (daemon/limits.h) are the ones
+# the units ask.
+want=$(sed -n 's/^#define LIMITS_NOFILE \([0-9]*\).*/\1/p' "$OLDPWD/daemon/limits.h")
+for u in qwen35-stage@.service qwen35-coordinator.service; do
+    grep -qx "LimitNOFILE=$want" "$u" || { echo "FAIL $u: LimitNOFILE= is not $want (daemon/limits.h LIMITS_NOFILE)"; fail=1; }
+done
+grep -qx "LimitMEMLOCK=infinity" qwen35-stage@.service || { echo "FAIL qwen35-stage@.service: LimitMEMLOCK= is not infinity (daemon/limits.c)"; fail=1; }
 cp qwen35-stage@.service qwen35-stage@0.service
 for u in qwen35-stage@0.service qwen35-coordinator.service qwen35-http.service; do
     out=$(systemd-analyze security --offline=yes --threshold=40 "./$u" 2>&1)
