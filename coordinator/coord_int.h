@@ -97,6 +97,7 @@ typedef struct req {
     int max_ctx;                    /* the pipeline's, or less (request ctx_size) */
     int n_logit_rows_sent;          /* positions whose logits the client has (replay skips them) */
     int n_replays;                  /* times rebuilt after a stage was lost */
+    double t_paused;                /* its stream stopped (a stage lost) at; 0: flowing */
     Q35__Sampling sp;
     uint64_t rng;
     int n_logprobs;

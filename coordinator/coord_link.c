@@ -388,6 +388,15 @@ void link_on_reply(coord *c, link *l)
         if (r->epoch != l->epoch) {
             q35_log_debug("stage %d: dropped a reply of epoch %llu (now %llu)", l->idx,
                           (unsigned long long)r->epoch, (unsigned long long)l->epoch);
+        } else if (r->body_case == Q35__STAGE_REPLY__BODY_LEAVING) {
+            /* the stage stops (SIGTERM): route nothing more to it; its
+             * sequences are rebuilt where its range is served next */
+            char why[sizeof l->problem];
+            snprintf(why, sizeof why, "said it is leaving: %.200s",
+                     r->leaving->reason && r->leaving->reason[0] ? r->leaving->reason : "stopping");
+            if (l->state == L_UP)
+                link_fail(c, l, why);
+            snprintf(l->problem, sizeof l->problem, "%s", why);
         } else if (r->id == l->hello_id && r->id) {
             l->hello_id = 0;
             if (r->body_case == Q35__STAGE_REPLY__BODY_HANDSHAKE)
@@ -395,7 +404,9 @@ void link_on_reply(coord *c, link *l)
             else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
                 char p[sizeof l->problem];
                 snprintf(p, sizeof p, "refused the handshake: %s", r->error->message);
-                if (strcmp(p, l->problem))   /* once, not per retry */
+                if (strcmp(p, l->problem) && r->error->code == Q35__CODE__UNAVAILABLE)
+                    q35_log_info("stage %d (%s): %s", l->idx, l->endpoint, p);   /* stopping */
+                else if (strcmp(p, l->problem))   /* once, not per retry */
                     q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, p);
                 snprintf(l->problem, sizeof l->problem, "%s", p);
                 l->owned = strstr(p, "owned by") != NULL;

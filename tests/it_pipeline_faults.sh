@@ -9,8 +9,9 @@
 # - SIGKILL of the last and of the first stage mid-decode
 # - SIGKILL of a stage mid-prefill (128- and 64-token prompts just sent)
 # - SIGSTOP of a stage for 10 s (the step deadline declares it lost)
-# - SIGTERM of a stage with 4 requests in flight (drain, restart)
-# - a rolling restart of both stages under load
+# - SIGTERM of a stage with 4 requests in flight (it says it is leaving,
+#   then restarts)
+# - a rolling restart of both stages under load (SIGTERM, restart, each)
 # - a stage that does not come back within replay-wait: errors naming the
 #   last token delivered, within the bound
 # - SIGKILL of the coordinator mid-stream, restarted: the clients resume
@@ -145,15 +146,34 @@ check4 stop "$t0"
 grep -q "lost: no reply to a" "$P35_RUN/coord.log" ||
     p35_fail "stop: the coordinator never declared the stopped stage lost by its deadlines"
 
+# SIGTERM: the stage says it is leaving (StageReply.leaving) before it
+# goes; the coordinator gives it up at that message, not at the
+# disconnect or a deadline. left NAME N: N such losses since line $L0 of
+# the coordinator's log, no other kind, and the longest pause a stream saw
+# (the coordinator's "stream resumed after" lines)
+left() {
+    _log=$(tail -n +$((L0 + 1)) "$P35_RUN/coord.log")
+    _n=$(printf '%s\n' "$_log" | grep -c 'lost: said it is leaving' || true)
+    [ "$_n" -ge "$2" ] || p35_fail "$1: $_n stages said they were leaving, expected $2"
+    printf '%s\n' "$_log" | grep 'lost: ' | grep -v 'said it is leaving' | head -n 1 |
+        grep . && p35_fail "$1: a stage was lost otherwise than by leaving"
+    _p=$(printf '%s\n' "$_log" | sed -n 's/.*stream resumed after a \([0-9.]*\) s pause.*/\1/p' |
+         sort -g | tail -n 1)
+    echo "$1: $_n stages left on SIGTERM; the longest pause a stream saw: ${_p:-?} s"
+}
+
 start4 term
 mid_decode term
+L0=$(wc -l <"$P35_RUN/coord.log")
 t0=$(now)
 p35_kill s0 TERM
 stage s0 0:4
 check4 term "$t0"
+left term 1
 
 start4 rolling
 mid_decode rolling
+L0=$(wc -l <"$P35_RUN/coord.log")
 t0=$(now)
 p35_kill s0 TERM
 stage s0 0:4
@@ -162,6 +182,7 @@ for i in 1 2 3 4; do wait_ids "$T.rolling$i" 16 30 || true; done
 p35_kill s1 TERM
 stage s1 4:8
 check4 rolling "$t0" 2
+left rolling 2
 
 # not back in time: the requests end with an error naming the last token
 p35_kill coord TERM
