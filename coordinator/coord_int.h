@@ -39,6 +39,7 @@ typedef struct link {
     const char *where;
     int want_begin, want_end;       /* -1: not configured, learned at the handshake */
     bool configured;
+    bool spare;                     /* idles at index >= n_links until promoted (coord_spare.c) */
     void *sock, *mon;               /* DEALER, monitor PAIR */
     enum link_state state;
     bool connected;
@@ -133,8 +134,8 @@ struct coord {
     char file_name[256];
     coord_text *tx;
     void *zctx, *cli;
-    int n_links;
-    link links[COORD_MAX_STAGES];
+    int n_links, n_spares;
+    link links[COORD_MAX_STAGES];   /* the chain [0, n_links), then the spares */
     /* capacity of the chain, fixed at the first full handshake */
     bool chain_known;
     int max_seqs, max_ctx, max_batch, max_logit_rows;
@@ -198,6 +199,19 @@ void link_free(coord *c, link *l, int slot);
 /* True (with the reason in err) when a stage refused or failed its
  * handshake before the chain was ever up: the coordinator cannot start. */
 bool link_startup_problem(const coord *c, char *err, size_t errsz);
+
+/* "stage 1" or "spare 0 (layers 4:8)", for messages. */
+const char *link_label(const coord *c, const link *l, char *buf, size_t n);
+
+/* ---- spare_*: coord_spare.c, spare stages --------------------------- */
+
+/* The stage (chain index) holding layers [begin, end), -1 when none is
+ * known to. */
+int  spare_for(const coord *c, int begin, int end);
+/* Every stage that is not up and has an up spare of its range that fits
+ * the chain: the spare takes its place at once (the stage becomes a
+ * spare, and serves as one once it handshakes again). */
+void spare_check(coord *c, double now);
 
 /* ---- sched_*: coord_sched.c, slots and micro-batches ---------------- */
 
