@@ -914,10 +914,11 @@ static void on_handshake_failed(stage *s, uint32_t code)
 
 int stage_leave(stage *s, const char *why)
 {
-    s->leaving = true;
     s->leave_acked = false;
-    if (!s->sock || !s->lease.held)
+    if (!s->sock || !s->lease.held) {
+        s->leaving = true;          /* nobody to tell; a new coordinator is refused */
         return 0;
+    }
     Q35__Leaving lv = Q35__LEAVING__INIT;
     lv.reason = (char *)why;
     Q35__StageReply r = Q35__STAGE_REPLY__INIT;
@@ -932,6 +933,9 @@ int stage_leave(stage *s, const char *why)
     int rc = zmq_send(s->sock, s->lease.ident, s->lease.ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
              zmq_send(s->sock, out, out_len, ZMQ_DONTWAIT) < 0 ? -1 : 1;
     free(out);
+    /* not told: the steps already sent are answered as before (a refusal
+     * would end their requests); the disconnect tells it */
+    s->leaving = rc == 1;
     return rc;
 }
 

@@ -70,7 +70,8 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
 /* The stage is stopping: tells the coordinator holding its lease
  * (StageReply{leaving}, unasked), and from then on refuses Hello and
  * forward steps, so that no new work comes. 1 sent, 0 no owner to tell,
- * -1 it could not be sent (the coordinator then notices the disconnect).
+ * -1 it could not be sent (then nothing is refused: the coordinator
+ * notices the disconnect, as without a Leaving).
  * Keep serving (stage_serve_once) until stage_leave_acked() or a short
  * bound, so the message is read before the socket closes. */
 int stage_leave(stage *s, const char *why);

@@ -2,7 +2,7 @@
 # Spares (--spare): a stage process serving the same range as a stage of
 # the chain, handshaken and idle; when that stage is lost the coordinator
 # promotes the spare at once instead of waiting for a restart (2 stages,
-# tiny Q8_0, a replay wait of 20 s that nothing here should come near).
+# tiny Q8_0, a replay wait of 30 s that nothing here should come near).
 # - every spare is shown up in --status, as the spare of its stage; a
 #   spare serving other weights is shown with its problem, never promoted
 # - SIGKILL of the last stage mid-decode, nothing restarted: its spare
@@ -13,6 +13,9 @@
 #   leaving, the spare (the first one, back) takes over at once
 # - SIGKILL of the first stage: the good spare of its range is promoted,
 #   not the one with other weights
+# - SIGSTOP of the promoted first stage: its step deadline (3 s) declares
+#   it lost, the spare (the killed one, restarted) takes over; continued,
+#   the stopped one is the spare
 set -eu
 P35_ME=it_pipeline_spare
 . "$(dirname "$0")/../client/pipeline.sh"
@@ -20,7 +23,7 @@ G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 p35_init
 . "$(dirname "$0")/streams4.sh"
-WAIT_MS=20000
+WAIT_MS=30000
 
 stage() { p35_stage "$1" "${3:-$M}" "$2" --threads 1 --max-seqs 8 --max-ctx 1024; }
 stage s0 0:4
@@ -113,5 +116,16 @@ p35_kill s0 KILL
 check4 kill-first "$t0" s0b
 tail -n +$((L0 + 1)) "$P35_RUN/coord.log" | grep -q "spare $(ep s0x) promoted" &&
     p35_fail "kill-first: the spare with other weights was promoted"
+
+# hung (SIGSTOP): the step deadline, then the spare
+stage s0 0:4
+spare_ok s0 0 30 || p35_fail "restarted s0 is not the spare of stage 0: $(status)"
+begin stop
+t0=$(now)
+kill -STOP "$P35_PID_s0b"
+check4 stop "$t0" s0
+kill -CONT "$P35_PID_s0b"
+spare_ok s0b 0 30 || p35_fail "s0b, continued, is not the spare of stage 0: $(status)"
+echo "s0b, continued, is the spare of stage 0"
 
 p35_result "ok"
