@@ -25,9 +25,11 @@ try {
 
   await page.type("#key", process.env.Q35_KEY);
   await page.$eval("#temperature", (e) => { e.value = "0"; });     // greedy: the same answers every run
-  await page.$eval("#max_tokens", (e) => { e.value = "400"; });
+  await page.$eval("#max_tokens", (e) => { e.value = "1000"; });
   // text streams into the view: it grows in several steps (one per chunk read;
-  // a starved browser reads several chunks at once, so the bound is loose);
+  // a starved browser reads several chunks at once, so the bound is loose and
+  // the answer long: ~1 s of tokens on an idle machine; 400 tokens once came
+  // in 2 reads on a loaded one);
   // the observer is in place before the request goes out
   await page.evaluate(() => {
     window.__steps = [];
@@ -61,7 +63,7 @@ try {
 
   // stop cancels a long answer
   await page.click("#think");
-  await page.$eval("#max_tokens", (e) => { e.value = "3000"; });
+  await page.$eval("#max_tokens", (e) => { e.value = "2000"; });   // the history fits the 4096 context
   await page.type("#input", "Tell me a long story.");
   await page.click("#send");
   await page.waitForFunction(() => {
