@@ -62,12 +62,13 @@ try {
   assert.equal(bodies[1].messages.length, 3, "the history goes back: " + JSON.stringify(bodies[1].messages));
   console.log("ok reasoning toggle: enable_thinking false in the request, history sent");
 
-  // stop cancels a long answer: sampled hot, so it does not end by itself
-  // (greedy answers here end within 510 tokens, and one ended before the
-  // click on a loaded machine); the click right after the first text, the
-  // screenshot after it
+  // stop cancels a long answer. The tiny model's answers end by themselves
+  // within a few hundred tokens (greedy or hot), once before the click on a
+  // loaded machine, so the page reads this one through a throttled network
+  // (2 KB/s: the answer's events take tens of seconds to arrive) and the
+  // click comes while it streams; the screenshot after it
   await page.click("#think");
-  await page.$eval("#temperature", (e) => { e.value = "1.5"; });
+  await page.emulateNetworkConditions({ download: 2000, upload: 1e6, latency: 0 });
   await page.$eval("#max_tokens", (e) => { e.value = "2000"; });   // the history fits the 4096 context
   await page.type("#input", "Tell me a long story.");
   await page.click("#send");
@@ -79,6 +80,7 @@ try {
   await page.waitForFunction(() => !document.querySelector("#send").disabled, { timeout: 20000 });
   const meta = await page.evaluate(() => document.querySelectorAll(".assistant")[2].querySelector(".meta").textContent);
   assert.equal(meta, "stopped", "the third answer's status after #stop: " + meta);
+  await page.emulateNetworkConditions(null);
   await page.screenshot({ path: process.env.Q35_SHOT });
   console.log("ok stop cancels the stream; screenshot " + process.env.Q35_SHOT);
   assert.deepEqual(external, [], "the page fetched from elsewhere");
