@@ -259,8 +259,9 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
     for (int i = 0; i < c->n_links; i++)
         link_timers(c, &c->links[i], now);
     if (!c->chain_known) {
-        if (link_startup_problem(c, err, errsz))
-            return Q35_EINVAL;
+        int rc = link_startup_problem(c, err, errsz);
+        if (rc)
+            return rc;
         bool all = true;
         for (int i = 0; i < c->n_links; i++)
             all &= c->links[i].state == L_UP;

@@ -60,8 +60,9 @@ void coord_destroy(coord **c);
 
 /* One turn: waits up to timeout_ms for sockets (and wake_fd, -1 = none),
  * handles everything ready, dispatches work. Returns 0, or a negative
- * code with err set when the coordinator cannot go on (a wrong chain at
- * start-up, a socket failure). */
+ * code with err set when the coordinator cannot go on: Q35_EINVAL a
+ * wrong chain at start-up (a stage of another model or range), Q35_EBUSY
+ * a stage owned by another coordinator, Q35_EIO a socket failure. */
 int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errsz);
 
 /* True once every stage has answered its handshake correctly. */

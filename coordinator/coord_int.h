@@ -5,6 +5,7 @@
 #ifndef Q35_COORD_INT_H
 #define Q35_COORD_INT_H
 
+#include "../daemon/cfg.h"
 #include "common.h"
 #include "config.h"
 #include "coord.h"
@@ -12,7 +13,7 @@
 #include "coord_trace.h"
 #include "wire.h"
 
-#define COORD_MAX_STAGES 64
+#define COORD_MAX_STAGES CFG_MAX_STAGES
 #define COORD_MAX_STOP   16
 #define COORD_STOP_LEN   256
 #define COORD_RID_LEN    128
@@ -194,9 +195,11 @@ double link_step_deadline_s(const coord *c, const link *l, int rows);
 void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows);
 /* Asks l's stage to reset slot (slot < 0: every slot); fire and forget. */
 void link_free(coord *c, link *l, int slot);
-/* True (with the reason in err) when a stage refused or failed its
- * handshake before the chain was ever up: the coordinator cannot start. */
-bool link_startup_problem(const coord *c, char *err, size_t errsz);
+/* Non-zero (with the reason in err) when a stage refused or failed its
+ * handshake before the chain was ever up: the coordinator cannot start.
+ * Q35_EBUSY: another coordinator owns it (may pass: its lease ends);
+ * Q35_EINVAL: it serves another model or range (the config is wrong). */
+int  link_startup_problem(const coord *c, char *err, size_t errsz);
 
 /* ---- sched_*: coord_sched.c, slots and micro-batches ---------------- */
 

@@ -536,17 +536,16 @@ void link_timers(coord *c, link *l, double now)
     }
 }
 
-bool link_startup_problem(const coord *c, char *err, size_t errsz)
+int link_startup_problem(const coord *c, char *err, size_t errsz)
 {
     for (int i = 0; i < c->n_links; i++) {
         const link *l = &c->links[i];
         /* owned by another coordinator: for a moment after our start that
          * may be our own previous life, not noticed gone yet by the stage */
         if (l->state == L_BAD && !(l->owned && q35_now() - c->t_start < OWNED_GRACE_S)) {
-            q35_err(err, errsz, Q35_EINVAL, "%s: stage %d (%s): %s", l->where, i, l->endpoint,
-                    l->problem);
-            return true;
+            return q35_err(err, errsz, l->owned ? Q35_EBUSY : Q35_EINVAL, "%s: stage %d (%s): %s",
+                           l->where, i, l->endpoint, l->problem);
         }
     }
-    return false;
+    return 0;
 }

@@ -87,7 +87,9 @@ int main(int argc, char **argv)
         rc = coord_run_once(c, notify_poll_timeout_ms(100), t_stop ? -1 : sig_fd(), err, sizeof err);
         if (rc) {
             q35_log_error("%s", err);
-            rc = 1;
+            /* a stage of another model or range: the config is wrong, a
+             * restart cannot fix it (RestartPreventExitStatus=78) */
+            rc = rc == Q35_EINVAL ? CFG_EXIT_CONFIG : 1;
             break;
         }
         bool up = coord_chain_up(c);

@@ -27,6 +27,9 @@
  * RestartPreventExitStatus=, since restarting cannot fix a config file. */
 #define CFG_EXIT_CONFIG 78
 
+/* Stages one coordinator chains (COORD_MAX_STAGES). */
+#define CFG_MAX_STAGES 64
+
 /* Rows both daemons share, spelled once (T: the config struct). */
 #define CFG_ROW_MAX_MSG_MB(T) \
     { "max-msg-mb", OPT_INT, offsetof(T, max_msg_mb), "N", "256", 1, 4096, NULL, false, NULL, \
@@ -116,9 +119,10 @@ void coord_cfg_free(coord_cfg *c);
 int stage_cfg_check_model(const stage_cfg *c, char *err, size_t errsz);
 int coord_cfg_check_model(const coord_cfg *c, char *err, size_t errsz);
 
-/* Shared by both: the main-stack layer count of `model`, errors prefixed
- * with `where` (the model key's location). */
-int cfg_model_layers(const char *where, const char *model, int *n_layer, char *err, size_t errsz);
+/* The main-stack layer count and context_length (0: not stated) of
+ * `model`, errors prefixed with `where` (the model key's location). */
+int cfg_model_layers(const char *where, const char *model, int *n_layer, int *n_ctx, char *err,
+                     size_t errsz);
 
 /* Once the model is open: every range within its n_layer main-stack
  * layers, and (coordinator) the last stage ending at n_layer. Messages

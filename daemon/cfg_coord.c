@@ -166,6 +166,9 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
     for (int i = 0; i < l->n; i++) {
         coord_stage *st = &c->stages[i];
         st->where = l->where[i] ? l->where[i] : "--stage";
+        if (i == CFG_MAX_STAGES)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: stage: %d stages, at most %d", st->where,
+                           l->n, CFG_MAX_STAGES);
         if (coord_parse_stage(l->v[i], &st->endpoint, &st->layers, msg, sizeof msg))
             return q35_err(err, errsz, Q35_EINVAL, "%s: stage: %s", st->where, msg);
         c->n_stages = i + 1;
@@ -247,6 +250,10 @@ void coord_cfg_free(coord_cfg *c)
 
 int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t errsz)
 {
+    if (c->n_stages > n_layer)
+        return q35_err(err, errsz, Q35_EINVAL, "%s: stage: %d stages for the model's %d layers (%s): "
+                       "each stage holds at least one layer", c->stages[n_layer].where,
+                       c->n_stages, n_layer, c->model);
     for (int i = 0; i < c->n_stages; i++) {
         const coord_stage *st = &c->stages[i];
         if (st->layers.end > n_layer)
@@ -265,7 +272,16 @@ int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t er
 
 int coord_cfg_check_model(const coord_cfg *c, char *err, size_t errsz)
 {
-    int n_layer;
-    int rc = cfg_model_layers(opts_where(&coord_cfg_spec, c, "model"), c->model, &n_layer, err, errsz);
-    return rc ? rc : coord_cfg_check_layers(c, n_layer, err, errsz);
+    int n_layer, n_ctx;
+    int rc = cfg_model_layers(opts_where(&coord_cfg_spec, c, "model"), c->model, &n_layer, &n_ctx,
+                              err, errsz);
+    if (rc)
+        return rc;
+    /* a max-ctx set past the model's context is a slip; the default is
+     * only an upper bound (the stages' handshakes give the chain's) */
+    const char *where = opts_where(&coord_cfg_spec, c, "max-ctx");
+    if (n_ctx > 0 && c->max_ctx > n_ctx && strcmp(where, "default"))
+        return q35_err(err, errsz, Q35_ERANGE, "%s: max-ctx: %d is past the model's context_length %d (%s)",
+                       where, c->max_ctx, n_ctx, c->model);
+    return coord_cfg_check_layers(c, n_layer, err, errsz);
 }

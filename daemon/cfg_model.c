@@ -5,7 +5,8 @@
 #include "config.h"
 #include "gguf.h"
 
-int cfg_model_layers(const char *where, const char *model, int *n_layer, char *err, size_t errsz)
+int cfg_model_layers(const char *where, const char *model, int *n_layer, int *n_ctx, char *err,
+                     size_t errsz)
 {
     char msg[Q35_ERRSZ - 64];
     q35_config cfg;
@@ -14,5 +15,6 @@ int cfg_model_layers(const char *where, const char *model, int *n_layer, char *e
     gguf_close(&f);
     if (rc) return q35_err(err, errsz, rc, "%s: model: %s", where, msg);
     *n_layer = (int)cfg.n_layer;
+    *n_ctx = (int)cfg.n_ctx_train;
     return 0;
 }

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "common.h"
 #include "config.h"
+#include "gguf.h"
 #include "log.h"
 
 #define F(m) offsetof(stage_cfg, m)
@@ -184,7 +186,25 @@ int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t er
 
 int stage_cfg_check_model(const stage_cfg *c, char *err, size_t errsz)
 {
-    int n_layer;
-    int rc = cfg_model_layers(opts_where(&stage_cfg_spec, c, "model"), c->model, &n_layer, err, errsz);
-    return rc ? rc : stage_cfg_check_layers(c, n_layer, err, errsz);
+    const char *where = opts_where(&stage_cfg_spec, c, "model");
+    char msg[Q35_ERRSZ - 64];
+    q35_config cfg;
+    gguf_file *f = gguf_open(c->model, msg, sizeof msg);
+    int rc = f ? q35_config_load(f, &cfg, msg, sizeof msg) : Q35_EINVAL;
+    if (rc) {
+        gguf_close(&f);
+        return q35_err(err, errsz, rc, "%s: model: %s", where, msg);
+    }
+    rc = stage_cfg_check_layers(c, (int)cfg.n_layer, err, errsz);
+    if (!rc && cfg.n_ctx_train > 0 && (uint32_t)c->max_ctx > cfg.n_ctx_train)
+        rc = q35_err(err, errsz, Q35_ERANGE, "%s: max-ctx: %d is past the model's context_length %u (%s)",
+                     opts_where(&stage_cfg_spec, c, "max-ctx"), c->max_ctx, cfg.n_ctx_train, c->model);
+    /* every tensor of the range, by name, shape and type (the header
+     * only: no weight page is read), so a model missing one stops here */
+    q35_weights w = {0};
+    if (!rc && (rc = q35_weights_bind(f, &cfg, c->layers.begin, c->layers.end, &w, msg, sizeof msg)))
+        q35_err(err, errsz, rc, "%s: model: layers %d:%d: %s", where, c->layers.begin, c->layers.end, msg);
+    q35_weights_free(&w);
+    gguf_close(&f);
+    return rc;
 }

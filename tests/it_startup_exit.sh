@@ -1,0 +1,91 @@
+#!/bin/sh
+# Start-up errors a restart cannot fix end the daemon with exit 78
+# (EX_CONFIG, the units' RestartPreventExitStatus=78) and one line naming
+# where: the config file's line or the flag. Each case a real process
+# (tiny Q8_0, context_length 4096, 8 layers):
+#   stage: max-ctx past the model's context, a tensor of its range missing,
+#          a FIFO as model, layers past the model, a bad value (file:line)
+#   coordinator: too many stages (more than layers; more than 64), max-ctx
+#          past the model's context, a bad value (file:line), a stage that
+#          serves other layers than its line says (found at the handshake)
+# A model missing a tensor outside a stage's range still serves that range.
+set -eu
+P35_ME=it_startup_exit
+. "$(dirname "$0")/../client/pipeline.sh"
+G=${QWEN35_GOLDEN:?}
+M=$G/models/tiny-Q8_0.gguf
+p35_init
+
+# expect NAME WANT-RC PATTERN CMD…: runs CMD (bounded), checks its exit
+# status and that its log names PATTERN
+expect() {
+    _name=$1 _want=$2 _pat=$3
+    shift 3
+    _rc=0
+    timeout 60 "$@" >"$P35_RUN/x.log" 2>&1 || _rc=$?
+    if [ "$_rc" -ne "$_want" ]; then
+        p35_fail "$_name: exit $_rc, expected $_want ($(tail -n 1 "$P35_RUN/x.log"))"
+    elif ! grep -q -- "$_pat" "$P35_RUN/x.log"; then
+        p35_fail "$_name: exit $_rc but the log does not say '$_pat': $(tail -n 1 "$P35_RUN/x.log")"
+    else
+        echo "ok   $_name: exit $_rc: $(grep -- "$_pat" "$P35_RUN/x.log" | head -n 1 | cut -c1-200)"
+    fi
+}
+
+ST="$BIN/qwen35-stage"
+CO="$BIN/qwen35-coordinator"
+SB="--bind ipc://$P35_RUN/x.sock --threads 1"
+
+# --- stage ---------------------------------------------------------------
+expect "stage max-ctx past the context (flag)" 78 "--max-ctx: max-ctx: 8192 is past the model's context_length 4096" \
+    "$ST" --model "$M" --layers 0:4 $SB --max-ctx 8192
+printf '[stage]\nmodel = %s\nlayers = 0:4\nbind = ipc://%s/x.sock\nthreads = 1\n\nmax-ctx = 5000\n' "$M" "$P35_RUN" >"$P35_RUN/s.conf"
+expect "stage max-ctx past the context (file)" 78 "s.conf:7: max-ctx: 5000 is past" \
+    "$ST" --config "$P35_RUN/s.conf"
+printf '[stage]\nmodel = %s\nlayers = 0:4\nbind = ipc://%s/x.sock\nmax-seqs = lots\n' "$M" "$P35_RUN" >"$P35_RUN/v.conf"
+expect "stage bad value (file)" 78 "v.conf:5: max-seqs" "$ST" --config "$P35_RUN/v.conf"
+# the same model with one tensor renamed (same length): blk.5's ssm_a is missing
+perl -pe 's/blk\.5\.ssm_a/blk.5.ssm_Z/g' "$M" >"$P35_RUN/miss.gguf"
+cmp -s "$M" "$P35_RUN/miss.gguf" && p35_die "could not make a model with a missing tensor"
+expect "stage tensor missing in its range" 78 "model: layers 4:8: .*tensor 'blk.5.ssm_a': missing" \
+    "$ST" --model "$P35_RUN/miss.gguf" --layers 4:8 $SB
+mkfifo "$P35_RUN/fifo.gguf"
+expect "stage FIFO as model" 78 "not a regular file (a FIFO)" \
+    "$ST" --model "$P35_RUN/fifo.gguf" --layers 0:4 $SB
+expect "stage layers past the model" 78 "layers: 4:12 end past the model's 8 layers" \
+    "$ST" --model "$M" --layers 4:12 $SB
+
+# a tensor missing outside the range: layers 0:4 of that file serve
+p35_stage s0 "$P35_RUN/miss.gguf" 0:4 --threads 1 --max-seqs 2 --max-ctx 256
+p35_wait_file "$P35_RUN/s0.log" "serving layers" 60 ||
+    p35_fail "layers 0:4 of a model missing a blk.5 tensor did not start: $(tail -n 1 "$P35_RUN/s0.log")"
+p35_kill s0 TERM
+p35_stage s1 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 256
+
+# --- coordinator ---------------------------------------------------------
+CB="--listen ipc://$P35_RUN/c.sock"
+many=""
+for i in 0 1 2 3 4 5 6 7 8; do many="$many --stage ipc://$P35_RUN/m$i.sock"; done
+# shellcheck disable=SC2086
+expect "coordinator 9 stages for 8 layers" 78 "9 stages for the model's 8 layers" "$CO" --model "$M" $CB $many
+many=""
+i=0
+while [ $i -lt 65 ]; do many="$many --stage ipc://$P35_RUN/m$i.sock"; i=$((i + 1)); done
+# shellcheck disable=SC2086
+expect "coordinator 65 stages" 78 "65 stages, at most 64" "$CO" --model "$M" $CB $many
+expect "coordinator max-ctx past the context" 78 "--max-ctx: max-ctx: 9000 is past the model's context_length 4096" \
+    "$CO" --model "$M" $CB --stage "ipc://$P35_RUN/m0.sock" --max-ctx 9000
+printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/m0.sock\nmax-queue = -3\n' \
+    "$M" "$P35_RUN" "$P35_RUN" >"$P35_RUN/c.conf"
+expect "coordinator bad value (file)" 78 "c.conf:5: max-queue" "$CO" --config "$P35_RUN/c.conf"
+expect "coordinator FIFO as model" 78 "not a regular file (a FIFO)" \
+    "$CO" --model "$P35_RUN/fifo.gguf" $CB --stage "ipc://$P35_RUN/m0.sock"
+# the running stage holds 0:4; the line says 0:8 (a single stage): found
+# at its handshake, and no restart can fix the config
+printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/s1.sock 0:8\n' \
+    "$M" "$P35_RUN" "$P35_RUN" >"$P35_RUN/r.conf"
+p35_wait_file "$P35_RUN/s1.log" "serving layers" 60 || p35_fail "stage s1 did not start"
+expect "coordinator stage of another range (handshake)" 78 "r.conf:4: stage 0 .*holds layers 0:4, configured 0:8" \
+    "$CO" --config "$P35_RUN/r.conf"
+
+p35_result "every unfixable start-up error: exit 78 naming where"
