@@ -190,6 +190,14 @@ static int send_req(q35c_client *c, const Q35__ClientRequest *m, char *err, size
 {
     double t_end = q35_now() + c->o.connect_timeout_ms / 1000.0;
     for (;;) {
+        /* Reading ZMQ_EVENTS makes the socket process its pending commands
+         * unthrottled (zmq_send processes them at most once a millisecond):
+         * a pipe whose connection the I/O thread already found dead is
+         * dropped now, so this message waits for the new connection
+         * instead of vanishing into the dead one. */
+        int events;
+        size_t elen = sizeof events;
+        zmq_getsockopt(c->sock, ZMQ_EVENTS, &events, &elen);
         if (q35_wire_send(c->sock, NULL, 0, &m->base, ZMQ_DONTWAIT) == 0) return 0;
         if (errno != EAGAIN && errno != EINTR)
             return q35_err(err, errsz, Q35_EIO, "coordinator at %s: send: %s", c->endpoint,
