@@ -121,7 +121,9 @@ const opts_spec stage_cfg_spec = {
         "order.\n\n"
         "Under systemd (Type=notify) it reports load progress in STATUS, sends READY=1 once the "
         "weights are loaded and the socket is bound, pings the watchdog from its serving loop, "
-        "and on SIGTERM sends STOPPING=1, finishes or fails the steps in flight, and exits 0.\n\n"
+        "and on SIGTERM sends STOPPING=1, tells the coordinator it is leaving (it routes nothing "
+        "more here and rebuilds this stage's sequences where the range is served next: this "
+        "stage restarted, or a spare), refuses new work, and exits 0.\n\n"
         "Logs go to stderr, one line per event, with syslog priority prefixes under journald.",
     .files = "/etc/qwen35/stage-N.conf: the configuration of qwen35-stage@N.service.",
     .example = "# /etc/qwen35/stage-0.conf (systemctl start qwen35-stage@0): the first die of a\n"

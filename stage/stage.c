@@ -52,6 +52,11 @@ struct stage {
      * and the stage stops serving, since its state can no longer be trusted */
     char device_err[Q35_ERRSZ];
     int inject_rc;                  /* test hook: the next forward fails so */
+    /* stopping: the owner was told (Leaving); Hello and forward steps are
+     * refused until the process exits */
+    bool leaving, leave_acked;
+    uint64_t owner_epoch;           /* of the owner's last request */
+    uint64_t leave_epoch;           /* the epoch the Leaving carried */
 };
 
 /* ---- model identity --------------------------------------------------- */
@@ -787,6 +792,30 @@ static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
     return true;
 }
 
+/* A stage that is leaving serves no new work, and watches for the
+ * owner's acknowledgement: any request of a later epoch (the coordinator
+ * gave the link up when it read the Leaving, its next Hello says so).
+ * Records the owner's epoch, for the Leaving. */
+static bool leave_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35__StageRequest *r,
+                         reply *rp)
+{
+    bool owner = ident && s->lease.held && s->lease.ident_len == idlen &&
+                 !memcmp(s->lease.ident, ident, idlen);
+    if (!s->leaving) {
+        if (owner)
+            s->owner_epoch = r->epoch;
+        return true;
+    }
+    if (owner && r->epoch != s->leave_epoch)
+        s->leave_acked = true;
+    if (r->body_case == Q35__STAGE_REQUEST__BODY_HELLO ||
+        r->body_case == Q35__STAGE_REQUEST__BODY_FORWARD) {
+        fail(rp, Q35__CODE__UNAVAILABLE, "", "this stage is stopping: it serves no new work");
+        return false;
+    }
+    return true;
+}
+
 static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void *req, size_t len,
                        uint8_t **out, size_t *out_len)
 {
@@ -810,7 +839,8 @@ static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void 
     else {
         rp.r.epoch = r->epoch;
         rp.r.id = r->id;
-        bool allowed = lease_allows(s, ident, idlen, r, &rp);   /* else rp holds the error */
+        bool allowed = leave_allows(s, ident, idlen, r, &rp) &&
+                       lease_allows(s, ident, idlen, r, &rp);   /* else rp holds the error */
         switch (allowed ? r->body_case : Q35__STAGE_REQUEST__BODY__NOT_SET) {
         case Q35__STAGE_REQUEST__BODY__NOT_SET:
             if (allowed)
@@ -889,6 +919,35 @@ static void on_handshake_failed(stage *s, uint32_t code)
                           : "protocol error";
     q35_log_warn("refused a peer: handshake failed (0x%x): %s", code, why);
 }
+
+int stage_leave(stage *s, const char *why)
+{
+    s->leave_acked = false;
+    if (!s->sock || !s->lease.held) {
+        s->leaving = true;          /* nobody to tell; a new coordinator is refused */
+        return 0;
+    }
+    Q35__Leaving lv = Q35__LEAVING__INIT;
+    lv.reason = (char *)why;
+    Q35__StageReply r = Q35__STAGE_REPLY__INIT;
+    r.epoch = s->leave_epoch = s->owner_epoch;
+    r.id = 0;
+    r.body_case = Q35__STAGE_REPLY__BODY_LEAVING;
+    r.leaving = &lv;
+    uint8_t *out;
+    size_t out_len;
+    if (pack(&r, &out, &out_len))
+        return -1;
+    int rc = zmq_send(s->sock, s->lease.ident, s->lease.ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+             zmq_send(s->sock, out, out_len, ZMQ_DONTWAIT) < 0 ? -1 : 1;
+    free(out);
+    /* not told: the steps already sent are answered as before (a refusal
+     * would end their requests); the disconnect tells it */
+    s->leaving = rc == 1;
+    return rc;
+}
+
+bool stage_leave_acked(const stage *s) { return s->leave_acked || !s->lease.held; }
 
 /* When the last peer is gone (the coordinator died or its link timed out
  * on heartbeats), nobody can continue the sequences: free every slot. */
