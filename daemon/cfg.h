@@ -57,6 +57,7 @@ typedef struct stage_cfg {
     int step_timeout_ms;     /* deadline for one forward step */
     int lease_ms;            /* the owning coordinator silent this long: lease ends */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
+    int host_stages;         /* stages sharing this host's RAM (>= 1 once loaded) */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
     char *curve_clients;     /* path of the allowed client public keys */

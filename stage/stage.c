@@ -47,7 +47,7 @@ struct stage {
     /* stats */
     double t_start, busy_s, idle_s;
     uint64_t n_forward, n_tokens, n_errors, dropped;
-    char desc[512];
+    char desc[768];
     /* a device (accelerator) error: the step was answered with an error,
      * and the stage stops serving, since its state can no longer be trusted */
     char device_err[Q35_ERRSZ];
@@ -90,7 +90,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
-        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .cache_bytes = o->cache_bytes, .cache_share = o->cache_share, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
         .activations = o->activations, .cpu_affinity = o->cpu_affinity,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
@@ -139,15 +139,23 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->t_start = q35_now();
     ckpt_stats cs;
     q35_engine_ckpt_stats(s->eng, &cs);
-    uint64_t ck_fixed, ck_pos;
+    uint64_t ck_fixed, ck_pos, mem_free;
+    int share;
     q35_engine_ckpt_size(s->eng, &ck_fixed, &ck_pos);
+    q35_engine_ckpt_auto(s->eng, &mem_free, &share);
+    char how[128] = "", among[64] = "";
+    if (share > 1)
+        snprintf(among, sizeof among, ", divided among %d stages on this host", share);
+    if (o->cache_bytes == Q35_CACHE_AUTO)
+        snprintf(how, sizeof how, " (auto: a quarter of the %.0f MiB free%s)",
+                 (double)mem_free / (1 << 20), among);
     snprintf(s->desc, sizeof s->desc, "%slayers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d, "
              "prefix cache %.0f MiB%s (a checkpoint: %.2f MiB + %.1f KiB per position)",
              strcmp(q35_engine_backend(s->eng), "sim") ? ""
              : "SIMULATOR (timings from a profile, not the model's outputs): ",
              s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
              q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch,
-             (double)cs.budget / (1 << 20), o->cache_bytes == Q35_CACHE_AUTO ? " (auto)" : "",
+             (double)cs.budget / (1 << 20), how,
              (double)ck_fixed / (1 << 20), (double)ck_pos / 1024);
     return s;
 fail:

@@ -34,6 +34,7 @@ typedef struct stage_opts {
     int lease_ms;                 /* the owning coordinator silent this long: its
                                      sequences are freed (0: 10000) */
     int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */
+    int cache_share;              /* auto: stages sharing the host's RAM (engine.h) */
     /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a
      * CURVE server with this secret key and only the n_curve_allowed
      * client keys get through (a ZAP handler in the stage's context).

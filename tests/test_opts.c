@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -450,6 +451,41 @@ static void examples_parse(void **state)
     }
 }
 
+/* host-stages 0 (the default) counts the stage-*.conf files beside the
+ * stage's own /etc/qwen35/stage-N.conf-style file; a flag or key wins;
+ * any other config name, or none, is one stage. */
+static void host_stages_default(void **state)
+{
+    (void)state;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/etc", g_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *body = "[stage]\nmodel = %M\nlayers = 0:4\nbind = ipc:///tmp/x.sock\n";
+    write_conf("etc/stage-0.conf", body);
+    write_conf("etc/stage-2.conf", body);
+    write_conf("etc/coordinator.conf", "[coordinator]\n");
+    char conf[320];
+    snprintf(conf, sizeof conf, "%s", write_conf("etc/stage-1.conf", body));
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
+    assert_int_equal(c.host_stages, 3);
+    assert_int_equal(c.cache_mb, -1);                   /* auto: their share of free memory */
+    assert_string_equal(opts_where(&stage_cfg_spec, &c, "host-stages"), "default");
+    stage_cfg_free(&c);
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, "--host-stages", "2", NULL), err), 0);
+    assert_int_equal(c.host_stages, 2);
+    stage_cfg_free(&c);
+    const char *other = write_conf("etc/mystage.conf", body);
+    assert_int_equal(load_stage(&c, ts_args_of("--config", other, NULL), err), 0);
+    assert_int_equal(c.host_stages, 1);
+    stage_cfg_free(&c);
+    assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:4", "--bind",
+                                               "ipc:///tmp/x.sock", NULL), err), 0);
+    assert_int_equal(c.host_stages, 1);
+    stage_cfg_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +500,7 @@ int main(void)
         cmocka_unit_test(help_and_man_come_from_the_table),
         cmocka_unit_test(bools_and_doubles),
         cmocka_unit_test(examples_parse),
+        cmocka_unit_test(host_stages_default),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
