@@ -21,13 +21,7 @@ static int load_model(coord *c, char *err, size_t errsz)
     if (!rc) {
         const char *base = strrchr(c->o.model_path, '/');
         snprintf(c->file_name, sizeof c->file_name, "%s", base ? base + 1 : c->o.model_path);
-        q35__model_identity__init(&c->id);
-        c->id.file_name = c->file_name;
-        c->id.file_size = gguf_size(f);
-        c->id.header_hash = q35_wire_fnv1a(Q35_FNV_INIT, gguf_base(f), gguf_data_offset(f));
-        c->id.n_layer = c->cfg.n_layer;
-        c->id.n_embd = c->cfg.n_embd;
-        c->id.n_vocab = c->cfg.n_vocab;
+        q35_wire_model_identity(f, &c->cfg, c->file_name, &c->id);
     }
     gguf_close(&f);
     return rc;
