@@ -75,7 +75,7 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     if (q35_wire_sockopts(c->cli, (int64_t)max, err, errsz) ||
         zmq_setsockopt(c->cli, ZMQ_SNDHWM, &hwm, sizeof hwm))
         goto fail;
-    if (q35_wire_bind(c->cli, o->listen, err, errsz))
+    if (peer_open(c, err, errsz) || q35_wire_bind(c->cli, o->listen, err, errsz))
         goto fail;
     c->n_links = o->n_stages;
     for (int i = 0; i < c->n_links; i++) {
@@ -110,6 +110,7 @@ void coord_destroy(coord **pc)
     }
     for (int i = 0; i < c->n_mb; i++)
         free(c->mb[i].hidden);
+    peer_close(c);
     if (c->cli) {
         /* The wire sockets linger 0; the client socket gets a bounded
          * linger here so the replies just queued (the last tokens of a
@@ -227,13 +228,15 @@ static double rate(const coord *c)
 
 int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errsz)
 {
-    zmq_pollitem_t it[2 + 2 * COORD_MAX_STAGES];
+    zmq_pollitem_t it[3 + 2 * COORD_MAX_STAGES];
     int n = 0;
     it[n++] = (zmq_pollitem_t){ .socket = c->cli, .events = ZMQ_POLLIN };
     for (int i = 0; i < c->n_links; i++) {
         it[n++] = (zmq_pollitem_t){ .socket = c->links[i].sock, .events = ZMQ_POLLIN };
         it[n++] = (zmq_pollitem_t){ .socket = c->links[i].mon, .events = ZMQ_POLLIN };
     }
+    int peer_it = n;
+    it[n++] = (zmq_pollitem_t){ .socket = peer_monitor(c), .events = ZMQ_POLLIN };
     if (wake_fd >= 0)
         it[n++] = (zmq_pollitem_t){ .fd = wake_fd, .events = ZMQ_POLLIN };
     if (timeout_ms > 100)
@@ -247,6 +250,8 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
         if (it[1 + 2 * i].revents & ZMQ_POLLIN)
             link_on_reply(c, &c->links[i]);
     }
+    if (it[peer_it].revents & ZMQ_POLLIN)
+        peer_on_monitor(c);
     if (it[0].revents & ZMQ_POLLIN)
         client_on_message(c);
     double now = q35_now();
