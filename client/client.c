@@ -7,6 +7,14 @@
  * disconnect at once; silence is probed with Status requests and ends in
  * an error after idle_timeout_ms. Nothing waits without a bound.
  *
+ * The DEALER runs without ZMQ_IMMEDIATE: with it, libzmq drops the pipe of
+ * a connection that goes away, and with it every event that had arrived
+ * and was not read yet. A coordinator that finishes a request while it
+ * drains and exits a moment later would then lose the stream's tail (its
+ * last token and Final) to any client a little behind on reading. Whether
+ * a coordinator is there is the monitor's to say instead (handshake
+ * succeeded / disconnected): nothing is sent before a handshake.
+ *
  * A generation keeps its packed request and the tokens received: when the
  * link is lost (or the coordinator no longer knows it) it is sent again
  * with those tokens as a resume prefix, until resume_ms has passed.
@@ -55,6 +63,7 @@ struct q35c_client {
     int n_req, cap_req;
     double last_rx, last_probe;
     bool link_lost;                 /* monitor saw a disconnect */
+    bool connected;                 /* a handshake succeeded since the last disconnect */
     double reconnected_at;          /* last fresh connection made for a resume */
     /* status_get: the reply being waited for */
     char status_id[32];
@@ -126,7 +135,12 @@ q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts, char *err, si
     if (q35_wire_sockopts(c->sock, (int64_t)q35_wire_event_max(EVENT_MAX_VOCAB, EVENT_MAX_ROWS),
                           err, errsz))
         goto fail;
-    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_DISCONNECTED) ||
+    int immediate = 0;              /* see the top of this file */
+    if (zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &immediate, sizeof immediate)) {
+        q35_err(err, errsz, Q35_EIO, "zmq_setsockopt(ZMQ_IMMEDIATE): %s", zmq_strerror(errno));
+        goto fail;
+    }
+    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ||
         !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) || zmq_connect(c->mon, mon_ep)) {
         q35_err(err, errsz, Q35_EIO, "zmq socket monitor: %s", zmq_strerror(errno));
         goto fail;
@@ -178,19 +192,38 @@ static void drain_monitor(q35c_client *c)
 {
     uint16_t ev;
     uint32_t val;
-    while (q35_wire_monitor_event(c->mon, &ev, &val) == 0)
+    while (q35_wire_monitor_event(c->mon, &ev, &val) == 0) {
         /* Sticky: a coordinator that restarts at once (disconnect and
          * connect in one drain) has still forgotten our requests. */
-        if (ev == ZMQ_EVENT_DISCONNECTED) c->link_lost = true;
+        if (ev == ZMQ_EVENT_DISCONNECTED) {
+            c->link_lost = true;
+            c->connected = false;
+        } else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            c->connected = true;
+        }
+    }
+}
+
+/* Sends m now if a coordinator is connected: 0, or -1 (errno EAGAIN when
+ * none is, or the pipe is full). A message is never queued for a
+ * connection that does not exist yet. */
+static int send_now(q35c_client *c, const ProtobufCMessage *m)
+{
+    drain_monitor(c);
+    if (!c->connected) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return q35_wire_send(c->sock, NULL, 0, m, ZMQ_DONTWAIT);
 }
 
 /* Sends one ClientRequest, waiting at most the connect timeout for a
- * connection to exist (DEALER with ZMQ_IMMEDIATE: not writable before). */
+ * connection to exist. */
 static int send_req(q35c_client *c, const Q35__ClientRequest *m, char *err, size_t errsz)
 {
     double t_end = q35_now() + c->o.connect_timeout_ms / 1000.0;
     for (;;) {
-        if (q35_wire_send(c->sock, NULL, 0, &m->base, ZMQ_DONTWAIT) == 0) return 0;
+        if (send_now(c, &m->base) == 0) return 0;
         if (errno != EAGAIN && errno != EINTR)
             return q35_err(err, errsz, Q35_EIO, "coordinator at %s: send: %s", c->endpoint,
                            zmq_strerror(errno));
@@ -200,8 +233,11 @@ static int send_req(q35c_client *c, const Q35__ClientRequest *m, char *err, size
                            "coordinator at %s: no connection within %d ms "
                            "(is qwen35-coordinator running and listening there?)",
                            c->endpoint, c->o.connect_timeout_ms);
-        zmq_pollitem_t pi = { .socket = c->sock, .events = ZMQ_POLLOUT };
-        zmq_poll(&pi, 1, (long)(left * 1000) + 1);
+        /* the monitor answers a handshake, the socket a pipe with room again */
+        zmq_pollitem_t pi[2] = { { .socket = c->mon, .events = ZMQ_POLLIN },
+                                 { .socket = c->sock, .events = c->connected ? ZMQ_POLLOUT : 0 } };
+        double wait = fmin(left, TICK_MS / 1000.0);
+        zmq_poll(pi, 2, (long)(wait * 1000) + 1);
     }
 }
 
@@ -506,7 +542,7 @@ static bool resume_tick(q35c_client *c, double now)
                 m->generate->resume = r->got;
                 m->generate->resume_logit_rows = (uint32_t)r->logit_rows;
                 m->generate->resent = true;
-                rc = q35_wire_send(c->sock, NULL, 0, &m->base, ZMQ_DONTWAIT);
+                rc = send_now(c, &m->base);
                 m->generate->n_resume = 0;
                 m->generate->resume = NULL;
             }

@@ -16,6 +16,9 @@
 # Variables of these functions start with _p_ so they never clobber the
 # caller's.
 # BIN: the binaries (default ${QWEN35_BUILD:-build}/bin).
+# P35_WRAP: a command the stages and the coordinator run under (e.g.
+# "chrt -r 10": a benchmark keeps other work on a shared host out of its
+# timings); empty: none.
 
 BIN=${BIN:-${QWEN35_BUILD:-build}/bin}
 P35_NAMES=""
@@ -87,7 +90,7 @@ p35_init() {
 p35_stage() {
     _p_n=$1 _p_m=$2 _p_l=$3
     shift 3
-    "$BIN/qwen35-stage" --model "$_p_m" --layers "$_p_l" --bind "ipc://$P35_RUN/$_p_n.sock" "$@" \
+    ${P35_WRAP:-} "$BIN/qwen35-stage" --model "$_p_m" --layers "$_p_l" --bind "ipc://$P35_RUN/$_p_n.sock" "$@" \
         >>"$P35_RUN/$_p_n.log" 2>&1 &
     eval "P35_PID_$_p_n=\$!; P35_LAYERS_$_p_n=\$_p_l"
     case " $P35_NAMES " in *" $_p_n "*) ;; *) P35_NAMES="$P35_NAMES $_p_n" ;; esac
@@ -119,7 +122,7 @@ p35_coord() {
             set -- "$@" --stage "ipc://$P35_RUN/$_p_a.sock"
         fi
     done
-    "$BIN/qwen35-coordinator" --model "$_p_m" --listen "$P35_EP" "$@" >>"$P35_RUN/coord.log" 2>&1 &
+    ${P35_WRAP:-} "$BIN/qwen35-coordinator" --model "$_p_m" --listen "$P35_EP" "$@" >>"$P35_RUN/coord.log" 2>&1 &
     P35_PID_coord=$!
     case " $P35_NAMES " in *" coord "*) ;; *) P35_NAMES="$P35_NAMES coord" ;; esac
 }

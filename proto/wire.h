@@ -73,7 +73,9 @@ size_t q35_wire_event_max(uint32_t n_vocab, uint32_t max_logit_rows);
 
 /* Sets LINGER, MAXMSGSIZE = max_msg (0: leave unlimited, for peers whose
  * limits are not known yet), heartbeats, and by socket type:
- * ROUTER_MANDATORY on ROUTER, IMMEDIATE on DEALER. */
+ * ROUTER_MANDATORY on ROUTER, IMMEDIATE on DEALER (which drops the events
+ * received and not read yet when the link goes: the client library turns
+ * it off again, see client/client.c). */
 int q35_wire_sockopts(void *sock, int64_t max_msg, char *err, size_t errsz);
 
 /* One received message: frames[0..n). For a ROUTER, frames[0] is the

@@ -19,6 +19,7 @@
 #include "../stage/stage.h"
 #include "wire.h"
 #include "support.h"
+#include "stage_util.h"
 
 static char g_model[512], g_expect[512], g_tokens[512];
 static int32_t g_toks[64];
@@ -35,31 +36,9 @@ static int setup(void **state)
 static int g_lease_ms;   /* for the next open_stage (0: the default) */
 static stage *open_stage(int a, int b)
 {
-    stage_opts o = { .model_path = g_model, .layer_begin = a, .layer_end = b, .n_threads = 1,
-                     .max_seqs = 4, .max_ctx = 128, .max_batch = 64, .backend = "cpu",
-                     .lease_ms = g_lease_ms };
-    char err[Q35_ERRSZ];
-    stage *s = stage_new(&o, err, sizeof err);
-    if (!s)
-        fail_msg("stage_new: %s", err);
-    return s;
+    return su_open_stage(g_model, a, b, (stage_opts){ .lease_ms = g_lease_ms });
 }
 
-/* Sends a StageRequest through stage_handle, returns the unpacked reply. */
-static Q35__StageReply *call(stage *s, Q35__StageRequest *r)
-{
-    size_t n = q35__stage_request__get_packed_size(r);
-    uint8_t *buf = malloc(n + 1);
-    q35__stage_request__pack(r, buf);
-    uint8_t *out;
-    size_t out_len;
-    assert_int_equal(stage_handle(s, buf, n, &out, &out_len), 0);
-    free(buf);
-    Q35__StageReply *rep = q35__stage_reply__unpack(NULL, out_len, out);
-    assert_non_null(rep);
-    free(out);
-    return rep;
-}
 
 static Q35__StageReply *forward(stage *s, Q35__SeqChunk **seqs, size_t n, const void *hidden,
                                 size_t hidden_len, int dtype)
@@ -75,19 +54,9 @@ static Q35__StageReply *forward(stage *s, Q35__SeqChunk **seqs, size_t n, const 
     r.epoch = 3;
     r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
     r.forward = &fb;
-    return call(s, &r);
+    return su_call(s, &r);
 }
 
-static void expect_error(Q35__StageReply *rep, int code, const char *field)
-{
-    if (rep->body_case != Q35__STAGE_REPLY__BODY_ERROR)
-        fail_msg("expected an error on %s, got reply case %d", field, rep->body_case);
-    if ((int)rep->error->code != code || strcmp(rep->error->field, field))
-        fail_msg("expected %s on '%s', got %s on '%s': %s", q35_wire_code_name(code), field,
-                 q35_wire_code_name(rep->error->code), rep->error->field, rep->error->message);
-    assert_true(strlen(rep->error->message) > 10);
-    q35__stage_reply__free_unpacked(rep, NULL);
-}
 
 static void handshake_names_the_range(void **state)
 {
@@ -100,7 +69,7 @@ static void handshake_names_the_range(void **state)
     r.id = 1;
     r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     r.hello = &h;
-    Q35__StageReply *rep = call(s, &r);
+    Q35__StageReply *rep = su_call(s, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
     assert_int_equal(rep->epoch, 9);
     const Q35__Handshake *hs = rep->handshake;
@@ -117,7 +86,7 @@ static void handshake_names_the_range(void **state)
     assert_int_equal(hs->max_seqs, 4);
     q35__stage_reply__free_unpacked(rep, NULL);
     h.protocol_version = 2;
-    expect_error(call(s, &r), Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version");
+    su_expect_error(su_call(s, &r), Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version");
     stage_destroy(&s);
     assert_null(s);
 }
@@ -195,7 +164,7 @@ static void chain_matches_golden(void **state)
     fr.body_case = Q35__STAGE_REQUEST__BODY_FREE;
     fr.free = &fs;
     for (int k = 0; k < 2; k++) {
-        Q35__StageReply *rep = call(k ? b : a, &fr);
+        Q35__StageReply *rep = su_call(k ? b : a, &fr);
         assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_FREED);
         assert_int_equal(rep->freed->n_freed, 1);
         q35__stage_reply__free_unpacked(rep, NULL);
@@ -237,60 +206,60 @@ static void every_bad_field_is_named(void **state)
     c.token_ids = ids;
 
     c.slot = 4;
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__NOT_FOUND, "forward.seqs[0].slot");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__NOT_FOUND, "forward.seqs[0].slot");
     c.slot = 0;
     c.pos = 3;
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
     c.pos = 0;
     ids[2] = 512;
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
     ids[2] = -1;
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
     ids[2] = 3;
     c.n_token_ids = 3;
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
     c.n_token_ids = 4;
-    expect_error(forward(a, pc, 1, NULL, 0, 7), Q35__CODE__INVALID_ARGUMENT, "forward.dtype");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 7), Q35__CODE__INVALID_ARGUMENT, "forward.dtype");
     c2 = c;
-    expect_error(forward(a, pc, 2, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[1].slot");
+    su_expect_error(forward(a, pc, 2, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[1].slot");
     c.n_tokens = 100;   /* > max_batch 64 */
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_tokens");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_tokens");
     c.n_tokens = 4;
     c.sample = true;
-    expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sample");
+    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sample");
     c.sample = false;
-    expect_error(forward(a, pc, 0, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs");
+    su_expect_error(forward(a, pc, 0, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs");
 
     /* last stage: hidden rows are checked against the local model */
     float *h = calloc(4 * 256, sizeof(float));
     c.n_token_ids = 0;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4 - 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 1), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4 - 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 1), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
     h[300] = NAN;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
     h[300] = INFINITY;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
     h[300] = 0;
     c.n_token_ids = 4;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
     c.n_token_ids = 0;
     Q35__Sampling sp = Q35__SAMPLING__INIT;
     c.sampling = &sp;
     c.sample = true;
     sp.temperature = -1;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.temperature");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.temperature");
     sp.temperature = 0.7f;
     sp.top_p = 1.5f;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_p");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_p");
     sp.top_p = 0.9f;
     sp.top_k = -3;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_k");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_k");
     sp.top_k = 0;
     c.n_logprobs = 21;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_logprobs");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_logprobs");
     c.n_logprobs = 0;
     c.logits = 9;
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].logits");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].logits");
     c.logits = 0;
 
     /* nothing changed: the valid request still starts at position 0 */
@@ -299,7 +268,7 @@ static void every_bad_field_is_named(void **state)
     assert_int_equal(rep->forward->n_sampled, 1);
     q35__stage_reply__free_unpacked(rep, NULL);
     /* and now position 0 is taken */
-    expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
+    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
 
     /* malformed bytes, unknown body, free of an unknown slot */
     uint8_t junk[] = { 0x22, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 };
@@ -312,20 +281,20 @@ static void every_bad_field_is_named(void **state)
     assert_non_null(strstr(rep->error->message, "malformed StageRequest"));
     q35__stage_reply__free_unpacked(rep, NULL);
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    expect_error(call(b, &r), Q35__CODE__INVALID_ARGUMENT, "body");
+    su_expect_error(su_call(b, &r), Q35__CODE__INVALID_ARGUMENT, "body");
     Q35__FreeSlots fs = Q35__FREE_SLOTS__INIT;
     uint32_t bad = 17;
     fs.slots = &bad;
     fs.n_slots = 1;
     r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
     r.free = &fs;
-    expect_error(call(b, &r), Q35__CODE__NOT_FOUND, "free.slots[0]");
+    su_expect_error(su_call(b, &r), Q35__CODE__NOT_FOUND, "free.slots[0]");
 
     /* stats count the errors */
     Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
     r.stats = &sq;
-    rep = call(b, &r);
+    rep = su_call(b, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_STATS);
     assert_int_equal(rep->stats->n_errors, 14);
     assert_int_equal(rep->stats->n_forward, 1);

@@ -17,6 +17,7 @@
 #include "../stage/stage.h"
 #include "wire.h"
 #include "support.h"
+#include "stage_util.h"
 
 static char g_model[512];
 static int32_t g_toks[64];
@@ -31,41 +32,10 @@ static int setup(void **state)
 
 static stage *open_stage(int a, int b, int64_t cache_bytes)
 {
-    stage_opts o = { .model_path = g_model, .layer_begin = a, .layer_end = b, .n_threads = 1,
-                     .max_seqs = 4, .max_ctx = 128, .max_batch = 64, .backend = "cpu",
-                     .cache_bytes = cache_bytes };
-    char err[Q35_ERRSZ];
-    stage *s = stage_new(&o, err, sizeof err);
-    if (!s)
-        fail_msg("stage_new: %s", err);
-    return s;
+    return su_open_stage(g_model, a, b, (stage_opts){ .cache_bytes = cache_bytes });
 }
 
-static Q35__StageReply *call(stage *s, Q35__StageRequest *r)
-{
-    size_t n = q35__stage_request__get_packed_size(r);
-    uint8_t *buf = malloc(n + 1);
-    q35__stage_request__pack(r, buf);
-    uint8_t *out;
-    size_t out_len;
-    assert_int_equal(stage_handle(s, buf, n, &out, &out_len), 0);
-    free(buf);
-    Q35__StageReply *rep = q35__stage_reply__unpack(NULL, out_len, out);
-    assert_non_null(rep);
-    free(out);
-    return rep;
-}
 
-static void expect_error(Q35__StageReply *rep, int code, const char *field)
-{
-    if (rep->body_case != Q35__STAGE_REPLY__BODY_ERROR)
-        fail_msg("expected an error on %s, got reply case %d", field, rep->body_case);
-    if ((int)rep->error->code != code || strcmp(rep->error->field, field))
-        fail_msg("expected %s on '%s', got %s on '%s': %s", q35_wire_code_name(code), field,
-                 q35_wire_code_name(rep->error->code), rep->error->field, rep->error->message);
-    assert_true(strlen(rep->error->message) > 10);
-    q35__stage_reply__free_unpacked(rep, NULL);
-}
 
 /* Tokens [pos, pos+n) of g_toks through a then b in slot; the last
  * stage's logits of every row go to out (n x 512 floats) when non-NULL. */
@@ -83,14 +53,14 @@ static void chain(stage *a, stage *b, int slot, int pos, int n, float *out)
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
     r.forward = &fb;
-    Q35__StageReply *ra = call(a, &r);
+    Q35__StageReply *ra = su_call(a, &r);
     if (ra->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
         fail_msg("first stage: %s", ra->error->message);
     c.n_token_ids = 0;
     c.token_ids = NULL;
     c.logits = out ? Q35__LOGITS_MODE__LOGITS_ALL : Q35__LOGITS_MODE__LOGITS_NONE;
     fb.hidden = ra->forward->hidden;
-    Q35__StageReply *rb = call(b, &r);
+    Q35__StageReply *rb = su_call(b, &r);
     q35__stage_reply__free_unpacked(ra, NULL);
     if (rb->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
         fail_msg("last stage: %s", rb->error->message);
@@ -110,7 +80,7 @@ static Q35__StageReply *save(stage *s, uint64_t id, uint32_t slot, uint32_t n)
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE;
     r.ckpt_save = &m;
-    return call(s, &r);
+    return su_call(s, &r);
 }
 
 static Q35__StageReply *restore(stage *s, uint64_t id, uint32_t slot, uint32_t n)
@@ -122,7 +92,7 @@ static Q35__StageReply *restore(stage *s, uint64_t id, uint32_t slot, uint32_t n
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_RESTORE;
     r.ckpt_restore = &m;
-    return call(s, &r);
+    return su_call(s, &r);
 }
 
 static Q35__StageReply *drop(stage *s, uint64_t *ids, size_t n, bool all)
@@ -134,7 +104,7 @@ static Q35__StageReply *drop(stage *s, uint64_t *ids, size_t n, bool all)
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_DROP;
     r.ckpt_drop = &m;
-    return call(s, &r);
+    return su_call(s, &r);
 }
 
 static void free_slot(stage *s, uint32_t slot)
@@ -145,7 +115,7 @@ static void free_slot(stage *s, uint32_t slot)
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
     r.free = &f;
-    q35__stage_reply__free_unpacked(call(s, &r), NULL);
+    q35__stage_reply__free_unpacked(su_call(s, &r), NULL);
 }
 
 static void expect_saved(Q35__StageReply *rep, uint64_t id, uint64_t bytes)
@@ -185,7 +155,7 @@ static Q35__StageStats *stats(stage *s)
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
     r.stats = &m;
-    Q35__StageReply *rep = call(s, &r);
+    Q35__StageReply *rep = su_call(s, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_STATS);
     static Q35__StageStats st;
     st = *rep->stats;
@@ -239,19 +209,19 @@ static void bad_requests_name_the_field(void **state)
     chain(a, b, 0, 0, 10, NULL);
     expect_saved(save(a, 1, 0, 10), 1, ckpt_bytes(a, 10));
     /* restore into a slot that is not empty */
-    expect_error(restore(a, 1, 0, 10), Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.slot");
+    su_expect_error(restore(a, 1, 0, 10), Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.slot");
     /* unknown id */
-    expect_error(restore(a, 99, 1, 10), Q35__CODE__NOT_FOUND, "ckpt_restore.id");
-    expect_error(restore(a, 0, 1, 10), Q35__CODE__INVALID_ARGUMENT, "ckpt_restore.id");
+    su_expect_error(restore(a, 99, 1, 10), Q35__CODE__NOT_FOUND, "ckpt_restore.id");
+    su_expect_error(restore(a, 0, 1, 10), Q35__CODE__INVALID_ARGUMENT, "ckpt_restore.id");
     /* position mismatch */
-    expect_error(restore(a, 1, 1, 11), Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.n_tokens");
-    expect_error(restore(a, 1, 4, 10), Q35__CODE__NOT_FOUND, "ckpt_restore.slot");
+    su_expect_error(restore(a, 1, 1, 11), Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.n_tokens");
+    su_expect_error(restore(a, 1, 4, 10), Q35__CODE__NOT_FOUND, "ckpt_restore.slot");
     /* saves: empty slot, wrong length, existing id, id 0, unknown slot */
-    expect_error(save(a, 2, 1, 0), Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot");
-    expect_error(save(a, 2, 0, 9), Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens");
-    expect_error(save(a, 1, 0, 10), Q35__CODE__ALREADY_EXISTS, "ckpt_save.id");
-    expect_error(save(a, 0, 0, 10), Q35__CODE__INVALID_ARGUMENT, "ckpt_save.id");
-    expect_error(save(a, 2, 9, 10), Q35__CODE__NOT_FOUND, "ckpt_save.slot");
+    su_expect_error(save(a, 2, 1, 0), Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot");
+    su_expect_error(save(a, 2, 0, 9), Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens");
+    su_expect_error(save(a, 1, 0, 10), Q35__CODE__ALREADY_EXISTS, "ckpt_save.id");
+    su_expect_error(save(a, 0, 0, 10), Q35__CODE__INVALID_ARGUMENT, "ckpt_save.id");
+    su_expect_error(save(a, 2, 9, 10), Q35__CODE__NOT_FOUND, "ckpt_save.slot");
     /* nothing above changed slot 0 or the store */
     assert_int_equal(q35_engine_slot_len(stage_engine(a), 0), 10);
     assert_int_equal(q35_engine_slot_len(stage_engine(a), 1), 0);
@@ -260,7 +230,7 @@ static void bad_requests_name_the_field(void **state)
     /* a stage without a store refuses saves */
     stage *off = open_stage(0, 4, 0);
     chain(off, b, 2, 0, 10, NULL);
-    expect_error(save(off, 1, 2, 10), Q35__CODE__RESOURCE_EXHAUSTED, "ckpt_save");
+    su_expect_error(save(off, 1, 2, 10), Q35__CODE__RESOURCE_EXHAUSTED, "ckpt_save");
     stage_destroy(&off);
     stage_destroy(&a);
     stage_destroy(&b);
@@ -290,7 +260,7 @@ static void store_evicts_lru_within_budget(void **state)
     assert_int_equal(rep->ckpt_saved->store_bytes, 2 * one);
     q35__stage_reply__free_unpacked(rep, NULL);
     free_slot(a, 2);
-    expect_error(restore(a, 2, 2, 20), Q35__CODE__NOT_FOUND, "ckpt_restore.id");
+    su_expect_error(restore(a, 2, 2, 20), Q35__CODE__NOT_FOUND, "ckpt_restore.id");
     Q35__StageStats *st = stats(a);
     assert_int_equal(st->cache_entries, 2);
     assert_int_equal(st->cache_evictions, 1);
@@ -310,7 +280,7 @@ static void store_evicts_lru_within_budget(void **state)
     a = open_stage(0, 4, (int64_t)(one / 2));
     free_slot(b, 1);
     chain(a, b, 1, 0, 20, NULL);
-    expect_error(save(a, 1, 1, 20), Q35__CODE__RESOURCE_EXHAUSTED, "ckpt_save");
+    su_expect_error(save(a, 1, 1, 20), Q35__CODE__RESOURCE_EXHAUSTED, "ckpt_save");
     assert_int_equal(stats(a)->cache_entries, 0);
     stage_destroy(&a);
     stage_destroy(&b);
@@ -325,7 +295,7 @@ static void handshake_reports_the_store(void **state)
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     r.hello = &h;
-    Q35__StageReply *rep = call(a, &r);
+    Q35__StageReply *rep = su_call(a, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
     assert_int_equal(rep->handshake->cache_budget, 32 << 20);
     assert_int_equal(rep->handshake->ckpt_fixed_bytes, ckpt_bytes(a, 0));
@@ -336,7 +306,7 @@ static void handshake_reports_the_store(void **state)
     stage_destroy(&a);
     /* auto: a share of the free memory, not 0 */
     a = open_stage(0, 4, Q35_CACHE_AUTO);
-    rep = call(a, &r);
+    rep = su_call(a, &r);
     assert_true(rep->handshake->cache_budget > 0);
     q35__stage_reply__free_unpacked(rep, NULL);
     stage_destroy(&a);

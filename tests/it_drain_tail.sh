@@ -1,0 +1,112 @@
+#!/bin/sh
+# The tail of a stream survives the coordinator's exit: a request that
+# finishes while the coordinator drains on SIGTERM reaches its client whole
+# (every token, then its Final), even when the client is behind on reading
+# at the moment the coordinator exits.
+#   1. "behind" made certain: the client is SIGSTOPped after its first
+#      token, the coordinator is SIGTERMed, drains the request and exits;
+#      only then does the client go on. Every event is in the client's
+#      socket by then (written before the coordinator exited), so nothing
+#      may be missing. (libzmq's ZMQ_IMMEDIATE on the client's DEALER threw
+#      away what had arrived and was not read yet when the link dropped:
+#      the last token and the Final, or more.)
+#   2. the plain case, as an operator hits it: SIGTERM 0.5 s into a long
+#      request while the client reads; a few rounds.
+# Every wait is bounded; a loaded machine only makes the rounds slower.
+set -u
+BUILD=${QWEN35_BUILD:-build}
+BIN=$BUILD/bin
+MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
+PROMPT=${QWEN35_GOLDEN:-../shared/golden}/tokens64.txt
+ROUNDS_STOPPED=${ROUNDS_STOPPED:-3}
+ROUNDS_PLAIN=${ROUNDS_PLAIN:-3}
+T=$(mktemp -d /tmp/q35-it-tail-XXXXXX)
+PIDS=""
+COORD=""
+CL=""
+cleanup() {
+    for p in $CL $COORD $PIDS; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in "$T"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 8 "$f"; }; done
+    exit 1
+}
+ok() { echo "ok   $*"; }
+wait_for() {   # FILE PATTERN SECONDS
+    i=0
+    while ! grep -q -- "$2" "$1" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt $(($3 * 10)) ] && return 1; sleep 0.1
+    done
+}
+alive_within() {   # PID SECONDS: 0 once PID has exited, 1 if it still runs after SECONDS
+    i=0
+    while kill -0 "$1" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt $(($2 * 10)) ] && return 1; sleep 0.1
+    done
+    return 0
+}
+"$BIN/qwen35-stage" --model "$MODEL" --layers 0:4 --bind "ipc://$T/s0.sock" --threads 1 2>"$T/s0.err" &
+PIDS="$PIDS $!"
+"$BIN/qwen35-stage" --model "$MODEL" --layers 4:8 --bind "ipc://$T/s1.sock" --threads 1 2>"$T/s1.err" &
+PIDS="$PIDS $!"
+start_coord() {   # start_coord ROUND: the coordinator, serving once a short request goes through
+    "$BIN/qwen35-coordinator" --model "$MODEL" --listen "ipc://$T/c.sock" \
+        --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8" --max-ctx 4096 2>"$T/coord-$1.err" &
+    COORD=$!
+    i=0
+    until "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n 2 --ids \
+            >/dev/null 2>"$T/warm.err"; do
+        i=$((i + 1)); [ $i -gt 60 ] && fail "round $1: no request served within 30 s"; sleep 0.5
+    done
+}
+client() {   # client ROUND N: a streaming request in the background, pid in CL
+    "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n "$2" --ignore-eos \
+        --ids --timeout 20000 >"$T/out-$1" 2>"$T/client-$1.err" &
+    CL=$!
+}
+check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordinator exit 0
+    wait "$COORD"; crc=$?; COORD=""
+    alive_within "$CL" 60 || fail "round $1: client still running 60 s after the coordinator's exit"
+    wait "$CL"; rc=$?; CL=""
+    got=$(wc -w <"$T/out-$1")
+    [ $crc -eq 0 ] || fail "round $1: coordinator exit status $crc after SIGTERM, expected 0"
+    [ "$got" -eq "$2" ] && [ $rc -eq 0 ] ||
+        fail "round $1 ($3): the request got $got of $2 tokens, client exit $rc: $(tr '\n' ' ' <"$T/client-$1.err")"
+    grep -q "request 1: length, 64 prompt (0 cached) + $2 completion" "$T/coord-$1.err" ||
+        fail "round $1: the coordinator did not finish the request (length, $2 tokens) while draining"
+}
+
+# 1. the client is behind (stopped) when the coordinator exits
+N1=300   # the whole stream (~25 KB) fits in the socket buffers: nothing waits on the stopped client
+r=0
+while [ $r -lt "$ROUNDS_STOPPED" ]; do
+    r=$((r + 1))
+    start_coord "s$r"
+    client "s$r" $N1
+    wait_for "$T/out-s$r" '[0-9]' 30 || fail "round s$r: no token streamed within 30 s"
+    kill -STOP "$CL"
+    kill -TERM "$COORD"
+    alive_within "$COORD" 60 || fail "round s$r: coordinator still draining 60 s after SIGTERM"
+    before=$(wc -w <"$T/out-s$r")
+    kill -CONT "$CL"
+    check "s$r" $N1 "stopped at $before tokens until the coordinator had exited"
+    ok "round s$r: client stopped at $before/$N1 tokens, coordinator drained and exited 0; then the client got all $N1 tokens and the Final"
+done
+
+# 2. the plain case: SIGTERM 0.5 s into a long request
+N2=1900
+r=0
+while [ $r -lt "$ROUNDS_PLAIN" ]; do
+    r=$((r + 1))
+    start_coord "p$r"
+    client "p$r" $N2
+    sleep 0.5
+    kill -0 "$CL" 2>/dev/null || fail "round p$r: the request ended before SIGTERM"
+    kill -TERM "$COORD"
+    check "p$r" $N2 "SIGTERM 0.5 s in"
+    ok "round p$r: SIGTERM 0.5 s into a $N2-token request: all $N2 tokens, exit 0"
+done
+exit 0
