@@ -616,6 +616,45 @@ static void check_known(q35c_client *c, const char *rid, const Q35__StatusReply 
     }
 }
 
+static void fill_stage(q35c_stage_status *o, const Q35__StageStatus *g)
+{
+    snprintf(o->endpoint, sizeof o->endpoint, "%s", g->endpoint ? g->endpoint : "");
+    snprintf(o->backend, sizeof o->backend, "%s", g->backend ? g->backend : "");
+    snprintf(o->problem, sizeof o->problem, "%s", g->problem ? g->problem : "");
+    o->up = g->up;
+    o->layers_known = g->layers_known;
+    o->layer_begin = g->layers_known ? (int)g->layer_begin : -1;
+    o->layer_end = g->layers_known ? (int)g->layer_end : -1;
+    o->slots_used = (int)g->slots_in_use;
+    o->slots_total = (int)g->max_seqs;
+    o->max_ctx = (int)g->max_ctx;
+    o->busy_pct = g->busy_pct;
+    o->busy_s = g->busy_s;
+    o->idle_s = g->idle_s;
+    o->busy_pct_total = g->busy_pct_total;
+    o->uptime_s = g->uptime_s;
+    o->wire_idle_pct = g->uptime_s > 0 ? fmin(100.0, 100.0 * g->idle_s / g->uptime_s) : 0;
+    o->idle_pct = g->idle_pct;
+    o->idle_pct_total = g->idle_pct_total;
+    o->rows_per_step = g->rows_per_step;
+    o->rows_per_step_total = g->rows_per_step_total;
+    o->steps_per_s = g->steps_per_s;
+    o->steps_per_s_total = g->steps_per_s_total;
+    o->coord_gap_ms = g->coord_gap_ms;
+    o->coord_gap_ms_total = g->coord_gap_ms_total;
+    o->coord_gap_ms_max = g->coord_gap_ms_max;
+    o->tokens = g->n_tokens;
+    o->n_forward = g->n_forward;
+    o->wire_bytes_out = g->wire_bytes_out;
+    o->wire_bytes_in = g->wire_bytes_in;
+    o->cache_entries = g->cache_entries;
+    o->cache_bytes = g->cache_bytes;
+    o->cache_budget = g->cache_budget;
+    o->cache_hits = g->cache_hits;
+    o->cache_misses = g->cache_misses;
+    o->cache_evictions = g->cache_evictions;
+}
+
 static void fill_status(q35c_status *s, const Q35__StatusReply *m)
 {
     snprintf(s->model, sizeof s->model, "%s", m->model ? m->model : "");
@@ -636,44 +675,12 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
     s->cache_entries = m->cache_entries;
     s->cache_evictions = m->cache_evictions;
     s->n_stages = (int)m->n_stages;
-    for (size_t i = 0; i < m->n_stages; i++) {
-        const Q35__StageStatus *g = m->stages[i];
-        q35c_stage_status *o = &s->stages[i];
-        snprintf(o->endpoint, sizeof o->endpoint, "%s", g->endpoint ? g->endpoint : "");
-        snprintf(o->backend, sizeof o->backend, "%s", g->backend ? g->backend : "");
-        snprintf(o->problem, sizeof o->problem, "%s", g->problem ? g->problem : "");
-        o->up = g->up;
-        o->layers_known = g->layers_known;
-        o->layer_begin = g->layers_known ? (int)g->layer_begin : -1;
-        o->layer_end = g->layers_known ? (int)g->layer_end : -1;
-        o->slots_used = (int)g->slots_in_use;
-        o->slots_total = (int)g->max_seqs;
-        o->max_ctx = (int)g->max_ctx;
-        o->busy_pct = g->busy_pct;
-        o->busy_s = g->busy_s;
-        o->idle_s = g->idle_s;
-        o->busy_pct_total = g->busy_pct_total;
-        o->uptime_s = g->uptime_s;
-        o->wire_idle_pct = g->uptime_s > 0 ? fmin(100.0, 100.0 * g->idle_s / g->uptime_s) : 0;
-        o->idle_pct = g->idle_pct;
-        o->idle_pct_total = g->idle_pct_total;
-        o->rows_per_step = g->rows_per_step;
-        o->rows_per_step_total = g->rows_per_step_total;
-        o->steps_per_s = g->steps_per_s;
-        o->steps_per_s_total = g->steps_per_s_total;
-        o->coord_gap_ms = g->coord_gap_ms;
-        o->coord_gap_ms_total = g->coord_gap_ms_total;
-        o->coord_gap_ms_max = g->coord_gap_ms_max;
-        o->tokens = g->n_tokens;
-        o->n_forward = g->n_forward;
-        o->wire_bytes_out = g->wire_bytes_out;
-        o->wire_bytes_in = g->wire_bytes_in;
-        o->cache_entries = g->cache_entries;
-        o->cache_bytes = g->cache_bytes;
-        o->cache_budget = g->cache_budget;
-        o->cache_hits = g->cache_hits;
-        o->cache_misses = g->cache_misses;
-        o->cache_evictions = g->cache_evictions;
+    for (size_t i = 0; i < m->n_stages; i++)
+        fill_stage(&s->stages[i], m->stages[i]);
+    s->n_spares = (int)m->n_spares;
+    for (size_t i = 0; i < m->n_spares; i++) {
+        fill_stage(&s->spares[i], m->spares[i]);
+        s->spares[i].spare_for = m->spares[i]->spare_for;
     }
 }
 
@@ -695,7 +702,10 @@ static void on_status(q35c_client *c, const Q35__Event *e)
     const Q35__StatusReply *m = e->status;
     q35c_status *s = calloc(1, sizeof *s);
     if (s && m->n_stages) s->stages = calloc(m->n_stages, sizeof *s->stages);
-    if (!s || (m->n_stages && !s->stages)) {
+    if (s && m->n_spares) s->spares = calloc(m->n_spares, sizeof *s->spares);
+    if (!s || (m->n_stages && !s->stages) || (m->n_spares && !s->spares)) {
+        if (s) free(s->stages);
+        if (s) free(s->spares);
         free(s);
         c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_ENOMEM, "out of memory");
         return;
@@ -1024,6 +1034,7 @@ void q35c_status_destroy(q35c_status **s)
 {
     if (!s || !*s) return;
     free((*s)->stages);
+    free((*s)->spares);
     free(*s);
     *s = NULL;
 }

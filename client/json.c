@@ -118,6 +118,8 @@ void q35c_event_write_json(FILE *f, const q35c_event *ev)
     write_line(f, o);
 }
 
+static json_t *stages_json(const q35c_stage_status *gs, int n, bool spares);
+
 json_t *q35c_status_to_json(const q35c_status *s)
 {
     json_t *o = json_object();
@@ -135,9 +137,19 @@ json_t *q35c_status_to_json(const q35c_status *s)
     json_object_set_new(o, "cache_entries", json_integer((json_int_t)s->cache_entries));
     json_object_set_new(o, "cache_evictions", json_integer((json_int_t)s->cache_evictions));
     json_object_set_new(o, "tokens_per_s", num(s->tokens_per_s));
+    json_object_set_new(o, "stages", stages_json(s->stages, s->n_stages, false));
+    if (s->n_spares)
+        json_object_set_new(o, "spares", stages_json(s->spares, s->n_spares, true));
+    json_object_set_new(o, "max_ctx", json_integer(s->max_ctx));
+    if (s->warning[0]) json_object_set_new(o, "warning", json_string(s->warning));
+    return o;
+}
+
+static json_t *stages_json(const q35c_stage_status *gs, int n, bool spares)
+{
     json_t *stages = json_array();
-    for (int i = 0; i < s->n_stages; i++) {
-        const q35c_stage_status *g = &s->stages[i];
+    for (int i = 0; i < n; i++) {
+        const q35c_stage_status *g = &gs[i];
         json_t *st = json_object();
         json_object_set_new(st, "endpoint", json_string(g->endpoint));
         json_object_set_new(st, "layers", g->layers_known
@@ -173,12 +185,11 @@ json_t *q35c_status_to_json(const q35c_status *s)
         json_object_set_new(st, "coord_gap_ms_max", num(g->coord_gap_ms_max));
         if (g->problem[0]) json_object_set_new(st, "problem", json_string(g->problem));
         json_object_set_new(st, "max_ctx", json_integer(g->max_ctx));
+        if (spares) json_object_set_new(st, "spare_for", g->spare_for >= 0
+                                        ? json_integer(g->spare_for) : json_null());
         json_array_append_new(stages, st);
     }
-    json_object_set_new(o, "stages", stages);
-    json_object_set_new(o, "max_ctx", json_integer(s->max_ctx));
-    if (s->warning[0]) json_object_set_new(o, "warning", json_string(s->warning));
-    return o;
+    return stages;
 }
 
 void q35c_status_write_json(FILE *f, const q35c_status *s)
@@ -223,6 +234,22 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                     (unsigned long long)g->cache_hits, (unsigned long long)looks,
                     (unsigned long long)g->cache_evictions);
         }
+    }
+    for (int i = 0; i < s->n_spares; i++) {
+        const q35c_stage_status *g = &s->spares[i];
+        char layers[32], slots[32], role[32];
+        if (g->layers_known)
+            snprintf(layers, sizeof layers, "%d:%d", g->layer_begin, g->layer_end);
+        else
+            snprintf(layers, sizeof layers, "?");
+        snprintf(slots, sizeof slots, "%d/%d", g->slots_used, g->slots_total);
+        if (g->spare_for >= 0)
+            snprintf(role, sizeof role, "for stage %d", g->spare_for);
+        else
+            snprintf(role, sizeof role, "for no stage yet");
+        fprintf(f, "%-5s %-36s %-9s %-4s %-7s %-11s spare, %s\n", "spare", g->endpoint, layers,
+                g->up ? "yes" : "NO", g->backend[0] ? g->backend : "?", slots, role);
+        if (g->problem[0]) fprintf(f, "      problem: %s\n", g->problem);
     }
     if (s->prompt_tokens)
         fprintf(f, "prefix cache: %llu of %llu prompt tokens restored (%.1f%%), %llu checkpoints, "

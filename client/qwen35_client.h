@@ -181,6 +181,7 @@ typedef struct q35c_stage_status {
     /* its checkpoint store (prefix cache) */
     uint64_t cache_entries, cache_bytes, cache_budget;
     uint64_t cache_hits, cache_misses, cache_evictions;
+    int spare_for;                /* a spare: the stage it stands in for, -1 none known */
 } q35c_stage_status;
 
 typedef struct q35c_status {
@@ -197,6 +198,8 @@ typedef struct q35c_status {
     uint64_t prompt_tokens, cached_tokens, cache_entries, cache_evictions;
     int n_stages;
     q35c_stage_status *stages;    /* [n_stages] */
+    int n_spares;
+    q35c_stage_status *spares;    /* [n_spares]: idle until promoted in a stage's place */
 } q35c_status;
 
 /* --- calls --------------------------------------------------------------- */

@@ -44,8 +44,9 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     c->pid = (uint32_t)getpid();
     if (gethostname(c->host, sizeof c->host - 1) != 0)
         snprintf(c->host, sizeof c->host, "?");
-    if (o->n_stages < 1 || o->n_stages > COORD_MAX_STAGES) {
-        q35_err(err, errsz, Q35_EINVAL, "%d stages, expected 1 .. %d", o->n_stages, COORD_MAX_STAGES);
+    if (o->n_stages < 1 || o->n_spares < 0 || o->n_stages + o->n_spares > COORD_MAX_STAGES) {
+        q35_err(err, errsz, Q35_EINVAL, "%d stages and %d spares, expected 1 .. %d in all",
+                o->n_stages, o->n_spares, COORD_MAX_STAGES);
         goto fail;
     }
     if (load_model(c, err, errsz))
@@ -78,13 +79,17 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     if (peer_open(c, err, errsz) || q35_wire_bind(c->cli, o->listen, err, errsz))
         goto fail;
     c->n_links = o->n_stages;
-    for (int i = 0; i < c->n_links; i++) {
+    c->n_spares = o->n_spares;
+    for (int i = 0; i < c->n_links + c->n_spares; i++) {
         link *l = &c->links[i];
+        int j = i - c->n_links;
         l->idx = i;
-        l->endpoint = strdup(o->stage_ep[i]);
-        l->where = o->stage_where ? o->stage_where[i] : "--stage";
-        l->want_begin = o->stage_begin[i];
-        l->want_end = o->stage_end[i];
+        l->spare = j >= 0;
+        l->endpoint = strdup(l->spare ? o->spare_ep[j] : o->stage_ep[i]);
+        l->where = l->spare ? (o->spare_where ? o->spare_where[j] : "--spare")
+                            : (o->stage_where ? o->stage_where[i] : "--stage");
+        l->want_begin = l->spare ? o->spare_begin[j] : o->stage_begin[i];
+        l->want_end = l->spare ? o->spare_end[j] : o->stage_end[i];
         l->configured = l->want_begin >= 0;
         if (!l->endpoint || link_open(c, l, err, errsz))
             goto fail;
@@ -104,7 +109,7 @@ void coord_destroy(coord **pc)
     if (!c)
         return;
     coord_fail_all(c, "the coordinator is stopping");
-    for (int i = 0; i < c->n_links; i++) {
+    for (int i = 0; i < c->n_links + c->n_spares; i++) {
         link_close(&c->links[i]);
         free(c->links[i].endpoint);
     }
@@ -229,9 +234,9 @@ static double rate(const coord *c)
 int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errsz)
 {
     zmq_pollitem_t it[3 + 2 * COORD_MAX_STAGES];
-    int n = 0;
+    int n = 0, nl = c->n_links + c->n_spares;
     it[n++] = (zmq_pollitem_t){ .socket = c->cli, .events = ZMQ_POLLIN };
-    for (int i = 0; i < c->n_links; i++) {
+    for (int i = 0; i < nl; i++) {
         it[n++] = (zmq_pollitem_t){ .socket = c->links[i].sock, .events = ZMQ_POLLIN };
         it[n++] = (zmq_pollitem_t){ .socket = c->links[i].mon, .events = ZMQ_POLLIN };
     }
@@ -244,7 +249,7 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
     if (zmq_poll(it, n, timeout_ms) < 0 && errno != EINTR)
         return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
     c->t_wake = q35_now();
-    for (int i = 0; i < c->n_links; i++) {
+    for (int i = 0; i < nl; i++) {
         if (it[2 + 2 * i].revents & ZMQ_POLLIN)
             link_on_monitor(c, &c->links[i]);
         if (it[1 + 2 * i].revents & ZMQ_POLLIN)
@@ -255,8 +260,9 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
     if (it[0].revents & ZMQ_POLLIN)
         client_on_message(c);
     double now = q35_now();
-    for (int i = 0; i < c->n_links; i++)
+    for (int i = 0; i < nl; i++)
         link_timers(c, &c->links[i], now);
+    spare_check(c, now);
     if (!c->chain_known) {
         int rc = link_startup_problem(c, err, errsz);
         if (rc)
@@ -314,7 +320,7 @@ static void fill_figures(const link *l, Q35__StageStatus *s)
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss)
 {
     q35__status_reply__init(st);
-    for (int i = 0; i < c->n_links; i++) {
+    for (int i = 0; i < c->n_links + c->n_spares; i++) {
         const link *l = &c->links[i];
         Q35__StageStatus *s = &ss[i];
         q35__stage_status__init(s);
@@ -342,10 +348,13 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->cache_hits = l->st.cache_hits;
         s->cache_misses = l->st.cache_misses;
         s->cache_evictions = l->st.cache_evictions;
+        s->spare_for = l->spare ? spare_for(c, l->want_begin, l->want_end) : 0;
         pss[i] = s;
     }
     st->n_stages = c->n_links;
     st->stages = pss;
+    st->n_spares = c->n_spares;
+    st->spares = pss + c->n_links;
     int used = 0;
     for (int s = 0; c->slot_req && s < c->max_seqs; s++)
         used += c->slot_req[s] != NULL;
@@ -372,7 +381,15 @@ const char *coord_summary(coord *c)
         up += c->links[i].state == L_UP;
     for (int s = 0; c->slot_req && s < c->max_seqs; s++)
         used += c->slot_req[s] != NULL;
-    snprintf(c->summary, sizeof c->summary, "%d/%d stages up, %d/%d slots, %d queued", up,
-             c->n_links, used, c->chain_known ? c->max_seqs : c->o.max_seqs, c->n_queued);
+    int n = snprintf(c->summary, sizeof c->summary, "%d/%d stages up, ", up, c->n_links);
+    if (c->n_spares) {
+        int sp = 0;
+        for (int i = c->n_links; i < c->n_links + c->n_spares; i++)
+            sp += c->links[i].state == L_UP;
+        n += snprintf(c->summary + n, sizeof c->summary - n, "%d/%d spares ready, ", sp,
+                      c->n_spares);
+    }
+    snprintf(c->summary + n, sizeof c->summary - n, "%d/%d slots, %d queued", used,
+             c->chain_known ? c->max_seqs : c->o.max_seqs, c->n_queued);
     return c->summary;
 }

@@ -32,6 +32,12 @@ typedef struct coord_opts {
     const int *stage_begin, *stage_end;   /* [n_stages] configured ranges; -1 -1: learned
                                              from the stage's handshake */
     const char *const *stage_where;  /* [n_stages] config location, for messages */
+    /* spares: stages that idle until the stage of their layer range is
+     * lost, then take its place (coord_spare.c); like the stage_* arrays */
+    int n_spares;
+    const char *const *spare_ep;
+    const int *spare_begin, *spare_end;   /* -1 -1: learned from the handshake */
+    const char *const *spare_where;
     int max_queue, max_seqs, max_ctx, micro_batches;
     int step_target_ms;     /* rows per step so the slowest stage's takes about this; 0: max batch */
     bool no_prefix_cache;   /* never restore or save checkpoints */
@@ -49,6 +55,7 @@ typedef struct coord_opts {
      * and stage_key[i] as stage i's server key. Borrowed like stage_ep. */
     const curve_key *curve_secret;
     const curve_key *stage_key;     /* [n_stages] */
+    const curve_key *spare_key;     /* [n_spares] */
 } coord_opts;
 
 typedef struct coord coord;

@@ -41,6 +41,7 @@ typedef struct link {
     const char *where;
     int want_begin, want_end;       /* -1: not configured, learned at the handshake */
     bool configured;
+    bool spare;                     /* idles at index >= n_links until promoted (coord_spare.c) */
     void *sock, *mon;               /* DEALER, monitor PAIR */
     enum link_state state;
     bool connected;
@@ -99,6 +100,7 @@ typedef struct req {
     int max_ctx;                    /* the pipeline's, or less (request ctx_size) */
     int n_logit_rows_sent;          /* positions whose logits the client has (replay skips them) */
     int n_replays;                  /* times rebuilt after a stage was lost */
+    double t_paused;                /* its stream stopped (a stage lost) at; 0: flowing */
     Q35__Sampling sp;
     uint64_t rng;
     int n_logprobs;
@@ -134,8 +136,8 @@ struct coord {
     char file_name[256];
     coord_text *tx;
     void *zctx, *cli;
-    int n_links;
-    link links[COORD_MAX_STAGES];
+    int n_links, n_spares;
+    link links[COORD_MAX_STAGES];   /* the chain [0, n_links), then the spares */
     /* capacity of the chain, fixed at the first full handshake */
     bool chain_known;
     int max_seqs, max_ctx, max_batch, max_logit_rows;
@@ -202,6 +204,19 @@ void link_free(coord *c, link *l, int slot);
  * Q35_EBUSY: another coordinator owns it (may pass: its lease ends);
  * Q35_EINVAL: it serves another model or range (the config is wrong). */
 int  link_startup_problem(const coord *c, char *err, size_t errsz);
+
+/* "stage 1" or "spare 0 (layers 4:8)", for messages. */
+const char *link_label(const coord *c, const link *l, char *buf, size_t n);
+
+/* ---- spare_*: coord_spare.c, spare stages --------------------------- */
+
+/* The stage (chain index) holding layers [begin, end), -1 when none is
+ * known to. */
+int  spare_for(const coord *c, int begin, int end);
+/* Every stage that is not up and has an up spare of its range that fits
+ * the chain: the spare takes its place at once (the stage becomes a
+ * spare, and serves as one once it handshakes again). */
+void spare_check(coord *c, double now);
 
 /* ---- sched_*: coord_sched.c, slots and micro-batches ---------------- */
 

@@ -49,8 +49,8 @@ int link_open(coord *c, link *l, char *err, size_t errsz)
         zmq_connect(l->mon, mon) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: monitor socket: %s", l->idx,
                        zmq_strerror(errno));
-    if (c->o.curve_secret &&
-        (rc = curve_client_setup(l->sock, c->o.curve_secret, &c->o.stage_key[l->idx], err, errsz)))
+    const curve_key *key = l->spare ? &c->o.spare_key[l->idx - c->n_links] : &c->o.stage_key[l->idx];
+    if (c->o.curve_secret && (rc = curve_client_setup(l->sock, c->o.curve_secret, key, err, errsz)))
         return rc;
     if (zmq_connect(l->sock, l->endpoint) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: connect %s: %s", l->idx, l->endpoint,
@@ -158,10 +158,22 @@ void link_free(coord *c, link *l, int slot)
     link_send(c, l, &r);
 }
 
+const char *link_label(const coord *c, const link *l, char *buf, size_t n)
+{
+    if (!l->spare)
+        snprintf(buf, n, "stage %d", l->idx);
+    else if (l->want_begin >= 0)
+        snprintf(buf, n, "spare %d (layers %d:%d)", l->idx - c->n_links, l->want_begin, l->want_end);
+    else
+        snprintf(buf, n, "spare %d", l->idx - c->n_links);
+    return buf;
+}
+
 void link_fail(coord *c, link *l, const char *why)
 {
+    char lb[64];
     if (l->state == L_UP) {
-        q35_log_warn("stage %d (%s): lost: %s", l->idx, l->endpoint, why);
+        q35_log_warn("%s (%s): lost: %s", link_label(c, l, lb, sizeof lb), l->endpoint, why);
         snprintf(l->problem, sizeof l->problem, "%s", why);
     }
     l->state = L_DOWN;
@@ -175,6 +187,8 @@ void link_fail(coord *c, link *l, const char *why)
         l->busy[i]->used = false;
     }
     l->n_busy = 0;
+    if (l->spare)
+        return;                     /* it served nothing */
     char msg[400], layers[32] = "layers not known yet";
     if (l->want_begin >= 0)
         snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
@@ -234,7 +248,10 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
              ((int)h->layer_begin != l->want_begin || (int)h->layer_end != l->want_end))
         snprintf(p, n, "holds layers %u:%u, %s %d:%d", h->layer_begin, h->layer_end,
                  l->configured ? "configured" : "it held", l->want_begin, l->want_end);
-    else if (l->want_begin < 0 && !chain_fits(c, l, h, p, n))
+    else if (l->spare && spare_for(c, (int)h->layer_begin, (int)h->layer_end) < 0)
+        snprintf(p, n, "holds layers %u:%u, which no stage is known to hold: a spare stands in "
+                 "for a stage of the same layers", h->layer_begin, h->layer_end);
+    else if (!l->spare && l->want_begin < 0 && !chain_fits(c, l, h, p, n))
         ;
     else if (h->has_embd != (h->layer_begin == 0))
         snprintf(p, n, "%s the token embeddings", h->has_embd ? "holds" : "lacks");
@@ -265,10 +282,11 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
 {
     char problem[sizeof l->problem];
     check_handshake(c, l, h, problem, sizeof problem);
+    char lb[64];
     if (problem[0]) {
         if (l->state != L_BAD || strcmp(problem, l->problem))
-            q35_log_error("stage %d (%s, %s): %s: not routed to", l->idx, l->endpoint, l->where,
-                          problem);
+            q35_log_error("%s (%s, %s): %s: not routed to", link_label(c, l, lb, sizeof lb),
+                          l->endpoint, l->where, problem);
         snprintf(l->problem, sizeof l->problem, "%s", problem);
         l->state = L_BAD;
         return;
@@ -292,6 +310,13 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
     link_free(c, l, -1);
+    if (l->spare) {
+        q35_log_info("%s (%s): up%s, idle: stands in for stage %d; %s, %u slots x %u ctx, pid %u",
+                     link_label(c, l, lb, sizeof lb), l->endpoint, restarted ? " again" : "",
+                     spare_for(c, l->want_begin, l->want_end), l->backend, h->max_seqs, h->max_ctx,
+                     h->pid);
+        return;
+    }
     cache_link_up(c, l, restarted);
     q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
                  l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
@@ -369,6 +394,7 @@ static void step_done(coord *c, link *l, const mbatch *m, const Q35__ForwardResu
 
 void link_on_reply(coord *c, link *l)
 {
+    char lb[64];
     for (int k = 0; k < 64; k++) {
         q35_wire_msg m;
         if (q35_wire_recv(l->sock, &m, ZMQ_DONTWAIT) != 0)
@@ -390,6 +416,15 @@ void link_on_reply(coord *c, link *l)
         if (r->epoch != l->epoch) {
             q35_log_debug("stage %d: dropped a reply of epoch %llu (now %llu)", l->idx,
                           (unsigned long long)r->epoch, (unsigned long long)l->epoch);
+        } else if (r->body_case == Q35__STAGE_REPLY__BODY_LEAVING) {
+            /* the stage stops (SIGTERM): route nothing more to it; its
+             * sequences are rebuilt where its range is served next */
+            char why[sizeof l->problem];
+            snprintf(why, sizeof why, "said it is leaving: %.200s",
+                     r->leaving->reason && r->leaving->reason[0] ? r->leaving->reason : "stopping");
+            if (l->state == L_UP)
+                link_fail(c, l, why);
+            snprintf(l->problem, sizeof l->problem, "%s", why);
         } else if (r->id == l->hello_id && r->id) {
             l->hello_id = 0;
             if (r->body_case == Q35__STAGE_REPLY__BODY_HANDSHAKE)
@@ -397,8 +432,10 @@ void link_on_reply(coord *c, link *l)
             else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
                 char p[sizeof l->problem];
                 snprintf(p, sizeof p, "refused the handshake: %s", r->error->message);
-                if (strcmp(p, l->problem))   /* once, not per retry */
-                    q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, p);
+                if (strcmp(p, l->problem) && r->error->code == Q35__CODE__UNAVAILABLE)
+                    q35_log_info("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, p);   /* stopping */
+                else if (strcmp(p, l->problem))   /* once, not per retry */
+                    q35_log_error("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, p);
                 snprintf(l->problem, sizeof l->problem, "%s", p);
                 l->owned = strstr(p, "owned by") != NULL;
                 l->state = L_BAD;
@@ -435,7 +472,7 @@ void link_on_reply(coord *c, link *l)
             if (l->win_n < LINK_WINDOW)
                 l->win_n++;
         } else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR && !fenced(c, l, r)) {
-            q35_log_warn("stage %d (%s): %s (%s)", l->idx, l->endpoint, r->error->message,
+            q35_log_warn("%s (%s): %s (%s)", link_label(c, l, lb, sizeof lb), l->endpoint, r->error->message,
                          q35_wire_code_name(r->error->code));
         }
         q35_wire_free(r, &b);
@@ -445,6 +482,7 @@ void link_on_reply(coord *c, link *l)
 
 void link_on_monitor(coord *c, link *l)
 {
+    char lb[64];
     uint16_t ev;
     uint32_t val;
     while (q35_wire_monitor_event(l->mon, &ev, &val) == 0) {
@@ -463,7 +501,7 @@ void link_on_monitor(coord *c, link *l)
                 snprintf(why, sizeof why, "ZeroMQ handshake failed (protocol error 0x%x): do both "
                          "ends agree on CURVE (curve-secret-key, stage-key)?", val);
             if (strcmp(why, l->problem))   /* once, not per reconnect */
-                q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, why);
+                q35_log_error("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, why);
             snprintf(l->problem, sizeof l->problem, "%s", why);
             l->reconnect_at = q35_now() + RECONNECT_REFUSED_S;
         } else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
@@ -476,7 +514,7 @@ void link_on_monitor(coord *c, link *l)
                 snprintf(l->problem, sizeof l->problem, "the stage closed the connection during "
                          "the CURVE handshake: is stage-key this stage's public key, and does "
                          "the stage have curve-secret-key set?");
-                q35_log_error("stage %d (%s): %s", l->idx, l->endpoint, l->problem);
+                q35_log_error("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, l->problem);
             }
             l->connected = false;
             if (l->state == L_UP)

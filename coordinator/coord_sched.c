@@ -353,6 +353,11 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
             if (r->n_gen == 1)
                 r->t_first = now;
             r->t_last = now;
+            if (r->t_paused) {
+                q35_log_info("request %s: stream resumed after a %.3f s pause (rebuilt from %d "
+                             "tokens)", r->rid, now - r->t_paused, r->n_toks - 1);
+                r->t_paused = 0;
+            }
             stop = client_piece(c, r, sm->token, sm, &stop_idx);
             if (stop < 0)
                 continue;   /* the request ended with an error */
@@ -402,6 +407,8 @@ void sched_on_stage_lost(coord *c, const char *why)
         } else if (started) {
             r->n_fed = 0;
             r->n_replays++;
+            if (!r->t_paused)   /* the client's pause starts at its last token */
+                r->t_paused = r->n_gen && r->t_last > 0 ? r->t_last : q35_now();
             kept++;
         }
     }

@@ -34,20 +34,24 @@ int main(int argc, char **argv)
         coord_cfg_free(&cf);
         return 1;
     }
-    int n = cf.n_stages;
-    const char **ep = calloc(n, sizeof *ep), **where = calloc(n, sizeof *where);
-    int *b = calloc(n, sizeof *b), *e = calloc(n, sizeof *e);
-    curve_key *keys = calloc(n, sizeof *keys);
-    for (int i = 0; ep && where && b && e && keys && i < n; i++) {
-        keys[i] = cf.stages[i].server_key;
-        ep[i] = cf.stages[i].endpoint;
-        where[i] = cf.stages[i].where;
-        b[i] = cf.stages[i].layers.begin;
-        e[i] = cf.stages[i].layers.end;
+    /* stages then spares, in one set of arrays */
+    int n = cf.n_stages, ns = cf.n_spares, nt = n + ns;
+    const char **ep = calloc(nt, sizeof *ep), **where = calloc(nt, sizeof *where);
+    int *b = calloc(nt, sizeof *b), *e = calloc(nt, sizeof *e);
+    curve_key *keys = calloc(nt, sizeof *keys);
+    for (int i = 0; ep && where && b && e && keys && i < nt; i++) {
+        const coord_stage *st = i < n ? &cf.stages[i] : &cf.spares[i - n];
+        keys[i] = st->server_key;
+        ep[i] = st->endpoint;
+        where[i] = st->where;
+        b[i] = st->layers.begin;
+        e[i] = st->layers.end;
     }
     coord_opts o = {
         .model_path = cf.model, .listen = cf.listen, .n_stages = n, .stage_ep = ep,
-        .stage_begin = b, .stage_end = e, .stage_where = where, .max_queue = cf.max_queue,
+        .stage_begin = b, .stage_end = e, .stage_where = where,
+        .n_spares = ns, .spare_ep = ep + n, .spare_begin = b + n, .spare_end = e + n,
+        .spare_where = where + n, .max_queue = cf.max_queue,
         .max_seqs = cf.max_seqs, .max_ctx = cf.max_ctx, .micro_batches = cf.micro_batches,
         .trace_path = cf.trace, .step_target_ms = cf.step_target_ms,
         .no_prefix_cache = !strcmp(cf.prefix_cache, "off"),
@@ -56,6 +60,7 @@ int main(int argc, char **argv)
         .wire_dtype = !strcmp(cf.wire_dtype, "bf16") ? Q35__DTYPE__DTYPE_BF16
                     : !strcmp(cf.wire_dtype, "f16") ? Q35__DTYPE__DTYPE_F16 : Q35__DTYPE__DTYPE_F32,
         .curve_secret = cf.curve ? &cf.curve_secret : NULL, .stage_key = keys,
+        .spare_key = keys + n,
     };
     if (cf.curve) {
         curve_key pub;
@@ -68,7 +73,10 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    q35_log_info("listening on %s, %d stages", cf.listen, n);
+    if (ns)
+        q35_log_info("listening on %s, %d stages, %d spare%s", cf.listen, n, ns, ns == 1 ? "" : "s");
+    else
+        q35_log_info("listening on %s, %d stages", cf.listen, n);
     notify_ready("%s", coord_summary(c));
     bool was_up = false;
     double t_status = 0, t_stop = 0;

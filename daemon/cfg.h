@@ -57,6 +57,7 @@ typedef struct stage_cfg {
     int step_timeout_ms;     /* deadline for one forward step */
     int lease_ms;            /* the owning coordinator silent this long: lease ends */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
+    int host_stages;         /* stages sharing this host's RAM (>= 1 once loaded) */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
     char *curve_clients;     /* path of the allowed client public keys */
@@ -100,10 +101,14 @@ typedef struct coord_cfg {
     char *log_level;
     char *curve_secret_key;  /* path of the coordinator's own secret key; NULL: plaintext */
     opt_list stage_key;      /* raw paths of the stages' public keys, in stage order */
+    opt_list spare_list;     /* raw "ENDPOINT [A:B]" items: spares of stages' ranges */
+    opt_list spare_key;      /* raw paths of the spares' public keys, in spare order */
     /* filled by coord_cfg_load from stage_list (validated: ordered,
      * contiguous from layer 0, no overlap, no duplicate endpoint) */
     int n_stages;
     coord_stage *stages;     /* [n_stages] */
+    int n_spares;
+    coord_stage *spares;     /* [n_spares], from spare_list (distinct endpoints) */
     bool curve;              /* CURVE client: curve_secret and each stage's server_key set */
     curve_key curve_secret;
 } coord_cfg;

@@ -69,6 +69,13 @@ static const opt_def coord_defs[] = {
       "handshake; 'ENDPOINT A:B' also states the layers [A, B) it must hold. The ranges must "
       "start at layer 0, follow each other without gap or overlap and end at the model's last "
       "layer; the first stage holds the embeddings, the last the head." },
+    { "spare", OPT_LIST, F(spare_list), "'ENDPOINT [A:B]'", NULL, 1, 0, NULL, false, check_stage,
+      "A spare: a qwen35-stage serving the same layer range as one of the stages (learned from "
+      "its handshake; 'ENDPOINT A:B' also states it), e.g. '--stage EP --spare EP2'. It is "
+      "handshaken (the model checked like any stage's) and probed, and idles; when the stage "
+      "of its range is lost (killed, hung, leaving on SIGTERM) the coordinator routes to the "
+      "spare at once, rebuilding the sequences there, instead of waiting for a restart; the "
+      "lost stage, once back, is the spare. Repeatable, several per range." },
     { "max-queue", OPT_INT, F(max_queue), "N", "64", 0, 100000, NULL, false, NULL,
       "Requests that may wait for a slot; past it new requests get RESOURCE_EXHAUSTED." },
     { "max-seqs", OPT_INT, F(max_seqs), "N", "16", 1, 4096, NULL, false, NULL,
@@ -101,7 +108,7 @@ static const opt_def coord_defs[] = {
       "owner." },
     { "replay-wait-ms", OPT_INT, F(replay_wait_ms), "N", "30000", 1, 3600000, NULL, false, NULL,
       "When a stage is lost, its requests wait this long for its layer range to be served "
-      "again (the stage restarted); then each sequence is rebuilt on every stage from its "
+      "again (the stage restarted; with a spare of its range, no wait); then each sequence is rebuilt on every stage from its "
       "tokens and goes on. Past it they end with an error naming the last token delivered." },
     { "wire-dtype", OPT_STR, F(wire_dtype), "TYPE", "f32", 0, 0, "f32|bf16|f16", false, NULL,
       "Element type of the hidden rows sent between stages (agreed in the handshake): f32 is "
@@ -121,6 +128,9 @@ static const opt_def coord_defs[] = {
       "With curve-secret-key: the public key file (.pub) of a stage's curve-secret-key; repeat "
       "once per stage, in the order of the stage lines (the first stage-key goes with the "
       "first stage)." },
+    { "spare-key", OPT_LIST, F(spare_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "With curve-secret-key: the public key file (.pub) of a spare's curve-secret-key; repeat "
+      "once per spare, in the order of the spare lines." },
 };
 
 /* CURVE: a secret key and exactly one stage-key per stage, read here. */
@@ -128,14 +138,21 @@ static int coord_curve_check(coord_cfg *c, char *err, size_t errsz)
 {
     const opts_spec *s = &coord_cfg_spec;
     char msg[Q35_ERRSZ - 64];
-    const opt_list *k = &c->stage_key;
+    const opt_list *k = &c->stage_key, *sk = &c->spare_key;
     if (!c->curve_secret_key) {
-        if (k->n)
-            return q35_err(err, errsz, Q35_EINVAL, "%s: stage-key is set but curve-secret-key is not: "
+        if (k->n || sk->n)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: %s is set but curve-secret-key is not: "
                            "CURVE needs the coordinator's own key too",
-                           k->where[0] ? k->where[0] : "--stage-key");
+                           k->n ? (k->where[0] ? k->where[0] : "--stage-key")
+                                : (sk->where[0] ? sk->where[0] : "--spare-key"),
+                           k->n ? "stage-key" : "spare-key");
         return 0;
     }
+    if (sk->n != c->n_spares)
+        return q35_err(err, errsz, Q35_EINVAL,
+                       "%s: curve-secret-key is set, so every spare needs its spare-key: %d spare-key "
+                       "for %d spares (one per spare, in spare order)",
+                       opts_where(s, c, "curve-secret-key"), sk->n, c->n_spares);
     if (k->n != c->n_stages)
         return q35_err(err, errsz, Q35_EINVAL,
                        "%s: curve-secret-key is set, so every stage needs its stage-key: %d stage-key "
@@ -148,7 +165,54 @@ static int coord_curve_check(coord_cfg *c, char *err, size_t errsz)
         if (curve_key_read(k->v[i], false, &c->stages[i].server_key, msg, sizeof msg))
             return q35_err(err, errsz, Q35_EINVAL, "%s: stage-key: %s",
                            k->where[i] ? k->where[i] : "--stage-key", msg);
+    for (int i = 0; i < sk->n; i++)
+        if (curve_key_read(sk->v[i], false, &c->spares[i].server_key, msg, sizeof msg))
+            return q35_err(err, errsz, Q35_EINVAL, "%s: spare-key: %s",
+                           sk->where[i] ? sk->where[i] : "--spare-key", msg);
     c->curve = true;
+    return 0;
+}
+
+/* Spares: endpoints distinct from every stage's and each other's; a
+ * stated range must be one of the stages' (when all of them state one;
+ * else the handshakes tell). */
+static int spares_check(coord_cfg *c, char *err, size_t errsz)
+{
+    const opt_list *l = &c->spare_list;
+    if (!l->n)
+        return 0;
+    if (!(c->spares = calloc((size_t)l->n, sizeof *c->spares)))
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    char msg[256];
+    bool all_stated = true;
+    for (int i = 0; i < c->n_stages; i++)
+        all_stated &= c->stages[i].layers.begin >= 0;
+    for (int i = 0; i < l->n; i++) {
+        coord_stage *sp = &c->spares[i];
+        sp->where = l->where[i] ? l->where[i] : "--spare";
+        if (coord_parse_stage(l->v[i], &sp->endpoint, &sp->layers, msg, sizeof msg))
+            return q35_err(err, errsz, Q35_EINVAL, "%s: spare: %s", sp->where, msg);
+        c->n_spares = i + 1;
+        for (int k = 0; k < c->n_stages; k++)
+            if (!strcmp(c->stages[k].endpoint, sp->endpoint))
+                return q35_err(err, errsz, Q35_EINVAL, "%s: spare: endpoint %s is a stage (%s); a "
+                               "spare is another stage process", sp->where, sp->endpoint,
+                               c->stages[k].where);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(c->spares[k].endpoint, sp->endpoint))
+                return q35_err(err, errsz, Q35_EINVAL, "%s: spare: endpoint %s already listed at %s",
+                               sp->where, sp->endpoint, c->spares[k].where);
+        if (sp->layers.begin < 0 || !all_stated)
+            continue;
+        bool found = false;
+        for (int k = 0; k < c->n_stages; k++)
+            found |= c->stages[k].layers.begin == sp->layers.begin &&
+                     c->stages[k].layers.end == sp->layers.end;
+        if (!found)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: spare: layers %d:%d are no stage's range: a "
+                           "spare stands in for a stage of the same layers", sp->where,
+                           sp->layers.begin, sp->layers.end);
+    }
     return 0;
 }
 
@@ -200,7 +264,8 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
                            st->where, st->layers.begin, st->layers.end,
                            pv->layers.end, st->layers.begin, pv->where);
     }
-    return coord_curve_check(c, err, errsz);
+    int rc = spares_check(c, err, errsz);
+    return rc ? rc : coord_curve_check(c, err, errsz);
 }
 
 const opts_spec coord_cfg_spec = {
@@ -241,6 +306,10 @@ void coord_cfg_free(coord_cfg *c)
 {
     for (int i = 0; i < c->n_stages; i++) free(c->stages[i].endpoint);
     free(c->stages);
+    for (int i = 0; i < c->n_spares; i++) free(c->spares[i].endpoint);
+    free(c->spares);
+    c->spares = NULL;
+    c->n_spares = 0;
     explicit_bzero(&c->curve_secret, sizeof c->curve_secret);
     c->curve = false;
     c->stages = NULL;
@@ -259,6 +328,12 @@ int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t er
         if (st->layers.end > n_layer)
             return q35_err(err, errsz, Q35_ERANGE, "%s: stage: layers %d:%d end past the model's %d layers (%s)",
                            st->where, st->layers.begin, st->layers.end, n_layer, c->model);
+    }
+    for (int i = 0; i < c->n_spares; i++) {
+        const coord_stage *sp = &c->spares[i];
+        if (sp->layers.end > n_layer)
+            return q35_err(err, errsz, Q35_ERANGE, "%s: spare: layers %d:%d end past the model's %d layers (%s)",
+                           sp->where, sp->layers.begin, sp->layers.end, n_layer, c->model);
     }
     if (c->n_stages > 0 && c->stages[c->n_stages - 1].layers.end >= 0 &&
         c->stages[c->n_stages - 1].layers.end < n_layer) {

@@ -1,6 +1,9 @@
 /* qwen35-stage options. See cfg.h. */
 #include "cfg.h"
 
+#include <fnmatch.h>
+#include <glob.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +49,13 @@ static const opt_def stage_defs[] = {
       "Budget of the checkpoint store (prefix cache: saved sequence states the coordinator "
       "restores instead of recomputing a prompt's prefix), in MiB; least recently used "
       "checkpoints are evicted past it. -1 = a quarter of the memory free at start (host RAM "
-      "for cpu, device memory for cuda); 0 = no prefix cache." },
+      "for cpu, divided among host-stages; device memory for cuda), printed at start; 0 = no "
+      "prefix cache." },
+    { "host-stages", OPT_INT, F(host_stages), "N", "0", 0, 4096, NULL, false, NULL,
+      "Stages on this host sharing its RAM: with cache-mb -1 on the cpu backend, each gets "
+      "1/N of the quarter of free memory, so that together they never promise more than "
+      "exists. 0 = the number of stage-*.conf files beside --config when it is one of them "
+      "(the systemd layout: /etc/qwen35/stage-N.conf, one per stage of this host), else 1." },
     { "activations", OPT_STR, F(activations), "exact|f32|q8", "exact", 1, 0, "exact|f32|q8", false,
       NULL,
       "CPU matmul activations. exact: within the golden tolerance (q6_K uses "
@@ -112,7 +121,9 @@ const opts_spec stage_cfg_spec = {
         "order.\n\n"
         "Under systemd (Type=notify) it reports load progress in STATUS, sends READY=1 once the "
         "weights are loaded and the socket is bound, pings the watchdog from its serving loop, "
-        "and on SIGTERM sends STOPPING=1, finishes or fails the steps in flight, and exits 0.\n\n"
+        "and on SIGTERM sends STOPPING=1, tells the coordinator it is leaving (it routes nothing "
+        "more here and rebuilds this stage's sequences where the range is served next: this "
+        "stage restarted, or a spare), refuses new work, and exits 0.\n\n"
         "Logs go to stderr, one line per event, with syslog priority prefixes under journald.",
     .files = "/etc/qwen35/stage-N.conf: the configuration of qwen35-stage@N.service.",
     .example = "# /etc/qwen35/stage-0.conf (systemctl start qwen35-stage@0): the first die of a\n"
@@ -125,10 +136,32 @@ const opts_spec stage_cfg_spec = {
     .cross_check = stage_cross_check,
 };
 
+/* host-stages 0: the stage-*.conf files in the directory of the config
+ * file when its own name has that form (each a stage of this host, as
+ * qwen35-stage@N.service reads /etc/qwen35/stage-N.conf), else 1. */
+static int host_stages_of(const char *config_path)
+{
+    if (!config_path)
+        return 1;
+    const char *slash = strrchr(config_path, '/');
+    const char *base = slash ? slash + 1 : config_path;
+    if (fnmatch("stage-*.conf", base, 0))
+        return 1;
+    char pattern[4096];
+    snprintf(pattern, sizeof pattern, "%.*sstage-*.conf", slash ? (int)(slash + 1 - config_path) : 0,
+             config_path);
+    glob_t g;
+    int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    globfree(&g);
+    return n > 0 ? n : 1;
+}
+
 int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz)
 {
     q35_log_set_ident(stage_cfg_spec.prog);
     int rc = opts_parse(&stage_cfg_spec, c, argc, argv, err, errsz);
+    if (rc == 0 && c->host_stages == 0)
+        c->host_stages = host_stages_of(c->base.config_path);
     if (rc == 0) rc = stage_cfg_check_model(c, err, errsz);
     if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
     return rc;

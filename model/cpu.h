@@ -97,6 +97,13 @@ void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps);
 /* cpu_vec.c: dot; y += a·x; s ← decay·s, pred += k·s; s += k·δ, y += q·s. */
 float cpu_dot(const float *restrict a, const float *restrict b, int n);
 void cpu_axpy(float *restrict y, float a, const float *restrict x, int n);
+/* Four heads at once, bit for bit the cpu_dot / cpu_axpy calls they
+ * replace: out[4r + h] = cpu_dot(q + h·qs, k + r·ks, n) for r < 2, h < 4;
+ * cpu_axpy(o + h·os, a[h·as + t], v + t·vs, n) for t = 0 .. nt-1, h < 4. */
+void cpu_dot4x2(const float *restrict q, int64_t qs, const float *restrict k, int64_t ks,
+                int n, float *restrict out);
+void cpu_axpy4(float *restrict o, int64_t os, const float *restrict a, int64_t as,
+               const float *restrict v, int64_t vs, int nt, int n);
 void cpu_decay_pred(float *restrict s, float decay, float k, float *restrict pred, int n);
 void cpu_update_read(float *restrict s, float k, const float *restrict delta, float q,
                      float *restrict y, int n);
@@ -107,6 +114,8 @@ static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 /* The blocks: h the normed input [rows][E], out the block's output
  * [rows][E] (the layer loop adds it to the residual stream). */
 void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+/* Floats of per-thread scratch cpu_attention needs (a tile's scores). */
+size_t cpu_attn_scratch(const q35_config *c, int max_ctx);
 void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
 void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
 

@@ -219,7 +219,7 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
     b->pool = pool_new(o->n_threads, err, errsz);
     if (!b->pool || (o->cpu_affinity && pool_pin(b->pool, err, errsz)))
         goto fail;
-    size_t ts = (size_t)o->max_ctx;
+    size_t ts = cpu_attn_scratch(c, o->max_ctx);
     size_t ssm_ts = 2 * (size_t)c->ssm_d_state + 3 * (size_t)c->ssm_hv;
     if (ssm_ts > ts)
         ts = ssm_ts;

@@ -29,6 +29,8 @@ struct q35_engine {
     char failed[Q35_ERRSZ];
     ckpt_store *ckpt;         /* checkpoints (prefix cache) */
     uint64_t ck_fixed, ck_pos;   /* a checkpoint of n positions: fixed + n x pos bytes */
+    uint64_t ck_mem_free;     /* automatic budget: the free memory read, and */
+    int ck_share;             /* the stages it is divided among (0, 0: given) */
 };
 
 /* ---- backend choice ------------------------------------------------------ */
@@ -72,7 +74,7 @@ static void ckpt_drop_cb(void *ctx, void *data)
     e->ops->ckpt_free(e->be, data);
 }
 
-static int init_ckpt(q35_engine *e, int64_t budget, char *err, size_t errsz)
+static int init_ckpt(q35_engine *e, int64_t budget, int share, char *err, size_t errsz)
 {
     const q35_config *c = &e->cfg;
     e->ck_fixed = e->ck_pos = 0;
@@ -83,8 +85,12 @@ static int init_ckpt(q35_engine *e, int64_t budget, char *err, size_t errsz)
         else
             e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
     }
-    if (budget == Q35_CACHE_AUTO)
-        budget = (int64_t)(e->ops->mem_free(e->be) / 4);
+    if (budget == Q35_CACHE_AUTO) {
+        /* the stages of one host share its RAM; a CUDA die's memory is its own */
+        e->ck_share = share > 1 && strcmp(e->ops->name, "cuda") ? share : 1;
+        e->ck_mem_free = e->ops->mem_free(e->be);
+        budget = (int64_t)(e->ck_mem_free / 4 / (uint64_t)e->ck_share);
+    }
     if (budget < 0)
         return q35_err(err, errsz, Q35_EINVAL, "checkpoint budget %lld bytes: expected >= 0",
                        (long long)budget);
@@ -98,6 +104,12 @@ void q35_engine_ckpt_size(const q35_engine *e, uint64_t *fixed, uint64_t *per_po
 {
     *fixed = e->ck_fixed;
     *per_pos = e->ck_pos;
+}
+
+void q35_engine_ckpt_auto(const q35_engine *e, uint64_t *mem_free, int *share)
+{
+    *mem_free = e->ck_mem_free;
+    *share = e->ck_share;
 }
 
 int q35_engine_ckpt_save(q35_engine *e, int slot, uint64_t id, uint64_t *evicted, int cap,
@@ -226,7 +238,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     if (!e->be)
         goto fail;
     e->limits = e->ops->limits(e->be);
-    if (init_ckpt(e, o->cache_bytes, err, errsz))
+    if (init_ckpt(e, o->cache_bytes, o->cache_share, err, errsz))
         goto fail;
     return e;
 fail:

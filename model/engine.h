@@ -34,6 +34,10 @@ typedef struct q35_engine_opts {
      * backend keeps checkpoints (host RAM for cpu, device memory for cuda)
      * once the slot pool is allocated. */
     int64_t cache_bytes;
+    /* With Q35_CACHE_AUTO where checkpoints live in host RAM (cpu, sim): the
+     * stages sharing this host's memory, among which that quarter is
+     * divided; <= 1: not shared. (cuda: each die's memory is its own.) */
+    int cache_share;
     int activations;              /* CPU matmul activations: enum quant_act
                                    * (quant_act.h); 0 = exact (the default) */
 } q35_engine_opts;
@@ -121,6 +125,10 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
  * Checkpoints live in the engine's store (model/ckpt.h: byte budget,
  * least-recently-used eviction), named by ids the caller chooses. */
 void q35_engine_ckpt_size(const q35_engine *e, uint64_t *fixed, uint64_t *per_pos);
+/* How an automatic budget came out: the free memory read at open and the
+ * stages it was divided among (budget = mem_free / 4 / share); both 0 when
+ * the budget was given. */
+void q35_engine_ckpt_auto(const q35_engine *e, uint64_t *mem_free, int *share);
 
 /* Saves slot's state (length n >= 1) as checkpoint id (!= 0, not present),
  * first evicting least recently used entries to make room; their ids go

@@ -19,6 +19,7 @@
 
 #define STATUS_EVERY_S 2.0
 #define EXIT_STEP_HUNG 70   /* EX_SOFTWARE: a restart is the fix */
+#define LEAVE_ACK_S 2.0     /* longest wait for the coordinator to read our Leaving */
 
 /* The step deadline: a forward step past --step-timeout-ms means the
  * compute hangs (a GPU kernel, a stuck thread): nothing can interrupt it,
@@ -95,6 +96,7 @@ int main(int argc, char **argv)
         .activations = quant_act_parse(c.activations), .cpu_affinity = c.cpu_affinity,
         .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,
         .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
+        .cache_share = c.host_stages,
         .curve_secret = c.curve ? &c.curve_secret : NULL,
         .curve_allowed = c.curve_allowed, .n_curve_allowed = c.n_curve_allowed,
     };
@@ -156,6 +158,21 @@ int main(int argc, char **argv)
     }
     q35_log_info("stop requested: answering the requests already received");
     notify_stopping();
+    /* tell the coordinator first, so it routes nothing more here and
+     * rebuilds our sequences elsewhere at once; wait (briefly) until it
+     * shows it read that, so the message is not lost with the socket */
+    if (rc == 0 && stage_leave(s, "stopping on request (SIGTERM)") == 1) {
+        double t0 = q35_now();
+        while (!stage_leave_acked(s) && q35_now() - t0 < LEAVE_ACK_S &&
+               stage_serve_once(s, 20, -1, err, sizeof err) >= 0)
+            notify_watchdog();
+        if (stage_leave_acked(s))
+            q35_log_info("the coordinator was told this stage is leaving (acknowledged in %.0f ms)",
+                         (q35_now() - t0) * 1000);
+        else
+            q35_log_warn("the coordinator did not acknowledge this stage's leaving within %.1f s",
+                         LEAVE_ACK_S);
+    }
     /* drain: answer what already arrived, then go */
     while (rc == 0 && stage_serve_once(s, 0, -1, err, sizeof err) > 0)
         notify_watchdog();

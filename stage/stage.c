@@ -47,11 +47,16 @@ struct stage {
     /* stats */
     double t_start, busy_s, idle_s;
     uint64_t n_forward, n_tokens, n_errors, dropped;
-    char desc[512];
+    char desc[768];
     /* a device (accelerator) error: the step was answered with an error,
      * and the stage stops serving, since its state can no longer be trusted */
     char device_err[Q35_ERRSZ];
     int inject_rc;                  /* test hook: the next forward fails so */
+    /* stopping: the owner was told (Leaving); Hello and forward steps are
+     * refused until the process exits */
+    bool leaving, leave_acked;
+    uint64_t owner_epoch;           /* of the owner's last request */
+    uint64_t leave_epoch;           /* the epoch the Leaving carried */
 };
 
 /* ---- model identity --------------------------------------------------- */
@@ -82,7 +87,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
-        .cache_bytes = o->cache_bytes, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
+        .cache_bytes = o->cache_bytes, .cache_share = o->cache_share, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
         .activations = o->activations, .cpu_affinity = o->cpu_affinity,
     };
     s->eng = q35_engine_open(&eo, err, errsz);
@@ -131,15 +136,23 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->t_start = q35_now();
     ckpt_stats cs;
     q35_engine_ckpt_stats(s->eng, &cs);
-    uint64_t ck_fixed, ck_pos;
+    uint64_t ck_fixed, ck_pos, mem_free;
+    int share;
     q35_engine_ckpt_size(s->eng, &ck_fixed, &ck_pos);
+    q35_engine_ckpt_auto(s->eng, &mem_free, &share);
+    char how[128] = "", among[64] = "";
+    if (share > 1)
+        snprintf(among, sizeof among, ", divided among %d stages on this host", share);
+    if (o->cache_bytes == Q35_CACHE_AUTO)
+        snprintf(how, sizeof how, " (auto: a quarter of the %.0f MiB free%s)",
+                 (double)mem_free / (1 << 20), among);
     snprintf(s->desc, sizeof s->desc, "%slayers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d, "
              "prefix cache %.0f MiB%s (a checkpoint: %.2f MiB + %.1f KiB per position)",
              strcmp(q35_engine_backend(s->eng), "sim") ? ""
              : "SIMULATOR (timings from a profile, not the model's outputs): ",
              s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
              q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch,
-             (double)cs.budget / (1 << 20), o->cache_bytes == Q35_CACHE_AUTO ? " (auto)" : "",
+             (double)cs.budget / (1 << 20), how,
              (double)ck_fixed / (1 << 20), (double)ck_pos / 1024);
     return s;
 fail:
@@ -776,6 +789,30 @@ static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
     return true;
 }
 
+/* A stage that is leaving serves no new work, and watches for the
+ * owner's acknowledgement: any request of a later epoch (the coordinator
+ * gave the link up when it read the Leaving, its next Hello says so).
+ * Records the owner's epoch, for the Leaving. */
+static bool leave_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35__StageRequest *r,
+                         reply *rp)
+{
+    bool owner = ident && s->lease.held && s->lease.ident_len == idlen &&
+                 !memcmp(s->lease.ident, ident, idlen);
+    if (!s->leaving) {
+        if (owner)
+            s->owner_epoch = r->epoch;
+        return true;
+    }
+    if (owner && r->epoch != s->leave_epoch)
+        s->leave_acked = true;
+    if (r->body_case == Q35__STAGE_REQUEST__BODY_HELLO ||
+        r->body_case == Q35__STAGE_REQUEST__BODY_FORWARD) {
+        fail(rp, Q35__CODE__UNAVAILABLE, "", "this stage is stopping: it serves no new work");
+        return false;
+    }
+    return true;
+}
+
 static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void *req, size_t len,
                        uint8_t **out, size_t *out_len)
 {
@@ -799,7 +836,8 @@ static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void 
     else {
         rp.r.epoch = r->epoch;
         rp.r.id = r->id;
-        bool allowed = lease_allows(s, ident, idlen, r, &rp);   /* else rp holds the error */
+        bool allowed = leave_allows(s, ident, idlen, r, &rp) &&
+                       lease_allows(s, ident, idlen, r, &rp);   /* else rp holds the error */
         switch (allowed ? r->body_case : Q35__STAGE_REQUEST__BODY__NOT_SET) {
         case Q35__STAGE_REQUEST__BODY__NOT_SET:
             if (allowed)
@@ -878,6 +916,35 @@ static void on_handshake_failed(stage *s, uint32_t code)
                           : "protocol error";
     q35_log_warn("refused a peer: handshake failed (0x%x): %s", code, why);
 }
+
+int stage_leave(stage *s, const char *why)
+{
+    s->leave_acked = false;
+    if (!s->sock || !s->lease.held) {
+        s->leaving = true;          /* nobody to tell; a new coordinator is refused */
+        return 0;
+    }
+    Q35__Leaving lv = Q35__LEAVING__INIT;
+    lv.reason = (char *)why;
+    Q35__StageReply r = Q35__STAGE_REPLY__INIT;
+    r.epoch = s->leave_epoch = s->owner_epoch;
+    r.id = 0;
+    r.body_case = Q35__STAGE_REPLY__BODY_LEAVING;
+    r.leaving = &lv;
+    uint8_t *out;
+    size_t out_len;
+    if (pack(&r, &out, &out_len))
+        return -1;
+    int rc = zmq_send(s->sock, s->lease.ident, s->lease.ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+             zmq_send(s->sock, out, out_len, ZMQ_DONTWAIT) < 0 ? -1 : 1;
+    free(out);
+    /* not told: the steps already sent are answered as before (a refusal
+     * would end their requests); the disconnect tells it */
+    s->leaving = rc == 1;
+    return rc;
+}
+
+bool stage_leave_acked(const stage *s) { return s->leave_acked || !s->lease.held; }
 
 /* When the last peer is gone (the coordinator died or its link timed out
  * on heartbeats), nobody can continue the sequences: free every slot. */

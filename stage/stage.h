@@ -34,6 +34,7 @@ typedef struct stage_opts {
     int lease_ms;                 /* the owning coordinator silent this long: its
                                      sequences are freed (0: 10000) */
     int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */
+    int cache_share;              /* auto: stages sharing the host's RAM (engine.h) */
     /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a
      * CURVE server with this secret key and only the n_curve_allowed
      * client keys get through (a ZAP handler in the stage's context).
@@ -66,6 +67,18 @@ int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *o
  * time spent waiting counts as idle, the forward passes as busy. Extra
  * poll item: fd (readable => return 0 early), -1 for none. */
 int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz);
+
+/* The stage is stopping: tells the coordinator holding its lease
+ * (StageReply{leaving}, unasked), and from then on refuses Hello and
+ * forward steps, so that no new work comes. 1 sent, 0 no owner to tell,
+ * -1 it could not be sent (then nothing is refused: the coordinator
+ * notices the disconnect, as without a Leaving).
+ * Keep serving (stage_serve_once) until stage_leave_acked() or a short
+ * bound, so the message is read before the socket closes. */
+int stage_leave(stage *s, const char *why);
+/* True once the owner sent a request of a later epoch than the Leaving
+ * (it read the Leaving and gave this stage up), or is gone. */
+bool stage_leave_acked(const stage *s);
 
 /* q35_now() when the forward step computing now started, 0 when none is:
  * for a watchdog thread (the only function callable from another one). */

@@ -9,8 +9,9 @@
 # - SIGKILL of the last and of the first stage mid-decode
 # - SIGKILL of a stage mid-prefill (128- and 64-token prompts just sent)
 # - SIGSTOP of a stage for 10 s (the step deadline declares it lost)
-# - SIGTERM of a stage with 4 requests in flight (drain, restart)
-# - a rolling restart of both stages under load
+# - SIGTERM of a stage with 4 requests in flight (it says it is leaving,
+#   then restarts)
+# - a rolling restart of both stages under load (SIGTERM, restart, each)
 # - a stage that does not come back within replay-wait: errors naming the
 #   last token delivered, within the bound
 # - SIGKILL of the coordinator mid-stream, restarted: the clients resume
@@ -22,21 +23,7 @@ P35_ME=it_pipeline_faults
 G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 p35_init
-T=$P35_RUN/t
-N=160
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
-head -n 20 "$T.p64" >"$T.p20"
-cat "$T.p64" "$T.p64" >"$T.p128"
-head -n 5 "$T.p64" >"$T.p5"
-# client i: prompt and sampling
-args() {
-    case $1 in
-    1) echo "--prompt-ids $T.p64 --temp 0" ;;
-    2) echo "--prompt-ids $T.p20 --temp 0.8 --seed 7" ;;
-    3) echo "--prompt-ids $T.p128 --temp 0.7 --top-k 20 --seed 3" ;;
-    4) echo "--prompt-ids $T.p5 --temp 1.0 --seed 11 --repeat-penalty 1.1" ;;
-    esac
-}
+. "$(dirname "$0")/streams4.sh"
 
 stage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 8 --max-ctx 1024; }
 stage s0 0:4
@@ -44,53 +31,12 @@ stage s1 4:8
 p35_coord "$M" s0 s1 -- --max-seqs 8 --max-ctx 1024 --step-timeout-ms 3000 --replay-wait-ms 20000
 p35_wait_ready 30
 
-now() { date +%s.%N; }
-since() { echo "$(now) $1" | awk '{ printf "%.1f", $1 - $2 }'; }
-nids() { wc -w <"$1" 2>/dev/null || echo 0; }
-wait_ids() {   # wait_ids FILE N SECONDS: until FILE holds N ids
-    _end=$(( $(date +%s) + $3 ))
-    while [ "$(nids "$1")" -lt "$2" ]; do
-        [ "$(date +%s)" -ge "$_end" ] && return 1
-        sleep 0.05
-    done
-}
+refs4
 
-for i in 1 2 3 4; do
-    # shellcheck disable=SC2046
-    p35_client $(args $i) -n $N --ignore-eos --ids --timeout 30000 >"$T.ref$i" ||
-        p35_die "reference run $i failed"
-    [ "$(nids "$T.ref$i")" -eq $N ] || p35_die "reference run $i: $(nids "$T.ref$i") tokens, expected $N"
-done
-echo "references: 4 undisturbed runs of $N tokens"
-
-# start4 NAME: the four streams in the background (pids in $pids)
-start4() {
-    pids=""
-    for i in 1 2 3 4; do
-        # shellcheck disable=SC2046
-        p35_bg_client "$T.$1$i" $(args $i) -n $N --ignore-eos --ids --timeout 30000
-        pids="$pids $P35_LAST"
-    done
-}
-# check4 NAME T0: each stream ends within 90 s, exit 0, equal to its reference
+# check4 NAME T0 [REBUILDS]: each stream ends within 90 s, exit 0, equal
+# to its reference, and the fault rebuilt sequences
 check4() {
-    i=1
-    for p in $pids; do
-        _end=$(( $(date +%s) + 90 ))
-        while kill -0 "$p" 2>/dev/null && [ "$(date +%s)" -lt "$_end" ]; do sleep 0.1; done
-        if kill -0 "$p" 2>/dev/null; then
-            p35_fail "$1: client $i still running 90 s after the fault"
-            kill -KILL "$p" 2>/dev/null || true
-        fi
-        rc=0
-        wait "$p" || rc=$?
-        if [ $rc -ne 0 ]; then
-            p35_fail "$1: client $i exited $rc: $(tail -n 2 "$T.$1$i.err" | tr '\n' ' ')"
-        elif ! cmp -s "$T.$1$i" "$T.ref$i"; then
-            p35_fail "$1: client $i: [$(cat "$T.$1$i")] != undisturbed [$(cat "$T.ref$i")]"
-        fi
-        i=$((i + 1))
-    done
+    wait4 "$1" 90
     _r=$(rebuilds)
     [ "$_r" -ge $((R0 + ${3:-1})) ] ||
         p35_fail "$1: the fault rebuilt nothing ($_r rebuilds, $R0 before): it hit no stream"
@@ -100,11 +46,6 @@ check4() {
 # rebuilds: times the coordinator rebuilt sequences after a loss
 rebuilds() { grep -c 'rebuilding [1-9]' "$P35_RUN/coord.log" || true; }
 R0=0
-mid_decode() {   # waits until every stream has delivered 8 tokens
-    for i in 1 2 3 4; do
-        wait_ids "$T.$1$i" 8 30 || p35_fail "$1: stream $i never started"
-    done
-}
 
 start4 kill-last
 mid_decode kill-last
@@ -151,15 +92,33 @@ check4 stop "$t0"
 grep -q "lost: no reply to a" "$P35_RUN/coord.log" ||
     p35_fail "stop: the coordinator never declared the stopped stage lost by its deadlines"
 
+# SIGTERM: the stage says it is leaving (StageReply.leaving) before it
+# goes; the coordinator gives it up at that message, not at the
+# disconnect or a deadline. left NAME N: N such losses since line $L0 of
+# the coordinator's log, no other kind, and the longest pause a stream saw
+# (the coordinator's "stream resumed after" lines)
+left() {
+    _log=$(tail -n +$((L0 + 1)) "$P35_RUN/coord.log")
+    _n=$(printf '%s\n' "$_log" | grep -c 'lost: said it is leaving' || true)
+    [ "$_n" -ge "$2" ] || p35_fail "$1: $_n stages said they were leaving, expected $2"
+    printf '%s\n' "$_log" | grep 'lost: ' | grep -v 'said it is leaving' | head -n 1 |
+        grep . && p35_fail "$1: a stage was lost otherwise than by leaving"
+    _p=$(longest_pause "$L0")
+    echo "$1: $_n stages left on SIGTERM; the longest pause a stream saw: ${_p:-?} s"
+}
+
 start4 term
 mid_decode term
+L0=$(wc -l <"$P35_RUN/coord.log")
 t0=$(now)
 p35_kill s0 TERM
 stage s0 0:4
 check4 term "$t0"
+left term 1
 
 start4 rolling
 mid_decode rolling
+L0=$(wc -l <"$P35_RUN/coord.log")
 t0=$(now)
 p35_kill s0 TERM
 stage s0 0:4
@@ -168,6 +127,7 @@ for i in 1 2 3 4; do wait_ids "$T.rolling$i" 16 30 || true; done
 p35_kill s1 TERM
 stage s1 4:8
 check4 rolling "$t0" 2
+left rolling 2
 
 # not back in time: the requests end with an error naming the last token
 p35_kill coord TERM

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -239,6 +240,21 @@ static void coordinator_stage_ranges(void **state)
     assert_int_equal(coord_cfg_check_layers(&c, 6, err, sizeof err), 0);
     coord_cfg_free(&c);
 
+    /* spares: the range stated or learned at the handshake */
+    const char *sp = write_conf("sp.conf",
+        "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
+        "stage = tcp://a:5701 0:4\nspare = tcp://c:5701 0:4\nstage = tcp://b:5701 4:8\n"
+        "spare = tcp://d:5701\n");
+    assert_int_equal(load_coord(&c, ts_args_of("--config", sp, NULL), err), 0);
+    assert_int_equal(c.n_stages, 2);
+    assert_int_equal(c.n_spares, 2);
+    assert_string_equal(c.spares[0].endpoint, "tcp://c:5701");
+    assert_int_equal(c.spares[0].layers.begin, 0);
+    assert_int_equal(c.spares[0].layers.end, 4);
+    assert_int_equal(c.spares[1].layers.begin, -1);
+    assert_non_null(strstr(c.spares[1].where, "sp.conf:7"));
+    coord_cfg_free(&c);
+
     static const struct { const char *stages; int line; const char *needle; } bad[] = {
         { "stage = tcp://a:1 0:12\nstage = tcp://b:1 10:24\n", 5, "layers 10:24 overlap 0:12 of the stage at " },
         { "stage = tcp://a:1 0:10\nstage = tcp://b:1 12:24\n", 5, "leave a gap: layers 10:12" },
@@ -247,6 +263,16 @@ static void coordinator_stage_ranges(void **state)
         { "stage = tcp://a:1 0:4 x\n", 4, "is not a layer range" },
         { "stage = a:1 0:4\n", 4, "'a:1' is not a ZeroMQ endpoint" },
         { "stage = tcp://a:1 0:400\n", 4, "0:400 is outside layers 0:256" },
+        /* spares: another process of a stage's range */
+        { "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:8\nspare = tcp://a:1\n", 6,
+          "spare: endpoint tcp://a:1 is a stage" },
+        { "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:8\nspare = tcp://c:1 2:8\n", 6,
+          "spare: layers 2:8 are no stage's range" },
+        { "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:8\nspare = tcp://c:1\nspare = tcp://c:1\n", 7,
+          "spare: endpoint tcp://c:1 already listed" },
+        { "stage = tcp://a:1\nstage = tcp://b:1\nspare = tcp://c:1 0:12\n", 6,
+          "spare: layers 0:12 end past the model's 8 layers" },
+        { "stage = tcp://a:1 0:8\nspare = c:1\n", 5, "'c:1' is not a ZeroMQ endpoint" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[512];
@@ -398,9 +424,11 @@ static void examples_parse(void **state)
         "deploy/examples/two-die/stage-0.conf", "deploy/examples/two-die/stage-1.conf",
         "deploy/examples/two-hosts/hostA-stage-0.conf", "deploy/examples/two-hosts/hostA-stage-1.conf",
         "deploy/examples/two-hosts/hostB-stage-2.conf", "deploy/examples/two-hosts/hostB-stage-3.conf",
+        "deploy/examples/spare/stage-2.conf",
     };
     static const char *const coords[] = {
         "deploy/examples/two-die/coordinator.conf", "deploy/examples/two-hosts/hostA-coordinator.conf",
+        "deploy/examples/spare/coordinator.conf",
     };
     char err[Q35_ERRSZ] = "";
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
@@ -423,6 +451,41 @@ static void examples_parse(void **state)
     }
 }
 
+/* host-stages 0 (the default) counts the stage-*.conf files beside the
+ * stage's own /etc/qwen35/stage-N.conf-style file; a flag or key wins;
+ * any other config name, or none, is one stage. */
+static void host_stages_default(void **state)
+{
+    (void)state;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/etc", g_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *body = "[stage]\nmodel = %M\nlayers = 0:4\nbind = ipc:///tmp/x.sock\n";
+    write_conf("etc/stage-0.conf", body);
+    write_conf("etc/stage-2.conf", body);
+    write_conf("etc/coordinator.conf", "[coordinator]\n");
+    char conf[320];
+    snprintf(conf, sizeof conf, "%s", write_conf("etc/stage-1.conf", body));
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
+    assert_int_equal(c.host_stages, 3);
+    assert_int_equal(c.cache_mb, -1);                   /* auto: their share of free memory */
+    assert_string_equal(opts_where(&stage_cfg_spec, &c, "host-stages"), "default");
+    stage_cfg_free(&c);
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, "--host-stages", "2", NULL), err), 0);
+    assert_int_equal(c.host_stages, 2);
+    stage_cfg_free(&c);
+    const char *other = write_conf("etc/mystage.conf", body);
+    assert_int_equal(load_stage(&c, ts_args_of("--config", other, NULL), err), 0);
+    assert_int_equal(c.host_stages, 1);
+    stage_cfg_free(&c);
+    assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:4", "--bind",
+                                               "ipc:///tmp/x.sock", NULL), err), 0);
+    assert_int_equal(c.host_stages, 1);
+    stage_cfg_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +500,7 @@ int main(void)
         cmocka_unit_test(help_and_man_come_from_the_table),
         cmocka_unit_test(bools_and_doubles),
         cmocka_unit_test(examples_parse),
+        cmocka_unit_test(host_stages_default),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

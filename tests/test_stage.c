@@ -676,6 +676,67 @@ static void device_error_stops_serving(void **state)
     rmdir(dir);
 }
 
+/* A stage told to stop sends its owner Leaving (unasked: id 0, the
+ * owner's epoch), then refuses Hello and steps; a request of a later
+ * epoch from the owner acknowledges it. Without an owner nobody is told. */
+static void leaving_tells_the_owner(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/q35-stage-XXXXXX", path[128], err[Q35_ERRSZ], msg[Q35_ERRSZ];
+    void *ctx, *d;
+    stage *s = open_stage(4, 8);
+    assert_int_equal(stage_leave(s, "nobody to tell"), 0);
+    stage_destroy(&s);
+    s = sock_stage(dir, path, sizeof path, &ctx, &d);
+    send_hello(d, 1, 7, false);
+    for (double end = q35_now() + 60; stage_serve_once(s, 50, -1, err, sizeof err) == 0 &&
+                                      q35_now() < end;)
+        ;
+    assert_int_equal(expect_reply(d, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    /* the owner's requests so far are of epoch 0 */
+    assert_int_equal(stage_leave(s, "stopping on request (SIGTERM)"), 1);
+    Q35__StageReply *r = recv_reply(d);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_LEAVING);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->epoch, 0);
+    assert_string_equal(r->leaving->reason, "stopping on request (SIGTERM)");
+    q35__stage_reply__free_unpacked(r, NULL);
+    assert_false(stage_leave_acked(s));
+    /* a step sent before the owner read it: refused, not computed */
+    send_fwd3(d, 3, 0);
+    for (double end = q35_now() + 60; stage_serve_once(s, 50, -1, err, sizeof err) == 0 &&
+                                      q35_now() < end;)
+        ;
+    assert_int_equal(expect_reply(d, msg, sizeof msg), -Q35__CODE__UNAVAILABLE);
+    assert_non_null(strstr(msg, "stopping"));
+    assert_false(stage_leave_acked(s));
+    /* the owner gave the link up: its next request (of a new epoch)
+     * acknowledges the Leaving; a Hello is refused */
+    Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
+    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
+    rq.epoch = 1;
+    rq.id = 4;
+    rq.body_case = Q35__STAGE_REQUEST__BODY_STATS;
+    rq.stats = &sq;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    for (double end = q35_now() + 60; stage_serve_once(s, 50, -1, err, sizeof err) == 0 &&
+                                      q35_now() < end;)
+        ;
+    assert_int_equal(expect_reply(d, NULL, 0), Q35__STAGE_REPLY__BODY_STATS);
+    assert_true(stage_leave_acked(s));
+    send_hello(d, 5, 7, false);
+    for (double end = q35_now() + 60; stage_serve_once(s, 50, -1, err, sizeof err) == 0 &&
+                                      q35_now() < end;)
+        ;
+    assert_int_equal(expect_reply(d, msg, sizeof msg), -Q35__CODE__UNAVAILABLE);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    stage_destroy(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -685,6 +746,7 @@ int main(void)
         cmocka_unit_test(socket_loop_survives_bad_messages),
         cmocka_unit_test(one_owner_at_a_time),
         cmocka_unit_test(device_error_stops_serving),
+        cmocka_unit_test(leaving_tells_the_owner),
         cmocka_unit_test(mutated_requests_always_answered),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -30,11 +30,31 @@ static int setup(void **state)
     return ts_read_ids(ts_golden(path, sizeof path, "tokens64.txt"), g_toks, 64) == 64 ? 0 : -1;
 }
 
-static stage *open_stage(int a, int b, int64_t cache_bytes)
+/* The engine's reading is /proc/meminfo's MemAvailable (within what other
+ * processes allocated or freed since: a factor 2 either way). */
+static void expect_mem_available_near(uint64_t got)
 {
-    return su_open_stage(g_model, a, b, (stage_opts){ .cache_bytes = cache_bytes });
+    FILE *f = fopen("/proc/meminfo", "r");
+    assert_non_null(f);
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f) && sscanf(line, "MemAvailable: %llu kB", &kb) != 1)
+        ;
+    fclose(f);
+    assert_true(kb > 0);
+    if (got < kb * 1024 / 2 || got > kb * 1024 * 2)
+        fail_msg("engine read %llu bytes free; MemAvailable is %llu kB", (unsigned long long)got, kb);
 }
 
+static stage *open_stage_shared(int a, int b, int64_t cache_bytes, int share)
+{
+    return su_open_stage(g_model, a, b, (stage_opts){ .cache_bytes = cache_bytes, .cache_share = share });
+}
+
+static stage *open_stage(int a, int b, int64_t cache_bytes)
+{
+    return open_stage_shared(a, b, cache_bytes, 0);
+}
 
 
 /* Tokens [pos, pos+n) of g_toks through a then b in slot; the last
@@ -304,11 +324,34 @@ static void handshake_reports_the_store(void **state)
     assert_true(rep->handshake->ckpt_pos_bytes > 0);
     q35__stage_reply__free_unpacked(rep, NULL);
     stage_destroy(&a);
-    /* auto: a share of the free memory, not 0 */
+    /* auto: a quarter of MemAvailable read at start, not 0 */
     a = open_stage(0, 4, Q35_CACHE_AUTO);
     rep = su_call(a, &r);
+    uint64_t mem_free;
+    int share;
+    q35_engine_ckpt_auto(stage_engine(a), &mem_free, &share);
+    assert_int_equal(share, 1);
     assert_true(rep->handshake->cache_budget > 0);
+    assert_int_equal(rep->handshake->cache_budget, mem_free / 4);
+    expect_mem_available_near(mem_free);
+    assert_non_null(strstr(stage_describe(a), "(auto: a quarter of the "));
     q35__stage_reply__free_unpacked(rep, NULL);
+    stage_destroy(&a);
+    /* 3 stages on the host: a third of that quarter each, said at start */
+    a = open_stage_shared(0, 4, Q35_CACHE_AUTO, 3);
+    rep = su_call(a, &r);
+    q35_engine_ckpt_auto(stage_engine(a), &mem_free, &share);
+    assert_int_equal(share, 3);
+    assert_int_equal(rep->handshake->cache_budget, mem_free / 4 / 3);
+    expect_mem_available_near(mem_free);
+    assert_non_null(strstr(stage_describe(a), "divided among 3 stages on this host"));
+    q35__stage_reply__free_unpacked(rep, NULL);
+    stage_destroy(&a);
+    /* a budget given: no share, no reading */
+    a = open_stage_shared(0, 4, 32 << 20, 3);
+    q35_engine_ckpt_auto(stage_engine(a), &mem_free, &share);
+    assert_int_equal(mem_free, 0);
+    assert_int_equal(share, 0);
     stage_destroy(&a);
 }
 

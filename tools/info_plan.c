@@ -140,7 +140,7 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
         if (dev > 0 && m[s].total > dev) fits = 0;
     }
     printf("#   (the stages' prefix cache comes on top, within what is left: cache-mb, by default a "
-           "quarter of the memory free after loading)\n");
+           "quarter of the memory free after loading, divided among the CPU stages of one host)\n");
     if (!fits) {
         for (int s = 0; s < k; s++) {
             double dev = po->dev_mem[po->n_dev == 1 ? 0 : s];

@@ -1,0 +1,90 @@
+/* The CPU attention's GQA kernels (cpu_vec.c): four query heads against
+ * two keys, four heads' weighted sums of values, each bit for bit the
+ * single-head cpu_dot / cpu_axpy calls they stand for (the attention's
+ * outputs must not change with how many heads share a K/V read), for
+ * every length, including the tails past the last 16 or 32 values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static float frand(void)             /* uniform in [-1, 1), a wide spread of exponents */
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    float u = (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    return u * (float)(1 << (rng % 9));
+}
+
+static void fill(float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = frand();
+}
+
+static const int lens[] = { 1, 7, 15, 16, 17, 31, 32, 33, 100, 128, 255, 256, 300 };
+#define N_LENS (int)(sizeof lens / sizeof lens[0])
+
+static void dot4x2_is_eight_dots(void **state)
+{
+    (void)state;
+    for (int li = 0; li < N_LENS; li++) {
+        int n = lens[li];
+        int64_t qs = n + 5, ks = 2 * n + 3;       /* strides as in the caches: not n */
+        float *q = malloc(sizeof(float) * 4 * qs), *k = malloc(sizeof(float) * 2 * ks);
+        fill(q, 4 * (int)qs);
+        fill(k, 2 * (int)ks);
+        float got[8];
+        cpu_dot4x2(q, qs, k, ks, n, got);
+        for (int r = 0; r < 2; r++)
+            for (int h = 0; h < 4; h++) {
+                float want = cpu_dot(q + h * qs, k + r * ks, n);
+                if (memcmp(&want, &got[4 * r + h], sizeof want))
+                    fail_msg("n %d key %d head %d: %.9g, cpu_dot %.9g", n, r, h, got[4 * r + h], want);
+            }
+        free(q);
+        free(k);
+    }
+}
+
+static void axpy4_is_axpy_per_head_and_key(void **state)
+{
+    (void)state;
+    static const int nts[] = { 1, 2, 3, 64 };
+    for (int li = 0; li < N_LENS; li++)
+        for (int ti = 0; ti < 4; ti++) {
+            int n = lens[li], nt = nts[ti];
+            int64_t os = n + 1, as = nt + 7, vs = n + 9;
+            float *o = malloc(sizeof(float) * 4 * os), *ref = malloc(sizeof(float) * 4 * os);
+            float *a = malloc(sizeof(float) * 4 * as), *v = malloc(sizeof(float) * nt * vs);
+            fill(o, 4 * (int)os);
+            memcpy(ref, o, sizeof(float) * 4 * os);
+            fill(a, 4 * (int)as);
+            fill(v, nt * (int)vs);
+            cpu_axpy4(o, os, a, as, v, vs, nt, n);
+            for (int h = 0; h < 4; h++)
+                for (int t = 0; t < nt; t++)
+                    cpu_axpy(ref + h * os, a[h * as + t], v + t * vs, n);
+            for (int h = 0; h < 4; h++)
+                if (memcmp(o + h * os, ref + h * os, sizeof(float) * n))
+                    fail_msg("n %d nt %d head %d: differs from cpu_axpy", n, nt, h);
+            free(o);
+            free(ref);
+            free(a);
+            free(v);
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dot4x2_is_eight_dots),
+        cmocka_unit_test(axpy4_is_axpy_per_head_and_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
