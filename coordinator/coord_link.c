@@ -265,9 +265,9 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
              ((int)h->max_seqs < c->max_seqs || (int)h->max_ctx < c->max_ctx ||
               (int)h->max_batch_tokens < c->max_batch ||
               (h->has_head && (int)h->max_logit_rows < c->max_logit_rows)))
-        snprintf(p, n, "came back smaller (max_seqs %u, max_ctx %u, batch %u) than the chain "
-                 "started with (%d, %d, %d)", h->max_seqs, h->max_ctx, h->max_batch_tokens,
-                 c->max_seqs, c->max_ctx, c->max_batch);
+        snprintf(p, n, "%s smaller (max_seqs %u, max_ctx %u, batch %u) than the chain "
+                 "started with (%d, %d, %d)", l->spare ? "is" : "came back", h->max_seqs,
+                 h->max_ctx, h->max_batch_tokens, c->max_seqs, c->max_ctx, c->max_batch);
     else {
         bool ok = false;
         for (size_t i = 0; i < h->n_dtypes; i++)
