@@ -68,8 +68,25 @@ static void promote(coord *c, int k, int j)
     }
 }
 
+/* A spare handshaken before the chain's capacity was fixed and smaller
+ * than it: not one (shown with why; its handshake is retried). */
+static void too_small(coord *c, link *s)
+{
+    const Q35__Handshake *h = &s->hs;
+    char lb[64];
+    snprintf(s->problem, sizeof s->problem, "is smaller (max_seqs %u, max_ctx %u, batch %u) than "
+             "the chain started with (%d, %d, %d)", h->max_seqs, h->max_ctx, h->max_batch_tokens,
+             c->max_seqs, c->max_ctx, c->max_batch);
+    q35_log_error("%s (%s, %s): %s: not routed to", link_label(c, s, lb, sizeof lb), s->endpoint,
+                  s->where, s->problem);
+    s->state = L_BAD;
+}
+
 void spare_check(coord *c, double now)
 {
+    for (int j = c->n_links; c->chain_known && j < c->n_links + c->n_spares; j++)
+        if (c->links[j].state == L_UP && !fits_chain(c, &c->links[j]))
+            too_small(c, &c->links[j]);
     if (!c->n_spares || (!c->chain_known && now - c->t_start < SPARE_START_GRACE_S))
         return;
     for (int k = 0; k < c->n_links; k++) {
@@ -79,7 +96,7 @@ void spare_check(coord *c, double now)
         for (int j = c->n_links; j < c->n_links + c->n_spares; j++) {
             const link *s = &c->links[j];
             if (s->state == L_UP && s->want_begin == p->want_begin &&
-                s->want_end == p->want_end && fits_chain(c, s)) {
+                s->want_end == p->want_end) {
                 promote(c, k, j);
                 break;
             }

@@ -4,7 +4,8 @@
 # promotes the spare at once instead of waiting for a restart (2 stages,
 # tiny Q8_0, a replay wait of 30 s that nothing here should come near).
 # - every spare is shown up in --status, as the spare of its stage; a
-#   spare serving other weights is shown with its problem, never promoted
+#   spare serving other weights or with fewer slots than the chain is
+#   shown with its problem, never promoted
 # - SIGKILL of the last stage mid-decode, nothing restarted: its spare
 #   takes over, the 4 streams complete identical to their undisturbed
 #   runs, the pause they saw well below the replay wait (printed)
@@ -31,9 +32,10 @@ stage s0x 0:4 "$G/models/tiny-Q4_K_M.gguf"   # other weights, same shape
 stage s0b 0:4
 stage s1 4:8
 stage s1b 4:8
+p35_stage s1s "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 1024   # fewer slots than the chain
 ep() { echo "ipc://$P35_RUN/$1.sock"; }
 # s0x and s0b are bare: the coordinator learns their ranges at the handshake
-p35_coord "$M" s0 s1 -- --spare "$(ep s0x)" --spare "$(ep s0b)" --spare "$(ep s1b) 4:8" \
+p35_coord "$M" s0 s1 -- --spare "$(ep s0x)" --spare "$(ep s0b)" --spare "$(ep s1s)" --spare "$(ep s1b) 4:8" \
     --max-seqs 8 --max-ctx 1024 --step-timeout-ms 3000 --replay-wait-ms $WAIT_MS
 
 status() { p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null || true; }
@@ -58,6 +60,12 @@ done
 st=$(status)
 printf '%s' "$st" | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep s0x)\",[^}]*\"up\":false,[^}]*\"problem\":\"serves another model" ||
     p35_fail "the spare with other weights is not shown down with its problem: $st"
+# s1s: handshaken maybe before the chain's capacity was fixed, then found too small
+_end=$(( $(date +%s) + 30 ))
+until status | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep s1s)\",[^}]*\"up\":false,[^}]*\"problem\":\"is smaller (max_seqs 4"; do
+    [ "$(date +%s)" -ge "$_end" ] && { p35_fail "the spare with 4 slots is not shown down as smaller: $(status)"; break; }
+    sleep 0.2
+done
 txt=$(p35_client --status)
 printf '%s\n' "$txt" | grep -q "^spare .*s1b.sock .*4:8 .*yes .*spare, for stage 1" ||
     p35_fail "--status does not show s1b as the spare of stage 1: $txt"
