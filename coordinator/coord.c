@@ -21,13 +21,7 @@ static int load_model(coord *c, char *err, size_t errsz)
     if (!rc) {
         const char *base = strrchr(c->o.model_path, '/');
         snprintf(c->file_name, sizeof c->file_name, "%s", base ? base + 1 : c->o.model_path);
-        q35__model_identity__init(&c->id);
-        c->id.file_name = c->file_name;
-        c->id.file_size = gguf_size(f);
-        c->id.header_hash = q35_wire_fnv1a(Q35_FNV_INIT, gguf_base(f), gguf_data_offset(f));
-        c->id.n_layer = c->cfg.n_layer;
-        c->id.n_embd = c->cfg.n_embd;
-        c->id.n_vocab = c->cfg.n_vocab;
+        q35_wire_model_identity(f, &c->cfg, c->file_name, &c->id);
     }
     gguf_close(&f);
     return rc;
@@ -82,7 +76,7 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     if (q35_wire_sockopts(c->cli, (int64_t)max, err, errsz) ||
         zmq_setsockopt(c->cli, ZMQ_SNDHWM, &hwm, sizeof hwm))
         goto fail;
-    if (q35_wire_bind(c->cli, o->listen, err, errsz))
+    if (peer_open(c, err, errsz) || q35_wire_bind(c->cli, o->listen, err, errsz))
         goto fail;
     c->n_links = o->n_stages;
     c->n_spares = o->n_spares;
@@ -121,6 +115,7 @@ void coord_destroy(coord **pc)
     }
     for (int i = 0; i < c->n_mb; i++)
         free(c->mb[i].hidden);
+    peer_close(c);
     if (c->cli) {
         /* The wire sockets linger 0; the client socket gets a bounded
          * linger here so the replies just queued (the last tokens of a
@@ -238,13 +233,15 @@ static double rate(const coord *c)
 
 int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errsz)
 {
-    zmq_pollitem_t it[2 + 2 * COORD_MAX_STAGES];
+    zmq_pollitem_t it[3 + 2 * COORD_MAX_STAGES];
     int n = 0, nl = c->n_links + c->n_spares;
     it[n++] = (zmq_pollitem_t){ .socket = c->cli, .events = ZMQ_POLLIN };
     for (int i = 0; i < nl; i++) {
         it[n++] = (zmq_pollitem_t){ .socket = c->links[i].sock, .events = ZMQ_POLLIN };
         it[n++] = (zmq_pollitem_t){ .socket = c->links[i].mon, .events = ZMQ_POLLIN };
     }
+    int peer_it = n;
+    it[n++] = (zmq_pollitem_t){ .socket = peer_monitor(c), .events = ZMQ_POLLIN };
     if (wake_fd >= 0)
         it[n++] = (zmq_pollitem_t){ .fd = wake_fd, .events = ZMQ_POLLIN };
     if (timeout_ms > 100)
@@ -258,6 +255,8 @@ int coord_run_once(coord *c, int timeout_ms, int wake_fd, char *err, size_t errs
         if (it[1 + 2 * i].revents & ZMQ_POLLIN)
             link_on_reply(c, &c->links[i]);
     }
+    if (it[peer_it].revents & ZMQ_POLLIN)
+        peer_on_monitor(c);
     if (it[0].revents & ZMQ_POLLIN)
         client_on_message(c);
     double now = q35_now();

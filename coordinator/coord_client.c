@@ -1,6 +1,7 @@
 /* coord_client.c — client requests (validated field by field) and the
- * events streamed back. A client that vanishes (its ROUTER route is
- * gone) has its requests cancelled, which frees their slots. */
+ * events streamed back. A client that vanishes has its requests cancelled,
+ * which frees their slots: at once when its connection closes
+ * (coord_peer.c), else when a send finds its ROUTER route gone. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -361,6 +362,10 @@ void client_on_message(coord *c)
         q35_wire_msg m;
         if (q35_wire_recv(c->cli, &m, ZMQ_DONTWAIT) != 0)
             return;
+        if (!peer_seen(c, &m)) {      /* from a client already gone */
+            q35_wire_msg_close(&m);
+            continue;
+        }
         size_t idlen, len;
         const uint8_t *ident = q35_wire_frame(&m, 0, &idlen);
         if (m.n < 2 || m.too_many || m.n > 2) {

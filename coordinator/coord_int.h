@@ -28,6 +28,7 @@
 
 typedef struct mbatch mbatch;
 typedef struct coord_cache coord_cache;
+typedef struct coord_peers coord_peers;
 
 enum link_state { L_DOWN, L_UP, L_BAD };
 
@@ -163,6 +164,7 @@ struct coord {
     int rate_i;
     char summary[256];
     coord_cache *cache;             /* prefix cache (coord_cache.c) */
+    coord_peers *peers;             /* client connections alive (coord_peer.c) */
     coord_trace *trace;             /* --trace: every step, NULL when off */
     double t_wake;                  /* when the serving loop's poll last returned */
 };
@@ -284,6 +286,20 @@ void cache_link_down(coord *c, link *l);
 void cache_link_up(coord *c, link *l, bool restarted);
 /* The coordinator-wide figures of a status reply. */
 void cache_status(const coord *c, Q35__StatusReply *st);
+
+/* ---- peer_*: coord_peer.c, client connections alive ------------------ */
+
+/* Starts the monitor of the client socket (before it binds). */
+int  peer_open(coord *c, char *err, size_t errsz);
+void peer_close(coord *c);
+/* The monitor's PAIR socket, to poll. */
+void *peer_monitor(const coord *c);
+/* Handles the monitor's events: a client connection closed has every
+ * request of it cancelled (queued ones dropped, running ones freed). */
+void peer_on_monitor(coord *c);
+/* A message m was received on the client socket: false when its sender
+ * is known gone (drop it), else its routing id is tracked by fd. */
+bool peer_seen(coord *c, const q35_wire_msg *m);
 
 /* ---- client_*: coord_client.c, the client socket -------------------- */
 

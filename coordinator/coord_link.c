@@ -235,13 +235,15 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
     else if (!m)
         snprintf(p, n, "handshake without a model identity");
     else if (m->file_size != c->id.file_size || m->header_hash != c->id.header_hash ||
-             m->n_layer != c->id.n_layer || m->n_embd != c->id.n_embd ||
-             m->n_vocab != c->id.n_vocab)
-        snprintf(p, n, "serves another model: %.80s (%llu bytes, header hash %016llx), the "
-                 "coordinator has %.80s (%llu bytes, header hash %016llx)",
-                 m->file_name ? m->file_name : "?", (unsigned long long)m->file_size,
-                 (unsigned long long)m->header_hash, c->id.file_name,
-                 (unsigned long long)c->id.file_size, (unsigned long long)c->id.header_hash);
+             m->data_hash != c->id.data_hash || m->n_layer != c->id.n_layer ||
+             m->n_embd != c->id.n_embd || m->n_vocab != c->id.n_vocab) {
+        char theirs[200], ours[200];
+        q35_wire_identity_str(m, theirs, sizeof theirs);
+        q35_wire_identity_str(&c->id, ours, sizeof ours);
+        snprintf(p, n, "serves %s: %s, the coordinator has %s",
+                 m->header_hash == c->id.header_hash && m->file_size == c->id.file_size
+                 ? "other weights behind the same header" : "another model", theirs, ours);
+    }
     else if (l->want_begin >= 0 &&
              ((int)h->layer_begin != l->want_begin || (int)h->layer_end != l->want_end))
         snprintf(p, n, "holds layers %u:%u, %s %d:%d", h->layer_begin, h->layer_end,

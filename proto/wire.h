@@ -23,6 +23,9 @@
 #include <protobuf-c/protobuf-c.h>
 #include "qwen35.pb-c.h"
 
+typedef struct gguf_file gguf_file;     /* gguf.h */
+typedef struct q35_config q35_config;   /* config.h */
+
 #define Q35_WIRE_MAX_FRAMES   4       /* [identity][payload] + slack */
 #define Q35_WIRE_MAX_IDENT    256     /* ZeroMQ routing ids are <= 255 bytes */
 #define Q35_WIRE_MAX_LOGPROBS 20
@@ -139,5 +142,16 @@ const char *q35_wire_code_name(int code);
 /* FNV-1a 64 over buf, continuing from h (start with Q35_FNV_INIT). */
 #define Q35_FNV_INIT 0xcbf29ce484222325ull
 uint64_t q35_wire_fnv1a(uint64_t h, const void *buf, size_t n);
+
+/* wire_ident.c. FNV-1a 64 over a sample of every tensor's bytes of f
+ * (9 windows of 1 KiB spread over each, small tensors whole); *sampled
+ * (may be NULL): the bytes read. Milliseconds on any model. */
+uint64_t q35_wire_data_hash(const gguf_file *f, uint64_t *sampled);
+/* Fills id for the open model f: size, header hash (bytes before the
+ * data section), data hash, dims; file_name is borrowed. */
+void q35_wire_model_identity(const gguf_file *f, const q35_config *cfg, const char *file_name,
+                             Q35__ModelIdentity *id);
+/* "name (N bytes, header hash H, data hash D)" into buf; snprintf's result. */
+int q35_wire_identity_str(const Q35__ModelIdentity *id, char *buf, size_t n);
 
 #endif

@@ -68,13 +68,10 @@ static int load_identity(stage *s, const char *path, char *err, size_t errsz)
         return Q35_EINVAL;
     const char *base = strrchr(path, '/');
     snprintf(s->file_name, sizeof s->file_name, "%s", base ? base + 1 : path);
-    q35__model_identity__init(&s->id);
-    s->id.file_name = s->file_name;
-    s->id.file_size = gguf_size(f);
-    s->id.header_hash = q35_wire_fnv1a(Q35_FNV_INIT, gguf_base(f), gguf_data_offset(f));
-    s->id.n_layer = s->cfg->n_layer;
-    s->id.n_embd = s->cfg->n_embd;
-    s->id.n_vocab = s->cfg->n_vocab;
+    double t0 = q35_now();
+    q35_wire_model_identity(f, s->cfg, s->file_name, &s->id);
+    q35_log_debug("model identity: data hash %016llx in %.1f ms",
+                  (unsigned long long)s->id.data_hash, (q35_now() - t0) * 1000);
     gguf_close(&f);
     return 0;
 }

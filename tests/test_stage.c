@@ -82,6 +82,7 @@ static void handshake_names_the_range(void **state)
     assert_int_equal(hs->model->n_embd, 256);
     assert_int_equal(hs->model->n_vocab, 512);
     assert_true(hs->model->header_hash != 0);
+    assert_true(hs->model->data_hash != 0);
     assert_int_equal(hs->max_seqs, 4);
     q35__stage_reply__free_unpacked(rep, NULL);
     h.protocol_version = 2;

@@ -11,6 +11,9 @@
 #include <cmocka.h>
 
 #include "common.h"
+#include "config.h"
+#include "gguf.h"
+#include "support.h"
 #include "wire.h"
 
 static void malformed_bytes_are_rejected(void **state)
@@ -204,6 +207,58 @@ static void dtypes_round_trip(void **state)
     assert_int_equal(q35_wire_dtype_size(9), 0);
 }
 
+static uint64_t data_hash_of(const uint8_t *img, size_t n)
+{
+    char err[Q35_ERRSZ];
+    gguf_file *f = gguf_parse(img, n, "image", err, sizeof err);
+    if (!f)
+        fail_msg("%s", err);
+    uint64_t h = q35_wire_data_hash(f, NULL);
+    gguf_close(&f);
+    return h;
+}
+
+/* The data hash samples every tensor: a byte changed at the start, the
+ * end or the middle of any tensor changes it; the header hash does not see
+ * those bytes, the identity holds both. */
+static void identity_covers_tensor_data(void **state)
+{
+    (void)state;
+    char path[512], err[Q35_ERRSZ];
+    size_t n;
+    uint8_t *img = ts_read_file(ts_golden(path, sizeof path, "models/tiny-Q8_0.gguf"), &n);
+    assert_non_null(img);
+    gguf_file *f = gguf_parse(img, n, "image", err, sizeof err);
+    assert_non_null(f);
+    q35_config cfg;
+    assert_int_equal(q35_config_load(f, &cfg, err, sizeof err), 0);
+    Q35__ModelIdentity id;
+    q35_wire_model_identity(f, &cfg, "tiny", &id);
+    assert_true(id.data_hash != 0 && id.header_hash != 0);
+    assert_int_equal(id.file_size, n);
+    uint64_t h0 = id.data_hash, hdr0 = id.header_hash;
+    uint64_t off[3][2];   /* first, middle, last tensor: offsets into img and sizes */
+    int64_t nt = gguf_n_tensors(f), pick[3] = { 0, nt / 2, nt - 1 };
+    for (int k = 0; k < 3; k++) {
+        const gguf_tensor *t = gguf_tensor_at(f, pick[k]);
+        off[k][0] = (uint64_t)((const uint8_t *)t->data - img);
+        off[k][1] = t->nbytes;
+    }
+    size_t data_off = (size_t)gguf_data_offset(f);
+    gguf_close(&f);
+    for (int k = 0; k < 3; k++) {
+        uint64_t at[3] = { off[k][0], off[k][0] + off[k][1] - 1, off[k][0] + off[k][1] / 2 };
+        for (int j = 0; j < 3; j++) {
+            img[at[j]] ^= 0x40;
+            assert_true(data_hash_of(img, n) != h0);
+            assert_true(q35_wire_fnv1a(Q35_FNV_INIT, img, data_off) == hdr0);
+            img[at[j]] ^= 0x40;
+        }
+    }
+    assert_true(data_hash_of(img, n) == h0);
+    free(img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +269,7 @@ int main(void)
         cmocka_unit_test(limits_follow_the_model),
         cmocka_unit_test(validation_helpers),
         cmocka_unit_test(dtypes_round_trip),
+        cmocka_unit_test(identity_covers_tensor_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
