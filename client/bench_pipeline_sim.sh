@@ -32,7 +32,8 @@
 # BENCH_SIM_STREAMS ("1 2 4 8 16 32 64"), BENCH_TOKENS (32),
 # BENCH_MICRO_BATCHES (the coordinator's default when unset),
 # BENCH_COORD_OPTS (more coordinator options), BENCH_SIM_OUT (the PNG),
-# BENCH_SIM_WRAP ("chrt -r 10" where chrt may).
+# BENCH_SIM_WRAP ("chrt -r 10" where chrt may); P35_TCP_PORT=N: the
+# stages on loopback TCP (tcp://127.0.0.1:N, N+1, ...) instead of ipc://.
 set -eu
 P35_ME=bench-pipeline-sim
 . "$(dirname "$0")/pipeline.sh"

@@ -16,6 +16,8 @@
 # Variables of these functions start with _p_ so they never clobber the
 # caller's.
 # BIN: the binaries (default ${QWEN35_BUILD:-build}/bin).
+# P35_TCP_PORT: when set, stages bind tcp://127.0.0.1 from this port on
+# (one port per stage name, in start order) instead of ipc:// paths.
 # P35_WRAP: a command the stages and the coordinator run under (e.g.
 # "chrt -r 10": a benchmark keeps other work on a shared host out of its
 # timings); empty: none.
@@ -87,10 +89,22 @@ p35_init() {
 }
 
 # p35_stage NAME MODEL A:B [options…]   (A:B numeric: the coordinator is told it too)
+P35_TCP_NEXT=""
 p35_stage() {
     _p_n=$1 _p_m=$2 _p_l=$3
     shift 3
-    ${P35_WRAP:-} "$BIN/qwen35-stage" --model "$_p_m" --layers "$_p_l" --bind "ipc://$P35_RUN/$_p_n.sock" "$@" \
+    eval "_p_ep=\${P35_STAGE_EP_$_p_n:-}"
+    if [ -z "$_p_ep" ]; then
+        if [ -n "${P35_TCP_PORT:-}" ]; then
+            P35_TCP_NEXT=${P35_TCP_NEXT:-$P35_TCP_PORT}
+            _p_ep="tcp://127.0.0.1:$P35_TCP_NEXT"
+            P35_TCP_NEXT=$((P35_TCP_NEXT + 1))
+        else
+            _p_ep="ipc://$P35_RUN/$_p_n.sock"
+        fi
+        eval "P35_STAGE_EP_$_p_n=\$_p_ep"
+    fi
+    ${P35_WRAP:-} "$BIN/qwen35-stage" --model "$_p_m" --layers "$_p_l" --bind "$_p_ep" "$@" \
         >>"$P35_RUN/$_p_n.log" 2>&1 &
     eval "P35_PID_$_p_n=\$!; P35_LAYERS_$_p_n=\$_p_l"
     case " $P35_NAMES " in *" $_p_n "*) ;; *) P35_NAMES="$P35_NAMES $_p_n" ;; esac
@@ -116,10 +130,11 @@ p35_coord() {
         elif [ "$_p_a" = -- ]; then
             _p_inopts=1
         elif [ $_p_wr = 1 ]; then
-            eval "_p_l=\$P35_LAYERS_$_p_a"
-            set -- "$@" --stage "ipc://$P35_RUN/$_p_a.sock $_p_l"
+            eval "_p_l=\$P35_LAYERS_$_p_a; _p_ep=\${P35_STAGE_EP_$_p_a:-ipc://\$P35_RUN/\$_p_a.sock}"
+            set -- "$@" --stage "$_p_ep $_p_l"
         else
-            set -- "$@" --stage "ipc://$P35_RUN/$_p_a.sock"
+            eval "_p_ep=\${P35_STAGE_EP_$_p_a:-ipc://\$P35_RUN/\$_p_a.sock}"
+            set -- "$@" --stage "$_p_ep"
         fi
     done
     ${P35_WRAP:-} "$BIN/qwen35-coordinator" --model "$_p_m" --listen "$P35_EP" "$@" >>"$P35_RUN/coord.log" 2>&1 &

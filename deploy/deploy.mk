@@ -30,7 +30,8 @@ CONFDIR    := $(SYSCONFDIR)/qwen35
 KEYDIR     := $(CONFDIR)/keys
 WANTSDIR   := $(SYSCONFDIR)/systemd/system/qwen35.target.wants
 
-UNITS        := qwen35-stage@.service qwen35-coordinator.service qwen35-http.service qwen35.target
+UNITS        := qwen35-stage@.service qwen35-coordinator.service qwen35-http.service qwen35.target \
+                qwen35-wait-up.service qwen35-wait-down.service
 # The single-host set (examples/two-die) becomes /etc/qwen35/*.conf; each
 # config installed anew also enables its unit (wanted by qwen35.target),
 # as `systemctl enable` would: stage-N.conf -> qwen35-stage@N.service.

@@ -9,9 +9,10 @@
 #   /run/qwen35, group qwen35); effective limits logged when clamped; live
 #   security exposure <= 4.0; watchdog pings; a typo'd config exits 78, no
 #   restart; kill -9 -> Restart= and routed to again; a hung stage killed by
-#   the watchdog (test-hook drop-in) and back; stop of qwen35.target with a
-#   long request in flight: it finishes, all units exit 0 (systemctl stop
-#   'qwen35*' returns once they are down);
+#   the watchdog (test-hook drop-in) and back; restart of qwen35.target
+#   (every unit comes back); stop of qwen35.target with a long request in
+#   flight: it finishes, all units exit 0, and the stop returns only once
+#   they are down;
 #   `systemctl enable --now qwen35.target` + reboot brings all up; no
 #   journal line at warning or above in the clean phases; /dev/nvidia* in a
 #   stage's sandbox when the host has them.
@@ -358,7 +359,23 @@ drain() {   # drain TAG STOP-ARG: the request in flight finishes; all units end 
     [ "$got" = $n ] && grep -q '^rc=0$' "$W/drain-$tag.err" || fail "drain $tag: the request in flight got $got/$n tokens: $(tr '\n' ' ' <"$W/drain-$tag.err")"
     ok "systemctl stop '$what' ($tag) with a $n-token request in flight: it got all $got tokens, rc 0; stop returned after $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }') s${still:+ (then up:$still)}, all inactive after $(awk -v a="$t1" -v b="$t3" 'BEGIN { printf "%.1f", b - a }') s, each Result=success, exit 0"
 }
-drain first-boot qwen35.target any
+# restart of the target: every unit comes back (a new process), the chain serves
+restart_target() {
+    local u before=() i=0 t1 t2
+    for u in $UNITS; do before+=("$(prop MainPID "$u")"); done
+    t1=$(date +%s.%N)
+    NS_T=150 ns systemctl restart qwen35.target >>"$W/log" 2>&1 || fail "systemctl restart qwen35.target failed"
+    t2=$(date +%s.%N)
+    for u in $UNITS; do
+        [ "$(prop ActiveState "$u")" = active ] || fail "$u is $(prop ActiveState "$u") when systemctl restart qwen35.target returned"
+        [ "$(prop MainPID "$u")" != "${before[$i]}" ] || fail "$u: still pid ${before[$i]} after systemctl restart qwen35.target"
+        i=$((i + 1))
+    done
+    wait_until 20 up2 && golden after-restart || fail "no golden answer after systemctl restart qwen35.target"
+    ok "systemctl restart qwen35.target: returned after $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }') s with $UNITS active again (new pids), request == golden"
+}
+restart_target
+drain first-boot qwen35.target all-down
 
 # the clean phases of boot 1 (start, requests, the drain; the faults above
 # log errors on purpose): no line at warning or above from the units
@@ -377,7 +394,7 @@ for u in $UNITS; do
     [ "$(prop ActiveState "$u")" = active ] || fail "after enable --now qwen35.target + reboot: $u $(prop ActiveState "$u")"
 done
 wait_until 20 up2 && golden after-reboot || fail "no golden answer after the reboot"
-drain after-reboot "qwen35.target qwen35-*" all-down
+drain after-reboot qwen35.target all-down
 clean_journal "boot 2: start, request, drain"
 ok "systemctl enable --now qwen35.target + reboot: $UNITS up, request == golden, stop drained; journal: nothing at warning or above in the clean phases"
 poweroff

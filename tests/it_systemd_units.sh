@@ -40,7 +40,7 @@ for u in qwen35-stage@.service qwen35-coordinator.service; do
 done
 grep -qx "LimitMEMLOCK=infinity" qwen35-stage@.service || { echo "FAIL qwen35-stage@.service: LimitMEMLOCK= is not infinity (daemon/limits.c)"; fail=1; }
 cp qwen35-stage@.service qwen35-stage@0.service
-for u in qwen35-stage@0.service qwen35-coordinator.service qwen35-http.service; do
+for u in qwen35-stage@0.service qwen35-coordinator.service qwen35-http.service qwen35-wait-up.service qwen35-wait-down.service; do
     out=$(systemd-analyze security --offline=yes --threshold=40 "./$u" 2>&1)
     rc=$?
     score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
