@@ -3,6 +3,8 @@
 # tiny Q8_0, ipc://):
 # - stages with curve-secret-key + curve-clients, a coordinator with its
 #   key and each stage's stage-key: a request is served, greedy exact;
+# - a spare with its own key (spare-key): promoted when stage 1 is killed,
+#   greedy exact; without its spare-key the coordinator exits 78;
 # - a coordinator whose key is not listed: the stage logs the refused key
 #   and the coordinator's --status names the refusal; once the stages
 #   (restarted) list it, the same coordinator gets in;
@@ -16,7 +18,7 @@ M=$G/models/tiny-Q8_0.gguf
 p35_init
 K=$P35_RUN/keys
 mkdir "$K"
-for n in s0 s1 coord intruder; do "$BIN/qwen35-keygen" "$K/$n" > /dev/null; done
+for n in s0 s1 s1b coord intruder; do "$BIN/qwen35-keygen" "$K/$n" > /dev/null; done
 { echo "# coordinators allowed in"; cat "$K/coord.pub"; } > "$K/clients"
 GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 
@@ -45,6 +47,34 @@ got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeo
 grep -qF "CURVE: public key $(cat "$K/s0.pub")" "$P35_RUN/s0.log" || p35_fail "s0 does not log its public key"
 echo "allowed coordinator: served, greedy exact"
 p35_kill coord TERM
+
+# a spare over CURVE (its own key: spare-key), promoted when s1 is killed
+stage s1b 4:8
+p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s0.pub" --stage-key "$K/s1.pub" \
+    --spare "ipc://$P35_RUN/s1b.sock 4:8" --spare-key "$K/s1b.pub"
+p35_wait_ready 30
+p35_kill s1 KILL
+_end=$(( $(date +%s) + 20 ))   # until s1b serves as stage 1
+until p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null | sed 's/"spares":.*//' |
+        grep -q "\"endpoint\":\"ipc://$P35_RUN/s1b.sock\",\"layers\":\[4,8\],\"up\":true"; do
+    [ "$(date +%s)" -ge "$_end" ] && { p35_fail "the CURVE spare did not take stage 1's place"; break; }
+    sleep 0.2
+done
+got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 20000) ||
+    p35_fail "request on the promoted CURVE spare failed"
+[ "$got" = "$GOLD" ] || p35_fail "on the promoted CURVE spare greedy [$got] != golden [$GOLD]"
+grep -q "spare ipc://$P35_RUN/s1b.sock promoted in place of" "$P35_RUN/coord.log" ||
+    p35_fail "the CURVE spare was not promoted"
+echo "spare over CURVE (spare-key): promoted when stage 1 was killed, greedy exact"
+p35_kill coord TERM
+stage s1 4:8
+# spares need their keys too
+rc=0
+"$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/x.sock" --stage "ipc://$P35_RUN/s0.sock 0:4" \
+    --stage "ipc://$P35_RUN/s1.sock 4:8" --spare "ipc://$P35_RUN/s1b.sock" --curve-secret-key "$K/coord.key" \
+    --stage-key "$K/s0.pub" --stage-key "$K/s1.pub" 2>"$P35_RUN/nokey.err" || rc=$?
+[ $rc = 78 ] && grep -q "every spare needs its spare-key: 0 spare-key for 1 spares" "$P35_RUN/nokey.err" ||
+    p35_fail "a spare without spare-key: exit $rc, $(cat "$P35_RUN/nokey.err")"
 
 # a coordinator key the stages do not list
 p35_coord "$M" s0 s1 -- --curve-secret-key "$K/intruder.key" --stage-key "$K/s0.pub" --stage-key "$K/s1.pub"
@@ -89,4 +119,4 @@ status_problem 10 "the stage requires CURVE: set curve-secret-key" ||
 n=$(grep -c "does not use CURVE" "$P35_RUN/s0.log" || true)
 [ "$n" -le 1 ] || p35_fail "s0 logged the plaintext peer $n times (want at most once)"
 echo "plaintext coordinator: refused, --status says why"
-p35_result "CURVE: allowed key served; unlisted key, wrong stage-key and plaintext refused"
+p35_result "CURVE: allowed key served, a spare promoted; unlisted key, wrong stage-key and plaintext refused"
