@@ -50,6 +50,7 @@ typedef struct inflight {
     bool resuming;                  /* lost: to be sent again */
     double resume_end, resume_next, resume_backoff;
     int n_resumes;
+    uint64_t rx_bytes, acked;       /* event bytes read of this request (since its last send); acknowledged */
 } inflight;
 
 struct q35c_client {
@@ -550,6 +551,7 @@ static bool resume_tick(q35c_client *c, double now)
             else snprintf(msg, sizeof msg, "request %" PRIu64 ": cannot resume (unpack)", r->id);
                     if (rc == 0) {
                 r->resuming = false;
+                r->rx_bytes = r->acked = 0;   /* the new coordinator counts afresh */
                 r->status_seq = c->next_probe;
                 r->n_resumes++;
                 c->last_rx = now;
@@ -790,6 +792,30 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
     free(tlp);
 }
 
+/* len more bytes of request id's events were read (and delivered): every
+ * Q35_WIRE_ACK_BYTES the coordinator is told, which bounds only what it
+ * sent and we did not read (max-unread-mb). Best effort: a full pipe
+ * skips one, the next carries the total. */
+static void ack(q35c_client *c, uint64_t id, size_t len)
+{
+    inflight *r = find_req(c, id);
+    if (!r)
+        return;
+    r->rx_bytes += len;
+    if (r->rx_bytes - r->acked < Q35_WIRE_ACK_BYTES)
+        return;
+    char idstr[24];
+    snprintf(idstr, sizeof idstr, "%" PRIu64, id);
+    Q35__Ack a = Q35__ACK__INIT;
+    a.bytes = r->rx_bytes;
+    Q35__ClientRequest m = Q35__CLIENT_REQUEST__INIT;
+    m.request_id = idstr;
+    m.body_case = Q35__CLIENT_REQUEST__BODY_ACK;
+    m.ack = &a;
+    if (q35_wire_send(c->sock, NULL, 0, &m.base, ZMQ_DONTWAIT) == 0)
+        r->acked = r->rx_bytes;
+}
+
 /* Handles one Event payload. Events for unknown ids (a request already
  * ended, a probe) only count as signs of life. */
 static void on_event(q35c_client *c, const void *buf, size_t len)
@@ -808,6 +834,7 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
         /* not ours (any more) */
     } else if (e->body_case == Q35__EVENT__BODY_PIECE) {
         on_piece(c, id, e->piece);
+        ack(c, id, len);
     } else if (e->body_case == Q35__EVENT__BODY_FINAL) {
         const Q35__Usage *u = e->final->usage;
         q35c_event ev = { .kind = Q35C_EV_FINAL, .id = id, .finish = finish_of(e->final->reason) };

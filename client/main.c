@@ -215,7 +215,7 @@ static const cli_opt conn_opts[] = {
     { O_ENDPOINT, "--endpoint", "E", "the coordinator (env QWEN35_ENDPOINT; default " DEFAULT_ENDPOINT ")" },
     { O_CONNECT_TIMEOUT, "--connect-timeout", "MS", "give up when there is no connection after MS (3000)" },
     { O_TIMEOUT, "--timeout", "MS", "an error when the coordinator is silent for MS (15000)" },
-    { O_STATUS, "--status", NULL, "print the pipeline's state (stages, slots, warnings) and exit" },
+    { O_STATUS, "--status", NULL, "print the pipeline's state (stages, spares, slots, warnings) and exit" },
 };
 
 static const cli_opt input_opts[] = {
@@ -282,7 +282,7 @@ static const cli_spec spec = {
         "qwen35-client -cnv -sys \"Be brief.\" --temp 0.7 -s 1\n"
         "A conversation on the terminal.\n\n"
         "qwen35-client --endpoint tcp://127.0.0.1:5550 --status\n"
-        "The state of a coordinator listening on loopback: stages, slots, warnings.\n\n"
+        "The state of a coordinator listening on loopback: stages, spares, slots, warnings.\n\n"
         "qwen35-client --json --logprobs 3 -n 16 \"Hi\"\n"
         "Events as JSON lines, each token with its 3 most likely alternatives.",
     .groups = groups,

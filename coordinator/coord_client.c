@@ -23,8 +23,16 @@ int client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len, 
         ident = r->ident;
         ident_len = r->ident_len;
     }
-    if (q35_wire_send(c->cli, ident, ident_len, &ev->base, ZMQ_DONTWAIT) == 0)
+    if (q35_wire_send(c->cli, ident, ident_len, &ev->base, ZMQ_DONTWAIT) == 0) {
+        if (r) {
+            req *w = (req *)r;
+            w->out_bytes += protobuf_c_message_get_packed_size(&ev->base);
+            size_t max = c->o.max_unread ? c->o.max_unread : (size_t)64 << 20;
+            if (!w->unread && w->out_bytes - w->acked > max)
+                w->unread = true;   /* ended by the scheduler after this step */
+        }
         return 0;
+    }
     if (r && !r->cancelled) {
         q35_log_info("request %s: client gone (%s): cancelled", r->rid, zmq_strerror(errno));
         ((req *)r)->cancelled = true;
@@ -405,6 +413,12 @@ void client_on_message(coord *c)
             case Q35__CLIENT_REQUEST__BODY_STATUS:
                 on_status(c, ident, idlen, r->request_id);
                 break;
+            case Q35__CLIENT_REQUEST__BODY_ACK: {   /* of a request maybe ended: no answer */
+                req *q = find_req(c, ident, idlen, r->request_id);
+                if (q && r->ack->bytes > q->acked)
+                    q->acked = r->ack->bytes < q->out_bytes ? r->ack->bytes : q->out_bytes;
+                break;
+            }
             default:
                 reply_error(c, ident, idlen, r->request_id, Q35__CODE__INVALID_ARGUMENT,
                             "request without a known body (case %d)", (int)r->body_case);

@@ -110,6 +110,8 @@ typedef struct req {
     int stop_hit;                   /* index of the stop string matched, -1 */
     double t_recv, t_first, t_last, deadline;
     bool in_flight, cancelled, expired;
+    bool unread;                    /* past max-unread-mb: ends with an error */
+    uint64_t out_bytes, acked;      /* event bytes sent to the client; of them, read */
     coord_textstate *text;
     /* prefix cache */
     uint64_t serial;                /* unique per request (answers name it) */

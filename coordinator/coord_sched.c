@@ -46,7 +46,7 @@ void sched_admit(coord *c)
 
 static bool runnable(const req *r)
 {
-    return !r->in_flight && !r->cancelled && !r->expired && r->n_fed < r->n_toks &&
+    return !r->in_flight && !r->cancelled && !r->expired && !r->unread && r->n_fed < r->n_toks &&
            !cache_waiting(r);
 }
 
@@ -241,7 +241,12 @@ static void after_step(coord *c, req *r, int stop, int stop_idx)
 {
     if (stop_idx >= 0 && stop_idx < r->n_stop)
         r->stop_hit = stop_idx;
-    if (r->cancelled)
+    if (r->unread && !r->cancelled)
+        req_error(c, r, Q35__CODE__RESOURCE_EXHAUSTED, "output not read: %.1f MiB sent to the "
+                  "client and not read (max-unread-mb %zu); %d tokens were sent",
+                  (double)(r->out_bytes - r->acked) / (1 << 20),
+                  (c->o.max_unread ? c->o.max_unread : (size_t)64 << 20) >> 20, r->n_gen);
+    else if (r->cancelled)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_CANCELLED);
     else if (r->expired)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);

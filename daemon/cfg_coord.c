@@ -102,6 +102,10 @@ static const opt_def coord_defs[] = {
       NULL, "Requests one client connection may have active or queued; past it its new requests "
       "get RESOURCE_EXHAUSTED, so one connection cannot take every slot and queue place. 0 = no "
       "limit (an HTTP front serves many users over one connection)." },
+    { "max-unread-mb", OPT_INT, F(max_unread_mb), "N", "64", 1, 65536, NULL, false, NULL,
+      "Output of one request sent to its client and not read yet, in MiB (clients acknowledge "
+      "what they read); past it the request ends with RESOURCE_EXHAUSTED, so a client that asks "
+      "for logits and does not read cannot make the coordinator hold unbounded memory." },
     { "takeover", OPT_BOOL, F(takeover), NULL, "false", 0, 0, NULL, false, NULL,
       "Take over stages another coordinator owns (fencing it out: its steps are refused from "
       "then on). Without it a stage owned by a live coordinator refuses this one, naming the "

@@ -202,6 +202,19 @@ char *metrics_render(const q35c_status *st)
         stage_gauge(f, st, "qwen35_stage_wire_bytes_total", "counter",
                     "Bytes between the coordinator and the stage (out: to it, in: from it).", 5);
         stage_gauge(f, st, "qwen35_stage_slots_used", "gauge", "Sequence slots in use on the stage.", 8);
+        if (st->n_spares)
+            head(f, "qwen35_spare_up", "gauge",
+                 "1 while the spare is handshaken and ready to take the place of the stage of its layers.");
+        for (int j = 0; j < st->n_spares; j++) {
+            const q35c_stage_status *g = &st->spares[j];
+            fprintf(f, "qwen35_spare_up{spare=\"%d\",endpoint=", j);
+            label(f, g->endpoint);
+            if (g->spare_for >= 0)
+                fprintf(f, ",for_stage=\"%d\"", g->spare_for);
+            else
+                fputs(",for_stage=\"\"", f);
+            fprintf(f, "} %d\n", g->up ? 1 : 0);
+        }
     }
     fclose(f);
     return buf;

@@ -139,6 +139,10 @@ void q35_wire_decode(int dtype, const void *in, size_t n, float *x);
 Q35__Code q35_wire_code(int q35code);
 const char *q35_wire_code_name(int code);
 
+/* A client acknowledges a request's events every this many bytes read
+ * (ClientRequest.ack), so the coordinator's unread budget must exceed it. */
+#define Q35_WIRE_ACK_BYTES (256u << 10)
+
 /* FNV-1a 64 over buf, continuing from h (start with Q35_FNV_INIT). */
 #define Q35_FNV_INIT 0xcbf29ce484222325ull
 uint64_t q35_wire_fnv1a(uint64_t h, const void *buf, size_t n);

@@ -397,8 +397,13 @@ static void test_metrics_text(void **state)
     metrics_itl(0.003);
     q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8 } };
     snprintf(sg[0].endpoint, sizeof sg[0].endpoint, "ipc:///a\"b\\c");
-    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4 };
+    q35c_stage_status sp[2] = { { .up = true, .spare_for = 0 }, { .spare_for = -1 } };
+    snprintf(sp[0].endpoint, sizeof sp[0].endpoint, "ipc:///spare");
+    snprintf(sp[1].endpoint, sizeof sp[1].endpoint, "ipc:///other");
+    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4, .n_spares = 2, .spares = sp };
     char *t = metrics_render(&st);
+    assert_non_null(strstr(t, "qwen35_spare_up{spare=\"0\",endpoint=\"ipc:///spare\",for_stage=\"0\"} 1\n"));
+    assert_non_null(strstr(t, "qwen35_spare_up{spare=\"1\",endpoint=\"ipc:///other\",for_stage=\"\"} 0\n"));
     assert_non_null(strstr(t, "qwen35_requests_total{endpoint=\"testep\",finish_reason=\"stop\"} 1\n"));
     assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"+Inf\"}"));
     assert_non_null(strstr(t, "endpoint=\"ipc:///a\\\"b\\\\c\",window=\"10s\"} 0.5\n"));
