@@ -135,12 +135,13 @@ grep -q ", $(nproc) threads" "$T.err" || p35_fail "run: default threads are not 
 # --- -cnv on a terminal: two turns, each answered (and nothing computed twice)
 if command -v script >/dev/null; then
     printf 'Hello\nHow are you?\n' >"$T.turns"
-    script -qec "$RUN -cnv -n 6 --ignore-eos" /dev/null <"$T.turns" >"$T.pty" 2>&1 || true
+    # bounded: once a -cnv run never saw the end of its input (16 min)
+    timeout -k 5 60 script -qec "$RUN -cnv -n 6 --ignore-eos" /dev/null <"$T.turns" >"$T.pty" 2>&1 || true
     n=$(grep -c 'length: prompt' "$T.pty" || true)
     [ "$n" -eq 2 ] || p35_fail "run -cnv (pty): $n answers, want 2: $(cat -v "$T.pty")"
     grep -q 'prompt 23 tokens.*context 51/' "$T.pty" || p35_fail "run -cnv: turn 2 recomputed: $(cat -v "$T.pty")"
     # shellcheck disable=SC2016
-    script -qec "$BIN/qwen35-client --endpoint $P35_EP -cnv -n 6 --ignore-eos --stats" /dev/null <"$T.turns" >"$T.pty" 2>&1 || true
+    timeout -k 5 60 script -qec "$BIN/qwen35-client --endpoint $P35_EP -cnv -n 6 --ignore-eos --stats" /dev/null <"$T.turns" >"$T.pty" 2>&1 || true
     n=$(grep -c '\[length:' "$T.pty" || true)
     [ "$n" -eq 2 ] || p35_fail "client -cnv (pty): $n answers, want 2: $(cat -v "$T.pty")"
     grep -q "$(printf '\033')\[2m" "$T.pty" || p35_fail "client -cnv (pty): reasoning not dimmed"
@@ -149,7 +150,7 @@ if command -v script >/dev/null; then
     rm -f "$T.fifo"
     mkfifo "$T.fifo"
     : >"$T.pty"
-    script -qec "$RUN -cnv -n 4000 --ignore-eos --hide-think" /dev/null <"$T.fifo" >"$T.pty" 2>&1 &
+    timeout -k 5 120 script -qec "$RUN -cnv -n 4000 --ignore-eos --hide-think" /dev/null <"$T.fifo" >"$T.pty" 2>&1 &
     spid=$!
     trap '' PIPE   # a run that ended early: a FAIL below, not a dead script
     exec 7>"$T.fifo"

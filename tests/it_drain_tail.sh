@@ -3,10 +3,12 @@
 # finishes while the coordinator drains on SIGTERM reaches its client whole
 # (every token, then its Final), even when the client is behind on reading
 # at the moment the coordinator exits.
-#   1. "behind" made certain: the client is SIGSTOPped after its first
-#      token, the coordinator is SIGTERMed, drains the request and exits;
-#      only then does the client go on. Every event is in the client's
-#      socket by then (written before the coordinator exited), so nothing
+#   1. "behind" made certain: the request is held at the last stage
+#      (SIGSTOP) until the coordinator has it, the client is SIGSTOPped,
+#      the coordinator SIGTERMed; the stage goes on, the coordinator drains
+#      the whole request and exits; only then does the client go on. Every
+#      event is in the client's socket by then (written before the
+#      coordinator exited: 150 tokens fit the socket buffers), so nothing
 #      may be missing. (libzmq's ZMQ_IMMEDIATE on the client's DEALER threw
 #      away what had arrived and was not read yet when the link dropped:
 #      the last token and the Final, or more.)
@@ -51,7 +53,8 @@ alive_within() {   # PID SECONDS: 0 once PID has exited, 1 if it still runs afte
 "$BIN/qwen35-stage" --model "$MODEL" --layers 0:4 --bind "ipc://$T/s0.sock" --threads 1 2>"$T/s0.err" &
 PIDS="$PIDS $!"
 "$BIN/qwen35-stage" --model "$MODEL" --layers 4:8 --bind "ipc://$T/s1.sock" --threads 1 2>"$T/s1.err" &
-PIDS="$PIDS $!"
+S1=$!
+PIDS="$PIDS $S1"
 start_coord() {   # start_coord ROUND: the coordinator, serving once a short request goes through
     "$BIN/qwen35-coordinator" --model "$MODEL" --listen "ipc://$T/c.sock" \
         --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8" --max-ctx 4096 2>"$T/coord-$1.err" &
@@ -75,25 +78,34 @@ check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordin
     [ $crc -eq 0 ] || fail "round $1: coordinator exit status $crc after SIGTERM, expected 0"
     [ "$got" -eq "$2" ] && [ $rc -eq 0 ] ||
         fail "round $1 ($3): the request got $got of $2 tokens, client exit $rc: $(tr '\n' ' ' <"$T/client-$1.err")"
-    grep -q "request 1: length, 64 prompt (0 cached) + $2 completion" "$T/coord-$1.err" ||
+    # the request ended after the drain began (else the round proves nothing)
+    awk -v want="request 1: length, 64 prompt (0 cached) + $2 completion" '
+        /stopping: draining requests/ { d = 1 } index($0, want) && d { ok = 1 } END { exit !ok }' "$T/coord-$1.err" ||
         fail "round $1: the coordinator did not finish the request (length, $2 tokens) while draining"
 }
 
 # 1. the client is behind (stopped) when the coordinator exits
-N1=300   # the whole stream (~25 KB) fits in the socket buffers: nothing waits on the stopped client
+N1=150
+active() { "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --status 2>/dev/null | grep -q 'requests: 1 active'; }
 r=0
 while [ $r -lt "$ROUNDS_STOPPED" ]; do
     r=$((r + 1))
     start_coord "s$r"
+    kill -STOP "$S1"
     client "s$r" $N1
-    wait_for "$T/out-s$r" '[0-9]' 30 || fail "round s$r: no token streamed within 30 s"
+    i=0
+    until active; do
+        i=$((i + 1)); [ $i -gt 100 ] && { kill -CONT "$S1"; fail "round s$r: the coordinator never had the request"; }
+        sleep 0.1
+    done
     kill -STOP "$CL"
     kill -TERM "$COORD"
+    kill -CONT "$S1"
     alive_within "$COORD" 60 || fail "round s$r: coordinator still draining 60 s after SIGTERM"
     before=$(wc -w <"$T/out-s$r")
     kill -CONT "$CL"
     check "s$r" $N1 "stopped at $before tokens until the coordinator had exited"
-    ok "round s$r: client stopped at $before/$N1 tokens, coordinator drained and exited 0; then the client got all $N1 tokens and the Final"
+    ok "round s$r: client stopped at $before/$N1 tokens, the coordinator drained the request and exited 0; then the client got all $N1 tokens and the Final"
 done
 
 # 2. the plain case: SIGTERM 0.5 s into a long request

@@ -7,14 +7,18 @@ WHAT=${2:-all}
 export QWEN35_BUILD="$BUILD"
 export QWEN35_GOLDEN="${QWEN35_GOLDEN:-$(cd "$(dirname "$0")/../.." && pwd)/shared/golden}"
 pass=0; fail=0; failed=""
+# Each program or script gets at most QWEN35_TEST_LIMIT_S (default 1200 s):
+# one that hangs fails with its name instead of eating the CI's time.
+LIMIT=${QWEN35_TEST_LIMIT_S:-1200}
 run_one() {
     name=$1; shift
     start=$(date +%s)
-    if "$@"; then
+    if timeout -k 10 "$LIMIT" "$@"; then
         pass=$((pass + 1)); status=ok
     else
         fail=$((fail + 1)); status=FAILED; failed="$failed $name"
     fi
+    [ $(( $(date +%s) - start )) -ge "$LIMIT" ] && status="$status (past the ${LIMIT} s limit)"
     echo "== $name: $status ($(( $(date +%s) - start ))s)"
 }
 for t in "$BUILD"/tests/test_*; do
