@@ -49,9 +49,12 @@ int link_open(coord *c, link *l, char *err, size_t errsz)
         zmq_connect(l->mon, mon) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: monitor socket: %s", l->idx,
                        zmq_strerror(errno));
-    const curve_key *key = l->spare ? &c->o.spare_key[l->idx - c->n_links] : &c->o.stage_key[l->idx];
-    if (c->o.curve_secret && (rc = curve_client_setup(l->sock, c->o.curve_secret, key, err, errsz)))
-        return rc;
+    if (c->o.curve_secret) {
+        /* the key tables exist only with CURVE (indexing a NULL one is UB) */
+        const curve_key *key = l->spare ? &c->o.spare_key[l->idx - c->n_links] : &c->o.stage_key[l->idx];
+        if ((rc = curve_client_setup(l->sock, c->o.curve_secret, key, err, errsz)))
+            return rc;
+    }
     if (zmq_connect(l->sock, l->endpoint) != 0)
         return q35_err(err, errsz, Q35_EIO, "stage %d: connect %s: %s", l->idx, l->endpoint,
                        zmq_strerror(errno));
