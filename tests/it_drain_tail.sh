@@ -37,12 +37,6 @@ fail() {
     exit 1
 }
 ok() { echo "ok   $*"; }
-wait_for() {   # FILE PATTERN SECONDS
-    i=0
-    while ! grep -q -- "$2" "$1" 2>/dev/null; do
-        i=$((i + 1)); [ $i -gt $(($3 * 10)) ] && return 1; sleep 0.1
-    done
-}
 alive_within() {   # PID SECONDS: 0 once PID has exited, 1 if it still runs after SECONDS
     i=0
     while kill -0 "$1" 2>/dev/null; do
