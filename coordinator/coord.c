@@ -326,8 +326,11 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         q35__stage_status__init(s);
         s->endpoint = l->endpoint;
         s->up = l->state == L_UP;
-        s->layer_begin = l->want_begin;
-        s->layer_end = l->want_end;
+        /* cuts (half-layers) as layers + half flags; -1 (not known) stays -1 */
+        s->layer_begin = l->want_begin < 0 ? (uint32_t)-1 : (uint32_t)l->want_begin / 2;
+        s->layer_end = l->want_end < 0 ? (uint32_t)-1 : (uint32_t)l->want_end / 2;
+        s->begin_half = l->want_begin > 0 && (l->want_begin & 1);
+        s->end_half = l->want_end > 0 && (l->want_end & 1);
         s->backend = (char *)(l->ever_up ? l->backend : "");
         s->slots_in_use = l->st.slots_in_use;
         s->max_seqs = l->hs.max_seqs;

@@ -106,6 +106,11 @@ enum q35_role { Q35_NORM, Q35_ROW, Q35_F32M, Q35_MAT, Q35_EXPS, Q35_GATE, Q35_UP
     ROW(ffn_up_shexp,        "ffn_up_shexp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1, Q35_FFN) \
     ROW(ffn_down_shexp,      "ffn_down_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.Fs, d.E, 1, Q35_FFN)
 
+/* The block (enum q35_block) that reads tensor "blk.N.<suffix>": its row
+ * of the table; one not in it by its name (ffn_* and post_attention_norm:
+ * the FFN, the rest the mixer). */
+int q35_layer_tensor_block(const char *suffix);
+
 /* Weights of one main-stack layer, one field per row of the table;
  * fields of the other kind stay zeroed (data NULL). */
 typedef struct q35_layer_weights {

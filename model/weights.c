@@ -70,6 +70,16 @@ static int bind_fused_half(const gguf_file *f, q35_tensor *t, const char *name, 
     return 0;
 }
 
+int q35_layer_tensor_block(const char *suffix)
+{
+#define BLOCK_OF(field, sfx, kinds, role, req, ne0, ne1, ne2, block) \
+    if (!strcmp(suffix, sfx)) return block;
+    Q35_LAYER_TENSORS(BLOCK_OF)
+#undef BLOCK_OF
+    return !strncmp(suffix, "ffn_", 4) || !strncmp(suffix, "post_attention_norm", 19) ? Q35_FFN
+                                                                                      : Q35_MIXER;
+}
+
 /* Binds the tensors of layer il's blocks that the range holds. */
 static int bind_layer(const gguf_file *f, const q35_weights *w, int il, q35_layer_weights *lw,
                       char *err, size_t errsz)
