@@ -51,10 +51,11 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     }
     if (load_model(c, err, errsz))
         goto fail;
-    if ((o->stage_end[o->n_stages - 1] >= 0 && o->stage_end[o->n_stages - 1] != (int)c->cfg.n_layer) ||
-        (o->stage_begin[0] >= 0 && o->stage_begin[0] != 0)) {
-        q35_err(err, errsz, Q35_EINVAL, "stages cover layers %d:%d, the model (%s) has 0:%u",
-                o->stage_begin[0], o->stage_end[o->n_stages - 1], o->model_path, c->cfg.n_layer);
+    int first = o->stage_begin[0], end = o->stage_end[o->n_stages - 1];   /* cuts */
+    if ((end >= 0 && end != 2 * (int)c->cfg.n_layer) || (first >= 0 && first != 0)) {
+        q35_err(err, errsz, Q35_EINVAL, "stages cover layers " Q35_CUT_FMT ":" Q35_CUT_FMT ", the model "
+                "(%s) has 0:%u", Q35_CUT_ARGS(first < 0 ? 0 : first), Q35_CUT_ARGS(end < 0 ? 0 : end),
+                o->model_path, c->cfg.n_layer);
         goto fail;
     }
     if (o->trace_path && !(c->trace = coord_trace_new(o->trace_path, c->t_start, err, errsz)))
