@@ -25,8 +25,10 @@
 # once; 2 x (1 stage's time per token / the 2 stages' together) is the
 # most 2 stages can gain with no idle time at all.
 #
-# Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/…; generated
-# when missing, ~2 GB), BENCH_STREAMS (8), BENCH_TOKENS (64),
+# Env: BIN, QWEN35_GOLDEN, BENCH_PRESET (mini-12L, the default, or
+# 35b-a3b: the full-size model, 40 layers, 21.2 GB, generated once by
+# tools/bench_preset.sh, which skips the bench when disk or memory is
+# short), BENCH_MODEL (any other file), BENCH_STREAMS (8), BENCH_TOKENS (64),
 # BENCH_MICRO_BATCHES (2), BENCH_PLAN (time, the default: qwen35-info
 # --measure, balance the seconds a step takes here; bytes: balance the
 # bytes a step reads),
@@ -36,24 +38,25 @@ P35_ME=bench-pipeline
 . "$(dirname "$0")/pipeline.sh"
 
 GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
-MODEL=${BENCH_MODEL:-${QWEN35_BUILD:-build}/models/mini-12L-64x-q4_k_m.gguf}
+PRESET=${BENCH_PRESET:-mini-12L}
+[ "$PRESET" = mini ] && PRESET=mini-12L     # make's default preset: this bench's 12-layer mini
+if [ -n "${BENCH_MODEL:-}" ]; then
+    MODEL=$BENCH_MODEL
+else
+    rc=0
+    MODEL=$(sh "$(dirname "$0")/../tools/bench_preset.sh" "$PRESET" "$BIN" "$GOLDEN") || rc=$?
+    [ "$rc" -eq 3 ] && exit 0          # skipped: bench_preset.sh said why
+    [ "$rc" -eq 0 ] || p35_die "no model for BENCH_PRESET=$PRESET"
+fi
+[ -f "$MODEL" ] || p35_die "$MODEL: no such model (BENCH_MODEL)"
 STREAMS=${BENCH_STREAMS:-8}
 TOKENS=${BENCH_TOKENS:-64}
-N_LAYER=12
+N_LAYER=$("$BIN/qwen35-info" "$MODEL" | sed -n 's/^ *layers *\([0-9]*\) main.*/\1/p')
+[ -n "$N_LAYER" ] || p35_die "qwen35-info $MODEL: no layer count"
 MICRO=${BENCH_MICRO_BATCHES:-2}
 BATCH=$(( (STREAMS + MICRO - 1) / MICRO ))
 PLAN_BY=${BENCH_PLAN:-time}
 case $PLAN_BY in bytes|time) ;; *) p35_die "BENCH_PLAN=$PLAN_BY: expected bytes or time" ;; esac
-
-if [ ! -f "$MODEL" ]; then
-    [ -x "$BIN/qwen35-mkmodel" ] || p35_die "$BIN/qwen35-mkmodel missing (run make first)"
-    mkdir -p "$(dirname "$MODEL")"
-    VOCAB=$GOLDEN/tokenizer/qwen3-vocab.gguf
-    set -- --preset mini --layers $N_LAYER --experts 64 --types q4_k_m -o "$MODEL"
-    [ -f "$VOCAB" ] && set -- "$@" --vocab-from "$VOCAB"
-    echo "bench-pipeline: generating $MODEL: qwen35-mkmodel $*"
-    "$BIN/qwen35-mkmodel" "$@"
-fi
 
 # The split: qwen35-info --plan 2 --batch B prints the two ranges and the
 # bytes each reads per decode step (BENCH_SPLIT="A:B C:D" overrides it).
@@ -104,7 +107,7 @@ run() {
     pids=""
     for i in $(seq 1 "$STREAMS"); do
         p35_bg_client "$P35_RUN/o$i" --prompt-ids "$P35_RUN/p$i.ids" -n "$TOKENS" --ignore-eos \
-            --json --seed "$i" --timeout 120000
+            --json --seed "$i" --timeout 900000
         pids="$pids $P35_LAST"
     done
     # stage stats while every stream decodes: from all streams' first token

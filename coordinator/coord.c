@@ -27,11 +27,14 @@ static int load_model(coord *c, char *err, size_t errsz)
     return rc;
 }
 
-coord *coord_new(const coord_opts *o, char *err, size_t errsz)
+coord *coord_new(const coord_opts *o, int *code, char *err, size_t errsz)
 {
+    int rc = Q35_ENOMEM, dummy;
+    if (!code)
+        code = &dummy;
     coord *c = calloc(1, sizeof *c);
     if (!c) {
-        q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        *code = q35_err(err, errsz, Q35_ENOMEM, "out of memory");
         return NULL;
     }
     c->o = *o;
@@ -45,23 +48,28 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
     if (gethostname(c->host, sizeof c->host - 1) != 0)
         snprintf(c->host, sizeof c->host, "?");
     if (o->n_stages < 1 || o->n_spares < 0 || o->n_stages + o->n_spares > COORD_MAX_STAGES) {
-        q35_err(err, errsz, Q35_EINVAL, "%d stages and %d spares, expected 1 .. %d in all",
-                o->n_stages, o->n_spares, COORD_MAX_STAGES);
+        rc = q35_err(err, errsz, Q35_EINVAL, "%d stages and %d spares, expected 1 .. %d in all",
+                     o->n_stages, o->n_spares, COORD_MAX_STAGES);
         goto fail;
     }
-    if (load_model(c, err, errsz))
+    if ((rc = load_model(c, err, errsz)))
         goto fail;
     int first = o->stage_begin[0], end = o->stage_end[o->n_stages - 1];   /* cuts */
     if ((end >= 0 && end != 2 * (int)c->cfg.n_layer) || (first >= 0 && first != 0)) {
-        q35_err(err, errsz, Q35_EINVAL, "stages cover layers " Q35_CUT_FMT ":" Q35_CUT_FMT ", the model "
-                "(%s) has 0:%u", Q35_CUT_ARGS(first < 0 ? 0 : first), Q35_CUT_ARGS(end < 0 ? 0 : end),
-                o->model_path, c->cfg.n_layer);
+        rc = q35_err(err, errsz, Q35_EINVAL, "stages cover layers " Q35_CUT_FMT ":" Q35_CUT_FMT ", the "
+                     "model (%s) has 0:%u", Q35_CUT_ARGS(first < 0 ? 0 : first),
+                     Q35_CUT_ARGS(end < 0 ? 0 : end), o->model_path, c->cfg.n_layer);
         goto fail;
     }
+    /* an unwritable --trace path or a model without a usable tokenizer:
+     * the operator's to fix */
+    rc = Q35_EINVAL;
     if (o->trace_path && !(c->trace = coord_trace_new(o->trace_path, c->t_start, err, errsz)))
         goto fail;
-    c->tx = coord_text_new(o->model_path, err, errsz);
-    if (!c->tx || cache_new(c, err, errsz))
+    if (!(c->tx = coord_text_new(o->model_path, err, errsz)))
+        goto fail;
+    rc = Q35_EIO;
+    if (cache_new(c, err, errsz))
         goto fail;
     c->zctx = zmq_ctx_new();
     c->cli = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
@@ -100,6 +108,7 @@ coord *coord_new(const coord_opts *o, char *err, size_t errsz)
         c->n_mb = COORD_MAX_STAGES + 1;
     return c;
 fail:
+    *code = rc;
     coord_destroy(&c);
     return NULL;
 }

@@ -64,8 +64,11 @@ typedef struct coord_opts {
 typedef struct coord coord;
 
 /* Opens the model (tokenizer, identity), binds the client socket and
- * connects the stage links. NULL with the reason in err. */
-coord *coord_new(const coord_opts *o, char *err, size_t errsz);
+ * connects the stage links. NULL with the reason in err and its code in
+ * *code (when code is non-NULL): Q35_EINVAL when the options or the files
+ * they name are at fault (a restart cannot fix it), another code for the
+ * system's failures (memory, a socket, an endpoint in use). */
+coord *coord_new(const coord_opts *o, int *code, char *err, size_t errsz);
 void coord_destroy(coord **c);
 
 /* One turn: waits up to timeout_ms for sockets (and wake_fd, -1 = none),

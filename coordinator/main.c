@@ -68,10 +68,12 @@ int main(int argc, char **argv)
         if (curve_key_public(&cf.curve_secret, &pub, err, sizeof err) == 0)
             q35_log_info("CURVE: stage links authenticated, this coordinator's public key %s", pub.z85);
     }
-    coord *c = ep && where && b && e && keys ? coord_new(&o, err, sizeof err) : NULL;
+    int code = Q35_ENOMEM;
+    coord *c = ep && where && b && e && keys ? coord_new(&o, &code, err, sizeof err) : NULL;
     if (!c) {
         q35_log_error("%s", ep ? err : "out of memory");
-        rc = 1;
+        /* RestartPreventExitStatus=78: a bad file or option stays bad */
+        rc = code == Q35_EINVAL ? CFG_EXIT_CONFIG : 1;
         goto out;
     }
     if (ns)

@@ -156,6 +156,17 @@ void q35_weights_free(q35_weights *w);
 /* Weight bytes one decoded token reads (engine.h q35_engine_decode_bytes). */
 uint64_t q35_weights_decode_bytes(const q35_weights *w);
 
+/* Map the pages of every bound tensor but token_embd (of which a step
+ * reads only its tokens' rows) into this process now (Linux
+ * MADV_POPULATE_READ), when they fit in max_bytes; returns the bytes
+ * asked for, 0 when skipped or unsupported (the pages then fault in as
+ * they are first read, as before). For backends that read the weights in
+ * place: a file mapped lazily faults once per page per process, and a
+ * 35B-A3B decode step touches up to 2 GB of experts it has not touched
+ * before, so the first hundreds of tokens would run at the page-fault
+ * rate, not the memory's. */
+uint64_t q35_weights_populate(const q35_weights *w, uint64_t max_bytes);
+
 typedef struct q35_backend_opts {
     int max_seqs, max_ctx;
     int n_threads;                     /* CPU workers (the CUDA backend may ignore) */

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- helpers shared by the blocks ---------------------------------------- */
 
@@ -237,6 +238,12 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
         q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory");
         goto fail;
     }
+    /* The kernels read the weights in place: map their pages now rather
+     * than at the first steps' page faults, when they fit in 90% of the
+     * host's memory (past that, the page cache could not keep them anyway). */
+    long pages = sysconf(_SC_PHYS_PAGES), pgsz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && pgsz > 0)
+        q35_weights_populate(w, (uint64_t)pages * (uint64_t)pgsz / 10 * 9);
     return b;
 fail:
     cpu_destroy(&b);

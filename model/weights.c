@@ -6,9 +6,16 @@
 #include "gguf.h"
 #include "quant.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22     /* Linux 5.14 */
+#endif
 
 q35_dims q35_dims_of(const q35_config *c)
 {
@@ -170,4 +177,37 @@ uint64_t q35_weights_decode_bytes(const q35_weights *w)
 #undef BYTES
     }
     return n;
+}
+
+/* The page-aligned span of t, populated; false when the kernel refused. */
+static bool populate_tensor(const q35_tensor *t)
+{
+    if (!t->data || !t->nbytes)
+        return true;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)t->data & ~(pg - 1), b = (uintptr_t)t->data + t->nbytes;
+    return madvise((void *)a, b - a, MADV_POPULATE_READ) == 0;
+}
+
+uint64_t q35_weights_populate(const q35_weights *w, uint64_t max_bytes)
+{
+    uint64_t n = 0;
+    if (w->has_head)
+        n += w->output_norm.nbytes + w->output.nbytes;
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
+        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
+#define NBYTES(field, ...) n += l->field.data ? l->field.nbytes : 0;
+        Q35_LAYER_TENSORS(NBYTES)
+#undef NBYTES
+    }
+    if (n > max_bytes)
+        return 0;
+    bool ok = !w->has_head || (populate_tensor(&w->output_norm) && populate_tensor(&w->output));
+    for (int il = w->layer_begin; ok && il < w->layer_end; il++) {
+        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
+#define POPULATE(field, ...) ok = ok && populate_tensor(&l->field);
+        Q35_LAYER_TENSORS(POPULATE)
+#undef POPULATE
+    }
+    return ok ? n : 0;
 }

@@ -7,7 +7,8 @@
 #          a FIFO as model, layers past the model, a bad value (file:line),
 #          a half-layer end not L.5, a half-layer past the model
 #   coordinator: too many stages (more than layers; more than 64), max-ctx
-#          past the model's context, a bad value (file:line), a stage that
+#          past the model's context, a bad value (file:line), a --trace file
+#          that cannot be created, a stage that
 #          serves other layers than its line says (found at the handshake;
 #          also at a half-layer), a gap / an overlap at a half-layer
 # A model missing a tensor outside a stage's range still serves that range.
@@ -88,6 +89,8 @@ printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/m0
 expect "coordinator bad value (file)" 78 "c.conf:5: max-queue" "$CO" --config "$P35_RUN/c.conf"
 expect "coordinator FIFO as model" 78 "not a regular file (a FIFO)" \
     "$CO" --model "$P35_RUN/fifo.gguf" $CB --stage "ipc://$P35_RUN/m0.sock"
+expect "coordinator trace file in a missing folder" 78 "trace: $P35_RUN/no/such/dir/t.json: No such file" \
+    "$CO" --model "$M" $CB --stage "ipc://$P35_RUN/m0.sock" --trace "$P35_RUN/no/such/dir/t.json"
 # the running stage holds 0:4; the line says 0:8 (a single stage): found
 # at its handshake, and no restart can fix the config
 printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/s1.sock 0:8\n' \

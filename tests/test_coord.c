@@ -164,7 +164,7 @@ static co_thread *coord_open(int n, st_thread **st, const int *bounds, int max_s
                      .max_seqs = max_seqs, .max_ctx = 256, .step_timeout_ms = step_ms,
                      .wire_dtype = g_wire_dtype, .trace_path = g_trace,
                      .max_client_requests = g_max_client };
-    t->c = coord_new(&o, t->err, sizeof t->err);
+    t->c = coord_new(&o, NULL, t->err, sizeof t->err);
     if (!t->c)
         fail_msg("coord_new: %s", t->err);
     return t;

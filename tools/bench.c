@@ -7,7 +7,7 @@
  *   tokens, with the weight bytes they stream per second.
  *
  *   qwen35-bench -m MODEL [--threads T] [--tokens N] [--membw-mb MB]
- *                [--activations exact,q8,f32 (default exact,q8)] [--only decode|prefill]
+ *                [--activations exact,q8,f32 (default exact,q8)] [--only decode|prefill|prefill512]
  *
  * Lines starting "RESULT" (what, threads, mode, tok/s) are for scripts
  * (tools/bench_peer.sh).
@@ -35,7 +35,7 @@ typedef struct bench_opts {
     const char *model;
     int max_threads, n_decode, membw_mb;
     int acts[QUANT_ACT_COUNT], n_acts;
-    const char *only;             /* NULL, "decode" or "prefill" */
+    const char *only;             /* NULL, "decode", "prefill" (64) or "prefill512" */
 } bench_opts;
 
 static int fail(const char *what, const char *err)
@@ -201,8 +201,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                 o->acts[o->n_acts++] = a;
             }
         } else if (c == 'o') {
-            if (strcmp(optarg, "decode") && strcmp(optarg, "prefill")) {
-                fprintf(stderr, "qwen35-bench: --only: '%s' is not decode or prefill\n", optarg);
+            if (strcmp(optarg, "decode") && strcmp(optarg, "prefill") && strcmp(optarg, "prefill512")) {
+                fprintf(stderr, "qwen35-bench: --only: '%s' is not decode, prefill or prefill512\n", optarg);
                 return -1;
             }
             o->only = optarg;
@@ -217,8 +217,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         } else {
             fprintf(c == 'h' ? stdout : stderr,
                     "usage: qwen35-bench -m MODEL [--threads T (max, default all)] [--tokens N (decode steps, default 16)]\n"
-                    "                    [--membw-mb MB] [--activations exact,q8,f32] [--only decode|prefill]\n"
-                    "  --only decode: just decode at --threads T; --only prefill: just prefill of 64 at T\n");
+                    "                    [--membw-mb MB] [--activations exact,q8,f32] [--only decode|prefill|prefill512]\n"
+                    "  --only decode: just decode at --threads T; --only prefill (prefill512): just prefill of 64 (512) at T\n");
             return c == 'h' ? 1 : -1;
         }
     }
@@ -264,9 +264,9 @@ static int bench_threads(const bench_opts *o, int t, int act, bool all, float *l
                    an, t, batches[i], r, r / tps);
             printf("RESULT batch%d %d %s %.3f %.2f\n", batches[i], t, an, r, bw);
         }
-    if ((all && !o->only) || (o->only && !strcmp(o->only, "prefill")))
+    if ((all && !o->only) || (o->only && !strncmp(o->only, "prefill", 7)))
         for (size_t i = 0; i < sizeof prefills / sizeof *prefills; i++) {
-            if (o->only && prefills[i] != 64)
+            if (o->only && prefills[i] != (strcmp(o->only, "prefill512") ? 64 : 512))
                 continue;
             if (prefill_rate(e, prefills[i], logits, &r, err, errsz)) {
                 rc = fail("prefill", err);

@@ -4,17 +4,22 @@
 BINS += qwen35-bench
 qwen35-bench_SRCS := tools/bench.c
 
-BENCH_MODEL ?= $(BUILD)/models/mini-q4_k_m.gguf
-BENCH_ARGS  ?=
-
-$(BUILD)/models/mini-q4_k_m.gguf: | $(BUILD)/bin/qwen35-mkmodel
-	@mkdir -p $(@D)
-	$(BUILD)/bin/qwen35-mkmodel --preset mini --layers 4 --experts 64 --types q4_k_m \
-	    --vocab-from $(GOLDEN)/tokenizer/qwen3-vocab.gguf -o $@
+# BENCH_PRESET=35b-a3b: the same figures on the full-size model (21.2 GB,
+# written once to BENCH_DIR, default $TMPDIR or /var/tmp; skipped with a
+# message when disk or memory is short: tools/bench_preset.sh).
+# BENCH_MODEL=FILE: any other file.
+BENCH_PRESET ?= mini
+BENCH_MODEL  ?=
+BENCH_ARGS   ?=
+# the model's path, generated on first use; exit 3 = skipped (message printed)
+BENCH_RESOLVE = m="$(BENCH_MODEL)"; \
+    if [ -z "$$m" ]; then m=$$(sh tools/bench_preset.sh "$(BENCH_PRESET)" $(BUILD)/bin $(GOLDEN)) || \
+        { rc=$$?; [ $$rc -eq 3 ] && exit 0; exit $$rc; }; fi
 
 .PHONY: bench
-bench: $(BUILD)/bin/qwen35-bench $(BENCH_MODEL)
-	$(BUILD)/bin/qwen35-bench -m $(BENCH_MODEL) $(BENCH_ARGS)
+bench: $(BUILD)/bin/qwen35-bench $(BUILD)/bin/qwen35-mkmodel
+	@$(BENCH_RESOLVE); echo "$(BUILD)/bin/qwen35-bench -m $$m $(BENCH_ARGS)"; \
+	    $(BUILD)/bin/qwen35-bench -m "$$m" $(BENCH_ARGS)
 
 # Side by side with the reference engine's llama-bench on the same file,
 # interleaved rounds (tools/bench_peer.sh). The peer is never downloaded
@@ -22,6 +27,7 @@ bench: $(BUILD)/bin/qwen35-bench $(BENCH_MODEL)
 BENCH_PEER_ROUNDS  ?= 3
 BENCH_PEER_THREADS ?= 2
 .PHONY: bench-peer
-bench-peer: $(BUILD)/bin/qwen35-bench $(BENCH_MODEL)
+bench-peer: $(BUILD)/bin/qwen35-bench $(BUILD)/bin/qwen35-mkmodel
 	@test -n "$(PEER)" || { echo "bench-peer: set PEER=/path/to/llama-bench (built outside this tree)"; exit 2; }
-	sh tools/bench_peer.sh "$(PEER)" $(BENCH_MODEL) $(BUILD)/bin/qwen35-bench $(BENCH_PEER_ROUNDS) $(BENCH_PEER_THREADS)
+	@$(BENCH_RESOLVE); \
+	    sh tools/bench_peer.sh "$(PEER)" "$$m" $(BUILD)/bin/qwen35-bench $(BENCH_PEER_ROUNDS) $(BENCH_PEER_THREADS)

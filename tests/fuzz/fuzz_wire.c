@@ -674,7 +674,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         .stage_begin = begin, .stage_end = end, .stage_where = where, .max_queue = 4,
         .max_seqs = MAX_SEQS, .max_ctx = MAX_CTX, .step_timeout_ms = 1000,
     };
-    if (!(co = coord_new(&co_o, err, sizeof err)))
+    if (!(co = coord_new(&co_o, NULL, err, sizeof err)))
         die(model, err);
     int linger = 0;
     cli = zmq_socket(co->zctx, ZMQ_DEALER);
@@ -696,7 +696,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     o2.stage_begin = begin2;
     o2.stage_end = end2;
     o2.stage_where = where2;
-    if (!(co2 = coord_new(&o2, err, sizeof err)))
+    if (!(co2 = coord_new(&o2, NULL, err, sizeof err)))
         die(model, err);
     cli2 = zmq_socket(co2->zctx, ZMQ_DEALER);
     if (!cli2 || zmq_setsockopt(cli2, ZMQ_LINGER, &linger, sizeof linger) ||
