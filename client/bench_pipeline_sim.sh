@@ -11,8 +11,9 @@
 # rate when the pipeline is full, for the micro-batch size the coordinator
 # forms: M micro-batches of B = ceil(S / M) streams), their ratio, each
 # stage's busy share of wall time and the least of them, and "bound": the
-# least busy share whole-layer stages allow (the fastest stage's step over
-# the slowest's, with the split balanced by time at B), mean time to first
+# least busy share the split allows (the fastest stage's step over
+# the slowest's, with the split balanced by time at B; stages may end at
+# half-layers, after a layer's mixer), mean time to first
 # token. Rate and busy shares are measured on the coordinator's --trace
 # while every stream decodes. With 1 stream: the token interval against the
 # sum of the stages' step times (the rest is the hops through the
@@ -32,7 +33,8 @@
 # BENCH_SIM_STREAMS ("1 2 4 8 16 32 64"), BENCH_TOKENS (32),
 # BENCH_MICRO_BATCHES (the coordinator's default when unset),
 # BENCH_COORD_OPTS (more coordinator options), BENCH_SIM_OUT (the PNG),
-# BENCH_SIM_WRAP ("chrt -r 10" where chrt may); P35_TCP_PORT=N: the
+# BENCH_SIM_WRAP ("chrt -r 10" where chrt may), BENCH_SIM_WHOLE=1 (cut at whole
+# layers only, as before half-layer ranges); P35_TCP_PORT=N: the
 # stages on loopback TCP (tcp://127.0.0.1:N, N+1, ...) instead of ipc://.
 set -eu
 P35_ME=bench-pipeline-sim
@@ -59,50 +61,64 @@ if [ ! -f "$MODEL" ]; then
 fi
 
 # cost FIRST LAST ROWS SEQS: microseconds the profile gives a step of
-# layers [FIRST, LAST) (embd with layer 0, head with the last layer).
+# layers [FIRST, LAST) (each a layer L or L.5: after layer L's mixer; a
+# half-layer costs its block's share, the profile's "mixer" line; embd
+# with layer 0, head with the last layer).
 cost() {
     awk -v a="$1" -v b="$2" -v r="$3" -v s="$4" -v nl=$N_LAYER '
         /^[ \t]*#/ { next }
         $1 == "ssm" || $1 == "attn" { f[$1] = $2; w[$1] = $3; q[$1] = $4 }
         $1 == "embd" || $1 == "head" { f[$1] = $2; w[$1] = $3 }
-        END { t = 0
-              for (i = a; i < b; i++) { k = (i + 1) % 4 == 0 ? "attn" : "ssm"; t += f[k] + w[k] * r + q[k] * s }
+        $1 == "mixer" { m["ssm"] = $2; m["attn"] = $3 }
+        END { if (!("ssm" in m)) { m["ssm"] = 0.5; m["attn"] = 0.5 }
+              t = 0
+              for (u = 2 * a; u < 2 * b; u++) { i = int(u / 2); k = (i + 1) % 4 == 0 ? "attn" : "ssm"
+                                                sh = u % 2 ? 1 - m[k] : m[k]
+                                                t += sh * (f[k] + w[k] * r + q[k] * s) }
               if (a == 0) t += f["embd"] + w["embd"] * r
               if (b == nl) t += f["head"] + w["head"] * s
               printf "%.1f", t }' "$PROFILE"
 }
 
-# split N B: N layer ranges "A:B" whose decode steps of B sequences keep
-# the slowest stage as fast as any split can (min-max over contiguous
-# splits, a DP like qwen35-info --plan's), and among those the fastest
-# stage as slow as possible (the busiest the other stages can be): the
-# plan by time, at the batch the coordinator will form.
+# split N B: N layer ranges "A:B" (cut at layers or half-layers: L.5 is
+# after layer L's mixer) whose decode steps of B sequences keep the
+# slowest stage as fast as any split can (min-max over contiguous splits
+# of the 2 x layers blocks, a DP like qwen35-info --plan's), and among
+# those the fastest stage as slow as possible (the busiest the other
+# stages can be): the plan by time, at the batch the coordinator will form.
+# BENCH_SIM_WHOLE=1: whole layers only (the cuts before half-layer ranges).
 split() {
-    awk -v n="$1" -v r="$2" -v nl=$N_LAYER '
+    awk -v n="$1" -v r="$2" -v nl=$N_LAYER -v whole="${BENCH_SIM_WHOLE:-0}" '
         /^[ \t]*#/ { next }
         $1 == "ssm" || $1 == "attn" { c[$1] = $2 + ($3 + $4) * r }
         $1 == "embd" || $1 == "head" { c[$1] = $2 + $3 * r }
-        END { P[0] = 0
-              for (i = 0; i < nl; i++) { k = (i + 1) % 4 == 0 ? "attn" : "ssm"
-                                         P[i + 1] = P[i] + c[k] + (i == 0 ? c["embd"] : 0) + (i == nl - 1 ? c["head"] : 0) }
-              # f[s, i]: the least max cost of layers [0, i) over s stages
-              for (i = 1; i <= nl; i++) f[1, i] = P[i]
+        $1 == "mixer" { m["ssm"] = $2; m["attn"] = $3 }
+        END { if (!("ssm" in m)) { m["ssm"] = 0.5; m["attn"] = 0.5 }
+              nu = 2 * nl; P[0] = 0
+              # unit u: layer u / 2, its mixer (u even) or FFN (u odd)
+              for (u = 0; u < nu; u++) { i = int(u / 2); k = (i + 1) % 4 == 0 ? "attn" : "ssm"
+                                         sh = u % 2 ? 1 - m[k] : m[k]
+                                         P[u + 1] = P[u] + sh * c[k] + (u == 0 ? c["embd"] : 0) + (u == nu - 1 ? c["head"] : 0) }
+              step = whole ? 2 : 1
+              # f[s, i]: the least max cost of units [0, i) over s stages
+              for (i = step; i <= nu; i += step) f[1, i] = P[i]
               for (s = 2; s <= n; s++)
-                  for (i = s; i <= nl; i++) { f[s, i] = 1e30
-                      for (j = s - 1; j < i; j++) { v = f[s - 1, j] > P[i] - P[j] ? f[s - 1, j] : P[i] - P[j]
-                                                    if (v < f[s, i]) f[s, i] = v } }
-              M = f[n, nl] + 1e-6
+                  for (i = s * step; i <= nu; i += step) { f[s, i] = 1e30
+                      for (j = (s - 1) * step; j < i; j += step) { v = f[s - 1, j] > P[i] - P[j] ? f[s - 1, j] : P[i] - P[j]
+                                                                   if (v < f[s, i]) f[s, i] = v } }
+              M = f[n, nu] + 1e-6
               # g[s, i]: the greatest min cost with every stage <= M
-              for (i = 1; i <= nl; i++) g[1, i] = P[i] <= M ? P[i] : -1
+              for (i = step; i <= nu; i += step) g[1, i] = P[i] <= M ? P[i] : -1
               for (s = 2; s <= n; s++)
-                  for (i = s; i <= nl; i++) { g[s, i] = -1
-                      for (j = s - 1; j < i; j++) { if (g[s - 1, j] < 0 || P[i] - P[j] > M) continue
-                                                    v = g[s - 1, j] < P[i] - P[j] ? g[s - 1, j] : P[i] - P[j]
-                                                    if (v > g[s, i]) { g[s, i] = v; from[s, i] = j } } }
-              cut[n] = nl
+                  for (i = s * step; i <= nu; i += step) { g[s, i] = -1
+                      for (j = (s - 1) * step; j < i; j += step) { if (g[s - 1, j] < 0 || P[i] - P[j] > M) continue
+                                                                   v = g[s - 1, j] < P[i] - P[j] ? g[s - 1, j] : P[i] - P[j]
+                                                                   if (v > g[s, i]) { g[s, i] = v; from[s, i] = j } } }
+              cut[n] = nu
               for (s = n; s > 1; s--) cut[s - 1] = from[s, cut[s]]
               cut[0] = 0
-              for (s = 0; s < n; s++) printf "%d:%d%s", cut[s], cut[s + 1], s < n - 1 ? " " : "\n" }' "$PROFILE"
+              for (s = 0; s < n; s++) printf "%s:%s%s", txt(cut[s]), txt(cut[s + 1]), s < n - 1 ? " " : "\n" }
+        function txt(u) { return u % 2 ? sprintf("%d.5", int(u / 2)) : sprintf("%d", u / 2) }' "$PROFILE"
 }
 
 # steady TRACE STAGES: the coordinator's --trace of one run, measured while
@@ -207,7 +223,7 @@ for N in $DIES; do
             sumb=$(awk -v a="$sumb" -v b="$c" 'BEGIN { print a + b }')
         done
         # the least busy stage's share with the slowest busy all the time:
-        # what whole-layer stages allow at best
+        # what the split (at half-layers) allows at best
         bound=$(awk -v a="$least" -v b="$worst" 'BEGIN { printf "%.1f", 100 * a / b }')
         # with fewer micro-batches than stages the chain cannot fill: each
         # micro-batch's tokens take the whole chain's time
@@ -228,7 +244,7 @@ done
 
 echo "bench-pipeline-sim: targets (4 and 8 dies, streams >= 2 x dies): %ideal >= 85 and min_busy >= 85:"
 awk '$1 >= 4 && $2 >= 2 * $1 { n++; ok = $5 >= 85 && $6 >= 85; good += ok
-        printf "  %d dies, %2d streams: %.1f%% of ideal, least busy stage %.1f%% (whole-layer stages allow %.1f%%): %s\n",
+        printf "  %d dies, %2d streams: %.1f%% of ideal, least busy stage %.1f%% (the split allows %.1f%%): %s\n",
             $1, $2, $5, $6, $8, ok ? "holds" : "MISSED" }
      END { printf "  %d of %d hold\n", good, n }' "$ROWS"
 

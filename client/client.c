@@ -627,6 +627,8 @@ static void fill_stage(q35c_stage_status *o, const Q35__StageStatus *g)
     o->layers_known = g->layers_known;
     o->layer_begin = g->layers_known ? (int)g->layer_begin : -1;
     o->layer_end = g->layers_known ? (int)g->layer_end : -1;
+    o->begin_half = g->layers_known && g->begin_half;
+    o->end_half = g->layers_known && g->end_half;
     o->slots_used = (int)g->slots_in_use;
     o->slots_total = (int)g->max_seqs;
     o->max_ctx = (int)g->max_ctx;

@@ -120,6 +120,19 @@ void q35c_event_write_json(FILE *f, const q35c_event *ev)
 
 static json_t *stages_json(const q35c_stage_status *gs, int n, bool spares);
 
+/* A range end: layer L, or L.5 (after layer L's mixer) as a number. */
+static json_t *layer_json(int layer, bool half)
+{
+    return half ? json_real(layer + 0.5) : json_integer(layer);
+}
+
+/* "A:B", each end "L" or "L.5". */
+static void layers_text(const q35c_stage_status *g, char *buf, size_t n)
+{
+    snprintf(buf, n, "%d%s:%d%s", g->layer_begin, g->begin_half ? ".5" : "", g->layer_end,
+             g->end_half ? ".5" : "");
+}
+
 json_t *q35c_status_to_json(const q35c_status *s)
 {
     json_t *o = json_object();
@@ -153,7 +166,8 @@ static json_t *stages_json(const q35c_stage_status *gs, int n, bool spares)
         json_t *st = json_object();
         json_object_set_new(st, "endpoint", json_string(g->endpoint));
         json_object_set_new(st, "layers", g->layers_known
-                            ? json_pack("[ii]", g->layer_begin, g->layer_end) : json_null());
+                            ? json_pack("[oo]", layer_json(g->layer_begin, g->begin_half),
+                                        layer_json(g->layer_end, g->end_half)) : json_null());
         json_object_set_new(st, "up", json_boolean(g->up));
         json_object_set_new(st, "backend", json_string(g->backend));
         json_object_set_new(st, "slots_used", json_integer(g->slots_used));
@@ -209,7 +223,7 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
         const q35c_stage_status *g = &s->stages[i];
         char layers[32], slots[32];
         if (g->layers_known)
-            snprintf(layers, sizeof layers, "%d:%d", g->layer_begin, g->layer_end);
+            layers_text(g, layers, sizeof layers);
         else
             snprintf(layers, sizeof layers, "?");
         snprintf(slots, sizeof slots, "%d/%d", g->slots_used, g->slots_total);
@@ -239,7 +253,7 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
         const q35c_stage_status *g = &s->spares[i];
         char layers[32], slots[32], role[32];
         if (g->layers_known)
-            snprintf(layers, sizeof layers, "%d:%d", g->layer_begin, g->layer_end);
+            layers_text(g, layers, sizeof layers);
         else
             snprintf(layers, sizeof layers, "?");
         snprintf(slots, sizeof slots, "%d/%d", g->slots_used, g->slots_total);

@@ -159,6 +159,7 @@ typedef struct q35c_stage_status {
     char endpoint[256];
     bool layers_known;            /* false: a bare endpoint not handshaken yet */
     int layer_begin, layer_end;   /* [a, b) when layers_known */
+    bool begin_half, end_half;    /* a + 0.5 (from layer a's FFN), b + 0.5 (to after b's mixer) */
     bool up;
     char backend[16];
     char problem[256];            /* why it is not routed to, when down */

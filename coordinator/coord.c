@@ -54,10 +54,11 @@ coord *coord_new(const coord_opts *o, int *code, char *err, size_t errsz)
     }
     if ((rc = load_model(c, err, errsz)))
         goto fail;
-    if ((o->stage_end[o->n_stages - 1] >= 0 && o->stage_end[o->n_stages - 1] != (int)c->cfg.n_layer) ||
-        (o->stage_begin[0] >= 0 && o->stage_begin[0] != 0)) {
-        rc = q35_err(err, errsz, Q35_EINVAL, "stages cover layers %d:%d, the model (%s) has 0:%u",
-                     o->stage_begin[0], o->stage_end[o->n_stages - 1], o->model_path, c->cfg.n_layer);
+    int first = o->stage_begin[0], end = o->stage_end[o->n_stages - 1];   /* cuts */
+    if ((end >= 0 && end != 2 * (int)c->cfg.n_layer) || (first >= 0 && first != 0)) {
+        rc = q35_err(err, errsz, Q35_EINVAL, "stages cover layers " Q35_CUT_FMT ":" Q35_CUT_FMT ", the "
+                     "model (%s) has 0:%u", Q35_CUT_ARGS(first < 0 ? 0 : first),
+                     Q35_CUT_ARGS(end < 0 ? 0 : end), o->model_path, c->cfg.n_layer);
         goto fail;
     }
     /* an unwritable --trace path or a model without a usable tokenizer:
@@ -335,8 +336,11 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         q35__stage_status__init(s);
         s->endpoint = l->endpoint;
         s->up = l->state == L_UP;
-        s->layer_begin = l->want_begin;
-        s->layer_end = l->want_end;
+        /* cuts (half-layers) as layers + half flags; -1 (not known) stays -1 */
+        s->layer_begin = l->want_begin < 0 ? (uint32_t)-1 : (uint32_t)l->want_begin / 2;
+        s->layer_end = l->want_end < 0 ? (uint32_t)-1 : (uint32_t)l->want_end / 2;
+        s->begin_half = l->want_begin > 0 && (l->want_begin & 1);
+        s->end_half = l->want_end > 0 && (l->want_end & 1);
         s->backend = (char *)(l->ever_up ? l->backend : "");
         s->slots_in_use = l->st.slots_in_use;
         s->max_seqs = l->hs.max_seqs;

@@ -29,7 +29,8 @@ typedef struct coord_opts {
     const char *listen;
     int n_stages;
     const char *const *stage_ep;     /* [n_stages] endpoints, in layer order */
-    const int *stage_begin, *stage_end;   /* [n_stages] configured ranges; -1 -1: learned
+    const int *stage_begin, *stage_end;   /* [n_stages] configured ranges, in cuts (config.h:
+                                           * half-layers); -1 -1: learned
                                              from the stage's handshake */
     const char *const *stage_where;  /* [n_stages] config location, for messages */
     /* spares: stages that idle until the stage of their layer range is

@@ -39,7 +39,8 @@ typedef struct link {
     int idx;
     char *endpoint;
     const char *where;
-    int want_begin, want_end;       /* -1: not configured, learned at the handshake */
+    int want_begin, want_end;       /* cuts (config.h: half-layers); -1: not configured,
+                                     * learned at the handshake */
     bool configured;
     bool spare;                     /* idles at index >= n_links until promoted (coord_spare.c) */
     void *sock, *mon;               /* DEALER, monitor PAIR */

@@ -166,7 +166,8 @@ const char *link_label(const coord *c, const link *l, char *buf, size_t n)
     if (!l->spare)
         snprintf(buf, n, "stage %d", l->idx);
     else if (l->want_begin >= 0)
-        snprintf(buf, n, "spare %d (layers %d:%d)", l->idx - c->n_links, l->want_begin, l->want_end);
+        snprintf(buf, n, "spare %d (layers " Q35_CUT_FMT ":" Q35_CUT_FMT ")", l->idx - c->n_links,
+                 Q35_CUT_ARGS(l->want_begin), Q35_CUT_ARGS(l->want_end));
     else
         snprintf(buf, n, "spare %d", l->idx - c->n_links);
     return buf;
@@ -192,35 +193,52 @@ void link_fail(coord *c, link *l, const char *why)
     l->n_busy = 0;
     if (l->spare)
         return;                     /* it served nothing */
-    char msg[400], layers[32] = "layers not known yet";
+    char msg[400], layers[64] = "layers not known yet";
     if (l->want_begin >= 0)
-        snprintf(layers, sizeof layers, "layers %d:%d", l->want_begin, l->want_end);
+        snprintf(layers, sizeof layers, "layers " Q35_CUT_FMT ":" Q35_CUT_FMT,
+                 Q35_CUT_ARGS(l->want_begin), Q35_CUT_ARGS(l->want_end));
     snprintf(msg, sizeof msg, "stage %d (%s, %s): %s", l->idx, l->endpoint, layers, why);
     cache_link_down(c, l);
     sched_on_stage_lost(c, msg);
 }
 
+/* A handshake's range in cuts (model/config.h: half-layers). */
+static void hs_cuts(const Q35__Handshake *h, int *b, int *e)
+{
+    *b = 2 * (int)h->layer_begin + h->begin_half;
+    *e = 2 * (int)h->layer_end + h->end_half;
+}
+
+#define RANGE_FMT "layers " Q35_CUT_FMT ":" Q35_CUT_FMT
+#define RANGE_ARGS(b, e) Q35_CUT_ARGS(b), Q35_CUT_ARGS(e)
+
 /* A stage listed without a range: its handshake's range must continue
- * the neighbours' known ranges (contiguous, every layer once, embeddings
- * first, head last). Ranges not known yet are checked when they arrive. */
+ * the neighbours' known ranges (contiguous at a layer or half-layer, every
+ * block once, embeddings first, head last). Ranges not known yet are
+ * checked when they arrive. */
 static bool chain_fits(const coord *c, const link *l, const Q35__Handshake *h, char *p, size_t n)
 {
-    int b = (int)h->layer_begin, e = (int)h->layer_end, last = c->n_links - 1;
+    int b, e, last = c->n_links - 1, end = 2 * (int)c->cfg.n_layer;
+    hs_cuts(h, &b, &e);
     const link *pv = l->idx > 0 ? &c->links[l->idx - 1] : NULL;
     const link *nx = l->idx < last ? &c->links[l->idx + 1] : NULL;
-    if (b >= e || e > (int)c->cfg.n_layer)
-        snprintf(p, n, "holds layers %d:%d, not a range of the model's 0:%u", b, e, c->cfg.n_layer);
-    else if (!pv && b != 0)
-        snprintf(p, n, "holds layers %d:%d; as the first stage it must start at layer 0", b, e);
-    else if (!nx && e != (int)c->cfg.n_layer)
-        snprintf(p, n, "holds layers %d:%d; as the last stage it must end at layer %u", b, e,
+    if (b >= e || e > end)
+        snprintf(p, n, "holds " RANGE_FMT ", not a range of the model's 0:%u", RANGE_ARGS(b, e),
                  c->cfg.n_layer);
+    else if (!pv && b != 0)
+        snprintf(p, n, "holds " RANGE_FMT "; as the first stage it must start at layer 0",
+                 RANGE_ARGS(b, e));
+    else if (!nx && e != end)
+        snprintf(p, n, "holds " RANGE_FMT "; as the last stage it must end at layer %u",
+                 RANGE_ARGS(b, e), c->cfg.n_layer);
     else if (pv && pv->want_end >= 0 && pv->want_end != b)
-        snprintf(p, n, "holds layers %d:%d, but stage %d (%s) ends at layer %d: ranges must be "
-                 "contiguous", b, e, pv->idx, pv->endpoint, pv->want_end);
+        snprintf(p, n, "holds " RANGE_FMT ", but stage %d (%s) ends at layer " Q35_CUT_FMT ": "
+                 "ranges must be contiguous (%s)", RANGE_ARGS(b, e), pv->idx, pv->endpoint,
+                 Q35_CUT_ARGS(pv->want_end), pv->want_end < b ? "a gap" : "an overlap");
     else if (nx && nx->want_begin >= 0 && nx->want_begin != e)
-        snprintf(p, n, "holds layers %d:%d, but stage %d (%s) starts at layer %d: ranges must "
-                 "be contiguous", b, e, nx->idx, nx->endpoint, nx->want_begin);
+        snprintf(p, n, "holds " RANGE_FMT ", but stage %d (%s) starts at layer " Q35_CUT_FMT ": "
+                 "ranges must be contiguous (%s)", RANGE_ARGS(b, e), nx->idx, nx->endpoint,
+                 Q35_CUT_ARGS(nx->want_begin), nx->want_begin > e ? "a gap" : "an overlap");
     else
         return true;
     return false;
@@ -232,6 +250,8 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
 {
     p[0] = 0;
     const Q35__ModelIdentity *m = h->model;
+    int hb, he;
+    hs_cuts(h, &hb, &he);
     if (h->protocol_version != Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT)
         snprintf(p, n, "speaks protocol %u, the coordinator %d", h->protocol_version,
                  Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT);
@@ -247,18 +267,17 @@ static void check_handshake(const coord *c, const link *l, const Q35__Handshake 
                  m->header_hash == c->id.header_hash && m->file_size == c->id.file_size
                  ? "other weights behind the same header" : "another model", theirs, ours);
     }
-    else if (l->want_begin >= 0 &&
-             ((int)h->layer_begin != l->want_begin || (int)h->layer_end != l->want_end))
-        snprintf(p, n, "holds layers %u:%u, %s %d:%d", h->layer_begin, h->layer_end,
-                 l->configured ? "configured" : "it held", l->want_begin, l->want_end);
-    else if (l->spare && spare_for(c, (int)h->layer_begin, (int)h->layer_end) < 0)
-        snprintf(p, n, "holds layers %u:%u, which no stage is known to hold: a spare stands in "
-                 "for a stage of the same layers", h->layer_begin, h->layer_end);
+    else if (l->want_begin >= 0 && (hb != l->want_begin || he != l->want_end))
+        snprintf(p, n, "holds " RANGE_FMT ", %s " Q35_CUT_FMT ":" Q35_CUT_FMT, RANGE_ARGS(hb, he),
+                 l->configured ? "configured" : "it held", RANGE_ARGS(l->want_begin, l->want_end));
+    else if (l->spare && spare_for(c, hb, he) < 0)
+        snprintf(p, n, "holds " RANGE_FMT ", which no stage is known to hold: a spare stands in "
+                 "for a stage of the same layers", RANGE_ARGS(hb, he));
     else if (!l->spare && l->want_begin < 0 && !chain_fits(c, l, h, p, n))
         ;
-    else if (h->has_embd != (h->layer_begin == 0))
+    else if (h->has_embd != (hb == 0))
         snprintf(p, n, "%s the token embeddings", h->has_embd ? "holds" : "lacks");
-    else if (h->has_head != (h->layer_end == c->cfg.n_layer))
+    else if (h->has_head != (he == 2 * (int)c->cfg.n_layer))
         snprintf(p, n, "%s the LM head", h->has_head ? "holds" : "lacks");
     else if (h->max_seqs < 1 || h->max_ctx < 1 || h->max_batch_tokens < 1 ||
              (h->has_head && h->max_logit_rows < 1))
@@ -304,8 +323,7 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     snprintf(l->backend, sizeof l->backend, "%s", h->backend ? h->backend : "?");
     l->hs.backend = l->backend;
     l->instance = h->instance;
-    l->want_begin = (int)h->layer_begin;   /* learned, for a bare endpoint: kept */
-    l->want_end = (int)h->layer_end;
+    hs_cuts(h, &l->want_begin, &l->want_end);   /* learned, for a bare endpoint: kept */
     l->state = L_UP;
     l->ever_up = true;
     l->owned = false;
@@ -321,16 +339,16 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
         return;
     }
     cache_link_up(c, l, restarted);
-    q35_log_info("stage %d (%s): up%s: layers %u:%u, %s, %u slots x %u ctx, batch %u, pid %u",
-                 l->idx, l->endpoint, restarted ? " again (restarted)" : "", h->layer_begin,
-                 h->layer_end, l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
+    q35_log_info("stage %d (%s): up%s: " RANGE_FMT ", %s, %u slots x %u ctx, batch %u, pid %u",
+                 l->idx, l->endpoint, restarted ? " again (restarted)" : "",
+                 RANGE_ARGS(l->want_begin, l->want_end), l->backend, h->max_seqs, h->max_ctx, h->max_batch_tokens, h->pid);
     if (!strcmp(l->backend, "sim"))
         q35_log_warn("stage %d (%s) runs the SIMULATOR backend: its timings come from a profile, "
                      "its outputs are not the model's", l->idx, l->endpoint);
     if (c->trace) {
         char name[128];
-        snprintf(name, sizeof name, "stage %d (layers %u:%u, %s)", l->idx, h->layer_begin,
-                 h->layer_end, l->backend);
+        snprintf(name, sizeof name, "stage %d (" RANGE_FMT ", %s)", l->idx,
+                 RANGE_ARGS(l->want_begin, l->want_end), l->backend);
         coord_trace_stage(c->trace, l->idx, name);
     }
 }

@@ -53,8 +53,9 @@ static void promote(coord *c, int k, int j)
     /* the handshake's backend string points into its own struct */
     p->hs.backend = p->backend;
     s->hs.backend = s->backend;
-    q35_log_warn("stage %d (layers %d:%d): spare %s promoted in place of %s (%s); that one is a "
-                 "spare once it handshakes again", k, p->want_begin, p->want_end, p->endpoint,
+    q35_log_warn("stage %d (layers " Q35_CUT_FMT ":" Q35_CUT_FMT "): spare %s promoted in place of "
+                 "%s (%s); that one is a spare once it handshakes again", k,
+                 Q35_CUT_ARGS(p->want_begin), Q35_CUT_ARGS(p->want_end), p->endpoint,
                  s->endpoint, s->problem[0] ? s->problem : "not up");
     /* whatever it holds (it idled), it starts from empty; checkpoints
      * of the stage it replaces are gone with it */
@@ -62,8 +63,8 @@ static void promote(coord *c, int k, int j)
     cache_link_up(c, p, true);
     if (c->trace) {
         char name[128];
-        snprintf(name, sizeof name, "stage %d (layers %d:%d, %s)", k, p->want_begin, p->want_end,
-                 p->backend);
+        snprintf(name, sizeof name, "stage %d (layers " Q35_CUT_FMT ":" Q35_CUT_FMT ", %s)", k,
+                 Q35_CUT_ARGS(p->want_begin), Q35_CUT_ARGS(p->want_end), p->backend);
         coord_trace_stage(c->trace, k, name);
     }
 }

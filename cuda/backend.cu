@@ -268,6 +268,13 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
 {
     const q35_config *c = w->cfg;
     if (check_shapes(c, err, errsz)) return NULL;
+    if ((w->cut_begin | w->cut_end) & 1) {
+        /* its layer loop runs whole layers: a half range would run blocks it does not hold */
+        q35_err(err, errsz, Q35_EINVAL, "cuda: layers " Q35_CUT_FMT ":" Q35_CUT_FMT ": the cuda backend "
+                "runs whole layers only (a range ending or starting at a half-layer needs --backend cpu)",
+                Q35_CUT_ARGS(w->cut_begin), Q35_CUT_ARGS(w->cut_end));
+        return NULL;
+    }
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess) { q35_cu_fail(err, errsz, "cudaGetDeviceCount", ce, __FILE__, __LINE__); return NULL; }

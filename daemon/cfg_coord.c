@@ -11,6 +11,10 @@
 
 #define F(m) offsetof(coord_cfg, m)
 
+/* An opt_range (cuts: half-layers) as "layers A:B". */
+#define RANGE_FMT "layers " Q35_CUT_FMT ":" Q35_CUT_FMT
+#define RANGE_ARGS(r) Q35_CUT_ARGS((r).begin), Q35_CUT_ARGS((r).end)
+
 int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char *err, size_t errsz)
 {
     const char *p = text;
@@ -40,8 +44,8 @@ int coord_parse_stage(const char *text, char **endpoint, opt_range *layers, char
     rng[rl] = 0;
     int rc = opts_parse_range(rng, &lr, err, errsz);
     if (rc) return rc;
-    if (lr.end > Q35_MAX_LAYERS)
-        return q35_err(err, errsz, Q35_ERANGE, "%d:%d is outside layers 0:%d", lr.begin, lr.end, Q35_MAX_LAYERS);
+    if (lr.end > 2 * Q35_MAX_LAYERS)
+        return q35_err(err, errsz, Q35_ERANGE, "%s is outside layers 0:%d", rng, Q35_MAX_LAYERS);
 done:
     if (endpoint) {
         *endpoint = strdup(ep);
@@ -66,7 +70,8 @@ static const opt_def coord_defs[] = {
       "ZeroMQ endpoint clients connect to: tcp://HOST:PORT or ipc:///PATH." },
     { "stage", OPT_LIST, F(stage_list), "'ENDPOINT [A:B]'", NULL, 1, 0, NULL, true, check_stage,
       "A stage; repeat once per stage, in layer order. Its layer range is learned from its "
-      "handshake; 'ENDPOINT A:B' also states the layers [A, B) it must hold. The ranges must "
+      "handshake; 'ENDPOINT A:B' also states the layers [A, B) it must hold (an end may be a "
+      "half-layer, L.5: after layer L's mixer). The ranges must "
       "start at layer 0, follow each other without gap or overlap and end at the model's last "
       "layer; the first stage holds the embeddings, the last the head." },
     { "spare", OPT_LIST, F(spare_list), "'ENDPOINT [A:B]'", NULL, 1, 0, NULL, false, check_stage,
@@ -213,9 +218,9 @@ static int spares_check(coord_cfg *c, char *err, size_t errsz)
             found |= c->stages[k].layers.begin == sp->layers.begin &&
                      c->stages[k].layers.end == sp->layers.end;
         if (!found)
-            return q35_err(err, errsz, Q35_EINVAL, "%s: spare: layers %d:%d are no stage's range: a "
+            return q35_err(err, errsz, Q35_EINVAL, "%s: spare: " RANGE_FMT " are no stage's range: a "
                            "spare stands in for a stage of the same layers", sp->where,
-                           sp->layers.begin, sp->layers.end);
+                           RANGE_ARGS(sp->layers));
     }
     return 0;
 }
@@ -249,8 +254,9 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
         if (i == 0) {
             if (st->layers.begin != 0)
                 return q35_err(err, errsz, Q35_EINVAL,
-                               "%s: stage: first stage starts at layer %d; layers 0:%d are not served",
-                               st->where, st->layers.begin, st->layers.begin);
+                               "%s: stage: first stage starts at layer " Q35_CUT_FMT "; layers 0:"
+                               Q35_CUT_FMT " are not served", st->where, Q35_CUT_ARGS(st->layers.begin),
+                               Q35_CUT_ARGS(st->layers.begin));
             continue;
         }
         const coord_stage *pv = &c->stages[i - 1];
@@ -258,15 +264,13 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
             continue;
         if (st->layers.begin < pv->layers.end)
             return q35_err(err, errsz, Q35_EINVAL,
-                           "%s: stage: layers %d:%d overlap %d:%d of the stage at %s",
-                           st->where, st->layers.begin, st->layers.end,
-                           pv->layers.begin, pv->layers.end, pv->where);
+                           "%s: stage: " RANGE_FMT " overlap " Q35_CUT_FMT ":" Q35_CUT_FMT " of the stage at %s",
+                           st->where, RANGE_ARGS(st->layers), RANGE_ARGS(pv->layers), pv->where);
         if (st->layers.begin > pv->layers.end)
             return q35_err(err, errsz, Q35_EINVAL,
-                           "%s: stage: layers %d:%d leave a gap: layers %d:%d after the stage at %s "
-                           "are not served",
-                           st->where, st->layers.begin, st->layers.end,
-                           pv->layers.end, st->layers.begin, pv->where);
+                           "%s: stage: " RANGE_FMT " leave a gap: layers " Q35_CUT_FMT ":" Q35_CUT_FMT
+                           " after the stage at %s are not served", st->where, RANGE_ARGS(st->layers),
+                           Q35_CUT_ARGS(pv->layers.end), Q35_CUT_ARGS(st->layers.begin), pv->where);
     }
     int rc = spares_check(c, err, errsz);
     return rc ? rc : coord_curve_check(c, err, errsz);
@@ -329,22 +333,23 @@ int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t er
                        c->n_stages, n_layer, c->model);
     for (int i = 0; i < c->n_stages; i++) {
         const coord_stage *st = &c->stages[i];
-        if (st->layers.end > n_layer)
-            return q35_err(err, errsz, Q35_ERANGE, "%s: stage: layers %d:%d end past the model's %d layers (%s)",
-                           st->where, st->layers.begin, st->layers.end, n_layer, c->model);
+        if (st->layers.end > 2 * n_layer)
+            return q35_err(err, errsz, Q35_ERANGE, "%s: stage: " RANGE_FMT " end past the model's %d layers (%s)",
+                           st->where, RANGE_ARGS(st->layers), n_layer, c->model);
     }
     for (int i = 0; i < c->n_spares; i++) {
         const coord_stage *sp = &c->spares[i];
-        if (sp->layers.end > n_layer)
-            return q35_err(err, errsz, Q35_ERANGE, "%s: spare: layers %d:%d end past the model's %d layers (%s)",
-                           sp->where, sp->layers.begin, sp->layers.end, n_layer, c->model);
+        if (sp->layers.end > 2 * n_layer)
+            return q35_err(err, errsz, Q35_ERANGE, "%s: spare: " RANGE_FMT " end past the model's %d layers (%s)",
+                           sp->where, RANGE_ARGS(sp->layers), n_layer, c->model);
     }
     if (c->n_stages > 0 && c->stages[c->n_stages - 1].layers.end >= 0 &&
-        c->stages[c->n_stages - 1].layers.end < n_layer) {
+        c->stages[c->n_stages - 1].layers.end < 2 * n_layer) {
         const coord_stage *st = &c->stages[c->n_stages - 1];
         return q35_err(err, errsz, Q35_EINVAL,
-                       "%s: stage: the last stage ends at layer %d; layers %d:%d of the model (%s) are not served",
-                       st->where, st->layers.end, st->layers.end, n_layer, c->model);
+                       "%s: stage: the last stage ends at layer " Q35_CUT_FMT "; layers " Q35_CUT_FMT
+                       ":%d of the model (%s) are not served", st->where, Q35_CUT_ARGS(st->layers.end),
+                       Q35_CUT_ARGS(st->layers.end), n_layer, c->model);
     }
     return 0;
 }

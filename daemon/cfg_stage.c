@@ -20,7 +20,10 @@ static const opt_def stage_defs[] = {
       "GGUF model file (qwen35moe); only the tensors of this stage's layers are read." },
     { "layers", OPT_RANGE, F(layers), "A:B", NULL, 0, Q35_MAX_LAYERS, NULL, true, NULL,
       "Layers [A, B) of the main stack this stage runs; the stage holding layer 0 also "
-      "embeds tokens, the one ending at the last layer also applies the LM head." },
+      "embeds tokens, the one ending at the last layer also applies the LM head. An end may "
+      "be a half-layer, L.5: after layer L's mixer (attention or SSM), before its FFN (e.g. "
+      "0:5.5 and 5.5:11); the stage running a layer's mixer keeps that layer's state. Only "
+      "the cpu and sim backends run half-layers." },
     { "bind", OPT_STR, F(bind), "ENDPOINT", NULL, 1, 0, NULL, true, opts_check_endpoint,
       "ZeroMQ endpoint to serve on: tcp://HOST:PORT or ipc:///PATH." },
     { "threads", OPT_INT, F(threads), "N", "0", 0, 1024, NULL, false, NULL,
@@ -179,10 +182,10 @@ void stage_cfg_free(stage_cfg *c)
 
 int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t errsz)
 {
-    if (c->layers.end > n_layer)
-        return q35_err(err, errsz, Q35_ERANGE, "%s: layers: %d:%d end past the model's %d layers (%s)",
-                       opts_where(&stage_cfg_spec, c, "layers"), c->layers.begin, c->layers.end,
-                       n_layer, c->model);
+    if (c->layers.end > 2 * n_layer)
+        return q35_err(err, errsz, Q35_ERANGE, "%s: layers: " Q35_CUT_FMT ":" Q35_CUT_FMT " end past "
+                       "the model's %d layers (%s)", opts_where(&stage_cfg_spec, c, "layers"),
+                       Q35_CUT_ARGS(c->layers.begin), Q35_CUT_ARGS(c->layers.end), n_layer, c->model);
     return 0;
 }
 
@@ -205,7 +208,8 @@ int stage_cfg_check_model(const stage_cfg *c, char *err, size_t errsz)
      * only: no weight page is read), so a model missing one stops here */
     q35_weights w = {0};
     if (!rc && (rc = q35_weights_bind(f, &cfg, c->layers.begin, c->layers.end, &w, msg, sizeof msg)))
-        q35_err(err, errsz, rc, "%s: model: layers %d:%d: %s", where, c->layers.begin, c->layers.end, msg);
+        q35_err(err, errsz, rc, "%s: model: layers " Q35_CUT_FMT ":" Q35_CUT_FMT ": %s", where,
+                Q35_CUT_ARGS(c->layers.begin), Q35_CUT_ARGS(c->layers.end), msg);
     q35_weights_free(&w);
     gguf_close(&f);
     return rc;

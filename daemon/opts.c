@@ -2,6 +2,7 @@
  * man page. See opts.h. */
 #include "opts.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
@@ -99,17 +100,32 @@ static int parse_bool(const char *v, bool *out, char *err, size_t errsz)
     return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", v);
 }
 
+/* One end of a range: "L" or "L.5" as a cut (2L or 2L + 1); the text
+ * after it in *end. -1 when it is neither. */
+static long parse_cut(const char *s, const char **end)
+{
+    char *e;
+    errno = 0;
+    long l = strtol(s, &e, 10);
+    if (e == s || !isdigit((unsigned char)*s) || errno || l > INT_MAX / 2 - 1)
+        return -1;
+    long cut = 2 * l;
+    if (e[0] == '.' && e[1] == '5' && !isdigit((unsigned char)e[2])) {
+        cut++;
+        e += 2;
+    }
+    *end = e;
+    return cut;
+}
+
 int opts_parse_range(const char *s, opt_range *r, char *err, size_t errsz)
 {
-    char *end;
-    errno = 0;
-    long a = strtol(s, &end, 10);
-    if (end == s || *end != ':' || errno || a < 0 || a > INT_MAX)
-        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B", s);
-    const char *p = end + 1;
-    long b = strtol(p, &end, 10);
-    if (end == p || *end || errno || b < 0 || b > INT_MAX)
-        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B", s);
+    const char *end = s;
+    long a = parse_cut(s, &end);
+    long b = a < 0 || *end != ':' ? -1 : parse_cut(end + 1, &end);
+    if (b < 0 || *end)
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a layer range A:B (each a layer L, or L.5: "
+                       "after layer L's mixer)", s);
     if (a >= b)
         return q35_err(err, errsz, Q35_EINVAL, "'%s' is empty: A must be below B (layers [A, B))", s);
     r->begin = (int)a;
@@ -122,9 +138,8 @@ static int parse_range(const opt_def *d, const char *v, opt_range *out, char *er
     opt_range r;
     int rc = opts_parse_range(v, &r, err, errsz);
     if (rc) return rc;
-    if (has_bounds(d) && (r.begin < d->min || r.end > d->max))
-        return q35_err(err, errsz, Q35_ERANGE, "%d:%d is outside layers %.0f:%.0f",
-                       r.begin, r.end, d->min, d->max);
+    if (has_bounds(d) && (r.begin < 2 * d->min || r.end > 2 * d->max))
+        return q35_err(err, errsz, Q35_ERANGE, "%s is outside layers %.0f:%.0f", v, d->min, d->max);
     *out = r;
     return 0;
 }

@@ -29,11 +29,14 @@ enum opt_type {
     OPT_INT,     /* int               [min, max] */
     OPT_DOUBLE,  /* double            [min, max] */
     OPT_BOOL,    /* bool              true/false/yes/no/on/off/1/0; flag alone = true */
-    OPT_RANGE,   /* opt_range         "A:B" = layers [A, B), min <= A < B <= max */
+    OPT_RANGE,   /* opt_range         "A:B" = layers [A, B), min <= A < B <= max; A, B
+                  *                   a layer L or L.5 (after layer L's mixer) */
     OPT_LIST,    /* opt_list          repeatable; each item a string */
 };
 
-typedef struct opt_range { int begin, end; } opt_range;   /* [begin, end) */
+/* [begin, end) in cuts (model/config.h: half-layers, 2L before layer L,
+ * 2L + 1 after its mixer, written "L.5"); -1: not given. */
+typedef struct opt_range { int begin, end; } opt_range;
 
 typedef struct opt_list {
     int n;
@@ -121,7 +124,8 @@ int opts_check_log_level(const opt_def *d, const void *field, char *err, size_t 
 /* "tcp://host:port" / "ipc:///path" / "inproc://name" (ZeroMQ forms). */
 bool opts_endpoint_ok(const char *s);
 
-/* Parses "A:B" into *r (no bounds beyond A >= 0, A < B). */
+/* Parses "A:B" into *r in cuts, A and B each "L" or "L.5" (no bounds
+ * beyond A >= 0, A < B): "0:5.5" is the cuts [0, 11). */
 int opts_parse_range(const char *s, opt_range *r, char *err, size_t errsz);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "common.h"
 #include "config.h"
 #include "gguf.h"
@@ -23,21 +24,31 @@ static int cmp_span(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Whether tensor `name` belongs to layers [a, b) of an n-layer stack. */
+/* Whether tensor `name` belongs to the cuts [a, b) (model/config.h:
+ * half-layers) of an n-layer stack: blk.L.* by the block that reads it. */
 static bool in_range(const char *name, int a, int b, int n)
 {
-    int layer;
-    char dot;
-    if (sscanf(name, "blk.%d%c", &layer, &dot) == 2 && dot == '.')
-        return layer >= a && layer < b && layer < n;
+    int layer, at;
+    if (sscanf(name, "blk.%d.%n", &layer, &at) == 1 && at > 0) {
+        int cut = 2 * layer + q35_layer_tensor_block(name + at);
+        return cut >= a && cut < b && layer < n;
+    }
     if (!strcmp(name, "token_embd.weight")) return a == 0;
-    if (!strncmp(name, "output_norm.", 12) || !strncmp(name, "output.", 7)) return b == n;
+    if (!strncmp(name, "output_norm.", 12) || !strncmp(name, "output.", 7)) return b == 2 * n;
     return false;
 }
 
 int preload_range(const char *model, int layer_begin, int layer_end,
                   preload_progress_fn progress, void *ud, uint64_t *total_out,
                   char *err, size_t errsz)
+{
+    return preload_cuts(model, 2 * layer_begin, layer_end < 0 ? -1 : 2 * layer_end, progress, ud,
+                        total_out, err, errsz);
+}
+
+int preload_cuts(const char *model, int cut_begin, int cut_end,
+                 preload_progress_fn progress, void *ud, uint64_t *total_out,
+                 char *err, size_t errsz)
 {
     int rc = 0, fd = -1;
     span *spans = NULL;
@@ -48,10 +59,10 @@ int preload_range(const char *model, int layer_begin, int layer_end,
     rc = q35_config_load(f, &cfg, err, errsz);
     if (rc) goto out;
     int n = (int)cfg.n_layer;
-    int a = layer_begin, b = layer_end < 0 ? n : layer_end;
-    if (a < 0 || a >= b || b > n) {
-        rc = q35_err(err, errsz, Q35_EINVAL, "%s: layers %d:%d outside the model's %d layers",
-                     model, layer_begin, layer_end, n);
+    int a = cut_begin, b = cut_end < 0 ? 2 * n : cut_end;
+    if (a < 0 || a >= b || b > 2 * n) {
+        rc = q35_err(err, errsz, Q35_EINVAL, "%s: layers " Q35_CUT_FMT ":" Q35_CUT_FMT " outside the "
+                     "model's %d layers", model, Q35_CUT_ARGS(a < 0 ? 0 : a), Q35_CUT_ARGS(b), n);
         goto out;
     }
     int64_t nt = gguf_n_tensors(f);

@@ -71,39 +71,45 @@ enum q35_role { Q35_NORM, Q35_ROW, Q35_F32M, Q35_MAT, Q35_EXPS, Q35_GATE, Q35_UP
  * the fields of q35_layer_weights, the binding with its shape and type
  * checks (weights.c), the bytes a decoded token reads, qwen35-info's
  * check, and the CUDA upload (cuda/backend.cu, same field names).
- *   ROW(field, GGUF name after "blk.N.", layers, role, required, ne0, ne1, ne2)
+ *   ROW(field, GGUF name after "blk.N.", layers, role, required, ne0, ne1, ne2, block)
  * Dims (ggml order: ne0 is the row length) use `d`, a q35_dims; a
- * tensor with fewer dims has 1 in the rest. Adding a tensor is one row
- * here (plus the code that uses it). */
+ * tensor with fewer dims has 1 in the rest; block: the layer's block that
+ * reads it (enum q35_block: a stage may hold only one of a layer's two).
+ * Adding a tensor is one row here (plus the code that uses it). */
 #define Q35_LAYER_TENSORS(ROW) \
-    ROW(attn_norm,           "attn_norm.weight",           Q35_IN_ALL,  Q35_NORM, 1, d.E, 1, 1)        \
-    ROW(post_attention_norm, "post_attention_norm.weight", Q35_IN_ALL,  Q35_NORM, 1, d.E, 1, 1)        \
+    ROW(attn_norm,           "attn_norm.weight",           Q35_IN_ALL,  Q35_NORM, 1, d.E, 1, 1, Q35_MIXER) \
+    ROW(post_attention_norm, "post_attention_norm.weight", Q35_IN_ALL,  Q35_NORM, 1, d.E, 1, 1, Q35_FFN) \
     /* full attention; attn_q holds per head q then the output gate */                             \
-    ROW(attn_q,              "attn_q.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, 2 * d.hd * d.nh, 1) \
-    ROW(attn_k,              "attn_k.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, d.hd * d.nkv, 1) \
-    ROW(attn_v,              "attn_v.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, d.hdv * d.nkv, 1) \
-    ROW(attn_q_norm,         "attn_q_norm.weight",         Q35_IN_ATTN, Q35_NORM, 1, d.hd, 1, 1)       \
-    ROW(attn_k_norm,         "attn_k_norm.weight",         Q35_IN_ATTN, Q35_NORM, 1, d.hd, 1, 1)       \
-    ROW(attn_output,         "attn_output.weight",         Q35_IN_ATTN, Q35_MAT,  1, d.hdv * d.nh, d.E, 1) \
+    ROW(attn_q,              "attn_q.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, 2 * d.hd * d.nh, 1, Q35_MIXER) \
+    ROW(attn_k,              "attn_k.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, d.hd * d.nkv, 1, Q35_MIXER) \
+    ROW(attn_v,              "attn_v.weight",              Q35_IN_ATTN, Q35_MAT,  1, d.E, d.hdv * d.nkv, 1, Q35_MIXER) \
+    ROW(attn_q_norm,         "attn_q_norm.weight",         Q35_IN_ATTN, Q35_NORM, 1, d.hd, 1, 1, Q35_MIXER) \
+    ROW(attn_k_norm,         "attn_k_norm.weight",         Q35_IN_ATTN, Q35_NORM, 1, d.hd, 1, 1, Q35_MIXER) \
+    ROW(attn_output,         "attn_output.weight",         Q35_IN_ATTN, Q35_MAT,  1, d.hdv * d.nh, d.E, 1, Q35_MIXER) \
     /* Gated DeltaNet; attn_gate is z, ssm_a already -exp(A_log) */                               \
-    ROW(attn_qkv,            "attn_qkv.weight",            Q35_IN_SSM,  Q35_MAT,  1, d.E, d.C, 1)      \
-    ROW(attn_gate,           "attn_gate.weight",           Q35_IN_SSM,  Q35_MAT,  1, d.E, d.vd, 1)     \
-    ROW(ssm_conv1d,          "ssm_conv1d.weight",          Q35_IN_SSM,  Q35_F32M, 1, d.K, d.C, 1)      \
-    ROW(ssm_dt_bias,         "ssm_dt.bias",                Q35_IN_SSM,  Q35_NORM, 1, d.nv, 1, 1)       \
-    ROW(ssm_a,               "ssm_a",                      Q35_IN_SSM,  Q35_NORM, 1, d.nv, 1, 1)       \
-    ROW(ssm_beta,            "ssm_beta.weight",            Q35_IN_SSM,  Q35_MAT,  1, d.E, d.nv, 1)     \
-    ROW(ssm_alpha,           "ssm_alpha.weight",           Q35_IN_SSM,  Q35_MAT,  1, d.E, d.nv, 1)     \
-    ROW(ssm_norm,            "ssm_norm.weight",            Q35_IN_SSM,  Q35_NORM, 1, d.hv, 1, 1)       \
-    ROW(ssm_out,             "ssm_out.weight",             Q35_IN_SSM,  Q35_MAT,  1, d.vd, d.E, 1)     \
+    ROW(attn_qkv,            "attn_qkv.weight",            Q35_IN_SSM,  Q35_MAT,  1, d.E, d.C, 1, Q35_MIXER) \
+    ROW(attn_gate,           "attn_gate.weight",           Q35_IN_SSM,  Q35_MAT,  1, d.E, d.vd, 1, Q35_MIXER) \
+    ROW(ssm_conv1d,          "ssm_conv1d.weight",          Q35_IN_SSM,  Q35_F32M, 1, d.K, d.C, 1, Q35_MIXER) \
+    ROW(ssm_dt_bias,         "ssm_dt.bias",                Q35_IN_SSM,  Q35_NORM, 1, d.nv, 1, 1, Q35_MIXER) \
+    ROW(ssm_a,               "ssm_a",                      Q35_IN_SSM,  Q35_NORM, 1, d.nv, 1, 1, Q35_MIXER) \
+    ROW(ssm_beta,            "ssm_beta.weight",            Q35_IN_SSM,  Q35_MAT,  1, d.E, d.nv, 1, Q35_MIXER) \
+    ROW(ssm_alpha,           "ssm_alpha.weight",           Q35_IN_SSM,  Q35_MAT,  1, d.E, d.nv, 1, Q35_MIXER) \
+    ROW(ssm_norm,            "ssm_norm.weight",            Q35_IN_SSM,  Q35_NORM, 1, d.hv, 1, 1, Q35_MIXER) \
+    ROW(ssm_out,             "ssm_out.weight",             Q35_IN_SSM,  Q35_MAT,  1, d.vd, d.E, 1, Q35_MIXER) \
     /* MoE: router, routed experts, shared expert and its sigmoid gate */                        \
-    ROW(ffn_gate_inp,        "ffn_gate_inp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.X, 1)      \
-    ROW(ffn_gate_exps,       "ffn_gate_exps.weight",       Q35_IN_ALL,  Q35_GATE, 1, d.E, d.F, d.X)    \
-    ROW(ffn_up_exps,         "ffn_up_exps.weight",         Q35_IN_ALL,  Q35_UP,   1, d.E, d.F, d.X)    \
-    ROW(ffn_down_exps,       "ffn_down_exps.weight",       Q35_IN_ALL,  Q35_EXPS, 1, d.F, d.E, d.X)    \
-    ROW(ffn_gate_inp_shexp,  "ffn_gate_inp_shexp.weight",  Q35_IN_ALL,  Q35_ROW,  1, d.E, 1, 1)        \
-    ROW(ffn_gate_shexp,      "ffn_gate_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1)     \
-    ROW(ffn_up_shexp,        "ffn_up_shexp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1)     \
-    ROW(ffn_down_shexp,      "ffn_down_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.Fs, d.E, 1)
+    ROW(ffn_gate_inp,        "ffn_gate_inp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.X, 1, Q35_FFN) \
+    ROW(ffn_gate_exps,       "ffn_gate_exps.weight",       Q35_IN_ALL,  Q35_GATE, 1, d.E, d.F, d.X, Q35_FFN) \
+    ROW(ffn_up_exps,         "ffn_up_exps.weight",         Q35_IN_ALL,  Q35_UP,   1, d.E, d.F, d.X, Q35_FFN) \
+    ROW(ffn_down_exps,       "ffn_down_exps.weight",       Q35_IN_ALL,  Q35_EXPS, 1, d.F, d.E, d.X, Q35_FFN) \
+    ROW(ffn_gate_inp_shexp,  "ffn_gate_inp_shexp.weight",  Q35_IN_ALL,  Q35_ROW,  1, d.E, 1, 1, Q35_FFN) \
+    ROW(ffn_gate_shexp,      "ffn_gate_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1, Q35_FFN) \
+    ROW(ffn_up_shexp,        "ffn_up_shexp.weight",        Q35_IN_ALL,  Q35_MAT,  1, d.E, d.Fs, 1, Q35_FFN) \
+    ROW(ffn_down_shexp,      "ffn_down_shexp.weight",      Q35_IN_ALL,  Q35_MAT,  1, d.Fs, d.E, 1, Q35_FFN)
+
+/* The block (enum q35_block) that reads tensor "blk.N.<suffix>": its row
+ * of the table; one not in it by its name (ffn_* and post_attention_norm:
+ * the FFN, the rest the mixer). */
+int q35_layer_tensor_block(const char *suffix);
 
 /* Weights of one main-stack layer, one field per row of the table;
  * fields of the other kind stay zeroed (data NULL). */
@@ -118,7 +124,8 @@ typedef struct q35_layer_weights {
  * backend is destroyed (the engine keeps the file mapped). */
 typedef struct q35_weights {
     const q35_config *cfg;
-    int layer_begin, layer_end;        /* [a, b) of the main stack */
+    int cut_begin, cut_end;            /* the range, in cuts (config.h): [A, B) */
+    int layer_begin, layer_end;        /* the layers with a block in it: [A / 2, (B + 1) / 2) */
     bool has_embd, has_head;
     q35_tensor token_embd;             /* [E, V] when has_embd (or tied head) */
     q35_tensor output_norm;            /* [E] f32 when has_head */
@@ -126,11 +133,21 @@ typedef struct q35_weights {
     q35_layer_weights *layers;         /* [layer_end - layer_begin]; layers[i - layer_begin] */
 } q35_weights;
 
-/* weights.c. Binds layers [a, b) of the main stack (plus token_embd when
- * a == 0, output_norm and the LM head when b == n_layer; a tied head is
- * token_embd) as views into the open file, checking every tensor of
- * Q35_LAYER_TENSORS against the config: "file: tensor 'blk.3.attn_q.weight':
- * missing" / "shape [..], expected [..]" / "type 8, expected f32".
+/* Whether the range holds layer il's block (enum q35_block). The stage
+ * that holds a layer's mixer owns its state (SSM conv + S, KV cache). */
+static inline bool q35_has_block(const q35_weights *w, int il, int block)
+{
+    int cut = 2 * il + block;
+    return cut >= w->cut_begin && cut < w->cut_end;
+}
+
+/* weights.c. Binds the blocks of cuts [a, b) of the main stack (config.h;
+ * whole layers [l, m) are the cuts [2l, 2m)), plus token_embd when a == 0,
+ * output_norm and the LM head when b == 2 n_layer (a tied head is
+ * token_embd), as views into the open file, checking every tensor of those
+ * blocks in Q35_LAYER_TENSORS against the config: "file: tensor
+ * 'blk.3.attn_q.weight': missing" / "shape [..], expected [..]" / "type 8,
+ * expected f32". The other block of a half-held layer stays unbound.
  * Allocates w->layers (q35_weights_free). */
 int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_weights *w,
                      char *err, size_t errsz);

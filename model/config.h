@@ -12,6 +12,19 @@
 
 enum q35_layer_kind { Q35_LAYER_SSM = 0, Q35_LAYER_ATTN = 1 };
 
+/* The two blocks of a layer (DESIGN.md §1): the mixer (attn_norm, then
+ * attention or the SSM, with its residual add) and the FFN
+ * (post_attention_norm, then the MoE, with its residual add). */
+enum q35_block { Q35_MIXER = 0, Q35_FFN = 1 };
+
+/* A cut of the main stack, where a stage's range may begin or end, counted
+ * in half-layers: 2L is before layer L, 2L + 1 after layer L's mixer
+ * (before its FFN). Written "L" or "L.5": Q35_CUT_FMT / Q35_CUT_ARGS give
+ * printf the text ("%d%s" of L and "" or ".5"). A range is the cuts
+ * [A, B), A < B; whole layers [a, b) are the cuts [2a, 2b). */
+#define Q35_CUT_FMT "%d%s"
+#define Q35_CUT_ARGS(cut) (cut) / 2, ((cut) & 1) ? ".5" : ""
+
 typedef struct q35_config {
     uint32_t n_layer_total;   /* block_count, MTP blocks included */
     uint32_t n_layer;         /* main stack: block_count - nextn_predict_layers */

@@ -184,7 +184,8 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
     /* The slot pool: one allocation, sizes checked for overflow. */
     uint64_t per_slot = 0;
     for (int il = w->layer_begin; il < w->layer_end; il++)
-        per_slot += layer_state_floats(c, c->layer_kind[il], o->max_ctx);
+        if (q35_has_block(w, il, Q35_MIXER))   /* the mixer's stage owns the state */
+            per_slot += layer_state_floats(c, c->layer_kind[il], o->max_ctx);
     uint64_t total;
     if (!q35_mul(per_slot, (uint64_t)o->max_seqs, &total) || !q35_mul(total, sizeof(float), &total)
         || total > SIZE_MAX / 2) {
@@ -204,6 +205,8 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
     for (int s = 0; s < o->max_seqs; s++)
         for (int il = w->layer_begin; il < w->layer_end; il++) {
             cpu_layer_state *st = cpu_state(b, s, il);
+            if (!q35_has_block(w, il, Q35_MIXER))
+                continue;   /* no state: all NULL */
             if (c->layer_kind[il] == Q35_LAYER_SSM) {
                 st->conv = p;
                 p += (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
@@ -282,7 +285,7 @@ static int cpu_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
     (void)errsz;
     const q35_config *c = b->c;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
-        if (c->layer_kind[il] != Q35_LAYER_SSM)
+        if (c->layer_kind[il] != Q35_LAYER_SSM || !q35_has_block(b->w, il, Q35_MIXER))
             continue;   /* a KV cache is overwritten before it is read */
         cpu_layer_state *st = cpu_state(b, slot, il);
         memset(st->conv, 0, (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch * sizeof(float));
@@ -325,23 +328,40 @@ static void add_rows(float *x, const float *y, int n, int64_t E)
         x[i] += y[i];
 }
 
-/* One pass of rows through every owned layer, as in DESIGN.md §1 (x holds
- * their inputs: the residual stream; h the normed input; y a block's output). */
-static void forward_rows(q35_backend *b, const q35_pass *r, float *x, float *h, float *y)
+/* Layer il's mixer: h = rms(x, attn_norm); x += attention(h) or ssm(h).
+ * (x holds the rows' residual stream; h the normed input; y the block's
+ * output.) */
+static void mixer_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y)
 {
     const q35_config *c = b->c;
-    int64_t E = c->n_embd;
+    const q35_layer_weights *l = cpu_layer(b, il);
+    rms_rows(h, x, &l->attn_norm, r->n, c->n_embd, c->rms_eps);
+    if (l->kind == Q35_LAYER_ATTN)
+        cpu_attention(b, il, r, h, y);
+    else
+        cpu_ssm(b, il, r, h, y);
+    add_rows(x, y, r->n, c->n_embd);
+}
+
+/* Layer il's FFN: h = rms(x, post_attention_norm); x += moe(h). */
+static void ffn_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y)
+{
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, il);
+    rms_rows(h, x, &l->post_attention_norm, r->n, c->n_embd, c->rms_eps);
+    cpu_moe(b, il, r, h, y);
+    add_rows(x, y, r->n, c->n_embd);
+}
+
+/* One pass of rows through every block of the range, as in DESIGN.md §1
+ * (a range may begin at a layer's FFN and end after a layer's mixer). */
+static void forward_rows(q35_backend *b, const q35_pass *r, float *x, float *h, float *y)
+{
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
-        const q35_layer_weights *l = cpu_layer(b, il);
-        rms_rows(h, x, &l->attn_norm, r->n, E, c->rms_eps);
-        if (l->kind == Q35_LAYER_ATTN)
-            cpu_attention(b, il, r, h, y);      /* x += attention(h) */
-        else
-            cpu_ssm(b, il, r, h, y);            /* x += ssm(h) */
-        add_rows(x, y, r->n, E);
-        rms_rows(h, x, &l->post_attention_norm, r->n, E, c->rms_eps);
-        cpu_moe(b, il, r, h, y);                /* x += moe(h) */
-        add_rows(x, y, r->n, E);
+        if (q35_has_block(b->w, il, Q35_MIXER))
+            mixer_block(b, il, r, x, h, y);
+        if (q35_has_block(b->w, il, Q35_FFN))
+            ffn_block(b, il, r, x, h, y);
     }
 }
 

@@ -18,7 +18,9 @@
 static size_t layer_parts(const q35_backend *b, int il, int n, size_t *na, size_t *nb)
 {
     const q35_config *c = b->c;
-    if (c->layer_kind[il] == Q35_LAYER_SSM) {
+    if (!q35_has_block(b->w, il, Q35_MIXER)) {
+        *na = *nb = 0;   /* the FFN half of a layer: the state is the mixer's stage's */
+    } else if (c->layer_kind[il] == Q35_LAYER_SSM) {
         *na = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
         *nb = (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
     } else {
@@ -46,7 +48,8 @@ int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t
     float *ck = (float *)((char *)map + CK_HEAD);
     float *p = ck;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
-        layer_parts(b, il, n, &na, &nb);
+        if (!layer_parts(b, il, n, &na, &nb))
+            continue;
         const cpu_layer_state *st = cpu_state(b, slot, il);
         bool ssm = b->c->layer_kind[il] == Q35_LAYER_SSM;
         memcpy(p, ssm ? st->conv : st->k, na * sizeof(float));
@@ -64,7 +67,8 @@ int cpu_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err
     const float *p = (const float *)((const char *)ckp + CK_HEAD);
     size_t na, nb;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
-        layer_parts(b, il, n, &na, &nb);
+        if (!layer_parts(b, il, n, &na, &nb))
+            continue;
         cpu_layer_state *st = cpu_state(b, slot, il);
         bool ssm = b->c->layer_kind[il] == Q35_LAYER_SSM;
         memcpy(ssm ? st->conv : st->k, p, na * sizeof(float));

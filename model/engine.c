@@ -79,6 +79,8 @@ static int init_ckpt(q35_engine *e, int64_t budget, int share, char *err, size_t
     const q35_config *c = &e->cfg;
     e->ck_fixed = e->ck_pos = 0;
     for (int il = e->w.layer_begin; il < e->w.layer_end; il++) {
+        if (!q35_has_block(&e->w, il, Q35_MIXER))
+            continue;   /* the state is the mixer's stage's */
         if (c->layer_kind[il] == Q35_LAYER_SSM)
             e->ck_fixed += ((uint64_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch
                             + (uint64_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv) * sizeof(float);
@@ -192,10 +194,13 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     if (!e->f || q35_config_load(e->f, &e->cfg, err, errsz))
         goto fail;
     int nl = (int)e->cfg.n_layer;
-    int a = o->layer_begin, b = o->layer_end < 0 ? nl : o->layer_end;
-    if (a < 0 || b > nl || a > b || (a == b && nl > 0)) {
-        q35_err(err, errsz, Q35_EINVAL, "%s: layer range [%d, %d): expected 0 <= a < b <= %d",
-                o->model_path, o->layer_begin, o->layer_end, nl);
+    /* the range in cuts (config.h) */
+    int a = 2 * o->layer_begin + o->begin_half;
+    int b = o->layer_end < 0 ? 2 * nl + o->end_half : 2 * o->layer_end + o->end_half;
+    if (o->layer_begin < 0 || b > 2 * nl || a > b || (a == b && nl > 0)) {
+        q35_err(err, errsz, Q35_EINVAL, "%s: layer range [" Q35_CUT_FMT ", " Q35_CUT_FMT "): "
+                "expected 0 <= a < b <= %d", o->model_path, Q35_CUT_ARGS(a < 0 ? 0 : a),
+                Q35_CUT_ARGS(b), nl);
         goto fail;
     }
     if ((uint32_t)o->max_ctx > e->cfg.n_ctx_train && e->cfg.n_ctx_train > 0) {
@@ -264,6 +269,8 @@ void q35_engine_close(q35_engine **pe)
 }
 
 const q35_config *q35_engine_config(const q35_engine *e) { return &e->cfg; }
+int q35_engine_cut_begin(const q35_engine *e) { return e->w.cut_begin; }
+int q35_engine_cut_end(const q35_engine *e) { return e->w.cut_end; }
 int q35_engine_layer_begin(const q35_engine *e) { return e->w.layer_begin; }
 int q35_engine_layer_end(const q35_engine *e) { return e->w.layer_end; }
 bool q35_engine_has_embd(const q35_engine *e) { return e->w.has_embd; }
@@ -351,16 +358,16 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
                                          i, b->tokens[i], c->n_vocab - 1));
     } else if (!b->x_in) {
         return fault(b, Q35_BATCH_BUFFER, -1, -1,
-                     q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from %d",
-                             e->w.layer_begin));
+                     q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from "
+                             Q35_CUT_FMT, Q35_CUT_ARGS(e->w.cut_begin)));
     }
     if (e->w.has_head && !b->logits)
         return fault(b, Q35_BATCH_BUFFER, -1, -1,
                      q35_err(err, errsz, Q35_EINVAL, "batch: no logits buffer for the last stage"));
     if (!e->w.has_head && !b->x_out)
         return fault(b, Q35_BATCH_BUFFER, -1, -1,
-                     q35_err(err, errsz, Q35_EINVAL, "batch: no hidden output buffer (x_out) for layers to %d",
-                             e->w.layer_end));
+                     q35_err(err, errsz, Q35_EINVAL, "batch: no hidden output buffer (x_out) for layers to "
+                             Q35_CUT_FMT, Q35_CUT_ARGS(e->w.cut_end)));
     return 0;
 }
 

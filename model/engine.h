@@ -2,9 +2,11 @@
  * range, a pool of sequence slots, and a forward pass over a batch.
  *
  * A q35_engine owns layers [layer_begin, layer_end) of the main stack,
- * plus token_embd when layer_begin == 0 (it embeds token ids) and
- * output_norm + the LM head when layer_end == n_layer (it produces
- * logits). It touches no other tensor's pages.
+ * at half-layer granularity (a range may begin at a layer's FFN or end
+ * after a layer's mixer: the hidden row between them is the residual
+ * stream after the mixer), plus token_embd when it begins at 0 (it embeds
+ * token ids) and output_norm + the LM head when it ends at n_layer (it
+ * produces logits). It touches no other tensor's pages.
  *
  * Backends (CPU: the reference; CUDA) implement q35_backend_ops; the
  * engine picks one at q35_engine_open() from opts.backend.
@@ -19,6 +21,10 @@
 typedef struct q35_engine_opts {
     const char *model_path;
     int layer_begin, layer_end;   /* [a, b); b = -1 means n_layer */
+    /* Half-layer ends (config.h, cuts): begin_half, the range starts at
+     * layer a's FFN ("a.5": a's mixer belongs to the stage before);
+     * end_half, it ends after layer b's mixer ("b.5", b < n_layer). */
+    bool begin_half, end_half;
     int max_seqs;                 /* sequence slots */
     int max_ctx;                  /* positions per slot */
     int n_threads;                /* CPU worker threads */
@@ -92,6 +98,10 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz);
 void q35_engine_close(q35_engine **e);
 
 const q35_config *q35_engine_config(const q35_engine *e);
+/* The range in cuts (config.h): [A, B), Q35_CUT_FMT prints them. */
+int q35_engine_cut_begin(const q35_engine *e);
+int q35_engine_cut_end(const q35_engine *e);
+/* The layers with a block in the range: [A / 2, (B + 1) / 2). */
 int q35_engine_layer_begin(const q35_engine *e);
 int q35_engine_layer_end(const q35_engine *e);
 bool q35_engine_has_embd(const q35_engine *e);

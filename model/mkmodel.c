@@ -97,7 +97,7 @@ static int add_layer(plan *p, const preset *m, const mkmodel_opts *o, int i)
     };
     const int kind = (i + 1) % (int)m->interval == 0 ? Q35_IN_ATTN : Q35_IN_SSM;
     int first = p->n, rc = 0;
-#define ADD(field, suffix, kinds, role, req, ne0, ne1, ne2)                                    \
+#define ADD(field, suffix, kinds, role, req, ne0, ne1, ne2, ...)                                  \
     if (!((kinds) & kind)) {                                                                   \
     } else if (o->fused_gate_up && (role) == Q35_GATE) {                                       \
         rc |= add(p, i, "ffn_gate_up_exps.weight", R_MAT, 3, ne0, 2 * (ne1), ne2);             \

@@ -13,8 +13,12 @@
  *   attn   FIXED ROW SEQ             one full-attention layer (same terms)
  *   embd   FIXED ROW                 the token embedding (first stage)
  *   head   FIXED ROW                 output norm + LM head + sampling, per logits row
- * A step of a stage takes the sum over its layers (plus embd / head where
- * it owns them). Every line but name is required. */
+ *   mixer  SSM ATTN                  the share (0..1) of an SSM / attention layer's
+ *                                    figures its mixer takes, the FFN the rest
+ *                                    (optional: 0.5 0.5)
+ * A step of a stage takes the sum over its blocks (a range may hold half a
+ * layer: its mixer or its FFN), plus embd / head where it owns them. Every
+ * line but name and mixer is required. */
 #include "backend.h"
 #include "common.h"
 
@@ -37,6 +41,7 @@ struct q35_backend {
     q35_backend_opts o;
     char name[64];
     sim_cost ssm, attn, embd, head;
+    double mixer_share[2];    /* [enum q35_layer_kind] */
 };
 
 /* ---- profile ------------------------------------------------------------ */
@@ -65,10 +70,21 @@ static int parse_profile(q35_backend *b, const char *path, char *err, size_t err
                 rc = q35_err(err, errsz, Q35_EINVAL, "%s:%d: name: expected a word", path, ln);
             continue;
         }
+        if (!strcmp(key, "mixer")) {
+            double v[2];
+            char extra[8];
+            if (sscanf(rest, "%lf %lf %7s", &v[0], &v[1], extra) != 2 || !(v[0] >= 0 && v[0] <= 1) ||
+                !(v[1] >= 0 && v[1] <= 1))
+                rc = q35_err(err, errsz, Q35_EINVAL, "%s:%d: mixer: expected two shares in 0..1 "
+                             "(SSM ATTN: the mixer's part of a layer's figures)", path, ln);
+            b->mixer_share[Q35_LAYER_SSM] = v[0];
+            b->mixer_share[Q35_LAYER_ATTN] = v[1];
+            continue;
+        }
         sim_cost *c = !strcmp(key, "ssm") ? &b->ssm : !strcmp(key, "attn") ? &b->attn
                     : !strcmp(key, "embd") ? &b->embd : !strcmp(key, "head") ? &b->head : NULL;
         if (!c) {
-            rc = q35_err(err, errsz, Q35_EINVAL, "%s:%d: '%s': unknown (expected name, ssm, attn, embd or head)",
+            rc = q35_err(err, errsz, Q35_EINVAL, "%s:%d: '%s': unknown (expected name, ssm, attn, embd, head or mixer)",
                          path, ln, key);
             continue;
         }
@@ -107,6 +123,7 @@ static q35_backend *sim_init(const q35_weights *w, const q35_backend_opts *o, ch
     b->w = w;
     b->o = *o;
     snprintf(b->name, sizeof b->name, "unnamed");
+    b->mixer_share[Q35_LAYER_SSM] = b->mixer_share[Q35_LAYER_ATTN] = 0.5;
     if (parse_profile(b, o->sim_profile, err, errsz)) {
         free(b);
         return NULL;
@@ -136,8 +153,11 @@ static double sim_step_s(const q35_backend *b, int rows, int seqs, int out_rows)
     const q35_weights *w = b->w;
     double t = 0;
     for (int il = w->layer_begin; il < w->layer_end; il++) {
-        const sim_cost *c = w->cfg->layer_kind[il] == Q35_LAYER_SSM ? &b->ssm : &b->attn;
-        t += c->fixed + c->row * rows + c->seq * seqs;
+        int kind = w->cfg->layer_kind[il];
+        const sim_cost *c = kind == Q35_LAYER_SSM ? &b->ssm : &b->attn;
+        double share = (q35_has_block(w, il, Q35_MIXER) ? b->mixer_share[kind] : 0) +
+                       (q35_has_block(w, il, Q35_FFN) ? 1 - b->mixer_share[kind] : 0);
+        t += share * (c->fixed + c->row * rows + c->seq * seqs);
     }
     if (w->has_embd)
         t += b->embd.fixed + b->embd.row * rows;

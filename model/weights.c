@@ -35,10 +35,11 @@ typedef struct layer_tensor {
     int kinds, role;
     bool required;
     int64_t ne[3];
+    int block;                /* enum q35_block */
 } layer_tensor;
 
-#define SPEC(field, suffix, kinds, role, req, ne0, ne1, ne2) \
-    { offsetof(q35_layer_weights, field), suffix, kinds, role, req, { ne0, ne1, ne2 } },
+#define SPEC(field, suffix, kinds, role, req, ne0, ne1, ne2, block) \
+    { offsetof(q35_layer_weights, field), suffix, kinds, role, req, { ne0, ne1, ne2 }, block },
 
 static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
                 const int64_t ne[3], char *err, size_t errsz)
@@ -76,9 +77,21 @@ static int bind_fused_half(const gguf_file *f, q35_tensor *t, const char *name, 
     return 0;
 }
 
-static int bind_layer(const gguf_file *f, const q35_config *c, int il, q35_layer_weights *lw,
+int q35_layer_tensor_block(const char *suffix)
+{
+#define BLOCK_OF(field, sfx, kinds, role, req, ne0, ne1, ne2, block) \
+    if (!strcmp(suffix, sfx)) return block;
+    Q35_LAYER_TENSORS(BLOCK_OF)
+#undef BLOCK_OF
+    return !strncmp(suffix, "ffn_", 4) || !strncmp(suffix, "post_attention_norm", 19) ? Q35_FFN
+                                                                                      : Q35_MIXER;
+}
+
+/* Binds the tensors of layer il's blocks that the range holds. */
+static int bind_layer(const gguf_file *f, const q35_weights *w, int il, q35_layer_weights *lw,
                       char *err, size_t errsz)
 {
+    const q35_config *c = w->cfg;
     const q35_dims d = q35_dims_of(c);
     const layer_tensor rows[] = { Q35_LAYER_TENSORS(SPEC) };
     char name[GGUF_NAME_MAX + 16], fused[GGUF_NAME_MAX + 16];
@@ -89,7 +102,7 @@ static int bind_layer(const gguf_file *f, const q35_config *c, int il, q35_layer
         const layer_tensor *r = &rows[i];
         q35_tensor *t = (q35_tensor *)((char *)lw + r->offset);
         int rc;
-        if (!(r->kinds & (1 << lw->kind)))
+        if (!(r->kinds & (1 << lw->kind)) || !q35_has_block(w, il, r->block))
             continue;
         snprintf(name, sizeof name, "blk.%d.%s", il, r->suffix);
         if (is_fused && (r->role == Q35_GATE || r->role == Q35_UP))
@@ -114,10 +127,12 @@ int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_
     int rc;
     memset(w, 0, sizeof *w);
     w->cfg = c;
-    w->layer_begin = a;
-    w->layer_end = b;
+    w->cut_begin = a;
+    w->cut_end = b;
+    w->layer_begin = a / 2;
+    w->layer_end = (b + 1) / 2;
     w->has_embd = a == 0;
-    w->has_head = b == (int)c->n_layer;
+    w->has_head = b == 2 * (int)c->n_layer;
     if (w->has_embd && (rc = bind(f, &w->token_embd, "token_embd.weight", 2, ev, err, errsz)))
         return rc;
     if (w->has_head) {
@@ -127,12 +142,12 @@ int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_
         if ((rc = bind(f, &w->output, head, 2, ev, err, errsz)))
             return rc;
     }
-    int n = b - a;
+    int n = w->layer_end - w->layer_begin;
     w->layers = calloc((size_t)(n > 0 ? n : 1), sizeof *w->layers);
     if (!w->layers)
         return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
-    for (int il = a; il < b; il++)
-        if ((rc = bind_layer(f, c, il, &w->layers[il - a], err, errsz)))
+    for (int il = w->layer_begin; il < w->layer_end; il++)
+        if ((rc = bind_layer(f, w, il, &w->layers[il - w->layer_begin], err, errsz)))
             return rc;
     return 0;
 }

@@ -52,8 +52,8 @@ static void report_serving(const stage *s)
     const q35_engine *e = stage_engine(s);
     int n = q35_engine_max_seqs(e), used = 0;
     for (int i = 0; i < n; i++) used += q35_engine_slot_len(e, i) > 0;
-    notify_status("serving %d/%d slots, layers %d:%d", used, n, q35_engine_layer_begin(e),
-                  q35_engine_layer_end(e));
+    notify_status("serving %d/%d slots, layers " Q35_CUT_FMT ":" Q35_CUT_FMT, used, n,
+                  Q35_CUT_ARGS(q35_engine_cut_begin(e)), Q35_CUT_ARGS(q35_engine_cut_end(e)));
 }
 
 /* Progress to STATUS= under systemd, and on one line rewritten in place
@@ -87,7 +87,8 @@ int main(int argc, char **argv)
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     stage_opts o = {
-        .model_path = c.model, .layer_begin = c.layers.begin, .layer_end = c.layers.end,
+        .model_path = c.model, .layer_begin = c.layers.begin / 2, .begin_half = c.layers.begin & 1,
+        .layer_end = c.layers.end / 2, .end_half = c.layers.end & 1,
         .n_threads = c.threads > 0 ? c.threads : (int)(ncpu > 0 ? ncpu : 1),
         .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .sim_profile = c.sim_profile,
@@ -102,13 +103,14 @@ int main(int argc, char **argv)
     };
     /* Read the range's weights before READY=1 (progress in STATUS), so
      * "ready" means loaded, not merely mapped. */
-    q35_log_info("loading layers %d:%d of %s", c.layers.begin, c.layers.end, c.model);
+    q35_log_info("loading layers " Q35_CUT_FMT ":" Q35_CUT_FMT " of %s", Q35_CUT_ARGS(c.layers.begin),
+                 Q35_CUT_ARGS(c.layers.end), c.model);
     double t_load = q35_now();
     uint64_t bytes = 0;
     stage *s = NULL;
     /* the simulator reads no weights: nothing to load */
     rc = !strcmp(c.backend, "sim") ? 0
-       : preload_range(c.model, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
+       : preload_cuts(c.model, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
                        sizeof err);
     if (rc && sig_stop_requested()) {   /* SIGTERM while loading: a clean stop */
         q35_log_info("stop requested while loading");
@@ -118,8 +120,9 @@ int main(int argc, char **argv)
     if (rc == 0 && (s = stage_new(&o, err, sizeof err))) {
         const q35_engine *e = stage_engine(s);
         char w[24], st[24];
-        q35_log_info("loaded layers %d:%d: weights %s resident, slot state %s (%d slots x %d "
-                     "positions), in %.1f s", c.layers.begin, c.layers.end, cli_size(bytes, w, sizeof w),
+        q35_log_info("loaded layers " Q35_CUT_FMT ":" Q35_CUT_FMT ": weights %s resident, slot state %s "
+                     "(%d slots x %d positions), in %.1f s", Q35_CUT_ARGS(c.layers.begin),
+                     Q35_CUT_ARGS(c.layers.end), cli_size(bytes, w, sizeof w),
                      cli_size(q35_engine_state_bytes(e), st, sizeof st), q35_engine_max_seqs(e),
                      q35_engine_max_ctx(e), q35_now() - t_load);
     }

@@ -24,7 +24,8 @@
 struct stage {
     q35_engine *eng;
     const q35_config *cfg;
-    int lb, le, max_seqs, max_ctx, max_batch, max_logit_rows;
+    int cut_begin, cut_end;   /* the range in cuts (config.h: half-layers) */
+    int max_seqs, max_ctx, max_batch, max_logit_rows;
     bool first, last;
     Q35__ModelIdentity id;
     char file_name[256];
@@ -85,7 +86,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     }
     q35_engine_opts eo = {
         .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
-        .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
+        .begin_half = o->begin_half, .end_half = o->end_half, .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
         .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
         .cache_bytes = o->cache_bytes, .cache_share = o->cache_share, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
         .activations = o->activations, .cpu_affinity = o->cpu_affinity,
@@ -94,8 +95,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (!s->eng)
         goto fail;
     s->cfg = q35_engine_config(s->eng);
-    s->lb = q35_engine_layer_begin(s->eng);
-    s->le = q35_engine_layer_end(s->eng);
+    s->cut_begin = q35_engine_cut_begin(s->eng);
+    s->cut_end = q35_engine_cut_end(s->eng);
     s->first = q35_engine_has_embd(s->eng);
     s->last = q35_engine_has_head(s->eng);
     s->max_seqs = o->max_seqs;
@@ -146,11 +147,11 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (o->cache_bytes == Q35_CACHE_AUTO)
         snprintf(how, sizeof how, " (auto: a quarter of the %.0f MiB free%s)",
                  (double)mem_free / (1 << 20), among);
-    snprintf(s->desc, sizeof s->desc, "%slayers %d:%d of %s%s%s, %s, %d slots x %d ctx, batch %d, "
+    snprintf(s->desc, sizeof s->desc, "%slayers " Q35_CUT_FMT ":" Q35_CUT_FMT " of %s%s%s, %s, %d slots x %d ctx, batch %d, "
              "prefix cache %.0f MiB%s (a checkpoint: %.2f MiB + %.1f KiB per position)",
              strcmp(q35_engine_backend(s->eng), "sim") ? ""
              : "SIMULATOR (timings from a profile, not the model's outputs): ",
-             s->lb, s->le, s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
+             Q35_CUT_ARGS(s->cut_begin), Q35_CUT_ARGS(s->cut_end), s->file_name, s->first ? " +embd" : "", s->last ? " +head" : "",
              q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch,
              (double)cs.budget / (1 << 20), how,
              (double)ck_fixed / (1 << 20), (double)ck_pos / 1024);
@@ -246,8 +247,10 @@ static int on_hello(stage *s, const Q35__Hello *h, reply *rp, Q35__Handshake *hs
     q35__handshake__init(hs);
     hs->protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
     hs->model = &s->id;
-    hs->layer_begin = s->lb;
-    hs->layer_end = s->le;
+    hs->layer_begin = (uint32_t)s->cut_begin / 2;
+    hs->layer_end = (uint32_t)s->cut_end / 2;
+    hs->begin_half = s->cut_begin & 1;
+    hs->end_half = s->cut_end & 1;
     hs->has_embd = s->first;
     hs->has_head = s->last;
     hs->backend = (char *)q35_engine_backend(s->eng);
@@ -315,8 +318,10 @@ static void on_stats(stage *s, reply *rp, Q35__StageStats *st)
     st->slots_in_use = slots_in_use(s);
     st->n_errors = s->n_errors;
     st->dropped = s->dropped;
-    st->layer_begin = s->lb;
-    st->layer_end = s->le;
+    st->layer_begin = (uint32_t)s->cut_begin / 2;
+    st->layer_end = (uint32_t)s->cut_end / 2;
+    st->begin_half = s->cut_begin & 1;
+    st->end_half = s->cut_end & 1;
     ckpt_stats cs;
     q35_engine_ckpt_stats(s->eng, &cs);
     st->cache_entries = (uint32_t)cs.entries;
@@ -450,8 +455,9 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     if (!s->last) {
         if (c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE || c->n_logprobs)
             return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sample"),
-                        "%s: sampling or logits asked of a stage without the head (layers %d:%d)",
-                        f, s->lb, s->le);
+                        "%s: sampling or logits asked of a stage without the head (layers "
+                        Q35_CUT_FMT ":" Q35_CUT_FMT ")", f, Q35_CUT_ARGS(s->cut_begin),
+                        Q35_CUT_ARGS(s->cut_end));
         return 0;
     }
     if (!q35_wire_enum_ok(&q35__logits_mode__descriptor, c->logits))
@@ -538,8 +544,8 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
         } else if (c->n_token_ids) {
             snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
             return fail(rp, Q35__CODE__INVALID_ARGUMENT, f,
-                        "%s: token ids sent to a stage without embeddings (layers %d:%d)", f,
-                        s->lb, s->le);
+                        "%s: token ids sent to a stage without embeddings (layers " Q35_CUT_FMT
+                        ":" Q35_CUT_FMT ")", f, Q35_CUT_ARGS(s->cut_begin), Q35_CUT_ARGS(s->cut_end));
         }
         if (check_last_fields(s, c, i, rp))
             return -1;

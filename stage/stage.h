@@ -20,6 +20,7 @@
 typedef struct stage_opts {
     const char *model_path;
     int layer_begin, layer_end;   /* [a, b); b = -1: to the last main layer */
+    bool begin_half, end_half;    /* a + 0.5, b + 0.5 (engine.h) */
     int n_threads;
     int max_seqs, max_ctx;
     int max_batch;                /* rows per forward batch */

@@ -36,18 +36,29 @@ static FU_UNUSED double fu_max_diff(const float *a, const float *b, size_t n)
 
 /* Activation mode (enum quant_act) of the engines fu_open opens from now on. */
 static FU_UNUSED int fu_activations;
+/* Their checkpoint store budget (0: none). */
+static FU_UNUSED int64_t fu_cache_bytes;
+
+/* An engine of cuts [a, b) (config.h: half-layers; b = -1: to the end). */
+static FU_UNUSED q35_engine *fu_open_cuts(const char *model, int a, int b, int max_seqs,
+                                          int max_ctx, int threads)
+{
+    char err[Q35_ERRSZ] = "";
+    q35_engine_opts o = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
+                          .layer_end = b < 0 ? -1 : b / 2, .end_half = b > 0 && (b & 1),
+                          .max_seqs = max_seqs, .max_ctx = max_ctx, .n_threads = threads,
+                          .backend = "cpu", .activations = fu_activations,
+                          .cache_bytes = fu_cache_bytes };
+    q35_engine *e = q35_engine_open(&o, err, sizeof err);
+    if (!e)
+        fail_msg("open %s cuts [%d,%d): %s", model, a, b, err);
+    return e;
+}
 
 static FU_UNUSED q35_engine *fu_open(const char *model, int a, int b, int max_seqs, int max_ctx,
                                      int threads)
 {
-    char err[Q35_ERRSZ] = "";
-    q35_engine_opts o = { .model_path = model, .layer_begin = a, .layer_end = b,
-                          .max_seqs = max_seqs, .max_ctx = max_ctx, .n_threads = threads,
-                          .backend = "cpu", .activations = fu_activations };
-    q35_engine *e = q35_engine_open(&o, err, sizeof err);
-    if (!e)
-        fail_msg("open %s [%d,%d): %s", model, a, b, err);
-    return e;
+    return fu_open_cuts(model, 2 * a, b < 0 ? -1 : 2 * b, max_seqs, max_ctx, threads);
 }
 
 static FU_UNUSED int32_t fu_argmax(const float *v, int n)
@@ -59,19 +70,21 @@ static FU_UNUSED int32_t fu_argmax(const float *v, int n)
     return best;
 }
 
-/* One model as 1 or 2 engines (split at layer `split`, 0 = none). */
+/* One model as 1 or 2 engines. */
 typedef struct fu_chain {
     q35_engine *e[2];
     int n, V, E;
 } fu_chain;
 
-static FU_UNUSED void fu_chain_open(fu_chain *ch, const char *model, int split, int max_seqs,
-                                    int max_ctx, int threads)
+/* As fu_chain_open, split at cut `cut` (config.h: 2L + 1 is after layer
+ * L's mixer; 0 = none). */
+static FU_UNUSED void fu_chain_open_cut(fu_chain *ch, const char *model, int cut, int max_seqs,
+                                        int max_ctx, int threads)
 {
     memset(ch, 0, sizeof *ch);
-    if (split) {
-        ch->e[0] = fu_open(model, 0, split, max_seqs, max_ctx, threads);
-        ch->e[1] = fu_open(model, split, -1, max_seqs, max_ctx, threads);
+    if (cut) {
+        ch->e[0] = fu_open_cuts(model, 0, cut, max_seqs, max_ctx, threads);
+        ch->e[1] = fu_open_cuts(model, cut, -1, max_seqs, max_ctx, threads);
         ch->n = 2;
     } else {
         ch->e[0] = fu_open(model, 0, -1, max_seqs, max_ctx, threads);
@@ -79,6 +92,13 @@ static FU_UNUSED void fu_chain_open(fu_chain *ch, const char *model, int split, 
     }
     ch->V = (int)q35_engine_config(ch->e[0])->n_vocab;
     ch->E = (int)q35_engine_config(ch->e[0])->n_embd;
+}
+
+/* One model as 1 or 2 engines (split at layer `split`, 0 = none). */
+static FU_UNUSED void fu_chain_open(fu_chain *ch, const char *model, int split, int max_seqs,
+                                    int max_ctx, int threads)
+{
+    fu_chain_open_cut(ch, model, 2 * split, max_seqs, max_ctx, threads);
 }
 
 static FU_UNUSED void fu_chain_close(fu_chain *ch)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Tokens and logits through the pipeline equal the single-process engine
 # and the golden data: for each golden model, 1, 2 and 3 stages (every
-# split point of the 8-layer tiny model for Q8_0), greedy and seeded
+# split point of the 8-layer tiny model for Q8_0; splits at half-layers,
+# after a layer's mixer, for every model), greedy and seeded
 # sampling compared with qwen35-run, greedy with expect/M.greedy.txt, and
 # the 64 prompt positions' logits with expect/M.logits.f32 to 1e-3.
 set -eu
@@ -97,9 +98,14 @@ for q in Q8_0 Q4_K_M Q3_K_M; do
         pipeline "$m" 1 7
         pipeline "$m" 3 4
         pipeline "$m" 2 5
+        # half-layers (L.5: after layer L's mixer, the FFN on the next stage)
+        pipeline "$m" 1.5
+        pipeline "$m" 0.5 7.5
+        pipeline "$m" 2.5 5.5
     else
         pipeline "$m" 4
         pipeline "$m" 3 6
+        pipeline "$m" 2.5
     fi
 done
 p35_result "all configurations equal"

@@ -4,11 +4,13 @@
 # where: the config file's line or the flag. Each case a real process
 # (tiny Q8_0, context_length 4096, 8 layers):
 #   stage: max-ctx past the model's context, a tensor of its range missing,
-#          a FIFO as model, layers past the model, a bad value (file:line)
+#          a FIFO as model, layers past the model, a bad value (file:line),
+#          a half-layer end not L.5, a half-layer past the model
 #   coordinator: too many stages (more than layers; more than 64), max-ctx
 #          past the model's context, a bad value (file:line), a --trace file
 #          that cannot be created, a stage that
-#          serves other layers than its line says (found at the handshake)
+#          serves other layers than its line says (found at the handshake;
+#          also at a half-layer), a gap / an overlap at a half-layer
 # A model missing a tensor outside a stage's range still serves that range.
 set -eu
 P35_ME=it_startup_exit
@@ -55,6 +57,12 @@ expect "stage FIFO as model" 78 "not a regular file (a FIFO)" \
     "$ST" --model "$P35_RUN/fifo.gguf" --layers 0:4 $SB
 expect "stage layers past the model" 78 "layers: 4:12 end past the model's 8 layers" \
     "$ST" --model "$M" --layers 4:12 $SB
+# half-layers (L.5: after layer L's mixer): only L.5, and not past the last layer
+expect "stage half-layer not L.5 (flag)" 78 "--layers: '0:5.3' is not a layer range A:B (each a layer L, or L.5" \
+    "$ST" --model "$M" --layers 0:5.3 $SB
+printf '[stage]\nmodel = %s\nbind = ipc://%s/x.sock\nlayers = 4.5:8.5\n' "$M" "$P35_RUN" >"$P35_RUN/h.conf"
+expect "stage half-layer past the model (file)" 78 "h.conf:4: layers: 4.5:8.5 end past the model's 8 layers" \
+    "$ST" --config "$P35_RUN/h.conf"
 
 # a tensor missing outside the range: layers 0:4 of that file serve
 p35_stage s0 "$P35_RUN/miss.gguf" 0:4 --threads 1 --max-seqs 2 --max-ctx 256
@@ -90,5 +98,17 @@ printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/s1
 p35_wait_file "$P35_RUN/s1.log" "serving layers" 60 || p35_fail "stage s1 did not start"
 expect "coordinator stage of another range (handshake)" 78 "r.conf:4: stage 0 .*holds layers 0:4, configured 0:8" \
     "$CO" --config "$P35_RUN/r.conf"
+# a chain with a gap / an overlap at a half-layer: the line of the stage after it
+printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/m0.sock 0:4.5\nstage = ipc://%s/m1.sock 5:8\n' \
+    "$M" "$P35_RUN" "$P35_RUN" "$P35_RUN" >"$P35_RUN/g.conf"
+expect "coordinator gap at a half-layer" 78 "g.conf:5: stage: layers 5:8 leave a gap: layers 4.5:5 after" \
+    "$CO" --config "$P35_RUN/g.conf"
+expect "coordinator overlap at a half-layer" 78 "--stage: stage: layers 3.5:8 overlap 0:4 of the stage at" \
+    "$CO" --model "$M" $CB --stage "ipc://$P35_RUN/m0.sock 0:4" --stage "ipc://$P35_RUN/m1.sock 3.5:8"
+# the running stage holds 0:4; the line says 0:4.5: found at its handshake
+printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/s1.sock 0:4.5\nstage = ipc://%s/m1.sock 4.5:8\n' \
+    "$M" "$P35_RUN" "$P35_RUN" "$P35_RUN" >"$P35_RUN/hr.conf"
+expect "coordinator stage of another half range (handshake)" 78 "hr.conf:4: stage 0 .*holds layers 0:4, configured 0:4.5" \
+    "$CO" --config "$P35_RUN/hr.conf"
 
 p35_result "every unfixable start-up error: exit 78 naming where"

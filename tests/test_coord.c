@@ -155,8 +155,9 @@ static co_thread *coord_open(int n, st_thread **st, const int *bounds, int max_s
     int b[8], e[8];
     for (int i = 0; i < n; i++) {
         ep[i] = st[i]->ep;
-        b[i] = bounds ? bounds[i] : -1;   /* NULL: bare endpoints, ranges from the handshakes */
-        e[i] = bounds ? bounds[i + 1] : -1;
+        /* in cuts (half-layers); NULL: bare endpoints, ranges from the handshakes */
+        b[i] = bounds ? 2 * bounds[i] : -1;
+        e[i] = bounds ? 2 * bounds[i + 1] : -1;
     }
     coord_opts o = { .model_path = g_model, .listen = t->listen, .n_stages = n, .stage_ep = ep,
                      .stage_begin = b, .stage_end = e, .max_queue = max_queue,

@@ -316,10 +316,14 @@ static void test_errors(void **s)
 static void test_bad_ranges(void **s)
 {
     (void)s;
-    const int r[][2] = { { 3, 3 }, { 0, 9 }, { 5, 2 }, { -1, 4 } };
+    /* a, b, begin_half, end_half: empty, past the model (8 layers; 8.5 too), reversed */
+    const int r[][4] = { { 3, 3, 0, 0 }, { 0, 9, 0, 0 }, { 5, 2, 0, 0 }, { -1, 4, 0, 0 },
+                         { 3, 3, 1, 1 }, { 3, 3, 1, 0 }, { 4, 8, 0, 1 }, { 0, -1, 0, 1 },
+                         { 8, -1, 1, 0 } };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
         char err[Q35_ERRSZ] = "";
         q35_engine_opts o = { .model_path = model, .layer_begin = r[i][0], .layer_end = r[i][1],
+                              .begin_half = r[i][2], .end_half = r[i][3],
                               .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "cpu" };
         assert_null(q35_engine_open(&o, err, sizeof err));
         assert_non_null(strstr(err, "layer range"));
@@ -349,11 +353,62 @@ static void test_state_bytes(void **s)
     size_t ssm = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch
                + (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
     size_t att = (size_t)16 * c->n_head_kv * (c->head_dim + c->head_dim_v);
+    uint64_t kv_pos = (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
     assert_int_equal(q35_engine_state_bytes(e), 3 * (6 * ssm + 2 * att) * sizeof(float));
     q35_engine_close(&e);
     e = fu_open(model, 4, 7, 3, 16, 1);   /* layers 4, 5, 6: all SSM */
     assert_int_equal(q35_engine_state_bytes(e), 3 * (3 * ssm) * sizeof(float));
     q35_engine_close(&e);
+    /* half-layers: the stage of a layer's mixer owns its state, the FFN's none */
+    uint64_t fixed, per_pos;
+    e = fu_open_cuts(model, 7, 14, 3, 16, 1);   /* 3.5:7: layer 3's FFN (attention layer), 4..6 */
+    assert_int_equal(q35_engine_state_bytes(e), 3 * (3 * ssm) * sizeof(float));
+    assert_int_equal(q35_engine_layer_begin(e), 3);
+    assert_int_equal(q35_engine_cut_begin(e), 7);
+    q35_engine_ckpt_size(e, &fixed, &per_pos);
+    assert_int_equal(fixed, 3 * ssm * sizeof(float));
+    assert_int_equal(per_pos, 0);
+    q35_engine_close(&e);
+    e = fu_open_cuts(model, 6, 7, 3, 16, 1);    /* 3:3.5: layer 3's attention */
+    assert_int_equal(q35_engine_state_bytes(e), 3 * att * sizeof(float));
+    q35_engine_ckpt_size(e, &fixed, &per_pos);
+    assert_int_equal(fixed, 0);
+    assert_int_equal(per_pos, kv_pos);
+    q35_engine_close(&e);
+    e = fu_open_cuts(model, 9, 10, 3, 16, 1);   /* 4.5:5: layer 4's FFN alone */
+    assert_int_equal(q35_engine_state_bytes(e), 0);
+    q35_engine_close(&e);
+}
+
+/* A checkpoint of a chain split at a half-layer continues like the
+ * unsplit sequence, bit for bit (each stage saves what it owns). */
+static void test_half_split_checkpoint(void **s)
+{
+    (void)s;
+    const int32_t tok[6] = { 11, 42, 7, 300, 5, 99 };
+    int V = 0;
+    fu_chain one, two;
+    fu_chain_open(&one, model, 0, 2, 16, 1);
+    fu_cache_bytes = 64 << 20;
+    fu_chain_open_cut(&two, model, 7, 2, 16, 1);   /* 0:3.5 3.5:8 */
+    fu_cache_bytes = 0;
+    V = one.V;
+    float *ref = fu_alloc((size_t)6 * V * sizeof(float)), *got = fu_alloc((size_t)6 * V * sizeof(float));
+    fu_chain_run(&one, 0, tok, 6, 0, 6, ref);
+    fu_chain_run(&two, 0, tok, 4, 0, 4, got);
+    char err[Q35_ERRSZ] = "";
+    for (int i = 0; i < 2; i++) {
+        int n = 0;
+        assert_int_equal(q35_engine_ckpt_save(two.e[i], 0, 7, NULL, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(q35_engine_ckpt_restore(two.e[i], 7, 1, &n, err, sizeof err), 0);
+        assert_int_equal(n, 4);
+    }
+    fu_chain_run(&two, 1, tok + 4, 2, 4, 2, got + (size_t)4 * V);
+    assert_memory_equal(got, ref, (size_t)6 * V * sizeof(float));
+    free(ref);
+    free(got);
+    fu_chain_close(&one);
+    fu_chain_close(&two);
 }
 
 int main(void)
@@ -367,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bad_ranges),
         cmocka_unit_test(test_state_bytes),
+        cmocka_unit_test(test_half_split_checkpoint),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,8 +1,8 @@
 /* Forward pass against the golden data (QWEN35_GOLDEN): for each tiny
  * model, max |logit - expected| <= 1e-3 at all 64 positions and the
  * 16-token greedy continuation identical — in one pass, one token at a
- * time, 7 per pass, and split at every layer boundary (bit-identical to
- * unsplit); results independent of the thread count. The same with
+ * time, 7 per pass, and split at every layer boundary and half-layer
+ * (after a layer's mixer; bit-identical to unsplit); results independent of the thread count. The same with
  * float32 activations everywhere (--activations f32, the reference), and
  * --activations q8 held to its measured deviation. */
 #include <setjmp.h>
@@ -55,13 +55,13 @@ static void load_golden(golden *g, const char *name)
     q35_engine_close(&e);
 }
 
-/* Runs the 64 tokens then greedy through a chain split at `split` (0: none)
- * with `ubatch` tokens per pass (0: all); returns the logits, writes the
- * continuation. */
-static float *run_golden(const golden *g, int split, int ubatch, int threads, int32_t *gen)
+/* Runs the 64 tokens then greedy through a chain split at cut `cut` (in
+ * half-layers, config.h; 0: none) with `ubatch` tokens per pass (0: all);
+ * returns the logits, writes the continuation. */
+static float *run_golden(const golden *g, int cut, int ubatch, int threads, int32_t *gen)
 {
     fu_chain ch;
-    fu_chain_open(&ch, g->model, split, 1, N_TOK + N_GEN, threads);
+    fu_chain_open_cut(&ch, g->model, cut, 1, N_TOK + N_GEN, threads);
     float *logits = fu_alloc((size_t)N_TOK * g->V * sizeof(float));
     fu_chain_run(&ch, 0, g->tok, N_TOK, 0, ubatch ? ubatch : N_TOK, logits);
     fu_chain_greedy(&ch, 0, N_TOK, logits + (size_t)(N_TOK - 1) * g->V, N_GEN, gen);
@@ -88,17 +88,19 @@ static void check_golden(const char *name)
         else
             free(l);
     }
-    /* Split at every layer boundary: bit-identical to unsplit. */
-    for (int a = 1; a < g.n_layer; a++) {
+    /* Split at every layer boundary and every half-layer (after a layer's
+     * mixer, 0.5 .. n-0.5; those 7 tokens a pass): bit-identical to unsplit. */
+    for (int cut = 1; cut < 2 * g.n_layer; cut++) {
         int32_t gen[N_GEN];
-        float *l = run_golden(&g, a, 0, 1, gen);
+        float *l = run_golden(&g, cut, cut & 1 ? 7 : 0, 1, gen);
         if (memcmp(l, single, (size_t)N_TOK * g.V * sizeof(float)))
-            fail_msg("tiny-%s split at %d: logits differ from unsplit (max %.3g)", name, a,
-                     fu_max_diff(l, single, (size_t)N_TOK * g.V));
+            fail_msg("tiny-%s split at " Q35_CUT_FMT ": logits differ from unsplit (max %.3g)", name,
+                     Q35_CUT_ARGS(cut), fu_max_diff(l, single, (size_t)N_TOK * g.V));
         assert_memory_equal(gen, g.greedy, sizeof gen);
         free(l);
     }
-    print_message("tiny-%s: split at layers 1..%d bit-identical to unsplit\n", name, g.n_layer - 1);
+    print_message("tiny-%s: split at layers 0.5, 1, 1.5 .. %d.5 bit-identical to unsplit\n", name,
+                  g.n_layer - 1);
     /* Thread count: bit-identical. */
     int32_t gen[N_GEN];
     float *l = run_golden(&g, 0, 0, 3, gen);

@@ -87,7 +87,7 @@ static void stage_file_and_defaults(void **state)
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
     assert_string_equal(c.model, g_model);
     assert_int_equal(c.layers.begin, 0);
-    assert_int_equal(c.layers.end, 8);
+    assert_int_equal(c.layers.end, 16);         /* cuts: half-layers */
     assert_string_equal(c.bind, "ipc:///tmp/x.sock");
     assert_int_equal(c.max_seqs, 8);
     assert_int_equal(c.max_ctx, 4096);          /* default */
@@ -112,8 +112,8 @@ static void cli_overrides_file(void **state)
     assert_int_equal(load_stage(&c, ts_args_of("--max-seqs", "32", "--layers=5:7",
                                            "--log-level", "debug", "--config", conf, NULL), err), 0);
     assert_int_equal(c.max_seqs, 32);
-    assert_int_equal(c.layers.begin, 5);
-    assert_int_equal(c.layers.end, 7);
+    assert_int_equal(c.layers.begin, 10);
+    assert_int_equal(c.layers.end, 14);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), "--max-seqs");
     assert_int_equal(q35_log_get_level(), Q35_LOG_DEBUG);
     q35_log_set_level(Q35_LOG_INFO);
@@ -145,6 +145,11 @@ static void ini_errors_name_file_and_line(void **state)
         { "[stage]\nlayers = 20:10\n", 2, "layers: '20:10' is empty" },
         { "[stage]\nlayers = 0-10\n", 2, "layers: '0-10' is not a layer range A:B" },
         { "[stage]\nlayers = 0:999\n", 2, "layers: 0:999 is outside layers 0:256" },
+        /* half-layers: L.5 only */
+        { "[stage]\nlayers = 0:5.3\n", 2, "layers: '0:5.3' is not a layer range A:B (each a layer L, or L.5" },
+        { "[stage]\nlayers = 0:5.55\n", 2, "layers: '0:5.55' is not a layer range A:B" },
+        { "[stage]\nlayers = 5.5:5.5\n", 2, "layers: '5.5:5.5' is empty" },
+        { "[stage]\nlayers = 0.5:256.5\n", 2, "layers: 0.5:256.5 is outside layers 0:256" },
         { "[stage]\nbackend = tpu\n", 2, "backend: 'tpu' is not one of auto|cpu|cuda|sim" },
         { "[stage]\nlog-level = loud\n", 2, "log-level: 'loud' is not one of error|warn|info|debug" },
         { "[stage]\nmodel =\n", 2, "model: empty value" },
@@ -217,13 +222,25 @@ static void coordinator_stage_ranges(void **state)
     assert_int_equal(load_coord(&c, ts_args_of("--config", ok, NULL), err), 0);
     assert_int_equal(c.n_stages, 3);
     assert_string_equal(c.stages[1].endpoint, "tcp://b:5701");
-    assert_int_equal(c.stages[1].layers.begin, 2);
-    assert_int_equal(c.stages[2].layers.end, 8);
+    assert_int_equal(c.stages[1].layers.begin, 4);
+    assert_int_equal(c.stages[2].layers.end, 16);
     assert_int_equal(coord_cfg_check_layers(&c, 8, err, sizeof err), 0);
     assert_true(coord_cfg_check_layers(&c, 10, err, sizeof err) < 0);
     assert_err_at(err, ok, 6, "the last stage ends at layer 8; layers 8:10");
     assert_true(coord_cfg_check_layers(&c, 6, err, sizeof err) < 0);
     assert_err_at(err, ok, 6, "layers 5:8 end past the model's 6 layers");
+    coord_cfg_free(&c);
+
+    /* half-layer ends (L.5: after layer L's mixer): cuts */
+    const char *half = write_conf("h.conf",
+        "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
+        "stage = tcp://a:5701 0:2.5\nstage = tcp://b:5701 2.5:8\n");
+    assert_int_equal(load_coord(&c, ts_args_of("--config", half, NULL), err), 0);
+    assert_int_equal(c.stages[0].layers.end, 5);
+    assert_int_equal(c.stages[1].layers.begin, 5);
+    assert_int_equal(coord_cfg_check_layers(&c, 8, err, sizeof err), 0);
+    assert_true(coord_cfg_check_layers(&c, 2, err, sizeof err) < 0);
+    assert_err_at(err, half, 4, "layers 0:2.5 end past the model's 2 layers");
     coord_cfg_free(&c);
 
     /* the command line replaces the file's list */
@@ -250,7 +267,7 @@ static void coordinator_stage_ranges(void **state)
     assert_int_equal(c.n_spares, 2);
     assert_string_equal(c.spares[0].endpoint, "tcp://c:5701");
     assert_int_equal(c.spares[0].layers.begin, 0);
-    assert_int_equal(c.spares[0].layers.end, 4);
+    assert_int_equal(c.spares[0].layers.end, 8);
     assert_int_equal(c.spares[1].layers.begin, -1);
     assert_non_null(strstr(c.spares[1].where, "sp.conf:7"));
     coord_cfg_free(&c);
@@ -263,6 +280,14 @@ static void coordinator_stage_ranges(void **state)
         { "stage = tcp://a:1 0:4 x\n", 4, "is not a layer range" },
         { "stage = a:1 0:4\n", 4, "'a:1' is not a ZeroMQ endpoint" },
         { "stage = tcp://a:1 0:400\n", 4, "0:400 is outside layers 0:256" },
+        /* at half-layers: the same checks */
+        { "stage = tcp://a:1 0:5.5\nstage = tcp://b:1 5:8\n", 5, "layers 5:8 overlap 0:5.5 of the stage at " },
+        { "stage = tcp://a:1 0:5\nstage = tcp://b:1 5.5:8\n", 5, "leave a gap: layers 5:5.5 after" },
+        { "stage = tcp://a:1 0:5.5\nstage = tcp://b:1 6:8\n", 5, "leave a gap: layers 5.5:6 after" },
+        { "stage = tcp://a:1 0.5:8\n", 4, "first stage starts at layer 0.5" },
+        { "stage = tcp://a:1 0:5.2\n", 4, "'0:5.2' is not a layer range" },
+        { "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:8\nspare = tcp://c:1 4.5:8\n", 6,
+          "spare: layers 4.5:8 are no stage's range" },
         /* spares: another process of a stage's range */
         { "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:8\nspare = tcp://a:1\n", 6,
           "spare: endpoint tcp://a:1 is a stage" },
@@ -294,6 +319,16 @@ static void layers_against_the_model(void **state)
         "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 4:12\n");
     assert_true(load_stage(&c, ts_args_of("--config", conf, NULL), err) < 0);
     assert_err_at(err, conf, 4, "layers: 4:12 end past the model's 8 layers");
+    stage_cfg_free(&c);
+    /* a half-layer past the last layer: 8.5 is after a layer 8 it does not have */
+    conf = write_conf("s.conf", "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 4.5:8.5\n");
+    assert_true(load_stage(&c, ts_args_of("--config", conf, NULL), err) < 0);
+    assert_err_at(err, conf, 4, "layers: 4.5:8.5 end past the model's 8 layers");
+    stage_cfg_free(&c);
+    conf = write_conf("s.conf", "[stage]\nmodel = %M\nbind = ipc:///tmp/x.sock\nlayers = 4.5:7.5\n");
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
+    assert_int_equal(c.layers.begin, 9);
+    assert_int_equal(c.layers.end, 15);
     stage_cfg_free(&c);
     /* a readable file that is no GGUF: the model line is named */
     conf = write_conf("s.conf", "[stage]\nbind = ipc:///tmp/x.sock\nlayers = 0:2\nmodel = JUNK\n");

@@ -575,7 +575,7 @@ int main(int argc, char **argv)
     /* Every tensor a stage binds (backend.h's table, checked as a stage
      * would): a model a stage refuses is reported here too. */
     q35_weights w;
-    int bad = q35_weights_bind(f, &c, 0, (int)c.n_layer, &w, err, sizeof err);
+    int bad = q35_weights_bind(f, &c, 0, 2 * (int)c.n_layer, &w, err, sizeof err);
     q35_weights_free(&w);
     gguf_close(&f);
     if (bad) {

@@ -668,7 +668,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     n_embd = q35_engine_config(stage_engine(stages[0]))->n_embd;
 
     const char *ep[1] = { "inproc://fuzz-stage" }, *where[1] = { "fuzz" };
-    int begin[1] = { 0 }, end[1] = { N_LAYER };
+    int begin[1] = { 0 }, end[1] = { 2 * N_LAYER };   /* cuts: half-layers */
     coord_opts co_o = {
         .model_path = model, .listen = "inproc://fuzz-cli", .n_stages = 1, .stage_ep = ep,
         .stage_begin = begin, .stage_end = end, .stage_where = where, .max_queue = 4,
@@ -688,7 +688,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     /* the 3-stage chain behind a second coordinator */
     const char *ep2[3] = { "inproc://fuzz-s0", "inproc://fuzz-s1", "inproc://fuzz-s2" };
     const char *where2[3] = { "fuzz0", "fuzz1", "fuzz2" };
-    int begin2[3] = { 0, 1, 3 }, end2[3] = { 1, 3, N_LAYER };
+    int begin2[3] = { 0, 2, 6 }, end2[3] = { 2, 6, 2 * N_LAYER };
     coord_opts o2 = co_o;
     o2.listen = "inproc://fuzz-cli2";
     o2.n_stages = 3;
