@@ -6,12 +6,12 @@
  * for fewer instructions per weight:
  *   QUANT_ACT_EXACT  the default. Where the CPU has AVX-512 VNNI, q4_K
  *                    and q6_K rows meet activations rounded to 24-bit
- *                    integers per 32-value group (s = max|x| / (127 *
+ *                    integers per 256-value block (s = max|x| / (127 *
  *                    2^16)), three int8 digits each, vpdpbusd
- *                    (quant_vnni24.c): |error| <= sum_i |w_i| * max_g|x|
- *                    / 2^24 + float rounding, measured 4.9e-8 of
+ *                    (quant_vnni24.c): |error| <= sum_i |w_i| * max|x|
+ *                    / 2^24 + float rounding, measured 4.5e-8 of
  *                    sum |w_i x_i| (float32-like). On the golden models
- *                    1.6e-4 (Q4_K_M) and 4.5e-5 (Q3_K_M) against 3.8e-5 /
+ *                    1.3e-4 (Q4_K_M) and 5.7e-5 (Q3_K_M) against 3.8e-5 /
  *                    3.0e-5 for the float path. On AVX2 CPUs with
  *                    AVX-VNNI, q6_K meets activations split per 256-value
  *                    block into two int16 terms, x / s = hi + lo / 32768
