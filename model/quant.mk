@@ -15,3 +15,4 @@ bench-quant: $(BUILD)/bin/qwen35-bench-quant
 # integer-activation kernels (quant_act.c picks them from cpuid)
 FILE_CFLAGS.model/quant_vnni := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 FILE_CFLAGS.model/quant_avxvnni := -mavx2 -mfma -mf16c -mavxvnni
+FILE_CFLAGS.model/quant_vnni24 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c

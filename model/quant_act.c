@@ -28,17 +28,19 @@ static int vnni_bits(void)
 }
 
 /* The kernel for (act, type) under the ISA quant_isa() names now (it
- * follows quant_force_isa). q4_K exact stays float: its float kernel is
- * as fast (quant_vnni.c). */
+ * follows quant_force_isa). Exact on AVX-512 VNNI: 24-bit activations for
+ * q4_K and q6_K (quant_vnni24.c); on AVX2 + AVX-VNNI: int16 two-term for
+ * q6_K (quant_avxvnni.c), q4_K float. */
 static mm_fn pick(quant_act act, int type, const char **name)
 {
     *name = "float";
     const char *isa = quant_isa();
     bool q8 = act == QUANT_ACT_Q8;
     if (!strcmp(isa, "avx512") && (vnni_bits() & 1)) {
-        if (act == QUANT_ACT_EXACT && type == GGML_TYPE_Q6_K) {
-            *name = "avx512vnni-i16";
-            return quant_i16_mm_q6_K_avx512vnni;
+        if (act == QUANT_ACT_EXACT && (type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_K)) {
+            *name = "avx512vnni-i24";
+            return type == GGML_TYPE_Q6_K ? quant_i24_mm_q6_K_avx512vnni
+                                          : quant_i24_mm_q4_K_avx512vnni;
         }
         if (q8 && (type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q4_K)) {
             *name = "avx512vnni-q8";

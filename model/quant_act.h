@@ -4,18 +4,22 @@
  * quant_matmul (quant.h) is the reference: float32 activations, every
  * weight decoded exactly. The modes here trade a bounded, measured error
  * for fewer instructions per weight:
- *   QUANT_ACT_EXACT  the default. Where the CPU has 16-bit integer dot
- *                    products (AVX-512 VNNI vpdpwssd, or AVX-VNNI's
- *                    256-bit one on AVX2 CPUs), q6_K rows meet
- *                    activations split per 256-value block into two
- *                    int16 terms, x / s = hi + lo / 32768 with
- *                    s = max|x| / 32767: |error| <= sum_i |w_i| * max|x|
- *                    / 2^31 + float rounding, measured 2e-8 of
- *                    sum |w_i x_i| (float32-like; one int16 term alone is
- *                    ~5e-6 and on the chaotic golden models drifts to
- *                    5e-3..0.27; even for the LM head alone, 4e-4).
- *                    Every other type (q4_K's float kernel is as fast)
- *                    and CPU: quant_matmul.
+ *   QUANT_ACT_EXACT  the default. Where the CPU has AVX-512 VNNI, q4_K
+ *                    and q6_K rows meet activations rounded to 24-bit
+ *                    integers per 32-value group (s = max|x| / (127 *
+ *                    2^16)), three int8 digits each, vpdpbusd
+ *                    (quant_vnni24.c): |error| <= sum_i |w_i| * max_g|x|
+ *                    / 2^24 + float rounding, measured 4.9e-8 of
+ *                    sum |w_i x_i| (float32-like). On the golden models
+ *                    1.6e-4 (Q4_K_M) and 4.5e-5 (Q3_K_M) against 3.8e-5 /
+ *                    3.0e-5 for the float path. On AVX2 CPUs with
+ *                    AVX-VNNI, q6_K meets activations split per 256-value
+ *                    block into two int16 terms, x / s = hi + lo / 32768
+ *                    with s = max|x| / 32767 (vpdpwssd): |error| <=
+ *                    sum_i |w_i| * max|x| / 2^31 + float rounding, 2e-8.
+ *                    (One int16 term alone, ~5e-6 of sum |w_i x_i|,
+ *                    drifts to 5e-3..0.27 on the chaotic golden models.)
+ *                    Every other type and CPU: quant_matmul.
  *   QUANT_ACT_F32    quant_matmul always (tests, bisecting).
  *   QUANT_ACT_Q8     the reference engine's scheme, an explicit option:
  *                    activations rounded to int8 per 256-value block
@@ -49,7 +53,7 @@ void quant_matmul_act(quant_act act, int type, const void *W, size_t row_bytes,
                       int64_t ldx, int nx, float *Y, int64_t ldy);
 
 /* The kernel quant_matmul_act runs for (act, type) on this CPU, under the
- * ISA quant_force_isa chose: "avx512vnni-i16", "avxvnni-i16" (AVX2),
+ * ISA quant_force_isa chose: "avx512vnni-i24", "avxvnni-i16" (AVX2),
  * "avx512vnni-q8", or "float" (quant_matmul). */
 const char *quant_act_kernel(quant_act act, int type);
 

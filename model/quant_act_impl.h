@@ -5,7 +5,11 @@
 
 #include "quant_act.h"
 
-void quant_i16_mm_q6_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+/* AVX-512 VNNI, exact: 24-bit activations (quant_vnni24.c) */
+void quant_i24_mm_q4_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
+                                  int64_t r1, const float *X, int64_t ldx, int nx,
+                                  float *Y, int64_t ldy);
+void quant_i24_mm_q6_K_avx512vnni(const void *W, size_t rb, int64_t nc, int64_t r0,
                                   int64_t r1, const float *X, int64_t ldx, int nx,
                                   float *Y, int64_t ldy);
 /* AVX2 + AVX-VNNI: exact q6_K */

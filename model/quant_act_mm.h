@@ -1,9 +1,9 @@
 /* quant_act_mm.h — the integer-activation matmul driver shared by the ISA
  * files (quant_vnni.c, quant_avxvnni.c); not a public header. The
  * includer (compiled for AVX2 at least) defines NV_MAX (vectors per tile:
- * 2 or 4) before including, then its row kernels and quant_vec(q8, x, n,
- * xact *) (one vector's quantized copy), then instantiates ROWS_ALL and
- * MM_FN. */
+ * 2 or 4) before including, then its row kernels, its layouts (xlay)
+ * and quant_vec(mode, x, n, xact *) (one vector's quantized copy in a
+ * layout), then instantiates ROWS_ALL and MM_FN. */
 #ifndef Q35_QUANT_ACT_MM_H
 #define Q35_QUANT_ACT_MM_H
 
@@ -30,14 +30,20 @@ static inline float hsum8(__m256 m)
 #define SBLK 256            /* rows per super-block when the vectors do not fit */
 #define TILE_L1 32768       /* bytes of quantized vectors one tile keeps in L1 */
 
-/* Quantized activations of a chunk of vectors (per vector: q qb * nc
- * bytes, s nc / 256, m nc / 32, b16 nc / 16). */
+/* Quantized activations of a chunk of vectors: per vector q (qb bytes a
+ * value), then per 256-value block the side tables s, m, b of the
+ * layout's sizes (what each holds is the includer's). */
 typedef struct xact {
-    void *q;          /* i16: per block 256 hi, 256 lo; q8: int8 */
-    float *s;         /* block scales */
+    void *q;          /* i16: per block 256 hi, 256 lo; q8: int8; i24: 3 int8 digits */
+    float *s;         /* block (or group) scales */
     float *m;         /* q4_K: sub-block sums of x */
-    int16_t *b16;     /* q8: sums of q per 16 values */
+    void *b;          /* q8: int16 sums of q per 16 values; i24: q6_K's -32 sums */
 } xact;
+
+typedef struct xlay {
+    int qb;           /* bytes per value */
+    int s, m, b;      /* bytes per 256-value block of each side table */
+} xlay;
 
 #define ROWS_FN(T, NVC, ...)                                                   \
 static void T##_rows##NVC(const uint8_t *W, size_t rb, int64_t nc, int64_t nr, \
@@ -51,24 +57,23 @@ typedef void (*rows_fn)(const uint8_t *, size_t, int64_t, int64_t, const xact *,
                         float *, int64_t);
 
 /* Bytes of one vector's quantized copy (n values) and the slices. */
-static size_t xact_bytes(int qb, int64_t n)
+static size_t xact_bytes(const xlay *l, int64_t n)
 {
-    return (size_t)n * (size_t)qb + (size_t)(n / 256 + n / 32) * sizeof(float) +
-           (size_t)(n / 16) * sizeof(int16_t);
+    return (size_t)n * (size_t)l->qb + (size_t)(n / 256) * (size_t)(l->s + l->m + l->b);
 }
 
-static xact xact_at(void *buf, int qb, int64_t n, int64_t v, int64_t nv)
+static xact xact_at(void *buf, const xlay *l, int64_t n, int64_t v, int64_t nv)
 {
     char *p = buf;
-    int8_t *q = (int8_t *)p + (size_t)v * (size_t)n * (size_t)qb;
-    float *s = (float *)(p + (size_t)nv * (size_t)n * (size_t)qb);
-    float *m = s + nv * (n / 256);
-    int16_t *b16 = (int16_t *)(m + nv * (n / 32));
-    return (xact){ q, s + v * (n / 256), m + v * (n / 32), b16 + v * (n / 16) };
+    size_t nb = (size_t)(n / 256), q = (size_t)n * (size_t)l->qb;
+    char *s = p + (size_t)nv * q, *m = s + (size_t)nv * nb * (size_t)l->s;
+    char *b = m + (size_t)nv * nb * (size_t)l->m;
+    return (xact){ p + (size_t)v * q, (float *)(s + (size_t)v * nb * (size_t)l->s),
+                   (float *)(m + (size_t)v * nb * (size_t)l->m), b + (size_t)v * nb * (size_t)l->b };
 }
 
-/* One vector's quantized copy (the includer's). */
-static void quant_vec(bool q8, const float *x, int64_t n, const xact *a);
+/* One vector's quantized copy in the includer's mode (the includer's). */
+static void quant_vec(int mode, const float *x, int64_t n, const xact *a);
 
 /* When every vector's quantized copy fits the stack buffer (decode, small
  * batches), they are quantized once and the rows pass in blocks of RBLK
@@ -78,16 +83,16 @@ static void quant_vec(bool q8, const float *x, int64_t n, const xact *a);
  * the vectors chunk by chunk (~1% of the work), so the weights are still
  * read from memory once. A vector too long for the buffer gets a heap
  * one, or the float path without memory. */
-static void mm_act(int type, bool q8, const rows_fn *rows, const void *W, size_t rb,
-                   int64_t nc, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nx,
-                   float *Y, int64_t ldy)
+static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, const void *W,
+                   size_t rb, int64_t nc, int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                   int nx, float *Y, int64_t ldy)
 {
-    int qb = q8 ? 1 : 4;                  /* bytes per value: int8, or hi + lo int16 */
     _Alignas(64) char stack[XQ_STACK_BYTES];
     void *buf = stack, *heap = NULL;
-    int64_t chunk = (int64_t)(sizeof stack / xact_bytes(qb, nc));
+    size_t vb = xact_bytes(lay, nc);
+    int64_t chunk = (int64_t)(sizeof stack / vb);
     if (chunk < 1) {
-        if (!(buf = heap = aligned_alloc(64, (xact_bytes(qb, nc) + 63) / 64 * 64))) {
+        if (!(buf = heap = aligned_alloc(64, (vb + 63) / 64 * 64))) {
             quant_matmul(type, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);
             return;
         }
@@ -96,21 +101,21 @@ static void mm_act(int type, bool q8, const rows_fn *rows, const void *W, size_t
     int64_t sblk = chunk >= nx ? r1 - r0 : SBLK;
     /* a tile's quantized vectors stay in L1 (TILE_L1 bytes) */
     int tile = NV_MAX;
-    while (tile > 1 && (int64_t)tile * nc * qb > TILE_L1)
+    while (tile > 1 && (int64_t)tile * nc * lay->qb > TILE_L1)
         tile--;
     for (int64_t sr = r0; sr < r1; sr += sblk) {
         int64_t se = r1 - sr < sblk ? r1 : sr + sblk;
         for (int c0 = 0; c0 < nx; c0 += (int)chunk) {
             int ncv = nx - c0 < chunk ? nx - c0 : (int)chunk;
             for (int v = 0; v < ncv; v++) {
-                xact a = xact_at(buf, qb, nc, v, ncv);
-                quant_vec(q8, X + (int64_t)(c0 + v) * ldx, nc, &a);
+                xact a = xact_at(buf, lay, nc, v, ncv);
+                quant_vec(mode, X + (int64_t)(c0 + v) * ldx, nc, &a);
             }
             for (int64_t rr = sr; rr < se; rr += RBLK) {
                 int64_t re = se - rr < RBLK ? se : rr + RBLK;
                 for (int v0 = 0; v0 < ncv; v0 += tile) {
                     int nv = ncv - v0 < tile ? ncv - v0 : tile;
-                    xact a = xact_at(buf, qb, nc, v0, ncv);
+                    xact a = xact_at(buf, lay, nc, v0, ncv);
                     rows[nv - 1]((const uint8_t *)W + (size_t)rr * rb, rb, nc, re - rr, &a,
                                  Y + (int64_t)(c0 + v0) * ldy + (rr - r0), ldy);
                 }
@@ -128,12 +133,12 @@ static void mm_act(int type, bool q8, const rows_fn *rows, const void *W, size_t
 #define ROWS_ALL(T, ARGS) ROWS_FN(T, 1, ARGS) ROWS_FN(T, 2, ARGS)
 #define ROWS_TABLE(T) { T##_rows1, T##_rows2 }
 #endif
-#define MM_FN(T, TYPE, Q8, name)                                               \
+#define MM_FN(T, TYPE, MODE, LAY, name)                                        \
 void name(const void *W, size_t rb, int64_t nc, int64_t r0, int64_t r1,        \
           const float *X, int64_t ldx, int nx, float *Y, int64_t ldy)          \
 {                                                                              \
-    static const rows_fn rows[NV_MAX] = ROWS_TABLE(T);                       \
-    mm_act(TYPE, Q8, rows, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);             \
+    static const rows_fn rows[NV_MAX] = ROWS_TABLE(T);                         \
+    mm_act(TYPE, MODE, &(LAY), rows, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);   \
 }
 
 #endif

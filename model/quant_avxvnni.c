@@ -1,13 +1,22 @@
 /* quant_avxvnni.c — exact q6_K on int16 activations for AVX2 CPUs with
  * AVX-VNNI (256-bit vpdpwssd: Alder Lake and later clients, Zen 5 without
  * AVX-512 in use), built with AVX2 + AVX-VNNI flags (quant.mk), called
- * only after quant_act.c checked the CPU. The scheme is quant_vnni.c's
- * (its comment says why and bounds the error); what differs is the
- * width: 16 int16 per register, so a block's int32 lanes would take 32
- * products (32 * 4096 * 32767 > 2^31): each half block (128 values) gets
- * its own integer sum, converted and scaled on its own. 16 vector
- * registers: tiles of 2 vectors. Bits differ from the AVX-512 kernel's
- * (other lanes), never between tile sizes or row splits.
+ * only after quant_act.c checked the CPU.
+ *
+ * The float kernel decodes every weight to a float and multiply-adds it,
+ * bound on the vector ports below one core's read bandwidth. Here a
+ * block's weights are widened to int16 and multiplied by their
+ * sub-block's integer scale (|(q - 32) * sc| <= 4096), and vpdpwssd adds
+ * products of those with int16 activations into int32 lanes. Activations:
+ * per vector and 256-value block, s = max|x| / 32767 and x / s = hi + lo
+ * / 32768 with hi = round(x / s), lo = round((x / s - hi) * 32768): two
+ * int16 dot products per weight vector, x keeps ~31 bits against the
+ * block's largest value (one int16 term alone drifts to 5e-3..0.27 on
+ * the chaotic golden models). 16 int16 per register, so a block's int32
+ * lanes would take 32 products (32 * 4096 * 32767 > 2^31): each half
+ * block (128 values) gets its own integer sum, converted and scaled on
+ * its own. 16 vector registers: tiles of 2 vectors. Never different
+ * bits between tile sizes or row splits.
  */
 #include "quant_act_impl.h"
 #include "quant.h"
@@ -23,7 +32,8 @@
 
 
 
-/* quant_vnni.c's quant_x16: per block 256 hi then 256 lo int16, s[b]. */
+/* x -> per block b: 256 hi then 256 lo int16, s[b]; a block with a NaN
+ * or Inf gets s = NaN. */
 static void quant_x16(const float *x, int64_t n, int16_t *xq, float *s)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -131,12 +141,14 @@ INLINE void q6k_row(const uint8_t *row, int64_t nb, const int16_t *xq, int64_t l
         y[v * ldy] = hsum8(acc[v]);
 }
 
-static void quant_vec(bool q8, const float *x, int64_t n, const xact *a)
+static const xlay lay_i16 = { 4, 4, 0, 0 };  /* per block 2 x 256 int16, 1 scale */
+
+static void quant_vec(int mode, const float *x, int64_t n, const xact *a)
 {
-    (void)q8;                       /* exact only here */
+    (void)mode;                     /* exact only here */
     quant_x16(x, n, a->q, a->s);
 }
 
 #define Q6_ARGS (const int16_t *)a->q, 2 * nc, a->s, nb
 ROWS_ALL(q6k, Q6_ARGS)
-MM_FN(q6k, GGML_TYPE_Q6_K, false, quant_i16_mm_q6_K_avxvnni)
+MM_FN(q6k, GGML_TYPE_Q6_K, 0, lay_i16, quant_i16_mm_q6_K_avxvnni)

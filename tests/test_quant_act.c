@@ -1,7 +1,7 @@
 /* Integer-activation matmuls (quant_act.h) against the float reference
- * (quant_matmul): the error bounds of int16 (exact) and int8 (q8)
- * activations hold, results do not depend on the tile or the row split,
- * and every other case is the float path bit for bit. */
+ * (quant_matmul): the error bounds of 24-bit or int16 (exact) and int8
+ * (q8) activations hold, results do not depend on the tile or the row
+ * split, and every other case is the float path bit for bit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,20 +25,26 @@ static float frand(void)             /* uniform in [-1, 1) */
 
 static const int int_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
 
-/* |int16 result - exact dot| <= sum_b amax_b / 2^31 * sum_{i in b} |w_i|
- * (x rounded to hi + lo / 32768 units of amax / 32767) + 1e-6 of
- * sum |w_i x_i| (the float scaling and accumulation). */
-static double act_bound(quant_act act, const float *w, const float *x, int64_t n)
+/* |result - exact dot| <= sum over groups g of amax_g * unit * sum_{i in g}
+ * |w_i| (x rounded to units of amax_g times `unit`) + 1e-6 of
+ * sum |w_i x_i| (the float scaling and accumulation). Per kernel:
+ * 24-bit: groups of 32, units of amax / 8323072 (twice the rounding, for
+ * the float rounding of x / unit); int16 two-term: groups of 256, hi +
+ * lo / 32768 units of amax / 32767; q8: 256, amax / 127; float: the 1e-6
+ * term alone. */
+static double act_bound(quant_act act, int type, const float *w, const float *x, int64_t n)
 {
-    /* q8: x rounded to units of amax / 127 */
-    double unit = act == QUANT_ACT_Q8 ? 1.0 / 254.0 : 1.0 / 2147483648.0;
+    const char *k = quant_act_kernel(act, type);
+    int grp = strstr(k, "i24") ? 32 : 256;
+    double unit = strstr(k, "i24") ? 1.0 / 8323072.0 : strstr(k, "i16") ? 1.0 / 2147483648.0
+                : strstr(k, "q8") ? 1.0 / 254.0 : 0.0;
     double b = 0, wx = 0;
-    for (int64_t k = 0; k < n; k += 256) {
+    for (int64_t k0 = 0; k0 < n; k0 += grp) {
         double amax = 0, wsum = 0;
-        for (int i = 0; i < 256; i++) {
-            amax = fmax(amax, fabs(x[k + i]));
-            wsum += fabs(w[k + i]);
-            wx += fabs((double)w[k + i] * x[k + i]);
+        for (int i = 0; i < grp; i++) {
+            amax = fmax(amax, fabs(x[k0 + i]));
+            wsum += fabs(w[k0 + i]);
+            wx += fabs((double)w[k0 + i] * x[k0 + i]);
         }
         b += amax * unit * wsum;
     }
@@ -54,8 +60,9 @@ static double dot64(const float *w, const float *x, int64_t n)
 }
 
 /* Random rows and vectors (some blocks of x all zero, some with one large
- * value, as outliers in real activations): within the bound, and the
- * measured error is far inside it. */
+ * value, as outliers in real activations, one vector of values near
+ * 1e-21, below the 24-bit kernel's 2^-64 rescaling threshold): within the
+ * bound, and the measured error is far inside it. */
 static void within_bound_act(quant_act act, double worst_max)
 {
     enum { ROWS = 13, NX = 6 };
@@ -76,13 +83,15 @@ static void within_bound_act(quant_act act, double worst_max)
                 X[i] = frand();
             memset(X + 256, 0, 256 * sizeof(float));             /* a zero block */
             X[n + 17] = 300.0f;                                 /* an outlier */
+            for (int64_t i = 0; i < n; i++)
+                X[4 * n + i] *= 1e-21f;                         /* tiny */
             quant_matmul_act(act, type, W, rb, n, 0, ROWS, X, n, NX, Y, ROWS);
             for (int r = 0; r < ROWS; r++) {
                 assert_int_equal(quant_dequant(type, W + r * rb, w, n, NULL, 0), 0);
                 for (int v = 0; v < NX; v++) {
                     const float *x = X + (int64_t)v * n;
                     double want = dot64(w, x, n), got = Y[v * ROWS + r];
-                    double bound = act_bound(act, w, x, n);
+                    double bound = act_bound(act, type, w, x, n);
                     if (!(fabs(got - want) <= bound))
                         fail_msg("%s n=%lld row %d vec %d: %.9g, exact %.9g, bound %.3g",
                                  quant_type_of(type)->name, (long long)n, r, v, got, want, bound);
@@ -101,7 +110,8 @@ static void within_bound_act(quant_act act, double worst_max)
     assert_true(worst_rel < worst_max);
 }
 
-/* measured 2.1e-8: float32-like (one int16 term alone gave 4.6e-6) */
+/* measured 4.9e-8 (24-bit), 2.1e-8 (int16 two-term): float32-like (one
+ * int16 term alone gave 4.6e-6) */
 static void within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_EXACT, 2e-7); }
 /* measured ~1e-3 */
 static void q8_within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_Q8, 1e-2); }

@@ -1,0 +1,40 @@
+/* quant_vnni.h — weight unpacking shared by the AVX-512 VNNI kernels
+ * (quant_vnni.c: int8 activations, quant_vnni24.c: 24-bit), included
+ * after quant_act_mm.h by files built with AVX-512 flags; not a public
+ * header. */
+#ifndef Q35_QUANT_VNNI_H
+#define Q35_QUANT_VNNI_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+/* --- q6_K ------------------------------------------------------------------ */
+
+/* Byte k: 6-bit value 128h + 64hi + k of a q6_K block (0..63) from its
+ * 64 ql bytes L (at 64h) and its 32 qh bytes H2 (at 128 + 32h, in both
+ * halves): low nibble from L (hi = 0) or L >> 4, bits 4..5 from qh. */
+INLINE __m512i q6_bits(__m512i L, __m512i H2, int hi)
+{
+    const __m512i cnt0 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i cnt1 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    __m512i hb = _mm512_and_si512(hi ? _mm512_srlv_epi16(H2, cnt1) : _mm512_sllv_epi16(H2, cnt0),
+                                  _mm512_set1_epi8(0x30));
+    return _mm512_ternarylogic_epi32(hi ? _mm512_srli_epi16(L, 4) : L, hb, _mm512_set1_epi8(0x0F),
+                                     0xE4);
+}
+
+/* The 12 packed 6-bit fields of a q4_K / q5_K block as 16 bytes: scales
+ * 0..7 then mins 0..7 (the masks of quant_avx512.c's k4_scales). */
+INLINE __m128i k4_bytes(const uint8_t *b)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(b + 4));
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));
+    __m128i c = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(c, 2),
+                               _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(lo, hi);
+}
+
+#endif
