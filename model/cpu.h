@@ -75,6 +75,7 @@ typedef struct cpu_job {
     cpu_scratch *s;
     const q35_pass *r;        /* the pass's rows */
     float *out;               /* the block's output [r->n][E], where it writes one */
+    const float *in;          /* the block's input [r->n][E], where a step reads it */
 } cpu_job;
 
 /* fn(j, i0, i1, ith): items [i0, i1), on thread ith (b->thr scratch ith). */
@@ -129,7 +130,7 @@ static inline const q35_layer_weights *cpu_layer(const q35_backend *b, int il)
 { return &b->w->layers[il - b->w->layer_begin]; }
 static inline cpu_job cpu_job_of(q35_backend *b, int il, const q35_pass *r, float *out)
 {
-    cpu_job j = { b, b->c, il, cpu_layer(b, il), &b->s, r, out };
+    cpu_job j = { b, b->c, il, cpu_layer(b, il), &b->s, r, out, NULL };
     return j;
 }
 static inline cpu_layer_state *cpu_state(q35_backend *b, int slot, int il)

@@ -66,80 +66,72 @@ static void group_rows(q35_backend *b, int n, const float *h)
         }
 }
 
-/* act = silu(gate) ⊙ up of the shared expert, per element. */
-static void shared_act(const cpu_job *j, int64_t i0, int64_t i1, int ith)
+/* Rows [r0, r1) of one matrix (an expert's, or a tensor's own) by the
+ * n vectors X: Y[t][r] for r in [r0, r1). */
+static void rows_of(quant_act act, const q35_tensor *t, const void *W, int64_t r0, int64_t r1,
+                    const float *X, int64_t ldx, int n, float *Y, int64_t ldy)
 {
-    (void)ith;
-    cpu_scratch *s = j->s;
-    for (int64_t i = i0; i < i1; i++)
-        s->shg[i] = cpu_silu(s->shg[i]) * s->shu[i];
+    if (r1 > r0 && n > 0)
+        quant_matmul_act(act, t->type, W, t->row_bytes, t->ne[0], r0, r1, X, ldx, n, Y + r0, ldy);
 }
 
-/* The shared expert, every row through it:
- * y = sigmoid(h · gate_inp_shexp) · down_shexp(silu(gate_shexp · h) ⊙ up_shexp · h). */
-static void shared_expert(q35_backend *b, int il, const q35_pass *r, const float *h, float *y)
-{
-    const q35_layer_weights *l = cpu_layer(b, il);
-    cpu_scratch *s = &b->s;
-    int n = r->n;
-    int64_t E = b->c->n_embd, Fs = b->c->n_ff_shexp;
-    cpu_mm proj[3] = {
-        { &l->ffn_gate_shexp, NULL, h, E, n, s->shg, Fs },        /* [E, Fs] */
-        { &l->ffn_up_shexp, NULL, h, E, n, s->shu, Fs },          /* [E, Fs] */
-        { &l->ffn_gate_inp_shexp, NULL, h, E, n, s->shgate, 1 },  /* [E] */
-    };
-    cpu_matmuls(b, 3, proj);
-    cpu_job j = cpu_job_of(b, il, r, NULL);
-    cpu_parallel(&j, (int64_t)n * Fs, 64, 12, shared_act);
-    cpu_mm down = { &l->ffn_down_shexp, NULL, s->shg, Fs, n, y, E };   /* [Fs, E] */
-    cpu_matmuls(b, 1, &down);
-    for (int t = 0; t < n; t++) {
-        float g = cpu_sigmoid(s->shgate[t]);
-        for (int64_t i = 0; i < E; i++)
-            y[t * E + i] *= g;
-    }
-}
-
-/* A row share [r0, r1) of every chosen expert's gate and up, then
- * act = silu(gate) ⊙ up. */
-static void experts_gate_up(const cpu_job *j, int64_t r0, int64_t r1, int ith)
+/* One parallel step for all the up-projections: a row share [r0, r1) of
+ * every chosen expert's gate and up (F rows each), the same share of the
+ * shared expert's gate and up (rows r0 Fs / F .. r1 Fs / F), and with the
+ * last share its gate row; then act = silu(gate) ⊙ up over those rows. */
+static void gate_up_share(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
     const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
-    int64_t E = c->n_embd, F = c->n_ff_exp;
+    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    int n = j->r->n;
     const q35_tensor *tg = &l->ffn_gate_exps, *tu = &l->ffn_up_exps;   /* [E, F, X] */
     quant_act act = (quant_act)b->o.activations;
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
         const float *xe = s->xe + (int64_t)off * E;
         float *ge = s->ge + (int64_t)off * F, *ue = s->ue + (int64_t)off * F;
-        quant_matmul_act(act, tg->type, (const char *)tg->data + (size_t)e * tg->expert_stride,
-                         tg->row_bytes, E, r0, r1, xe, E, cnt, ge + r0, F);
-        quant_matmul_act(act, tu->type, (const char *)tu->data + (size_t)e * tu->expert_stride,
-                         tu->row_bytes, E, r0, r1, xe, E, cnt, ue + r0, F);
+        rows_of(act, tg, (const char *)tg->data + (size_t)e * tg->expert_stride, r0, r1, xe, E, cnt, ge, F);
+        rows_of(act, tu, (const char *)tu->data + (size_t)e * tu->expert_stride, r0, r1, xe, E, cnt, ue, F);
         for (int t = 0; t < cnt; t++)
             for (int64_t i = r0; i < r1; i++)
                 ge[t * F + i] = cpu_silu(ge[t * F + i]) * ue[t * F + i];
     }
+    int64_t s0 = r0 * Fs / F, s1 = r1 * Fs / F;
+    rows_of(act, &l->ffn_gate_shexp, l->ffn_gate_shexp.data, s0, s1, j->in, E, n, s->shg, Fs); /* [E, Fs] */
+    rows_of(act, &l->ffn_up_shexp, l->ffn_up_shexp.data, s0, s1, j->in, E, n, s->shu, Fs);     /* [E, Fs] */
+    if (r1 == F)
+        rows_of(act, &l->ffn_gate_inp_shexp, l->ffn_gate_inp_shexp.data, 0, 1, j->in, E, n,
+                s->shgate, 1);                                                                /* [E] */
+    for (int t = 0; t < n; t++)
+        for (int64_t i = s0; i < s1; i++)
+            s->shg[t * Fs + i] = cpu_silu(s->shg[t * Fs + i]) * s->shu[t * Fs + i];
 }
 
-/* A share [r0, r1) of the E output rows: every chosen expert's down, then
- * out = Σ_k w_k·down_k + out (out holds the shared expert's output). */
-static void experts_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
+/* One parallel step for all the down-projections: a share [r0, r1) of
+ * the E output rows: the shared expert's down, gated by
+ * sigmoid(h · gate_inp_shexp), then every chosen expert's down, and
+ * out = Σ_k w_k·down_k + shared. */
+static void down_share(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     (void)ith;
     q35_backend *b = j->b;
     const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
-    int64_t E = c->n_embd, F = c->n_ff_exp;
+    int64_t E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
     int n = j->r->n, K = c->n_expert_used;
     const q35_tensor *td = &l->ffn_down_exps;          /* [F, E, X] */
     quant_act act = (quant_act)b->o.activations;
+    rows_of(act, &l->ffn_down_shexp, l->ffn_down_shexp.data, r0, r1, s->shg, Fs, n, j->out, E); /* [Fs, E] */
+    for (int t = 0; t < n; t++) {
+        float g = cpu_sigmoid(s->shgate[t]);
+        for (int64_t i = r0; i < r1; i++)
+            j->out[t * E + i] *= g;
+    }
     for (int a = 0; a < b->n_active; a++) {
         int e = b->e_list[a], off = b->e_off[e], cnt = b->e_off[e + 1] - off;
-        quant_matmul_act(act, td->type, (const char *)td->data + (size_t)e * td->expert_stride,
-                         td->row_bytes, F, r0, r1, s->ge + (int64_t)off * F, F, cnt,
-                         s->de + (int64_t)off * E + r0, E);
+        rows_of(act, td, (const char *)td->data + (size_t)e * td->expert_stride, r0, r1,
+                s->ge + (int64_t)off * F, F, cnt, s->de + (int64_t)off * E, E);
     }
     for (int t = 0; t < n; t++) {
         float *out = j->out + (int64_t)t * E;
@@ -151,6 +143,8 @@ static void experts_down(const cpu_job *j, int64_t r0, int64_t r1, int ith)
         }
     }
 }
+
+static double bytes_of(const q35_tensor *t) { return (double)t->row_bytes * (double)t->ne[1]; }
 
 void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *out)
 {
@@ -166,11 +160,15 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
         route(s->router + (int64_t)row * X, X, K, s->top_i + row * K, s->top_w + row * K);
     group_rows(b, n, h);
 
-    shared_expert(b, il, r, h, out);
-
+    /* Two parallel steps, each the shared expert's matrices with the
+     * chosen experts' (one barrier each). */
     cpu_job j = cpu_job_of(b, il, r, out);
+    j.in = h;
     const q35_tensor *tg = &l->ffn_gate_exps, *td = &l->ffn_down_exps;
-    double per_expert = (double)tg->row_bytes * tg->ne[1] * 2 + (double)td->row_bytes * td->ne[1];
-    cpu_parallel(&j, c->n_ff_exp, 8, b->n_active * per_expert * 2 / 3 / c->n_ff_exp, experts_gate_up);
-    cpu_parallel(&j, E, 8, b->n_active * per_expert / 3 / E, experts_down);
+    double expert = bytes_of(tg);                               /* one expert's gate (= up) */
+    double gate_up = 2 * b->n_active * expert + bytes_of(&l->ffn_gate_shexp) +
+                     bytes_of(&l->ffn_up_shexp);
+    double down = b->n_active * bytes_of(td) + bytes_of(&l->ffn_down_shexp);
+    cpu_parallel(&j, c->n_ff_exp, 8, gate_up / c->n_ff_exp, gate_up_share);
+    cpu_parallel(&j, E, 8, down / E, down_share);
 }

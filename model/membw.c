@@ -15,6 +15,7 @@ typedef struct job {
     const uint8_t *p;
     size_t len;                 /* a multiple of 256 */
     const int *go;              /* helpers spin until the caller sets it */
+    int *ready;                 /* helpers count themselves in before spinning */
     uint64_t sink;              /* keeps the loads alive */
 } job;
 
@@ -70,6 +71,7 @@ static void read_job(job *j)
 static void *reader(void *arg)
 {
     job *j = arg;
+    __atomic_add_fetch(j->ready, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(j->go, __ATOMIC_ACQUIRE))
         __builtin_ia32_pause();
     read_job(j);
@@ -90,10 +92,10 @@ static int one_pass(const uint8_t *buf, size_t bytes, int threads, double *sec,
     enum { MAXT = 256 };
     job jobs[MAXT];
     pthread_t tid[MAXT];
-    int go = 0, started = 1, rc = Q35_OK;
+    int go = 0, ready = 0, started = 1, rc = Q35_OK;
     size_t share = bytes / (size_t)threads / 256 * 256;
     for (int t = 0; t < threads; t++)
-        jobs[t] = (job){ buf + (size_t)t * share, share, &go, 0 };
+        jobs[t] = (job){ buf + (size_t)t * share, share, &go, &ready, 0 };
     for (; started < threads; started++) {
         int e = pthread_create(&tid[started], NULL, reader, &jobs[started]);
         if (e) {
@@ -101,6 +103,10 @@ static int one_pass(const uint8_t *buf, size_t bytes, int threads, double *sec,
             break;
         }
     }
+    /* the clock starts once every helper runs (a helper the scheduler
+     * starts late would count its start-up as reading time) */
+    while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < started - 1)
+        __builtin_ia32_pause();
     /* one thread: its CPU time, so a pass the scheduler interrupts on a
      * shared machine still counts only the time spent reading */
     double t0 = threads == 1 ? cpu_now() : q35_now();
