@@ -327,9 +327,9 @@ void coord_cfg_free(coord_cfg *c)
 
 int coord_cfg_check_layers(const coord_cfg *c, int n_layer, char *err, size_t errsz)
 {
-    if (c->n_stages > n_layer)
+    if (c->n_stages > 2 * n_layer)
         return q35_err(err, errsz, Q35_EINVAL, "%s: stage: %d stages for the model's %d layers (%s): "
-                       "each stage holds at least one layer", c->stages[n_layer].where,
+                       "each stage holds at least half a layer", c->stages[2 * n_layer].where,
                        c->n_stages, n_layer, c->model);
     for (int i = 0; i < c->n_stages; i++) {
         const coord_stage *st = &c->stages[i];

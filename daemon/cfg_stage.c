@@ -94,6 +94,11 @@ static int stage_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
 {
     stage_cfg *c = cfgp;
     char msg[Q35_ERRSZ - 64];
+    if (!strcmp(c->backend, "cuda") && ((c->layers.begin | c->layers.end) & 1))
+        return q35_err(err, errsz, Q35_EINVAL, "%s: layers: " Q35_CUT_FMT ":" Q35_CUT_FMT ": the cuda "
+                       "backend runs whole layers only (a half-layer end needs backend cpu; %s: "
+                       "backend cuda)", opts_where(s, c, "layers"), Q35_CUT_ARGS(c->layers.begin),
+                       Q35_CUT_ARGS(c->layers.end), opts_where(s, c, "backend"));
     if (!c->curve_secret_key && !c->curve_clients)
         return 0;
     if (!c->curve_secret_key || !c->curve_clients) {

@@ -63,35 +63,49 @@ grep -q -- "--device-mem: 3 sizes for --plan 2" "$T/err" || bad "3 sizes message
 grep -q -- "--device-mem '11.2X': item 1: unknown unit" "$T/err" || bad "11.2X message: $(cat "$T/err")"
 
 # the written files start the pipeline as they are, and each stage's own
-# load line reports the weights and slot state the plan printed
+# load line reports the weights and slot state the plan printed; the same
+# with --half-layers (a stage may end after a layer's mixer: 3 stages of
+# the 8 layers balance on a half-layer)
 port=$((20000 + $$ % 20000))
-"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --max-seqs 3 --max-ctx 512 --device-mem 1G \
-    --backend cpu --port $port --write-configs "$T/cfg" > "$T/w.txt" 2> "$T/err" || bad "--write-configs: $(cat "$T/err")"
-[ -s "$T/cfg/stage-0.conf" ] && [ -s "$T/cfg/stage-1.conf" ] && [ -s "$T/cfg/coordinator.conf" ] || bad "--write-configs: files missing"
-pids=""
-for s in 0 1; do
-    "$BIN/qwen35-stage" --config "$T/cfg/stage-$s.conf" --threads 1 > "$T/s$s.log" 2>&1 &
+planned() {   # K [more qwen35-info options]: plan, write, start, check
+    k=$1
+    shift
+    rm -rf "$T/cfg"
+    "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan "$k" --max-seqs 3 --max-ctx 512 --device-mem 1G \
+        --backend cpu --port $port --write-configs "$T/cfg" "$@" > "$T/w.txt" 2> "$T/err" || bad "--write-configs: $(cat "$T/err")"
+    pids=""
+    for s in $(seq 0 $((k - 1))); do
+        [ -s "$T/cfg/stage-$s.conf" ] || bad "--write-configs $*: stage-$s.conf missing"
+        "$BIN/qwen35-stage" --config "$T/cfg/stage-$s.conf" --threads 1 > "$T/s$s.log" 2>&1 &
+        pids="$pids $!"
+    done
+    [ -s "$T/cfg/coordinator.conf" ] || bad "--write-configs $*: coordinator.conf missing"
+    "$BIN/qwen35-coordinator" --config "$T/cfg/coordinator.conf" > "$T/c.log" 2>&1 &
     pids="$pids $!"
-done
-"$BIN/qwen35-coordinator" --config "$T/cfg/coordinator.conf" > "$T/c.log" 2>&1 &
-pids="$pids $!"
-up=0
-for _ in $(seq 1 150); do
-    if "$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" --status 2>/dev/null | grep -q '^1 .* 4:8 .*yes'; then up=1; break; fi
-    sleep 0.2
-done
-[ $up = 1 ] || bad "planned pipeline not up: $(cat "$T/s0.log" "$T/s1.log" "$T/c.log")"
-"$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" -n 4 --ids hello > "$T/ids" 2> "$T/err" &&
-    [ "$(wc -w < "$T/ids")" -ge 1 ] || bad "planned pipeline: request failed: $(cat "$T/err")"
-for s in 0 1; do
-    row=$(grep "^#   $s " "$T/w.txt")
-    want_w=$(echo "$row" | awk '{ print $4, $5 }'); want_s=$(echo "$row" | awk '{ print $6, $7 }')
-    grep -q "loaded layers .*: weights $want_w resident, slot state $want_s (3 slots x 512 positions)" "$T/s$s.log" ||
-        bad "stage $s: plan says weights $want_w, state $want_s; its log: $(grep loaded "$T/s$s.log")"
-done
-grep -q "WARN" "$T/c.log" && bad "planned pipeline: coordinator warns: $(grep WARN "$T/c.log")"
-for p in $pids; do kill "$p" 2>/dev/null; done
-for p in $pids; do wait "$p" 2>/dev/null; done
+    up=0
+    for _ in $(seq 1 150); do
+        if "$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" --status 2>/dev/null | grep -q "^$((k - 1)) .* [0-9.]*:8 .*yes"; then up=1; break; fi
+        sleep 0.2
+    done
+    [ $up = 1 ] || bad "planned pipeline ($k $*) not up: $(cat "$T"/s*.log "$T/c.log")"
+    "$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" -n 4 --ids hello > "$T/ids" 2> "$T/err" &&
+        [ "$(wc -w < "$T/ids")" -ge 1 ] || bad "planned pipeline ($k $*): request failed: $(cat "$T/err")"
+    for s in $(seq 0 $((k - 1))); do
+        row=$(grep "^#   $s " "$T/w.txt")
+        want_w=$(echo "$row" | awk '{ print $4, $5 }'); want_s=$(echo "$row" | awk '{ print $6, $7 }')
+        grep -q "loaded layers .*: weights $want_w resident, slot state $want_s (3 slots x 512 positions)" "$T/s$s.log" ||
+            bad "stage $s ($k $*): plan says weights $want_w, state $want_s; its log: $(grep loaded "$T/s$s.log")"
+    done
+    grep -q "WARN" "$T/c.log" && bad "planned pipeline ($k $*): coordinator warns: $(grep WARN "$T/c.log")"
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    for p in $pids; do wait "$p" 2>/dev/null; done
+    port=$((port + 10))
+}
+planned 2
+planned 3 --half-layers
+cat "$T"/cfg/stage-*.conf | grep -q '^layers = [0-9]*\.5:' || bad "--plan 3 --half-layers: no range starts at a half-layer: $(cat "$T"/cfg/stage-*.conf | grep '^layers')"
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 3 --half-layers > /dev/null 2> "$T/err" && bad "--half-layers with cuda accepted"
+grep -q -- "--half-layers: the cuda backend runs whole layers only" "$T/err" || bad "--half-layers cuda message: $(cat "$T/err")"
 
 # bad input: one line on stderr naming the problem, non-zero exit
 "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 9 > /dev/null 2> "$T/err" && bad "--plan 9 accepted"

@@ -5,8 +5,9 @@
 # (tiny Q8_0, context_length 4096, 8 layers):
 #   stage: max-ctx past the model's context, a tensor of its range missing,
 #          a FIFO as model, layers past the model, a bad value (file:line),
-#          a half-layer end not L.5, a half-layer past the model
-#   coordinator: too many stages (more than layers; more than 64), max-ctx
+#          a half-layer end not L.5, a half-layer past the model, a half
+#          range with the cuda backend
+#   coordinator: too many stages (more than half-layers; more than 64), max-ctx
 #          past the model's context, a bad value (file:line), a --trace file
 #          that cannot be created, a stage that
 #          serves other layers than its line says (found at the handshake;
@@ -61,6 +62,8 @@ expect "stage layers past the model" 78 "layers: 4:12 end past the model's 8 lay
 expect "stage half-layer not L.5 (flag)" 78 "--layers: '0:5.3' is not a layer range A:B (each a layer L, or L.5" \
     "$ST" --model "$M" --layers 0:5.3 $SB
 printf '[stage]\nmodel = %s\nbind = ipc://%s/x.sock\nlayers = 4.5:8.5\n' "$M" "$P35_RUN" >"$P35_RUN/h.conf"
+expect "stage half-layer with the cuda backend" 78 "--layers: layers: 0:2.5: the cuda backend runs whole layers only" \
+    "$ST" --model "$M" --layers 0:2.5 --backend cuda $SB
 expect "stage half-layer past the model (file)" 78 "h.conf:4: layers: 4.5:8.5 end past the model's 8 layers" \
     "$ST" --config "$P35_RUN/h.conf"
 
@@ -74,9 +77,10 @@ p35_stage s1 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 256
 # --- coordinator ---------------------------------------------------------
 CB="--listen ipc://$P35_RUN/c.sock"
 many=""
-for i in 0 1 2 3 4 5 6 7 8; do many="$many --stage ipc://$P35_RUN/m$i.sock"; done
+i=0
+while [ $i -lt 17 ]; do many="$many --stage ipc://$P35_RUN/m$i.sock"; i=$((i + 1)); done
 # shellcheck disable=SC2086
-expect "coordinator 9 stages for 8 layers" 78 "9 stages for the model's 8 layers" "$CO" --model "$M" $CB $many
+expect "coordinator 17 stages for 8 layers" 78 "17 stages for the model's 8 layers (.*): each stage holds at least half a layer" "$CO" --model "$M" $CB $many
 many=""
 i=0
 while [ $i -lt 65 ]; do many="$many --stage ipc://$P35_RUN/m$i.sock"; i=$((i + 1)); done

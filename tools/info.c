@@ -12,6 +12,8 @@
  *                                     of a micro-batch of B sequences
  *   ... --plan N --batch B --measure  balance the seconds such a step takes
  *                                     in each layer on this machine
+ *   ... --plan N --half-layers        cut at half-layers too (after a layer's
+ *                                     mixer; cpu stages only)
  *
  * Per-token bytes: what one decode step reads from the weights: the
  * embedding row, each layer's attention or SSM weights, norms, router and
@@ -55,6 +57,7 @@ typedef struct usage {
     uint64_t stored[Q35_MAX_LAYERS];   /* bytes of each layer's tensors */
     uint64_t token[Q35_MAX_LAYERS];    /* bytes a decode step reads in each layer */
     uint64_t step[Q35_MAX_LAYERS];     /* same for a step of `batch` sequences */
+    uint64_t step_ffn[Q35_MAX_LAYERS]; /* the FFN block's part of step (the rest: the mixer's) */
     int batch;                         /* sequences per decode step (--batch) */
     double experts;                    /* distinct experts such a step reads */
     uint64_t embd_row, head;           /* first stage / last stage extras */
@@ -95,17 +98,21 @@ static void account(const gguf_file *f, const q35_config *c, int batch, usage *u
         unsigned layer;
         int n = 0;
         if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer < c->n_layer) {
+            bool ffn = q35_layer_tensor_block(t->name + n) == Q35_FFN;
             u->stored[layer] += t->nbytes;
             u->pb.layer[layer] += t->nbytes;
+            u->pb.layer_ffn[layer] += ffn ? t->nbytes : 0;
+            uint64_t step = t->nbytes;
             if (!is_routed(t->name + n)) {
                 u->token[layer] += t->nbytes;
-                u->step[layer] += t->nbytes;
-                continue;
+            } else {
+                uint64_t expert = t->nbytes / c->n_expert;
+                u->token[layer] += expert * c->n_expert_used;
+                step = batch == 1 ? expert * c->n_expert_used
+                                  : (uint64_t)llround((double)expert * u->experts);
             }
-            uint64_t expert = t->nbytes / c->n_expert;
-            u->token[layer] += expert * c->n_expert_used;
-            u->step[layer] += batch == 1 ? expert * c->n_expert_used
-                                         : (uint64_t)llround((double)expert * u->experts);
+            u->step[layer] += step;
+            u->step_ffn[layer] += ffn ? step : 0;
             continue;
         }
         u->other += t->nbytes;
@@ -201,33 +208,38 @@ static void print_usage(const q35_config *c, const usage *u)
     }
 }
 
-/* What the plan balances, per layer: bytes one decode step of the batch
- * reads (the model) or seconds it took on this machine (--measure), in
- * integer units; the first stage adds `first`, the last `last`. */
+/* What the plan balances, per block (a layer's mixer, its FFN: cuts, as
+ * in config.h): bytes one decode step of the batch reads (the model) or
+ * seconds it took on this machine (--measure), in integer units; the
+ * first stage adds `first`, the last `last`. Whole-layer plans only read
+ * it at even cuts. */
 typedef struct plan_cost {
-    uint64_t prefix[Q35_MAX_LAYERS + 1];   /* sum of the layers [0, i) */
+    uint64_t prefix[2 * Q35_MAX_LAYERS + 1];   /* sum of the blocks before cut i */
     uint64_t first, last;
-    bool timed;                            /* units: ns, not bytes */
+    bool timed;                                /* units: ns, not bytes */
 } plan_cost;
 
 static void cost_from_bytes(const q35_config *c, const usage *u, plan_cost *pc)
 {
     memset(pc, 0, sizeof *pc);
-    for (uint32_t i = 0; i < c->n_layer; i++) pc->prefix[i + 1] = pc->prefix[i] + u->step[i];
+    for (uint32_t i = 0; i < c->n_layer; i++) {
+        pc->prefix[2 * i + 1] = pc->prefix[2 * i] + (u->step[i] - u->step_ffn[i]);
+        pc->prefix[2 * i + 2] = pc->prefix[2 * i + 1] + u->step_ffn[i];
+    }
     pc->first = (uint64_t)u->batch * u->embd_row;
     pc->last = u->head;
 }
 
-/* Cost of stage [a, b) of n layers. */
+/* Cost of the stage of cuts [a, b) of n layers. */
 static uint64_t stage_cost(const plan_cost *pc, int a, int b, int n)
 {
     uint64_t s = pc->prefix[b] - pc->prefix[a];
     if (a == 0) s += pc->first;
-    if (b == n) s += pc->last;
+    if (b == 2 * n) s += pc->last;
     return s;
 }
 
-/* Whether stage s holding layers [a, b) fits its device (--device-mem). */
+/* Whether stage s holding cuts [a, b) fits its device (--device-mem). */
 typedef struct plan_fit {
     const q35_config *c;
     const usage *u;
@@ -243,32 +255,34 @@ static bool stage_fits(const plan_fit *f, int s, int a, int b)
 }
 
 /* Contiguous split of n layers into k stages minimising the largest
- * stage's cost (DP over split points), among the splits whose every stage
- * fits its device when fit is given. cut[0..k] out; 1 when no split fits
- * (cut then ignores memory). */
-static int plan_split(const plan_cost *pc, int n, int k, const plan_fit *fit, int *cut)
+ * stage's cost (DP over split points: every cut with half, else the
+ * layer boundaries), among the splits whose every stage fits its device
+ * when fit is given. cut[0..k] out, in cuts (config.h); 1 when no split
+ * fits (cut then ignores memory). */
+static int plan_split(const plan_cost *pc, int n, int k, bool half, const plan_fit *fit, int *cut)
 {
-    uint64_t (*best)[Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *best);
-    int (*from)[Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *from);
+    int nc = 2 * n, step = half ? 1 : 2;
+    uint64_t (*best)[2 * Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *best);
+    int (*from)[2 * Q35_MAX_LAYERS + 1] = calloc((size_t)k + 1, sizeof *from);
     if (!best || !from) { free(best); free(from); return -1; }
-    for (int j = 0; j <= n; j++) best[0][j] = j == 0 ? 0 : UINT64_MAX;
+    for (int j = 0; j <= nc; j++) best[0][j] = j == 0 ? 0 : UINT64_MAX;
     for (int s = 1; s <= k; s++)
-        for (int j = 0; j <= n; j++) {
+        for (int j = 0; j <= nc; j += step) {
             best[s][j] = UINT64_MAX;
-            for (int i = s - 1; i < j; i++) {
+            for (int i = (s - 1) * step; i < j; i += step) {
                 if (best[s - 1][i] == UINT64_MAX || !stage_fits(fit, s - 1, i, j)) continue;
                 uint64_t c = stage_cost(pc, i, j, n), m = c > best[s - 1][i] ? c : best[s - 1][i];
                 if (m < best[s][j]) { best[s][j] = m; from[s][j] = i; }
             }
         }
-    bool none = best[k][n] == UINT64_MAX;
-    cut[k] = n;
+    bool none = best[k][nc] == UINT64_MAX;
+    cut[k] = nc;
     for (int s = k; s > 0 && !none; s--) cut[s - 1] = from[s][cut[s]];
     free(best);
     free(from);
     if (!none) return 0;
     if (!fit) return -1;
-    return plan_split(pc, n, k, NULL, cut) ? -1 : 1;   /* the bytes' split, shown as not fitting */
+    return plan_split(pc, n, k, half, NULL, cut) ? -1 : 1;   /* the bytes' split, shown as not fitting */
 }
 
 /* ---- --measure: time each layer through the engine ----------------------- */
@@ -276,21 +290,24 @@ static int plan_split(const plan_cost *pc, int n, int k, const plan_fit *fit, in
 #define MEASURE_WARM 2     /* steps before timing: page faults, caches */
 #define MEASURE_STEPS 7    /* timed steps per layer; the fastest counts */
 
-/* Seconds of one decode step of mo->batch sequences through each layer
+/* Seconds of one decode step of mo->batch sequences through each unit
  * (the fastest of MEASURE_STEPS: on a shared machine other processes only
- * ever add time, and they add it to some layers and not others), into
- * sec[n_layer]. One engine per layer
- * ([il, il+1): with the embedding for layer 0, the output norm and LM
- * head for the last), chained like stages: each step feeds the previous
- * step's greedy tokens through every layer in turn, so each layer routes
- * real hidden rows (random rows route far fewer experts per batch). */
-static int time_layers(const char *model, int n, const measure_opts *mo, double *sec,
+ * ever add time, and they add it to some units and not others), into
+ * sec[n]: a unit is a layer, or with `half` a block (a layer's mixer, its
+ * FFN: n = 2 n_layer). One engine per unit (with the embedding for the
+ * first, the output norm and LM head for the last), chained like stages:
+ * each step feeds the previous step's greedy tokens through every unit in
+ * turn, so each layer routes real hidden rows (random rows route far
+ * fewer experts per batch). */
+static int time_layers(const char *model, int n, bool half, const measure_opts *mo, double *sec,
                        char *backend, size_t backend_sz, char *err, size_t errsz)
 {
-    q35_engine *e[Q35_MAX_LAYERS] = { 0 };
-    int B = mo->batch, rc = Q35_OK;
+    q35_engine *e[2 * Q35_MAX_LAYERS] = { 0 };
+    int B = mo->batch, rc = Q35_OK, w = half ? 1 : 2;   /* cuts per unit */
     for (int il = 0; il < n && !rc; il++) {
-        q35_engine_opts eo = { .model_path = model, .layer_begin = il, .layer_end = il + 1,
+        int a = il * w, b = a + w;
+        q35_engine_opts eo = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
+                               .layer_end = b / 2, .end_half = b & 1,
                                .max_seqs = B, .max_ctx = MEASURE_WARM + MEASURE_STEPS + 1,
                                .n_threads = mo->threads, .backend = mo->backend };
         if (!(e[il] = q35_engine_open(&eo, err, errsz)))
@@ -346,31 +363,41 @@ static int time_layers(const char *model, int n, const measure_opts *mo, double 
     return rc;
 }
 
-static int cost_from_time(const char *model, const q35_config *c, const measure_opts *mo,
+/* sec[]: per layer, or per block with half (time_layers). */
+static int cost_from_time(const char *model, const q35_config *c, bool half, const measure_opts *mo,
                           plan_cost *pc, double *sec, char *backend, size_t backend_sz,
                           char *err, size_t errsz)
 {
     memset(pc, 0, sizeof *pc);
     pc->timed = true;
-    int rc = time_layers(model, (int)c->n_layer, mo, sec, backend, backend_sz, err, errsz);
-    for (uint32_t i = 0; i < c->n_layer && !rc; i++)
-        pc->prefix[i + 1] = pc->prefix[i] + (uint64_t)llround(sec[i] * 1e9);
+    int n = (int)c->n_layer * (half ? 2 : 1);
+    int rc = time_layers(model, n, half, mo, sec, backend, backend_sz, err, errsz);
+    for (int i = 0; i < n && !rc; i++) {
+        uint64_t ns = (uint64_t)llround(sec[i] * 1e9);
+        if (half) {
+            pc->prefix[i + 1] = pc->prefix[i] + ns;
+        } else {   /* whole layers: the odd cuts are never read */
+            pc->prefix[2 * i + 1] = pc->prefix[2 * i];
+            pc->prefix[2 * i + 2] = pc->prefix[2 * i] + ns;
+        }
+    }
     return rc;
 }
 
 static int print_plan(const char *model, const q35_config *c, const usage *u, int k,
                       const measure_opts *mo, plan_opts *po)
 {
-    int n = (int)c->n_layer, cut[Q35_MAX_LAYERS + 1];
-    if (k < 1 || k > n) {
-        fprintf(stderr, "qwen35-info: --plan %d: expected 1..%d (one layer per stage at least)\n", k, n);
+    int n = (int)c->n_layer, cut[2 * Q35_MAX_LAYERS + 1], max_k = po->half ? 2 * n : n;
+    if (k < 1 || k > max_k) {
+        fprintf(stderr, "qwen35-info: --plan %d: expected 1..%d (one %s per stage at least)\n", k,
+                max_k, po->half ? "half-layer" : "layer");
         return 2;
     }
     plan_cost pc;
-    double sec[Q35_MAX_LAYERS];
+    double sec[2 * Q35_MAX_LAYERS];
     char backend[16] = "", err[Q35_ERRSZ];
     if (mo->on) {
-        if (cost_from_time(model, c, mo, &pc, sec, backend, sizeof backend, err, sizeof err)) {
+        if (cost_from_time(model, c, po->half, mo, &pc, sec, backend, sizeof backend, err, sizeof err)) {
             fprintf(stderr, "qwen35-info: --measure: %s\n", err);
             return 1;
         }
@@ -378,11 +405,11 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
         cost_from_bytes(c, u, &pc);
     }
     plan_fit fit = { c, u, po };
-    int split = plan_split(&pc, n, k, &fit, cut);
+    int split = plan_split(&pc, n, k, po->half, &fit, cut);
     /* --max-seqs not given: the most slots (up to the default) that fit */
     while (split == 1 && po->seqs_auto && po->max_seqs > 1) {
         po->max_seqs = po->max_seqs > 2 ? po->max_seqs / 2 : 1;
-        split = plan_split(&pc, n, k, &fit, cut);
+        split = plan_split(&pc, n, k, po->half, &fit, cut);
     }
     if (split < 0) { fprintf(stderr, "qwen35-info: out of memory\n"); return 1; }
     char path[PATH_MAX], b1[32];
@@ -390,17 +417,23 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
     if (mo->on) {
         printf("# measured: seconds per decode step of %d sequences, %s backend, %d thread%s\n",
                u->batch, backend, mo->threads, mo->threads == 1 ? "" : "s");
-        for (int i = 0; i < n; i++)
-            printf("#   layer %2d  %-4s  %7.1f ms%s%s\n", i,
-                   c->layer_kind[i] == Q35_LAYER_ATTN ? "attn" : "ssm", sec[i] * 1e3,
-                   i == 0 ? " (+ embedding)" : "", i == n - 1 ? " (+ output norm, LM head)" : "");
-        printf("# plan: %d stages, measured time per decode step of a micro-batch of %d sequences\n",
-               k, u->batch);
+        for (int i = 0; i < (po->half ? 2 * n : n); i++) {
+            int il = po->half ? i / 2 : i;
+            bool first = i == 0, last = i == (po->half ? 2 * n : n) - 1;
+            printf("#   layer %2d  %-4s%s  %7.1f ms%s%s\n", il,
+                   c->layer_kind[il] == Q35_LAYER_ATTN ? "attn" : "ssm",
+                   !po->half ? "" : i & 1 ? " ffn  " : " mixer", sec[i] * 1e3,
+                   first ? " (+ embedding)" : "", last ? " (+ output norm, LM head)" : "");
+        }
+        printf("# plan: %d stages, measured time per decode step of a micro-batch of %d sequences%s\n",
+               k, u->batch, po->half ? ", cut at half-layers" : "");
     } else if (u->batch > 1) {
         printf("# plan: %d stages, bytes read per decode step of a micro-batch of %d sequences "
-               "(%.1f of %u experts per layer)\n", k, u->batch, u->experts, c->n_expert);
+               "(%.1f of %u experts per layer)%s\n", k, u->batch, u->experts, c->n_expert,
+               po->half ? ", cut at half-layers" : "");
     } else {
-        printf("# plan: %d stages, bytes read per decoded token\n", k);
+        printf("# plan: %d stages, bytes read per decoded token%s\n", k,
+               po->half ? ", cut at half-layers" : "");
     }
     if (po->n_dev)
         printf("#   %s\n", split ? "no split fits the devices given: the split below ignores memory"
@@ -408,9 +441,9 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
     for (int s = 0; s < k; s++) {
         uint64_t cost = stage_cost(&pc, cut[s], cut[s + 1], n);
         if (pc.timed) snprintf(b1, sizeof b1, "%.1f ms", cost / 1e6);
-        printf("#   stage %d: layers %d:%d  %s%s%s\n", s, cut[s], cut[s + 1],
-               pc.timed ? b1 : mb(cost, b1),
-               cut[s] == 0 ? " (+ embedding)" : "", cut[s + 1] == n ? " (+ LM head)" : "");
+        printf("#   stage %d: layers " Q35_CUT_FMT ":" Q35_CUT_FMT "  %s%s%s\n", s,
+               Q35_CUT_ARGS(cut[s]), Q35_CUT_ARGS(cut[s + 1]), pc.timed ? b1 : mb(cost, b1),
+               cut[s] == 0 ? " (+ embedding)" : "", cut[s + 1] == 2 * n ? " (+ LM head)" : "");
     }
     if (!po->model_path) po->model_path = path;
     return plan_configs(c, &u->pb, cut, k, po);
@@ -418,7 +451,7 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
 
 enum {
     O_PLAN = 1, O_BATCH, O_MEASURE, O_THREADS, O_MAX_SEQS, O_MAX_CTX, O_DEVICE_MEM, O_BACKEND,
-    O_MODEL_PATH, O_WRITE, O_HOST, O_PORT,
+    O_MODEL_PATH, O_WRITE, O_HOST, O_PORT, O_HALF,
 };
 
 static const cli_opt plan_opts_tab[] = {
@@ -454,6 +487,10 @@ static const cli_opt balance_opts[] = {
       "layer on this machine (the whole model is read), times each layer and splits by those "
       "times. Run it on a quiet machine" },
     { O_THREADS, "--threads", "T", "worker threads per layer for --measure (default 1; give the stages' --threads)" },
+    { O_HALF, "--half-layers", NULL,
+      "let stages end at half-layers too (L.5: after layer L's mixer, before its FFN), so the "
+      "stages can be balanced more evenly; --measure then times each block. Only the cpu backend "
+      "runs half-layers (needs --backend cpu)" },
 };
 
 static const cli_group g_plan = { "planning (--plan)", plan_opts_tab, sizeof plan_opts_tab / sizeof plan_opts_tab[0] };
@@ -508,7 +545,7 @@ int main(int argc, char **argv)
             model = val;
             break;
         case O_PLAN:
-            if (!(rc = cli_int(name, val, 1, Q35_MAX_LAYERS, &v, err, sizeof err))) plan = (int)v;
+            if (!(rc = cli_int(name, val, 1, 2 * Q35_MAX_LAYERS, &v, err, sizeof err))) plan = (int)v;
             break;
         case O_BATCH:
             if (!(rc = cli_int(name, val, 1, 4096, &v, err, sizeof err))) mo.batch = (int)v;
@@ -518,6 +555,7 @@ int main(int argc, char **argv)
             threads_set = true;
             break;
         case O_MEASURE: mo.on = true; break;
+        case O_HALF: po.half = true; break;
         case O_MAX_SEQS:
             if (!(rc = cli_int(name, val, 1, 4096, &v, err, sizeof err))) po.max_seqs = (int)v;
             po.seqs_auto = false;
@@ -547,6 +585,15 @@ int main(int argc, char **argv)
     if ((mo.on || threads_set || po.n_dev || po.write_dir) && !plan) {
         fprintf(stderr, "qwen35-info: %s needs --plan N\n", mo.on ? "--measure" : threads_set ? "--threads"
                 : po.n_dev ? "--device-mem" : "--write-configs");
+        return 2;
+    }
+    if (po.half && !plan) {
+        fprintf(stderr, "qwen35-info: --half-layers needs --plan N\n");
+        return 2;
+    }
+    if (po.half && strcmp(po.backend, "cpu")) {
+        fprintf(stderr, "qwen35-info: --half-layers: the %s backend runs whole layers only "
+                "(--backend cpu)\n", po.backend);
         return 2;
     }
     if (threads_set && !mo.on) {

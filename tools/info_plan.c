@@ -82,14 +82,16 @@ void plan_stage_mem(const q35_config *c, const plan_bytes *pb, int a, int b, con
 {
     int n = (int)c->n_layer;
     memset(m, 0, sizeof *m);
-    for (int il = a; il < b; il++) {
-        m->weights += pb->layer[il];
-        m->state += layer_state_floats(c, il, po->max_ctx);
+    for (int il = a / 2; il < (b + 1) / 2; il++) {
+        bool mixer = 2 * il >= a, ffn = 2 * il + 1 < b;   /* the blocks held */
+        m->weights += (mixer ? pb->layer[il] - pb->layer_ffn[il] : 0) + (ffn ? pb->layer_ffn[il] : 0);
+        if (mixer)   /* the mixer's stage owns the layer's state */
+            m->state += layer_state_floats(c, il, po->max_ctx);
     }
-    if (a == 0 || (b == n && pb->tied)) m->weights += pb->embd;   /* token_embd (the tied head) */
-    if (b == n) m->weights += pb->head;
+    if (a == 0 || (b == 2 * n && pb->tied)) m->weights += pb->embd;   /* token_embd (the tied head) */
+    if (b == 2 * n) m->weights += pb->head;
     m->state *= 4ull * (uint64_t)po->max_seqs;
-    m->scratch = stage_scratch(c, b == n, po);
+    m->scratch = stage_scratch(c, b == 2 * n, po);
     m->total = m->weights + m->state + m->scratch;
 }
 
@@ -129,11 +131,12 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
     for (int s = 0; s < k; s++) {
         plan_stage_mem(c, pb, cut[s], cut[s + 1], po, &m[s]);
         double dev = po->n_dev ? po->dev_mem[po->n_dev == 1 ? 0 : s] : 0;
-        char d[48] = "", range[16], w[24], st[24], sc[24], t[24], dv[24];
+        char d[48] = "", range[32], w[24], st[24], sc[24], t[24], dv[24];
         if (dev > 0)
             snprintf(d, sizeof d, "%s %s", cli_size((uint64_t)dev, dv, sizeof dv),
                      m[s].total <= dev ? "fits" : "DOES NOT FIT");
-        snprintf(range, sizeof range, "%d:%d", cut[s], cut[s + 1]);
+        snprintf(range, sizeof range, Q35_CUT_FMT ":" Q35_CUT_FMT, Q35_CUT_ARGS(cut[s]),
+                 Q35_CUT_ARGS(cut[s + 1]));
         printf("#   %-5d  %-7s  %-10s  %-10s  %-10s  %-10s  %s\n", s, range,
                cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
                cli_size(m[s].scratch, sc, sizeof sc), cli_size(m[s].total, t, sizeof t), d);
@@ -147,9 +150,10 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
             if (m[s].total <= dev) continue;
             uint64_t over = m[s].total - (uint64_t)dev, per_slot = m[s].state / (uint64_t)po->max_seqs;
             char t[24], dv[24], ov[24], ps[24];
-            fprintf(stderr, "qwen35-info: stage %d (layers %d:%d) needs %s, its device has %s: %s "
-                    "over. Lower --max-seqs (%s per slot at max-ctx %d) or --max-ctx, or plan more "
-                    "stages (--plan %d)\n", s, cut[s], cut[s + 1], cli_size(m[s].total, t, sizeof t),
+            fprintf(stderr, "qwen35-info: stage %d (layers " Q35_CUT_FMT ":" Q35_CUT_FMT ") needs %s, "
+                    "its device has %s: %s over. Lower --max-seqs (%s per slot at max-ctx %d) or "
+                    "--max-ctx, or plan more stages (--plan %d)\n", s, Q35_CUT_ARGS(cut[s]),
+                    Q35_CUT_ARGS(cut[s + 1]), cli_size(m[s].total, t, sizeof t),
                     cli_size((uint64_t)dev, dv, sizeof dv), cli_size(over, ov, sizeof ov),
                     cli_size(per_slot, ps, sizeof ps), po->max_ctx, k + 1);
         }
@@ -162,17 +166,19 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
     char text[4096], ep[128], name[64];
     for (int s = 0; s < k; s++) {
         endpoint(po, s, ep, sizeof ep);
-        char w[24], st[24], sc[24], t[24];
+        char w[24], st[24], sc[24], t[24], range[32];
+        snprintf(range, sizeof range, Q35_CUT_FMT ":" Q35_CUT_FMT, Q35_CUT_ARGS(cut[s]),
+                 Q35_CUT_ARGS(cut[s + 1]));
         snprintf(text, sizeof text,
-                 "# qwen35-stage@%d, written by qwen35-info --plan %d: layers %d:%d%s%s.\n"
+                 "# qwen35-stage@%d, written by qwen35-info --plan %d: layers %s%s%s.\n"
                  "# Needs %s: weights %s, slot state %s, scratch %s (estimate).\n"
-                 "[stage]\nmodel = %s\nlayers = %d:%d\nbind = %s\nbackend = %s\ndevice = %d\n"
+                 "[stage]\nmodel = %s\nlayers = %s\nbind = %s\nbackend = %s\ndevice = %d\n"
                  "max-seqs = %d\nmax-ctx = %d\n",
-                 s, k, cut[s], cut[s + 1], cut[s] == 0 ? ", the token embeddings" : "",
-                 cut[s + 1] == n ? ", the output norm and LM head" : "", cli_size(m[s].total, t, sizeof t),
+                 s, k, range, cut[s] == 0 ? ", the token embeddings" : "",
+                 cut[s + 1] == 2 * n ? ", the output norm and LM head" : "", cli_size(m[s].total, t, sizeof t),
                  cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
-                 cli_size(m[s].scratch, sc, sizeof sc), po->model_path, cut[s],
-                 cut[s + 1], ep, po->backend, s, po->max_seqs, po->max_ctx);
+                 cli_size(m[s].scratch, sc, sizeof sc), po->model_path, range, ep, po->backend, s,
+                 po->max_seqs, po->max_ctx);
         snprintf(name, sizeof name, "stage-%d.conf", s);
         if (emit(stdout, po->write_dir, name, text)) return 1;
     }

@@ -22,11 +22,13 @@ typedef struct plan_opts {
     const char *write_dir;              /* NULL: the files go to stdout */
     const char *host;                   /* stage and coordinator endpoints: tcp://host:port+... */
     int port;                           /* coordinator's; stage s listens on port + 1 + s */
+    bool half;                          /* --half-layers: stages may end at half-layers */
 } plan_opts;
 
 /* Weight bytes as the GGUF stores them. */
 typedef struct plan_bytes {
     uint64_t layer[Q35_MAX_LAYERS];     /* blk.i.* */
+    uint64_t layer_ffn[Q35_MAX_LAYERS]; /* of which the FFN block's (the rest: the mixer's) */
     uint64_t embd;                      /* token_embd */
     uint64_t head;                      /* output_norm + output (0 for output when tied) */
     bool tied;                          /* the LM head is token_embd */
@@ -39,11 +41,11 @@ typedef struct plan_mem {
 /* "11.2G,11.2G" (G/M/T = GiB/MiB/TiB, else bytes) into out[0..*n). */
 int plan_parse_mem(const char *s, double *out, int max, int *n, char *err, size_t errsz);
 
-/* What stage [a, b) holds. */
+/* What the stage of cuts [a, b) (config.h: half-layers) holds. */
 void plan_stage_mem(const q35_config *c, const plan_bytes *pb, int a, int b, const plan_opts *po,
                     plan_mem *m);
 
-/* Prints the memory table of the split cut[0..k] and, when every stage
+/* Prints the memory table of the split cut[0..k] (cuts) and, when every stage
  * fits its device, writes the config files (po->write_dir or stdout).
  * 0, or 1 after saying which stage does not fit and what to change. */
 int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int k, const plan_opts *po);
