@@ -98,6 +98,7 @@ static void send_status(fake *f, const void *ident, size_t ilen, const char *rid
     s[0].backend = "cpu"; s[0].slots_in_use = 2; s[0].max_seqs = 8; s[0].busy_pct = 61.5;
     s[0].busy_s = 10; s[0].idle_s = 0.4; s[0].n_tokens = 1234; s[0].uptime_s = 20;
     s[0].layers_known = true;
+    s[0].end_half = true;   /* 0:5.5: to after layer 5's mixer */
     /* a bare endpoint that never answered: its layers are not known */
     s[1].endpoint = "ipc:///x/s1"; s[1].up = false; s[1].layer_begin = (uint32_t)-1;
     s[1].layer_end = (uint32_t)-1;
@@ -565,6 +566,8 @@ static void test_status(void **state)
     assert_int_equal(st->queued, 1);
     assert_int_equal(st->slots_used, 2);
     assert_int_equal(st->stages[0].layer_end, 5);
+    assert_true(st->stages[0].end_half);
+    assert_false(st->stages[0].begin_half);
     assert_true(st->stages[0].up);
     assert_false(st->stages[1].up);
     assert_string_equal(st->stages[1].problem, "not answering");
@@ -576,14 +579,14 @@ static void test_status(void **state)
     FILE *m = open_memstream(&buf, &len);
     q35c_status_write_json(m, st);
     fclose(m);
-    assert_non_null(strstr(buf, "\"layers\":[0,5]"));
+    assert_non_null(strstr(buf, "\"layers\":[0,5.5]"));
     assert_non_null(strstr(buf, "\"problem\":\"not answering\""));
     assert_non_null(strstr(buf, "\"layers\":null"));
     free(buf);
     m = open_memstream(&buf, &len);
     q35c_status_write_text(m, st);
     fclose(m);
-    assert_non_null(strstr(buf, " 0:5 "));
+    assert_non_null(strstr(buf, " 0:5.5 "));
     assert_non_null(strstr(buf, " ? "));
     assert_null(strstr(buf, "-1"));
     free(buf);

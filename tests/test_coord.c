@@ -86,11 +86,13 @@ static void *stage_loop(void *arg)
     return NULL;
 }
 
-static st_thread *stage_start(const char *model, int a, int b, const char *name, int max_seqs)
+/* A stage of cuts [a, b) (half-layers: 7 is 3.5, after layer 3's mixer). */
+static st_thread *stage_start_cuts(const char *model, int a, int b, const char *name, int max_seqs)
 {
     st_thread *t = calloc(1, sizeof *t);
     snprintf(t->ep, sizeof t->ep, "ipc://%s/%s", g_dir, name);
-    stage_opts o = { .model_path = model, .layer_begin = a, .layer_end = b, .n_threads = 1,
+    stage_opts o = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
+                     .layer_end = b / 2, .end_half = b & 1, .n_threads = 1,
                      .max_seqs = max_seqs, .max_ctx = 256, .max_batch = 64, .backend = "cpu" };
     char err[Q35_ERRSZ];
     t->s = stage_new(&o, err, sizeof err);
@@ -98,6 +100,11 @@ static st_thread *stage_start(const char *model, int a, int b, const char *name,
         fail_msg("stage: %s", err);
     pthread_create(&t->th, NULL, stage_loop, t);
     return t;
+}
+
+static st_thread *stage_start(const char *model, int a, int b, const char *name, int max_seqs)
+{
+    return stage_start_cuts(model, 2 * a, 2 * b, name, max_seqs);
 }
 
 /* Returns once the stage thread is paused (or serving again): a request
@@ -916,6 +923,24 @@ static void bare_endpoints(void **state)
         usleep(10 * 1000);
     assert_int_equal(co->rc, Q35_EINVAL);
     assert_non_null(strstr(co->err, "ranges must be contiguous"));
+    coord_stop(&co);
+    stage_stop(&st[1]);
+    st[1] = stage_start_cuts(g_model, 7, 16, "be1", 2);   /* a gap at a half-layer: 0:3 then 3.5:8 */
+    co = coord_start(2, st, NULL, 2, 4, 30000);
+    for (double end = q35_now() + WAIT_S; q35_now() < end && !co->rc;)
+        usleep(10 * 1000);
+    assert_int_equal(co->rc, Q35_EINVAL);
+    assert_non_null(strstr(co->err, "holds layers 3.5:8, but stage 0"));
+    assert_non_null(strstr(co->err, "ends at layer 3: ranges must be contiguous (a gap)"));
+    coord_stop(&co);
+    stage_stop(&st[0]);
+    stage_stop(&st[1]);
+    /* split at a half-layer, learned from the handshakes: the golden run */
+    st[0] = stage_start_cuts(g_model, 0, 7, "be0", 2);
+    st[1] = stage_start_cuts(g_model, 7, 16, "be1", 2);
+    co = coord_start(2, st, NULL, 2, 4, 30000);
+    wait_up(co);
+    golden_run(co->listen, "bare, split at 3.5");
     coord_stop(&co);
     stage_stop(&st[0]);
     st[0] = stage_start(g_model, 4, 8, "be0", 2);   /* no embeddings first */

@@ -84,9 +84,25 @@ static void handshake_names_the_range(void **state)
     assert_true(hs->model->header_hash != 0);
     assert_true(hs->model->data_hash != 0);
     assert_int_equal(hs->max_seqs, 4);
+    assert_false(hs->begin_half);
+    assert_false(hs->end_half);
     q35__stage_reply__free_unpacked(rep, NULL);
     h.protocol_version = 2;
     su_expect_error(su_call(s, &r), Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version");
+    stage_destroy(&s);
+    /* 2.5:8: from layer 2's FFN (layer_begin 2 + begin_half), with the head */
+    s = su_open_stage(g_model, 2, -1, (stage_opts){ .begin_half = true });
+    h.protocol_version = 1;
+    rep = su_call(s, &r);
+    assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    hs = rep->handshake;
+    assert_int_equal(hs->layer_begin, 2);
+    assert_true(hs->begin_half);
+    assert_int_equal(hs->layer_end, 8);
+    assert_false(hs->end_half);
+    assert_false(hs->has_embd);
+    assert_true(hs->has_head);
+    q35__stage_reply__free_unpacked(rep, NULL);
     stage_destroy(&s);
     assert_null(s);
 }
