@@ -17,32 +17,35 @@
 # - SIGSTOP of the promoted first stage: its step deadline (3 s) declares
 #   it lost, the spare (the killed one, restarted) takes over; continued,
 #   the stopped one is the spare
+# P35_SPARE_SPLIT (4): where the 2 stages split (e.g. 3.5: after layer 3's
+# mixer; a spare matches its stage's half-layer range).
 set -eu
 P35_ME=it_pipeline_spare
 . "$(dirname "$0")/../client/pipeline.sh"
 G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 p35_init
+SPLIT=${P35_SPARE_SPLIT:-4}
 . "$(dirname "$0")/streams4.sh"
 WAIT_MS=30000
 
 stage() { p35_stage "$1" "${3:-$M}" "$2" --threads 1 --max-seqs 8 --max-ctx 1024; }
-stage s0 0:4
-stage s0x 0:4 "$G/models/tiny-Q4_K_M.gguf"   # other weights, same shape
-stage s0b 0:4
-stage s1 4:8
-stage s1b 4:8
-p35_stage s1s "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 1024   # fewer slots than the chain
+stage s0 0:$SPLIT
+stage s0x 0:$SPLIT "$G/models/tiny-Q4_K_M.gguf"   # other weights, same shape
+stage s0b 0:$SPLIT
+stage s1 $SPLIT:8
+stage s1b $SPLIT:8
+p35_stage s1s "$M" $SPLIT:8 --threads 1 --max-seqs 4 --max-ctx 1024   # fewer slots than the chain
 ep() { echo "ipc://$P35_RUN/$1.sock"; }
 # s0x and s0b are bare: the coordinator learns their ranges at the handshake
-p35_coord "$M" s0 s1 -- --spare "$(ep s0x)" --spare "$(ep s0b)" --spare "$(ep s1s)" --spare "$(ep s1b) 4:8" \
+p35_coord "$M" s0 s1 -- --spare "$(ep s0x)" --spare "$(ep s0b)" --spare "$(ep s1s)" --spare "$(ep s1b) $SPLIT:8" \
     --max-seqs 8 --max-ctx 1024 --step-timeout-ms 3000 --replay-wait-ms $WAIT_MS
 
 status() { p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null || true; }
 # spare_ok NAME STAGE SECONDS: until --status shows spare NAME up, standing in for STAGE
 spare_ok() {
     _end=$(( $(date +%s) + $3 ))
-    until status | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep "$1")\",\"layers\":\[[0-9]*,[0-9]*\],\"up\":true,[^}]*\"spare_for\":$2[,}]"; do
+    until status | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep "$1")\",\"layers\":\[[0-9.]*,[0-9.]*\],\"up\":true,[^}]*\"spare_for\":$2[,}]"; do
         [ "$(date +%s)" -ge "$_end" ] && return 1
         sleep 0.2
     done
@@ -67,7 +70,7 @@ until status | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep s1s)\",[^}]*
     sleep 0.2
 done
 txt=$(p35_client --status)
-printf '%s\n' "$txt" | grep -q "^spare .*s1b.sock .*4:8 .*yes .*spare, for stage 1" ||
+printf '%s\n' "$txt" | grep -q "^spare .*s1b.sock .*$SPLIT:8 .*yes .*spare, for stage 1" ||
     p35_fail "--status does not show s1b as the spare of stage 1: $txt"
 echo "spares: s0b (stage 0) and s1b (stage 1) ready; s0x refused: $(printf '%s' "$st" |
     grep -o '"problem":"serves another model[^"]*' | cut -c12-80)"
@@ -103,7 +106,7 @@ t0=$(now)
 p35_kill s1 KILL
 check4 kill-last "$t0" s1b
 # the killed one comes back: a spare now
-stage s1 4:8
+stage s1 $SPLIT:8
 spare_ok s1 1 30 || p35_fail "restarted s1 is not the spare of stage 1: $(status)"
 echo "restarted s1 is the spare of stage 1"
 
@@ -114,7 +117,7 @@ p35_kill s1b TERM
 check4 term "$t0" s1
 tail -n +$((L0 + 1)) "$P35_RUN/coord.log" | grep -q "stage 1 .*lost: said it is leaving" ||
     p35_fail "term: the stage did not say it was leaving"
-stage s1b 4:8
+stage s1b $SPLIT:8
 spare_ok s1b 1 30 || p35_fail "restarted s1b is not the spare of stage 1: $(status)"
 
 # the first stage killed: s0b, not s0x (other weights)
@@ -126,7 +129,7 @@ tail -n +$((L0 + 1)) "$P35_RUN/coord.log" | grep -q "spare $(ep s0x) promoted" &
     p35_fail "kill-first: the spare with other weights was promoted"
 
 # hung (SIGSTOP): the step deadline, then the spare
-stage s0 0:4
+stage s0 0:$SPLIT
 spare_ok s0 0 30 || p35_fail "restarted s0 is not the spare of stage 0: $(status)"
 begin stop
 t0=$(now)

@@ -12,20 +12,23 @@
 # - a stage restarted between turns (its checkpoints gone) falls back
 #   cleanly: the next turn computes everything and is still identical;
 # - the status shows each stage's entries, bytes and hit rate.
+# P35_PREFIX_SPLIT (4): where the 2 stages split; e.g. 3.5, after layer 3's
+# mixer (that stage holds layer 3's KV cache, the other none for it).
 set -eu
 P35_ME=it_prefix_cache
 . "$(dirname "$0")/../client/pipeline.sh"
 G=${QWEN35_GOLDEN:?}
 M=$G/models/tiny-Q8_0.gguf
 p35_init
+SPLIT=${P35_PREFIX_SPLIT:-4}
 T=$P35_RUN/t
 # token ids: <|im_start|> opens every "message" (a boundary the cache saves at)
 IM=$(printf '<|im_start|>' | "$BIN/qwen35-tokenize" -m "$M" 2>/dev/null | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
 [ -n "$IM" ] || p35_die "cannot tokenize <|im_start|> with $M"
 
 stages() {   # stages CACHE_MB
-    p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb "$1"
-    p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb "$1"
+    p35_stage s0 "$M" "0:$SPLIT" --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb "$1"
+    p35_stage s1 "$M" "$SPLIT:8" --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb "$1"
 }
 restage() {  # restage CACHE_MB: both stages restarted (new instances)
     p35_kill s0 TERM
@@ -129,7 +132,7 @@ echo "chat: turn 2 restored ${c:-0} tokens (up to the template's rewrite of turn
 
 # --- a stage restarted between turns: its checkpoints are gone ---------------
 p35_kill s1 KILL
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb 64
+p35_stage s1 "$M" "$SPLIT:8" --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb 64
 p35_wait_ready 30
 run "$T.rs" "$T.on-greedy.prompt" -n 8
 c=$(cached "$T.rs")
