@@ -1,5 +1,5 @@
 /* quant_vnni.c — int8-activation matmuls with AVX-512 VNNI
- * (QUANT_ACT_Q8: q4_K and q6_K by vpdpbusd), built with AVX-512 + VNNI
+ * (QUANT_ACT_Q8: q4_K and q6_K by vpmaddubsw + vpdpwssd), built with AVX-512 + VNNI
  * flags (quant.mk), called only after quant_act.c checked the CPU. The
  * exact mode's integer kernels are quant_vnni24.c's.
  *
@@ -49,7 +49,7 @@ INLINE int group_off8(int lay, int j)
 {
     if (lay == LAY_Q6)
         return 32 * j;
-    return 64 * ((j & 1) + 2 * (j >> 2)) + 32 * ((j >> 1) & 1);
+    return 64 * q4_chunk_of(j) + 32 * ((j >> 1) & 1);
 }
 
 /* x -> per block b: q[256 b ..] int8 (in the layout's order), d[b] =
@@ -166,9 +166,6 @@ INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
                      const float *xs, int64_t lds, const float *xm, int64_t ldm,
                      const int NV, float *y, int64_t ldy)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    /* scale lanes of chunk k: groups {0, 2}, {1, 3}, {4, 6}, {5, 7} */
-    const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     __m512 acc[NV_MAX];
     __m256 accm[NV_MAX];
 #pragma GCC unroll 4
@@ -193,8 +190,8 @@ INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
             __m512i nib = _mm512_loadu_si512(b + 16 + 64 * q);
 #pragma GCC unroll 2
             for (int hi = 0; hi < 2; hi++) {
-                __m512i w = _mm512_and_si512(hi ? _mm512_srli_epi16(nib, 4) : nib, low4);
-                __m512i scv = _mm512_permutexvar_epi32(_mm512_add_epi32(pair, _mm512_set1_epi32(4 * q + hi)), scw);
+                __m512i w = q4_chunk(nib, hi);
+                __m512i scv = _mm512_permutexvar_epi32(q4_lanes(q, hi), scw);
 #pragma GCC unroll 4
                 for (int v = 0; v < NV; v++)
                     ia[v] = dot8(ia[v], w, xq + v * ldq + 256 * ib + 64 * (2 * q + hi), scv);
