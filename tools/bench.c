@@ -17,6 +17,7 @@
 #include "membw.h"
 #include "quant.h"
 #include "quant_act.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -68,14 +69,24 @@ static int step(q35_engine *e, int n_seq, const int *pos, int n, const int32_t *
     int rc = q35_engine_forward(e, &b, err, errsz);
     if (rc)
         return rc;
+    /* greedy through the sampler the stages run (its vectorized scan) */
     int V = (int)q35_engine_config(e)->n_vocab;
+    static smp *greedy;
+    static int greedy_v;
+    if (greedy && greedy_v != V)
+        smp_destroy(&greedy);
+    if (!greedy) {
+        smp_params p = smp_defaults();
+        p.temp = 0;
+        if (!(greedy = smp_new(&p, V, err, errsz)))
+            return Q35_ENOMEM;
+        greedy_v = V;
+    }
     for (int s = 0; s < n_seq; s++) {
-        const float *l = logits + (size_t)s * V;
-        int32_t best = 0;
-        for (int i = 1; i < V; i++)
-            if (l[i] > l[best])
-                best = i;
-        next[s] = best;
+        smp_result r;
+        if ((rc = smp_sample(greedy, logits + (size_t)s * V, NULL, 0, 0, &r, err, errsz)))
+            return rc;
+        next[s] = r.id;
     }
     return 0;
 }
