@@ -24,7 +24,8 @@
  *   QUANT_ACT_Q8     the reference engine's scheme, an explicit option:
  *                    activations rounded to int8 per 256-value block
  *                    (s = max|x| / 127), q4_K and q6_K dot products by
- *                    AVX-512 VNNI vpdpbusd; |error| <= sum_i |w_i| * max|x|
+ *                    AVX-512 VNNI (vpmaddubsw + vpdpwssd, exact integer
+ *                    sums per block, quant_vnni.c); |error| <= sum_i |w_i| * max|x|
  *                    / 254 (measured ~1e-3 of sum |w_i x_i|). Not exact:
  *                    on the chaotic golden models the logits drift by
  *                    1.1-2.8 (test_forward_golden holds the measured

@@ -1,7 +1,7 @@
 /* quant_act_mm.h — the integer-activation matmul driver shared by the ISA
  * files (quant_vnni.c, quant_avxvnni.c); not a public header. The
  * includer (compiled for AVX2 at least) defines NV_MAX (vectors per tile:
- * 2 or 4) before including, then its row kernels, its layouts (xlay)
+ * 2, 4 or 8) before including, then its row kernels, its layouts (xlay)
  * and quant_vec(mode, x, n, xact *) (one vector's quantized copy in a
  * layout), then instantiates ROWS_ALL and MM_FN. */
 #ifndef Q35_QUANT_ACT_MM_H
@@ -125,7 +125,13 @@ static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, con
     free(heap);
 }
 
-#if NV_MAX == 4
+#if NV_MAX == 8
+#define ROWS_ALL(T, ARGS) ROWS_FN(T, 1, ARGS) ROWS_FN(T, 2, ARGS) ROWS_FN(T, 3, ARGS) \
+    ROWS_FN(T, 4, ARGS) ROWS_FN(T, 5, ARGS) ROWS_FN(T, 6, ARGS) ROWS_FN(T, 7, ARGS)  \
+    ROWS_FN(T, 8, ARGS)
+#define ROWS_TABLE(T) { T##_rows1, T##_rows2, T##_rows3, T##_rows4, T##_rows5, T##_rows6, \
+                        T##_rows7, T##_rows8 }
+#elif NV_MAX == 4
 #define ROWS_ALL(T, ARGS) ROWS_FN(T, 1, ARGS) ROWS_FN(T, 2, ARGS) ROWS_FN(T, 3, ARGS) \
     ROWS_FN(T, 4, ARGS)
 #define ROWS_TABLE(T) { T##_rows1, T##_rows2, T##_rows3, T##_rows4 }

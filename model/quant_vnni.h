@@ -23,6 +23,26 @@ INLINE __m512i q6_bits(__m512i L, __m512i H2, int hi)
                                      0xE4);
 }
 
+/* --- q4_K ------------------------------------------------------------------ */
+
+/* One 64-byte load of a q4_K block's nibbles (bytes 16 + 64q) is 128
+ * weights: chunk 2q + hi is its low (hi = 0) or high nibbles, lanes 0..7
+ * group 4q + hi and lanes 8..15 group 4q + 2 + hi. Activations laid out
+ * to match put group j in chunk q4_chunk_of(j), half (j >> 1) & 1. */
+INLINE __m512i q4_chunk(__m512i nib, int hi)
+{
+    return _mm512_and_si512(hi ? _mm512_srli_epi16(nib, 4) : nib, _mm512_set1_epi8(0x0F));
+}
+
+/* Lane j of the result: the group (sub-block) lane j of chunk 2q + hi holds */
+INLINE __m512i q4_lanes(int q, int hi)
+{
+    return _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                            _mm512_set1_epi32(4 * q + hi));
+}
+
+INLINE int q4_chunk_of(int j) { return (j & 1) + 2 * (j >> 2); }
+
 /* The 12 packed 6-bit fields of a q4_K / q5_K block as 16 bytes: scales
  * 0..7 then mins 0..7 (the masks of quant_avx512.c's k4_scales). */
 INLINE __m128i k4_bytes(const uint8_t *b)

@@ -75,7 +75,7 @@ INLINE int group_off(int lay, int j)
 {
     if (lay == LAY_Q6)
         return 192 * (j / 2) + 32 * (j & 1);
-    return 192 * ((j & 1) + 2 * (j >> 2)) + 32 * ((j >> 1) & 1);
+    return 192 * q4_chunk_of(j) + 32 * ((j >> 1) & 1);
 }
 
 /* Per vector and block b (256 values):
@@ -190,9 +190,6 @@ INLINE void q4k24_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t 
                       const float *xs, int64_t lds, const float *xm, int64_t ldm,
                       const int NV, float *y, int64_t ldy)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    /* scale lanes of chunk k: groups {0, 2}, {1, 3}, {4, 6}, {5, 7} */
-    const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     __m512 acc[NV_MAX], cor[NV_MAX];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
@@ -213,9 +210,8 @@ INLINE void q4k24_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t 
             __m512i nib = _mm512_loadu_si512(b + 16 + 64 * q);
 #pragma GCC unroll 2
             for (int hi = 0; hi < 2; hi++) {
-                __m512i w = _mm512_and_si512(hi ? _mm512_srli_epi16(nib, 4) : nib, low4);
-                __m512 T = _mm512_permutexvar_ps(_mm512_add_epi32(pair, _mm512_set1_epi32(4 * q + hi)), tab);
-                chunk24(bk, w, T, xq + 768 * ib + 192 * (2 * q + hi), ldq, NV);
+                __m512 T = _mm512_permutexvar_ps(q4_lanes(q, hi), tab);
+                chunk24(bk, q4_chunk(nib, hi), T, xq + 768 * ib + 192 * (2 * q + hi), ldq, NV);
             }
         }
         block24(acc, bk, xs, lds, ib, NV);
