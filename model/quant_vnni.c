@@ -121,7 +121,6 @@ INLINE void q6k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
                      const float *xs, int64_t lds, const int16_t *xb, int64_t ldb,
                      const int NV, float *y, int64_t ldy)
 {
-    const __m512i quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 acc[NV_MAX];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++)
@@ -137,20 +136,14 @@ INLINE void q6k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
         for (int v = 0; v < NV; v++)      /* -32 sum_j sc_j X_j */
             ia[v] = _mm512_zextsi256_si512(_mm256_madd_epi16(
                         nsc, _mm256_loadu_si256((const __m256i *)(xb + v * ldb + 16 * ib))));
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512i L = _mm512_loadu_si512(b + 64 * h);
-            __m512i H2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h)));
-#pragma GCC unroll 2
-            for (int hi = 0; hi < 2; hi++) {
-                int c = 2 * h + hi;
-                PREFETCH(b + 53 * c);
-                __m512i q = q6_bits(L, H2, hi);
-                __m512i scv = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(4 * c)), scw);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            PREFETCH(b + 53 * c);
+            __m512i q = q6_chunk(b, c);
+            __m512i scv = _mm512_permutexvar_epi32(q6_quads(c), scw);
 #pragma GCC unroll 8
-                for (int v = 0; v < NV; v++)
-                    ia[v] = dot8(ia[v], q, xq + v * ldq + 256 * ib + 64 * c, scv);
-            }
+            for (int v = 0; v < NV; v++)
+                ia[v] = dot8(ia[v], q, xq + v * ldq + 256 * ib + 64 * c, scv);
         }
         float d = h2f(b + 208);
 #pragma GCC unroll 8

@@ -23,6 +23,25 @@ INLINE __m512i q6_bits(__m512i L, __m512i H2, int hi)
                                      0xE4);
 }
 
+/* Chunk c (values 64c..64c + 63) of the q6_K block at b as unsigned
+ * 6-bit bytes. (The two chunks of one half read the same L and H2: with
+ * c a constant of an unrolled loop the compiler loads them once.) */
+INLINE __m512i q6_chunk(const uint8_t *b, int c)
+{
+    int h = c >> 1;
+    return q6_bits(_mm512_loadu_si512(b + 64 * h),
+                   _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h))),
+                   c & 1);
+}
+
+/* vpermd index of chunk c's scale lanes: sub-blocks 4c..4c + 3, 4 lanes
+ * each (the lanes of a vpdpbusd over the chunk's 64 bytes). */
+INLINE __m512i q6_quads(int c)
+{
+    return _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                            _mm512_set1_epi32(4 * c));
+}
+
 /* --- q4_K ------------------------------------------------------------------ */
 
 /* One 64-byte load of a q4_K block's nibbles (bytes 16 + 64q) is 128

@@ -229,7 +229,6 @@ INLINE void q6k24_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t 
                       const float *xs, int64_t lds, const float *xc, int64_t ldc,
                       const int NV, float *y, int64_t ldy)
 {
-    const __m512i quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 acc[NV_MAX], cor[NV_MAX];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
@@ -245,17 +244,11 @@ INLINE void q6k24_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t 
             cor[v] = _mm512_fmadd_ps(sw, _mm512_loadu_ps(xc + v * ldc + 16 * ib), cor[v]);
             bk[v] = _mm512_setzero_ps();
         }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512i L = _mm512_loadu_si512(b + 64 * h);
-            __m512i H2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h)));
-#pragma GCC unroll 2
-            for (int hi = 0; hi < 2; hi++) {
-                int c = 2 * h + hi;
-                PREFETCH(b + 53 * c);
-                __m512 T = _mm512_permutexvar_ps(_mm512_add_epi32(quad, _mm512_set1_epi32(4 * c)), sw);
-                chunk24(bk, q6_bits(L, H2, hi), T, xq + 768 * ib + 192 * c, ldq, NV);
-            }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            PREFETCH(b + 53 * c);
+            chunk24(bk, q6_chunk(b, c), _mm512_permutexvar_ps(q6_quads(c), sw),
+                    xq + 768 * ib + 192 * c, ldq, NV);
         }
         block24(acc, bk, xs, lds, ib, NV);
     }
