@@ -76,6 +76,7 @@ struct q35_backend {
     /* scratch (device) */
     float *x, *h, *qg, *kb, *vb, *q, *o, *mix, *z, *ba, *conv, *y;
     float *rl, *act, *eg, *eu, *pair_out, *sh_act, *sh_g, *sh_u, *sh_gate, *sh_out, *logits;
+    float *att_part;                    /* attention's per-chunk partials (ops.cu k_attn) */
     int *meta;
     cu_route rt;
     /* pinned host staging */
@@ -207,6 +208,7 @@ static int alloc_scratch(q35_backend *b, char *err, size_t errsz)
         b->sh_act = cv.take(B * Fs); b->sh_g = cv.take(B * Fs); b->sh_u = cv.take(B * Fs);
         b->sh_gate = cv.take(B); b->sh_out = cv.take(B * E);
         b->logits = cv.take(b->has_head ? (size_t)b->LB * c->n_vocab : 1);
+        b->att_part = cv.take(b->kv_floats ? cu_attn_part_floats(b->B, c->n_head, c->head_dim, b->max_ctx) : 1);
         b->rt.topk_w = cv.take(B * K); b->rt.pair_w = cv.take(B * K);
         if (!pass) {
             float *p = NULL;
@@ -434,7 +436,8 @@ static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, 
     const cu_meta m = meta_of(b);
     if ((rc = cu_attn_prep(&s, &m, n, b->qg, b->kb, b->vb, d->attn_q_norm.f(), d->attn_k_norm.f(), b->q, kc, vc,
                            b->st, err, errsz))) return rc;
-    if ((rc = cu_attn(&s, &m, n, b->q, b->qg, kc, vc, b->o, b->st, err, errsz))) return rc;
+    if ((rc = cu_attn(&s, &m, n, b->q, b->qg, kc, vc, b->o, b->att_part, b->max_ctx, b->st, err, errsz)))
+        return rc;
     return mm(b, d->attn_output, b->o, hd * nh, n, b->x, c->n_embd, 1, err, errsz);
 }
 

@@ -104,6 +104,51 @@ extern "C" int q35_cuda_topk(int device, const float *logits, int rows, int n, i
     return 0;
 }
 
+extern "C" int q35_cuda_attn(int device, int nh, int nkv, int hd, int max_ctx, int slots,
+                             const float *K, const float *V, int rows, const int32_t *row_slot,
+                             const int32_t *row_pos, const float *q, const float *gate, float *out,
+                             char *err, size_t errsz)
+{
+    if (nh <= 0 || nkv <= 0 || nh % nkv || rows <= 0 || slots <= 0 || max_ctx <= 0)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda attention check: bad shape (nh %d, nkv %d, rows %d, "
+                       "slots %d, max_ctx %d)", nh, nkv, rows, slots, max_ctx);
+    for (int t = 0; t < rows; t++)
+        if (row_slot[t] < 0 || row_slot[t] >= slots || row_pos[t] < 0 || row_pos[t] >= max_ctx)
+            return q35_err(err, errsz, Q35_EINVAL, "cuda attention check: row %d: slot %d / position %d "
+                           "outside %d / %d", t, row_slot[t], row_pos[t], slots, max_ctx);
+    CU(cudaSetDevice(device));
+    dbufs d = {};
+    const size_t cache = (size_t)slots * max_ctx * nkv * hd, qw = (size_t)rows * nh * hd;
+    float *kc, *vc, *dq, *dqg, *o, *part;
+    int *meta;
+    CU(d.get((void **)&kc, cache * sizeof(float)));
+    CU(d.get((void **)&vc, cache * sizeof(float)));
+    CU(d.get((void **)&dq, qw * sizeof(float)));
+    CU(d.get((void **)&dqg, 2 * qw * sizeof(float)));
+    CU(d.get((void **)&o, qw * sizeof(float)));
+    CU(d.get((void **)&part, cu_attn_part_floats(rows, nh, hd, max_ctx) * sizeof(float)));
+    CU(d.get((void **)&meta, 2 * (size_t)rows * sizeof(int)));
+    CU(cudaMemcpy(kc, K, cache * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(vc, V, cache * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dq, q, qw * sizeof(float), cudaMemcpyHostToDevice));
+    /* qg as attn_q writes it: per head hd query values (unused here), then hd gate values */
+    for (size_t r = 0; r < (size_t)rows * nh; r++)
+        CU(cudaMemcpy(dqg + (2 * r + 1) * hd, gate + r * hd, hd * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(meta, row_slot, rows * sizeof(int), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(meta + rows, row_pos, rows * sizeof(int), cudaMemcpyHostToDevice));
+    cu_attn_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.nh = nh; sh.nkv = nkv; sh.hd = hd;
+    sh.slot_stride = (size_t)max_ctx * nkv * hd;
+    cu_meta m;
+    memset(&m, 0, sizeof m);
+    m.row_slot = meta; m.row_pos = meta + rows;
+    int rc = cu_attn(&sh, &m, rows, dq, dqg, kc, vc, o, part, max_ctx, 0, err, errsz);
+    if (rc) return rc;
+    CU(cudaMemcpy(out, o, qw * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
 extern "C" int q35_cuda_membw(int device, size_t bytes, double *bps, double *copy_bps,
                               char *err, size_t errsz)
 {

@@ -61,10 +61,17 @@ int cu_attn_prep(const cu_attn_shape *s, const cu_meta *m, int rows,
                  const float *q_norm, const float *k_norm,
                  float *q_out, float *kc, float *vc, cudaStream_t st, char *err, size_t errsz);
 /* o[row][h·hd..] = softmax(q·K[0..pos]/sqrt(hd))·V ⊙ sigmoid(gate), GQA
- * blocked (head h reads KV head h / (nh/nkv)). */
+ * blocked (head h reads KV head h / (nh/nkv)). Positions are split into
+ * chunks of at least ATT_CHUNK_MIN, at most ATT_SPLITS_MAX chunks per row
+ * (a function of the row's position only: deterministic); `part` holds
+ * cu_attn_part_floats(rows, nh, hd, max_ctx) floats of per-chunk partials,
+ * max_ctx bounds every row's position + 1. */
+#define ATT_CHUNK_MIN 32
+#define ATT_SPLITS_MAX 16
+size_t cu_attn_part_floats(int rows, int nh, int hd, int max_ctx);
 int cu_attn(const cu_attn_shape *s, const cu_meta *m, int rows, const float *q,
             const float *qg, const float *kc, const float *vc, float *o,
-            cudaStream_t st, char *err, size_t errsz);
+            float *part, int max_ctx, cudaStream_t st, char *err, size_t errsz);
 
 /* Gated DeltaNet. */
 struct cu_ssm_shape {

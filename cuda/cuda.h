@@ -51,6 +51,16 @@ int q35_cuda_matmul(int device, int type, const void *W, size_t row_bytes, int64
 int q35_cuda_topk(int device, const float *logits, int rows, int n, int k,
                   int32_t *ids, float *vals, char *err, size_t errsz);
 
+/* The backend's attention kernels (ops.cu k_attn + k_attn_merge) on host
+ * data: K, V [slots][max_ctx][nkv][hd] (the cache after prep), row t of
+ * `rows` at slot row_slot[t] and position row_pos[t] (< max_ctx) reads
+ * positions 0..row_pos[t]; q, gate, out [rows][nh][hd]. out = softmax(q·K
+ * / sqrt(hd))·V ⊙ sigmoid(gate) per head, KV head h / (nh/nkv). */
+int q35_cuda_attn(int device, int nh, int nkv, int hd, int max_ctx, int slots,
+                  const float *K, const float *V, int rows, const int32_t *row_slot,
+                  const int32_t *row_pos, const float *q, const float *gate, float *out,
+                  char *err, size_t errsz);
+
 /* Measured device read bandwidth in bytes/s (16-byte loads over a buffer
  * of `bytes`, several repetitions, best kept) into *bps; also the
  * device-to-device copy rate (bytes read + written per second) into

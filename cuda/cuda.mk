@@ -46,7 +46,7 @@ $(CUDA_LIB): $(CUDA_OBJS)
 
 
 BINS += qwen35-gpucheck
-qwen35-gpucheck_SRCS := cuda/gpucheck.c cuda/gpucheck_golden.c cuda/gpucheck_bench.c
+qwen35-gpucheck_SRCS := cuda/gpucheck.c cuda/gpucheck_golden.c cuda/gpucheck_bench.c cuda/gpucheck_attn.c
 qwen35-gpucheck_LIBS :=
 endif
 

@@ -3,7 +3,8 @@
  *
  *   qwen35-gpucheck kernels GOLDEN              decoders bit-exact vs golden/quant,
  *                                               matmul (decode + tiled) vs the CPU
- *                                               dot, device top-k vs host
+ *                                               dot, device top-k vs host, split
+ *                                               attention vs a host reference
  *   qwen35-gpucheck golden GOLDEN MODEL [--layers]
  *                                               golden logits through the CUDA backend:
  *                                               one batch, token by token, ubatch 7, two
@@ -167,6 +168,7 @@ static void check_kernels(const char *golden)
         gc_result(ok, "top-k   k=%d over %d logits x %d rows matches the host (ties to the lower id)", kk, n, rows);
     }
     free(l);
+    gc_attn_check();
 }
 
 static void usage(void)

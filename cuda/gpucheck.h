@@ -36,6 +36,8 @@ void gc_chain_close(gc_chain *ch);
 int gc_chain_forward(gc_chain *ch, int n_seq, const int32_t *tok, int n, int pos, float *logits,
                      int all, float *x_out, char *err, size_t errsz);
 
+/* The split attention vs a host reference (gpucheck_attn.c). */
+void gc_attn_check(void);
 void gc_golden(const char *golden, const char *model, bool layers);
 void gc_bench(const char *model, int n_decode, int n_prefill);
 

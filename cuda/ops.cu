@@ -107,23 +107,62 @@ int cu_attn_prep(const cu_attn_shape *s, const cu_meta *m, int rows,
     return 0;
 }
 
-/* ---- attention: one block of 4 warps per (query head, row). Warps take
- * positions round-robin, each keeping an online softmax (running max,
- * denominator, hd/32 accumulators per lane), merged at the end through
- * shared memory. Decode (one row per sequence) and causal prefill are the
- * same kernel: a row at position p reads cache positions 0..p of its
- * slot, and prep has already written every row of the batch. */
+/* ---- attention, split over positions (flash-decoding). Row t at
+ * position p reads cache positions 0..p of its slot. Those n = p + 1
+ * positions are cut into ns = att_splits(n) consecutive chunks; one block
+ * of 4 warps per (query head, chunk, row) keeps an online softmax per
+ * warp (positions round-robin over the warps), merges its warps through
+ * shared memory, and writes a partial (max, denominator, weighted V) for
+ * its chunk; k_attn_merge then combines the chunks of each (head, row) in
+ * chunk order. ns depends on n only, never on the batch, the grid or the
+ * timing, and every sum runs in a fixed order: a row's output is the same
+ * bits run to run, in any batch, in a CUDA graph or not. Decode and causal
+ * prefill are the same two kernels (prep has already written every row of
+ * the batch to the cache). A row with one chunk (n <= ATT_CHUNK_MIN) is
+ * finished by its block and skipped by the merge.
+ *
+ * Hardware assumptions (K80 die, GK210: 13 SMX, 16 resident blocks each,
+ * 1.5 MB L2): a decode row of the real model is 16 heads x ATT_SPLITS_MAX
+ * blocks = 256 blocks, more than the die's 208 block slots, so one
+ * sequence at a long context keeps every SM streaming the cache instead of
+ * 16 blocks walking it serially. Heads are blockIdx.x (fastest) so the
+ * nh/nkv query heads that read the same KV head run side by side and
+ * share its lines in L2. The cache is read-only in these kernels: loads
+ * go through the read-only data path (__ldg), which Kepler needs for full
+ * bandwidth on loads that L1 does not cache. */
 #define ATT_WARPS 4
 #define ATT_MAXDPL 16                  /* head_dim <= 512 */
 
+__host__ __device__ __forceinline__ int att_splits(int n)
+{
+    const int s = (n + ATT_CHUNK_MIN - 1) / ATT_CHUNK_MIN;
+    return s < 1 ? 1 : s < ATT_SPLITS_MAX ? s : ATT_SPLITS_MAX;
+}
+
+size_t cu_attn_part_floats(int rows, int nh, int hd, int max_ctx)
+{
+    return (size_t)rows * nh * att_splits(max_ctx) * (hd + 2);
+}
+
+/* Offset of the partial of (row t, head h, chunk c): acc[hd], then the
+ * max and the denominator. */
+__device__ __forceinline__ size_t att_part_at(int t, int h, int c, int nh, int nsl, int hd)
+{
+    return (((size_t)t * nh + h) * nsl + c) * (hd + 2);
+}
+
 __global__ void __launch_bounds__(ATT_WARPS * 32)
-k_attn(const cu_attn_shape s, const cu_meta m, const float *q, const float *qg,
-       const float *kc, const float *vc, float *o)
+k_attn(const cu_attn_shape s, const cu_meta m, const float *__restrict__ q,
+       const float *__restrict__ qg, const float *__restrict__ kc, const float *__restrict__ vc,
+       float *o, float *part, int nsl)
 {
     extern __shared__ float sh[];        /* [ATT_WARPS][hd] + 2·ATT_WARPS */
-    const int h = blockIdx.x, t = blockIdx.y, hd = s.hd, dpl = hd / 32;
+    const int h = blockIdx.x, c = blockIdx.y, t = blockIdx.z, hd = s.hd, dpl = hd / 32;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int slot = m.row_slot[t], pos = m.row_pos[t];
+    const int slot = m.row_slot[t], n = m.row_pos[t] + 1;
+    const int ns = att_splits(n);
+    if (c >= ns) return;                 /* the grid covers max_ctx; this row has fewer chunks */
+    const int chunk = (n + ns - 1) / ns, j0 = c * chunk, j1 = min(n, j0 + chunk);
     const int kvh = h / (s.nh / s.nkv);
     const float scale = 1.0f / sqrtf((float)hd);
     const float *qh = q + (size_t)t * s.nh * hd + (size_t)h * hd;
@@ -134,17 +173,17 @@ k_attn(const cu_attn_shape s, const cu_meta m, const float *q, const float *qg,
     const float *kb = kc + (size_t)slot * s.slot_stride + (size_t)kvh * hd;
     const float *vb = vc + (size_t)slot * s.slot_stride + (size_t)kvh * hd;
     float mx = -INFINITY, l = 0.0f;
-    for (int j = w; j <= pos; j += ATT_WARPS) {
+    for (int j = j0 + w; j < j1; j += ATT_WARPS) {
         const float *kj = kb + (size_t)j * step, *vj = vb + (size_t)j * step;
         float d = 0.0f;
 #pragma unroll
-        for (int i = 0; i < ATT_MAXDPL; i++) if (i < dpl) d += qr[i] * kj[lane + 32 * i];
+        for (int i = 0; i < ATT_MAXDPL; i++) if (i < dpl) d += qr[i] * __ldg(kj + lane + 32 * i);
         const float sc = warp_sum(d) * scale;
         const float mn = fmaxf(mx, sc);
         const float corr = expf(mx - mn), p = expf(sc - mn);
         l = l * corr + p;
 #pragma unroll
-        for (int i = 0; i < ATT_MAXDPL; i++) if (i < dpl) acc[i] = acc[i] * corr + p * vj[lane + 32 * i];
+        for (int i = 0; i < ATT_MAXDPL; i++) if (i < dpl) acc[i] = acc[i] * corr + p * __ldg(vj + lane + 32 * i);
         mx = mn;
     }
     float *sacc = sh, *sm = sh + ATT_WARPS * hd, *sl = sm + ATT_WARPS;
@@ -152,28 +191,76 @@ k_attn(const cu_attn_shape s, const cu_meta m, const float *q, const float *qg,
     for (int i = 0; i < ATT_MAXDPL; i++) if (i < dpl) sacc[w * hd + lane + 32 * i] = acc[i];
     if (lane == 0) { sm[w] = mx; sl[w] = l; }
     __syncthreads();
-    float M = sm[0];
+    float M = sm[0];                     /* finite: the chunk is not empty */
     for (int i = 1; i < ATT_WARPS; i++) M = fmaxf(M, sm[i]);
     float L = 0.0f, f[ATT_WARPS];
     for (int i = 0; i < ATT_WARPS; i++) { f[i] = expf(sm[i] - M); L += sl[i] * f[i]; }
+    if (ns == 1) {                       /* the whole row: finish here */
+        const float *gate = qg + (size_t)t * 2 * hd * s.nh + (size_t)h * 2 * hd + hd;
+        float *oh = o + (size_t)t * s.nh * hd + (size_t)h * hd;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float a = 0.0f;
+            for (int i = 0; i < ATT_WARPS; i++) a += sacc[i * hd + d] * f[i];
+            oh[d] = a / L * sigmoid_f(gate[d]);
+        }
+        return;
+    }
+    float *pp = part + att_part_at(t, h, c, s.nh, nsl, hd);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0.0f;
+        for (int i = 0; i < ATT_WARPS; i++) a += sacc[i * hd + d] * f[i];
+        pp[d] = a;
+    }
+    if (threadIdx.x == 0) { pp[hd] = M; pp[hd + 1] = L; }
+}
+
+/* One block per (head, row) with more than one chunk: the chunks' partials
+ * rescaled to their common max and summed in chunk order, divided by the
+ * summed denominator, times the sigmoid gate. */
+__global__ void k_attn_merge(const cu_attn_shape s, const cu_meta m, const float *__restrict__ qg,
+                             const float *__restrict__ part, int nsl, float *o)
+{
+    __shared__ float fs[ATT_SPLITS_MAX];
+    __shared__ float Ls;
+    const int h = blockIdx.x, t = blockIdx.y, hd = s.hd;
+    const int ns = att_splits(m.row_pos[t] + 1);
+    if (ns == 1) return;                 /* k_attn wrote this row */
+    const float *p0 = part + att_part_at(t, h, 0, s.nh, nsl, hd);
+    const size_t ps = (size_t)hd + 2;
+    if (threadIdx.x == 0) {
+        float M = p0[hd];
+        for (int c = 1; c < ns; c++) M = fmaxf(M, p0[c * ps + hd]);
+        float L = 0.0f;
+        for (int c = 0; c < ns; c++) { fs[c] = expf(p0[c * ps + hd] - M); L += p0[c * ps + hd + 1] * fs[c]; }
+        Ls = L;
+    }
+    __syncthreads();
     const float *gate = qg + (size_t)t * 2 * hd * s.nh + (size_t)h * 2 * hd + hd;
     float *oh = o + (size_t)t * s.nh * hd + (size_t)h * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float a = 0.0f;
-        for (int i = 0; i < ATT_WARPS; i++) a += sacc[i * hd + d] * f[i];
-        oh[d] = a / L * sigmoid_f(gate[d]);
+        for (int c = 0; c < ns; c++) a += p0[c * ps + d] * fs[c];
+        oh[d] = a / Ls * sigmoid_f(gate[d]);
     }
 }
 
 int cu_attn(const cu_attn_shape *s, const cu_meta *m, int rows, const float *q,
             const float *qg, const float *kc, const float *vc, float *o,
-            cudaStream_t st, char *err, size_t errsz)
+            float *part, int max_ctx, cudaStream_t st, char *err, size_t errsz)
 {
     if (rows <= 0) return 0;
-    dim3 grid(s->nh, rows);
+    if (s->hd % 32 || s->hd > 32 * ATT_MAXDPL)
+        return q35_err(err, errsz, Q35_EINVAL, "cuda attention: head_dim %d not a multiple of 32 in "
+                       "[32, %d]", s->hd, 32 * ATT_MAXDPL);
+    const int nsl = att_splits(max_ctx);
+    dim3 grid(s->nh, nsl, rows);
     const size_t shm = (ATT_WARPS * (size_t)s->hd + 2 * ATT_WARPS) * sizeof(float);
-    k_attn<<<grid, ATT_WARPS * 32, shm, st>>>(*s, *m, q, qg, kc, vc, o);
+    k_attn<<<grid, ATT_WARPS * 32, shm, st>>>(*s, *m, q, qg, kc, vc, o, part, nsl);
     CU_LAUNCHED();
+    if (nsl > 1) {
+        k_attn_merge<<<dim3(s->nh, rows), 128, 0, st>>>(*s, *m, qg, part, nsl, o);
+        CU_LAUNCHED();
+    }
     return 0;
 }
 
