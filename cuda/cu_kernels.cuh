@@ -15,7 +15,9 @@
  * Epilogue per (item i, row r):
  *   v = W2 ? silu(W·x) * (W2·x) : W·x       (W2: fused gate/up, same type)
  *   v *= wscale[i] (router weight); v *= sigmoid(sig[xrow·sig_ld]) (shared
- *   expert gate); Y[i][r] = v, or += v when accumulate (residual add). */
+ *   expert gate); Y[i][r] = v, or += v when accumulate (residual add).
+ * W and X are read-only for the kernel (read through __ldg): Y must not
+ * alias either. */
 struct cu_mm {
     const uint8_t *W, *W2;
     int type;

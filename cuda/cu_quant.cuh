@@ -14,10 +14,10 @@
  * the device) so the compiler cannot contract them into an FMA that rounds
  * differently.
  *
- * Loads: the weights are used exactly as the GGUF stores them (no
- * repack: the upload is a plain copy), so Q8_0 (34 B), Q3_K (110 B) and
- * Q6_K (210 B) blocks are only 2-byte aligned and read with halfword
- * loads; Q4_K/Q5_K/F32 with 8/16-byte loads. Hardware assumption: L1/L2
+ * Loads (all through ldro, the read-only data path): the weights are used
+ * exactly as the GGUF stores them (no repack: the upload is a plain copy),
+ * so Q8_0 (34 B), Q3_K (110 B) and Q6_K (210 B) blocks are only 2-byte
+ * aligned and read with halfword loads; Q4_K/Q5_K/F32 with 8/16-byte loads. Hardware assumption: L1/L2
  * merge the narrow loads of a warp into full sectors, so DRAM traffic
  * stays one pass over the weights.
  */
@@ -45,9 +45,27 @@
 #define QSUB(a, b) ((a) - (b))
 #endif
 
+/* Every weight load goes through ldro: on the device __ldg, the read-only
+ * data path (the 48 KB texture / read-only cache per SM). Hardware
+ * assumption: Kepler (sm_35/37) does not cache ordinary global loads in
+ * L1, and its load path reaches full DRAM bandwidth on narrow, 2-byte
+ * aligned loads like these only through the read-only path; on sm_50+
+ * __ldg is the ordinary cached load. Legal because weights are never
+ * written while a kernel runs (uploaded once at init). Same bits either
+ * way: only the path of the load changes. On the host (the golden-data
+ * check of the decoders) a plain load. */
+template <class T> __host__ __device__ __forceinline__ T ldro(const T *p)
+{
+#ifdef __CUDA_ARCH__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+
 __host__ __device__ __forceinline__ float ld_f16(const uint8_t *p)
 {
-    unsigned short u = *(const unsigned short *)p;   /* 2-byte aligned in every layout */
+    unsigned short u = ldro((const unsigned short *)p);   /* 2-byte aligned in every layout */
 #ifdef __CUDA_ARCH__
     return __half2float(__ushort_as_half(u));
 #else
@@ -80,24 +98,26 @@ struct b8 {
 };
 __host__ __device__ __forceinline__ b8 ld8_a8(const uint8_t *p)
 {
-    const uint2 v = *(const uint2 *)p;
+    const uint2 v = ldro((const uint2 *)p);
     b8 r = { v.x, v.y };
     return r;
 }
 __host__ __device__ __forceinline__ b8 ld8_a2(const uint8_t *p)
 {
     const unsigned short *h = (const unsigned short *)p;
-    b8 r = { (uint32_t)h[0] | ((uint32_t)h[1] << 16), (uint32_t)h[2] | ((uint32_t)h[3] << 16) };
+    b8 r = { (uint32_t)ldro(h) | ((uint32_t)ldro(h + 1) << 16),
+             (uint32_t)ldro(h + 2) | ((uint32_t)ldro(h + 3) << 16) };
     return r;
 }
 
 /* Q4_K/Q5_K 6-bit scale and min of sub-block j (ggml get_scale_min_k4). */
 __host__ __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 {
-    if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
+    const int qj = ldro(q + j), qj4 = ldro(q + j + 4);
+    if (j < 4) { *sc = qj & 63; *m = qj4 & 63; }
     else {
-        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m  = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        *sc = (qj4 & 0xF) | ((ldro(q + j - 4) >> 6) << 4);
+        *m  = (qj4 >> 4) | ((qj >> 6) << 4);
     }
 }
 
@@ -109,7 +129,7 @@ template <> struct Dec<GGML_TYPE_F32> {
     enum { QK = 8, BYTES = 32 };
     __host__ __device__ static void dec8(const uint8_t *b, int, float y[8]) {
         const float4 *p = (const float4 *)b;      /* rows of F32 are 16-byte aligned: checked at upload */
-        float4 a = p[0], c = p[1];
+        float4 a = ldro(p), c = ldro(p + 1);
         y[0] = a.x; y[1] = a.y; y[2] = a.z; y[3] = a.w;
         y[4] = c.x; y[5] = c.y; y[6] = c.z; y[7] = c.w;
     }
@@ -126,7 +146,7 @@ template <> struct Dec<GGML_TYPE_BF16> {
     __host__ __device__ static void dec8(const uint8_t *b, int, float y[8]) {
         const unsigned short *h = (const unsigned short *)b;
 #pragma unroll
-        for (int i = 0; i < 8; i++) y[i] = bf16_f(h[i]);
+        for (int i = 0; i < 8; i++) y[i] = bf16_f(ldro(h + i));
     }
 };
 /* { f16 d; int8 qs[32]; } : y = q * d */
@@ -146,8 +166,8 @@ template <> struct Dec<GGML_TYPE_Q3_K> {
         const int e = 8 * c, half = e >> 7, j = (e & 127) >> 5, l = e & 31;
         const int is = half * 8 + j * 2 + (l >> 4);
         const uint8_t *sc = b + 96;
-        const int lo = (sc[is & 7] >> (4 * (is >> 3))) & 0xF;
-        const int hi = (sc[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
+        const int lo = (ldro(sc + (is & 7)) >> (4 * (is >> 3))) & 0xF;
+        const int hi = (ldro(sc + 8 + (is & 3)) >> (2 * (is >> 2))) & 3;
         const float dl = QMUL(ld_f16(b + 108), (float)((lo | (hi << 4)) - 32));
         const b8 q = ld8_a2(b + 32 + half * 32 + l), hm = ld8_a2(b + l);
         const int shift = 2 * j, m = 1 << (half * 4 + j);
@@ -199,7 +219,7 @@ template <> struct Dec<GGML_TYPE_Q6_K> {
         const int e = 8 * c, n = e >> 7, r = e & 127, qd = r >> 5, l = r & 31;
         const int is = (l >> 4) + 2 * qd;
         const float d = ld_f16(b + 208);
-        const float ds = QMUL(d, (float)((const int8_t *)(b + 192))[8 * n + is]);
+        const float ds = QMUL(d, (float)ldro((const signed char *)(b + 192) + 8 * n + is));
         const b8 ql = ld8_a2(b + 64 * n + l + (qd & 1) * 32), qh = ld8_a2(b + 128 + 32 * n + l);
         const int lsh = (qd >> 1) * 4, hsh = 2 * qd;
 #pragma unroll

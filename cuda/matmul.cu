@@ -10,6 +10,13 @@
  * flight; 4 warps per block is small enough to fill every SM even for the
  * 512-row expert matrices.
  *
+ * Loads: weights through the decoders' read-only path (cu_quant.cuh
+ * ldro), and so are the activation rows X: every warp of the grid reads
+ * the same X rows, which on Kepler (no L1 caching of global loads) would
+ * otherwise come from L2 once per warp, several times the weight bytes;
+ * the read-only cache keeps them per SM. Legal because no call writes X
+ * (Y never aliases X: cu_kernels.cuh).
+ *
  * Batched (prefill / several sequences): a warp decodes each weight chunk
  * once and applies it to a tile of NT token rows (NT = 8), so weights are
  * read from DRAM once per tile instead of once per token; the activation
@@ -72,7 +79,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_mm(const cu_mm a)
             for (int t = 0; t < NT; t++) {
                 if (t0 + t >= cnt) break;
                 const float4 *xp = (const float4 *)(xr[t] + 8 * (size_t)c);
-                const float4 x0 = xp[0], x1 = xp[1];
+                const float4 x0 = ldro(xp), x1 = ldro(xp + 1);
                 acc[t] = dot8(wv, x0, x1, acc[t]);
                 if (FUSED) acc2[t] = dot8(wv2, x0, x1, acc2[t]);
             }
