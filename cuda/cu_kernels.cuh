@@ -6,6 +6,9 @@
 #define Q35_CU_KERNELS_CUH
 
 #include "cu_common.cuh"
+extern "C" {
+#include "backend.h"
+}
 
 /* A weight matrix product Y = f(W · X), plain or grouped by expert.
  *  plain:   items 0..n-1, item t reads X row t, writes Y row t.
@@ -68,8 +71,8 @@ int cu_attn_prep(const cu_attn_shape *s, const cu_meta *m, int rows,
  * (a function of the row's position only: deterministic); `part` holds
  * cu_attn_part_floats(rows, nh, hd, max_ctx) floats of per-chunk partials,
  * max_ctx bounds every row's position + 1. */
-#define ATT_CHUNK_MIN 32
-#define ATT_SPLITS_MAX 16
+#define ATT_CHUNK_MIN Q35_CUDA_ATT_CHUNK_MIN
+#define ATT_SPLITS_MAX Q35_CUDA_ATT_SPLITS_MAX
 size_t cu_attn_part_floats(int rows, int nh, int hd, int max_ctx);
 int cu_attn(const cu_attn_shape *s, const cu_meta *m, int rows, const float *q,
             const float *qg, const float *kc, const float *vc, float *o,

@@ -178,6 +178,13 @@ typedef struct q35_backend_opts {
     const char *sim_profile;           /* sim: the timing profile (sim_backend.c) */
 } q35_backend_opts;
 
+/* The CUDA backend's attention (cuda/ops.cu) cuts a row's positions into
+ * chunks of at least Q35_CUDA_ATT_CHUNK_MIN, at most Q35_CUDA_ATT_SPLITS_MAX
+ * chunks a row; its partials are scratch sized by them, which qwen35-info
+ * --plan counts too. */
+#define Q35_CUDA_ATT_CHUNK_MIN 32
+#define Q35_CUDA_ATT_SPLITS_MAX 16
+
 /* The plan of one forward (plan.c, built by the engine from a validated
  * batch; both backends only follow it). A pass is what a backend runs at
  * once: rows [row0, row0 + n) of the batch, cut into pieces, each a run of

@@ -61,6 +61,37 @@ grep -q "DOES NOT FIT" "$T/fit.txt" && grep -q "^qwen35-info: stage 0 (layers 0:
 grep -q -- "--device-mem: 3 sizes for --plan 2" "$T/err" || bad "3 sizes message: $(cat "$T/err")"
 "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 11.2X > /dev/null 2> "$T/err" && bad "11.2X accepted"
 grep -q -- "--device-mem '11.2X': item 1: unknown unit" "$T/err" || bad "11.2X message: $(cat "$T/err")"
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 1G, > /dev/null 2> "$T/err" && bad "1G, accepted"
+grep -q -- "--device-mem '1G,': item 1: nothing after the comma" "$T/err" || bad "1G, message: $(cat "$T/err")"
+
+# the capacity table (with --device-mem): slots x positions that fit, f32
+# KV and the f16 planning figure, each the exact edge of what --plan
+# accepts: N slots at --max-ctx fit and N + 1 do not; one slot of P
+# positions fits and P + 1 does not.
+cap() {   # CTX: "slots_f32 slots_f16 positions_f32" of stage 0 at CTX, from --plan 1 --max-ctx CTX
+    "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 1 --device-mem 128M --max-ctx "$1" 2>/dev/null |
+        awk -v ctx="$1" '/^# slots x positions/ { on = 1 }
+            on && $2 == "stage" { for (i = 5; i <= NF; i++) if ($i == ctx) col = i - 5 }
+            on && $2 == "0" && col != "" { print $(7 + 3 * col), $(9 + 3 * col), $(NF - 2); exit }'
+}
+fits() {  # OPTIONS...: whether stage 0 fits 128M
+    "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 1 --device-mem 128M "$@" 2>/dev/null | grep -q '^#   0 .* fits$'
+}
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 1 --device-mem 128M > "$T/cap.txt" 2>&1
+grep -q "f16 KV: NOT IMPLEMENTED" "$T/cap.txt" || bad "capacity: f16 KV not labelled as not implemented: $(cat "$T/cap.txt")"
+row=$(cap 2048)
+set -- $row
+n32=${1:-}; n16=${2:-}; p32=${3:-}
+case "$n32$n16$p32" in *[!0-9]*|'') bad "capacity row '$row'"; n32= ;; esac
+if [ -n "$n32" ] && [ "$n32" -ge 1 ]; then
+    [ "$n16" -gt "$n32" ] || bad "capacity: f16 KV fits $n16 slots, f32 $n32"
+    fits --max-ctx 2048 --max-seqs "$n32" || bad "capacity: $n32 slots x 2048 said to fit, --plan says no"
+    fits --max-ctx 2048 --max-seqs $((n32 + 1)) && bad "capacity: $((n32 + 1)) slots x 2048 fit, table said $n32"
+    fits --max-ctx "$p32" --max-seqs 1 || bad "capacity: 1 slot x $p32 said to fit, --plan says no"
+    fits --max-ctx $((p32 + 1)) --max-seqs 1 && bad "capacity: 1 slot x $((p32 + 1)) fits, table said $p32"
+else
+    bad "capacity: no slot of 2048 fits 128M: '$row'"
+fi
 
 # the written files start the pipeline as they are, and each stage's own
 # load line reports the weights and slot state the plan printed; the same

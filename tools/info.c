@@ -465,7 +465,9 @@ static const cli_opt plan_opts_tab[] = {
     { O_MAX_CTX, "--max-ctx", "C", "positions per slot (default 4096)" },
     { O_DEVICE_MEM, "--device-mem", "SIZES",
       "memory of each stage's device, e.g. 11.2G,11.2G (one size: every stage); a stage that "
-      "does not fit is named with what to change, and no files are written" },
+      "does not fit is named with what to change, and no files are written. Also prints, per "
+      "stage, the slots x positions that fit what is left after weights and scratch, with the "
+      "KV cache in f32 (as stored) and in f16 (a planning figure: not implemented)" },
     { O_WRITE, "--write-configs", "DIR", "write the files into DIR (created) instead of stdout" },
     { O_BACKEND, "--backend", "cpu|cuda", "backend written to the stage files (default cuda)" },
     { O_MODEL_PATH, "--model-path", "PATH",

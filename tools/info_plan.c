@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "backend.h"
 #include "common.h"
 
 int plan_parse_mem(const char *s, double *out, int max, int *n, char *err, size_t errsz)
@@ -31,9 +32,10 @@ int plan_parse_mem(const char *s, double *out, int max, int *n, char *err, size_
         }
         if (*end == 'i' || *end == 'B') end++;
         if (*end == 'B') end++;
-        if (*end && *end != ',')
-            return q35_err(err, errsz, Q35_EINVAL, "--device-mem '%s': item %d: unknown unit at "
-                           "'%s' (G, M or bytes)", s, *n + 1, end);
+        if ((*end && *end != ',') || (*end == ',' && !end[1]))
+            return q35_err(err, errsz, Q35_EINVAL, "--device-mem '%s': item %d: %s at '%s' (a size "
+                           "is a number with T, G, M or no unit: 11.5G)", s, *n + 1,
+                           *end == ',' ? "nothing after the comma" : "unknown unit", end);
         if (*n == max)
             return q35_err(err, errsz, Q35_ERANGE, "--device-mem: more than %d sizes", max);
         out[(*n)++] = v * unit;
@@ -41,6 +43,12 @@ int plan_parse_mem(const char *s, double *out, int max, int *n, char *err, size_
     }
     if (!*n) return q35_err(err, errsz, Q35_EINVAL, "--device-mem: no size given");
     return 0;
+}
+
+/* K and V floats an attention layer keeps per position of a slot. */
+static uint64_t kv_floats_per_pos(const q35_config *c)
+{
+    return (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v);
 }
 
 /* Slot state floats of layer il for one slot, as the backends allocate
@@ -52,14 +60,14 @@ static uint64_t layer_state_floats(const q35_config *c, int il, int max_ctx)
     if (c->layer_kind[il] == Q35_LAYER_SSM)
         return (uint64_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch +
                (uint64_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
-    return (uint64_t)max_ctx * c->n_head_kv * (c->head_dim + c->head_dim_v);
+    return (uint64_t)max_ctx * kv_floats_per_pos(c);
 }
 
 /* Working memory of a stage: the backend's buffers for one pass of R rows
  * (every activation of a layer, the routed experts' rows), the stage's
  * hidden rows in and out, and on the last stage the full-logits rows (and
  * their copy in the reply). An estimate from the buffers' shapes. */
-static uint64_t stage_scratch(const q35_config *c, bool last, const plan_opts *po)
+static uint64_t stage_scratch(const q35_config *c, bool last, bool attn, int max_ctx, const plan_opts *po)
 {
     uint64_t R = (uint64_t)(po->max_batch < 256 ? po->max_batch : 256);
     uint64_t E = c->n_embd, K = c->n_expert_used, F = c->n_ff_exp, Fs = c->n_ff_shexp;
@@ -68,6 +76,11 @@ static uint64_t stage_scratch(const q35_config *c, bool last, const plan_opts *p
                    2ull * c->ssm_conv_ch + 2ull * c->ssm_d_inner + 2ull * c->ssm_dt_rank +
                    c->n_expert + 3 * K + 2 * Fs + 1 + 2 * K * E + 2 * K * F + 5;
     uint64_t bytes = R * row * 4 + 2ull * po->max_batch * E * 4;
+    if (attn && !strcmp(po->backend, "cuda")) {   /* attention's per-chunk partials (cuda/ops.cu) */
+        uint64_t chunks = ((uint64_t)max_ctx + Q35_CUDA_ATT_CHUNK_MIN - 1) / Q35_CUDA_ATT_CHUNK_MIN;
+        if (chunks > Q35_CUDA_ATT_SPLITS_MAX) chunks = Q35_CUDA_ATT_SPLITS_MAX;
+        bytes += R * c->n_head * chunks * (c->head_dim + 2ull) * 4;
+    }
     if (last) {
         uint64_t rows = (64ull << 20) / ((uint64_t)c->n_vocab * 4);
         if (rows < (uint64_t)po->max_seqs) rows = (uint64_t)po->max_seqs;
@@ -85,14 +98,81 @@ void plan_stage_mem(const q35_config *c, const plan_bytes *pb, int a, int b, con
     for (int il = a / 2; il < (b + 1) / 2; il++) {
         bool mixer = 2 * il >= a, ffn = 2 * il + 1 < b;   /* the blocks held */
         m->weights += (mixer ? pb->layer[il] - pb->layer_ffn[il] : 0) + (ffn ? pb->layer_ffn[il] : 0);
-        if (mixer)   /* the mixer's stage owns the layer's state */
-            m->state += layer_state_floats(c, il, po->max_ctx);
+        if (mixer) {   /* the mixer's stage owns the layer's state */
+            uint64_t f = layer_state_floats(c, il, po->max_ctx);
+            m->state += f;
+            if (c->layer_kind[il] == Q35_LAYER_ATTN) m->kv_layers++;
+            else m->ssm_slot += 4 * f;
+        }
     }
     if (a == 0 || (b == 2 * n && pb->tied)) m->weights += pb->embd;   /* token_embd (the tied head) */
     if (b == 2 * n) m->weights += pb->head;
     m->state *= 4ull * (uint64_t)po->max_seqs;
-    m->scratch = stage_scratch(c, b == 2 * n, po);
+    m->scratch = stage_scratch(c, b == 2 * n, m->kv_layers > 0, po->max_ctx, po);
     m->total = m->weights + m->state + m->scratch;
+}
+
+/* Slots of ctx positions stage s (cuts [a, b), memory m) fits in dev
+ * bytes, its KV stored with kv_bytes per value (4: f32; 2: f16). */
+static uint64_t slots_fit(const q35_config *c, const plan_mem *m, bool last, int ctx, int kv_bytes,
+                          double dev, const plan_opts *po)
+{
+    uint64_t fixed = m->weights + stage_scratch(c, last, m->kv_layers > 0, ctx, po);
+    uint64_t slot = m->ssm_slot + (uint64_t)m->kv_layers * ctx * kv_floats_per_pos(c) * kv_bytes;
+    return dev > (double)fixed && slot ? (uint64_t)((dev - (double)fixed) / (double)slot) : 0;
+}
+
+/* The capacity table: per stage, what is left of its device after the
+ * weights and scratch, and the slots of each context that fit it with
+ * the KV cache in f32 (how the backends store it) and in f16 (a planning
+ * figure only: no backend stores f16 KV). */
+static void print_capacity(const q35_config *c, const int *cut, int k, const plan_mem *m,
+                           const plan_opts *po)
+{
+    /* contexts: --max-ctx and the model's trained length, / 4, / 16, / 64; descending */
+    int ctx[6], nctx = 0, n = (int)c->n_layer;
+    int64_t want[5] = { po->max_ctx, c->n_ctx_train, c->n_ctx_train / 4, c->n_ctx_train / 16,
+                        c->n_ctx_train / 64 };
+    for (int i = 0; i < 5; i++) {
+        if (want[i] < 1 || want[i] > 1 << 24) continue;
+        int at = nctx;
+        for (int j = 0; j < nctx; j++) if (ctx[j] <= want[i]) { at = j; break; }
+        if (at < nctx && ctx[at] == want[i]) continue;
+        memmove(ctx + at + 1, ctx + at, (size_t)(nctx - at) * sizeof *ctx);
+        ctx[at] = (int)want[i];
+        nctx++;
+    }
+    printf("# slots x positions that fit each device after its weights and scratch: f32 KV / f16 KV\n"
+           "#   (f32 KV: as the %s backend stores it; f16 KV: NOT IMPLEMENTED in any backend, a "
+           "planning figure for half the KV bytes)\n#   stage  weights     left      ", po->backend);
+    for (int i = 0; i < nctx; i++) printf(" %10d", ctx[i]);
+    printf("   1 slot, positions (f32 / f16)\n");
+    for (int s = 0; s < k; s++) {
+        bool last = cut[s + 1] == 2 * n;
+        double dev = po->dev_mem[po->n_dev == 1 ? 0 : s];
+        uint64_t fixed = m[s].weights + stage_scratch(c, last, m[s].kv_layers > 0, po->max_ctx, po);
+        char w[24], l[24], cell[32], one[64];
+        printf("#   %-5d  %-10s  %-10s", s, cli_size(m[s].weights, w, sizeof w),
+               dev > (double)fixed ? cli_size((uint64_t)(dev - (double)fixed), l, sizeof l) : "none");
+        for (int i = 0; i < nctx; i++) {
+            snprintf(cell, sizeof cell, "%llu / %llu",
+                     (unsigned long long)slots_fit(c, &m[s], last, ctx[i], 4, dev, po),
+                     (unsigned long long)slots_fit(c, &m[s], last, ctx[i], 2, dev, po));
+            printf(" %10s", cell);
+        }
+        /* the longest single slot, scratch at its largest (the chunks capped) */
+        if (!m[s].kv_layers) snprintf(one, sizeof one, "any (no attention layer)");
+        else {
+            uint64_t per = (uint64_t)m[s].kv_layers * kv_floats_per_pos(c), p[2];
+            double rest = dev - (double)(m[s].weights + m[s].ssm_slot +
+                                         stage_scratch(c, last, true, 1 << 24, po));
+            for (int h = 0; h < 2; h++) p[h] = rest > 0 ? (uint64_t)(rest / (double)(per * (h ? 2 : 4))) : 0;
+            snprintf(one, sizeof one, "%llu / %llu", (unsigned long long)p[0], (unsigned long long)p[1]);
+        }
+        printf("   %s\n", one);
+    }
+    printf("#   (the model was trained for %u positions; a device also keeps a few hundred MiB for the "
+           "CUDA context, not counted here)\n", c->n_ctx_train);
 }
 
 /* The endpoint of stage s, or the coordinator's (s < 0). */
@@ -144,6 +224,7 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
     }
     printf("#   (the stages' prefix cache comes on top, within what is left: cache-mb, by default a "
            "quarter of the memory free after loading, divided among the CPU stages of one host)\n");
+    if (po->n_dev) print_capacity(c, cut, k, m, po);
     if (!fits) {
         for (int s = 0; s < k; s++) {
             double dev = po->dev_mem[po->n_dev == 1 ? 0 : s];

@@ -36,6 +36,8 @@ typedef struct plan_bytes {
 
 typedef struct plan_mem {
     uint64_t weights, state, scratch, total;
+    uint64_t ssm_slot;                  /* bytes of one slot's SSM state */
+    int kv_layers;                      /* attention layers (a KV cache each) */
 } plan_mem;
 
 /* "11.2G,11.2G" (G/M/T = GiB/MiB/TiB, else bytes) into out[0..*n). */
