@@ -31,3 +31,13 @@ bench-peer: $(BUILD)/bin/qwen35-bench $(BUILD)/bin/qwen35-mkmodel
 	@test -n "$(PEER)" || { echo "bench-peer: set PEER=/path/to/llama-bench (built outside this tree)"; exit 2; }
 	@$(BENCH_RESOLVE); \
 	    sh tools/bench_peer.sh "$(PEER)" "$$m" $(BUILD)/bin/qwen35-bench $(BENCH_PEER_ROUNDS) $(BENCH_PEER_THREADS)
+
+# make bench-k80-estimate: an ESTIMATE of decode (1, 4, 16 streams) and
+# prefill of the 35B-A3B Q4_K_M on 4 K80 dies at 150 and 240 GB/s: the
+# 4-die plan (qwen35-info --plan 4 --backend cuda), a K80 timing model of
+# the CUDA kernels as sim profiles, simulated stages through the real
+# coordinator (tools/bench_k80_estimate.sh). Needs the 35B-A3B file:
+# BENCH_PRESET=35b-a3b's (generated on first use) or BENCH_MODEL=FILE.
+.PHONY: bench-k80-estimate
+bench-k80-estimate: bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) BENCH_MODEL="$(BENCH_MODEL)" sh tools/bench_k80_estimate.sh
