@@ -151,6 +151,20 @@ __device__ __forceinline__ size_t att_part_at(int t, int h, int c, int nh, int n
     return (((size_t)t * nh + h) * nsl + c) * (hd + 2);
 }
 
+/* dst[d] = Σ_i src[i·stride + d]·w[i] over i = 0..n-1 in order, then
+ * divided by den and gated by sigmoid(gate[d]) when gate is given: the
+ * warps' merge into a chunk's partial or a row's output, and the chunks'
+ * merge, all one expression so a one-chunk row rounds like any other. */
+__device__ __forceinline__ void att_combine(float *dst, const float *src, size_t stride, const float *w,
+                                            int n, int hd, float den, const float *gate)
+{
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0.0f;
+        for (int i = 0; i < n; i++) a += src[i * stride + d] * w[i];
+        dst[d] = gate ? a / den * sigmoid_f(gate[d]) : a;
+    }
+}
+
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attn(const cu_attn_shape s, const cu_meta m, const float *__restrict__ q,
        const float *__restrict__ qg, const float *__restrict__ kc, const float *__restrict__ vc,
@@ -196,21 +210,12 @@ k_attn(const cu_attn_shape s, const cu_meta m, const float *__restrict__ q,
     float L = 0.0f, f[ATT_WARPS];
     for (int i = 0; i < ATT_WARPS; i++) { f[i] = expf(sm[i] - M); L += sl[i] * f[i]; }
     if (ns == 1) {                       /* the whole row: finish here */
-        const float *gate = qg + (size_t)t * 2 * hd * s.nh + (size_t)h * 2 * hd + hd;
-        float *oh = o + (size_t)t * s.nh * hd + (size_t)h * hd;
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-            float a = 0.0f;
-            for (int i = 0; i < ATT_WARPS; i++) a += sacc[i * hd + d] * f[i];
-            oh[d] = a / L * sigmoid_f(gate[d]);
-        }
+        att_combine(o + (size_t)t * s.nh * hd + (size_t)h * hd, sacc, hd, f, ATT_WARPS, hd, L,
+                    qg + (size_t)t * 2 * hd * s.nh + (size_t)h * 2 * hd + hd);
         return;
     }
     float *pp = part + att_part_at(t, h, c, s.nh, nsl, hd);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0.0f;
-        for (int i = 0; i < ATT_WARPS; i++) a += sacc[i * hd + d] * f[i];
-        pp[d] = a;
-    }
+    att_combine(pp, sacc, hd, f, ATT_WARPS, hd, 1.0f, NULL);
     if (threadIdx.x == 0) { pp[hd] = M; pp[hd + 1] = L; }
 }
 
@@ -235,13 +240,8 @@ __global__ void k_attn_merge(const cu_attn_shape s, const cu_meta m, const float
         Ls = L;
     }
     __syncthreads();
-    const float *gate = qg + (size_t)t * 2 * hd * s.nh + (size_t)h * 2 * hd + hd;
-    float *oh = o + (size_t)t * s.nh * hd + (size_t)h * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0.0f;
-        for (int c = 0; c < ns; c++) a += p0[c * ps + d] * fs[c];
-        oh[d] = a / Ls * sigmoid_f(gate[d]);
-    }
+    att_combine(o + (size_t)t * s.nh * hd + (size_t)h * hd, p0, ps, fs, ns, hd, Ls,
+                qg + (size_t)t * 2 * hd * s.nh + (size_t)h * 2 * hd + hd);
 }
 
 int cu_attn(const cu_attn_shape *s, const cu_meta *m, int rows, const float *q,
