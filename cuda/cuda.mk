@@ -129,8 +129,10 @@ qwen35-gpucheck_SRCS := cuda/gpucheck.c cuda/gpucheck_golden.c cuda/gpucheck_ben
 qwen35-gpucheck_LIBS :=
 endif
 
-# The GPU machine's check (builds there with CUDA on, no daemon libraries
-# unless cuda/debs/ was carried along; see cuda/README.md).
-.PHONY: gpu-check
+# The GPU machine's check: `make gpu-bundle` here (network), carry
+# gpu-bundle/ along, `make gpu-check` (or sh cuda/gpu-check.sh) there.
+.PHONY: gpu-check gpu-bundle
 gpu-check:
 	sh cuda/gpu-check.sh
+gpu-bundle:
+	GOLDEN=$(GOLDEN) sh cuda/gpu-bundle.sh
