@@ -260,7 +260,7 @@ for g in on off; do
         > "$WORK/bench-$g.txt" 2>&1 || step_fail "bench-graphs-$g"
     sed "s/^bench /bench (graphs $g) /" "$WORK/bench-$g.txt"
     awk -v g="$g" '
-        /read bandwidth/ { bw = $5 }
+        /device read bandwidth/ { bw = $5 }
         /decode  1 seq/ { d1 = $6; share = $13 }
         /decode .* seqs:/ { dm = $5; nm = $3 }
         /prefill/ { pf = $5; np = $3 }
