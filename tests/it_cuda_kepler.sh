@@ -184,8 +184,11 @@ printf 'cudaMalloc\ncudaMemcpyAsync_ptsz\ncudaGetDeviceProperties_v2\ncudaMalloc
 [ "$(api_check "$T/planted.syms" | tr '\n' ' ')" = "cudaLaunchKernelEx cudaMallocAsync " ] ||
     bad "the API allowlist check does not catch the planted cudaMallocAsync and cudaLaunchKernelEx: $(api_check "$T/planted.syms" | tr '\n' ' ')"
 nlib=0
+seen=""
 for lib in "$BUILD/libqwen35cuda.a" build-k80/libqwen35cuda.a; do
     [ -f "$lib" ] || continue
+    case " $seen " in *" $(realpath "$lib") "*) continue ;; esac
+    seen="$seen $(realpath "$lib")"
     nlib=$((nlib + 1))
     nm "$lib" 2>/dev/null | awk '$1 == "U" && $2 ~ /^cuda[A-Z]/ { print $2 }' | sort -u > "$T/syms"
     [ -s "$T/syms" ] || { bad "$lib: no cuda* runtime calls found with nm (is it the CUDA archive?)"; continue; }
