@@ -18,7 +18,6 @@
 # folder whenever CUDA_ARCHS names an sm_3x).
 ifeq ($(K80),1)
 CUDA_ARCHS ?= 37 90
-NVCC_CCBIN ?= $(if $(shell command -v g++-11 2>/dev/null),g++-11)
 ifndef NVCC
 ifeq ($(origin CUDA_HOME),command line)
 NVCC := $(CUDA_HOME)/bin/nvcc
@@ -71,8 +70,11 @@ endif
 CUDA_TOOLS_DIR ?= $(firstword $(foreach d,$(CUDA_NVCC_DIR) $(abspath $(CUDA_HOME)/../../bin),$(if $(wildcard $(d)/ptxas),$(d))))
 NVCC_RUN := PATH="$(CUDA_NVCC_DIR):$(CUDA_TOOLS_DIR):$$PATH" $(NVCC)
 CUDA_KEPLER := $(filter 30 32 35 37,$(CUDA_ARCHS))
-ifneq ($(CUDA_KEPLER),)
 CUDA_RELEASE := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9]*\)\..*/\1/p')
+# CUDA 11.x supports gcc <= 11 (Debian 12's default is 12): g++-11 when
+# present, for the K80 build and any other build with an 11.x nvcc.
+NVCC_CCBIN ?= $(if $(filter 11,$(CUDA_RELEASE)),$(if $(shell command -v g++-11 2>/dev/null),g++-11))
+ifneq ($(CUDA_KEPLER),)
 ifneq ($(filter-out 9 10 11,$(CUDA_RELEASE)),)
 $(error CUDA_ARCHS has sm_$(CUDA_KEPLER) but NVCC=$(NVCC) is CUDA $(CUDA_RELEASE): CUDA 12+ cannot emit Kepler code (make K80=1 picks CUDA 11.8))
 endif

@@ -6,7 +6,7 @@
 # project's -dev libraries), no network (--private-network), read-only —
 # gets exactly what one run carries (the working tree's tracked and
 # untracked-not-ignored files, plus gpu-bundle/ from `make gpu-bundle`) and
-# the CUDA 13 toolkit bind-mounted read-only at /usr/local/cuda-13.0, runs
+# the CUDA 13 toolkit bind-mounted read-only (/usr/local/cuda-13.0), runs
 # `sh cuda/gpu-check.sh`, which must build everything (daemons, tools, test
 # programs, CUDA backend) and stop at "no CUDA device" with exit 3.
 # Also checked: the run's size (<= 60 MiB) and that the container really is
@@ -17,13 +17,16 @@
 # systemd-nspawn / debootstrap, without a CUDA 12+ toolkit to bind, or when
 # nspawn cannot start a container here.
 # Env: QWEN35_GPU_ROOT (default /var/tmp/qwen35-gpu-root-HASH), MIRROR,
-# Q35_DRY_CUDA (default /usr/local/cuda-13.0), KEEP=1 keeps the work dir.
+# Q35_DRY_CUDA (the toolkit to bind; default: where /usr/local/cuda points),
+# KEEP=1 keeps the work dir.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u -o pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC" || exit 1
 GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
-CUDA_DIR=${Q35_DRY_CUDA:-/usr/local/cuda-13.0}
+# the lent machine's kind of toolkit: this machine's CUDA (12+: its nvcc
+# builds the default archs), bound at its own path
+CUDA_DIR=${Q35_DRY_CUDA:-$(realpath /usr/local/cuda 2>/dev/null || echo /usr/local/cuda-13.0)}
 PKGS=build-essential
 BASE=${QWEN35_GPU_ROOT:-/var/tmp/qwen35-gpu-root-$(echo "$PKGS" | md5sum | cut -c1-8)}
 T0=$(date +%s)
@@ -77,7 +80,7 @@ if [ ! -x "$BASE/usr/bin/gcc" ]; then
     echo "it_gpu_check_dry: built the cached root $BASE (minbase + $PKGS) in $(( $(date +%s) - t )) s"
 fi
 # mount points for the read-only root
-mkdir -p "$BASE/q35" "$BASE/usr/local/cuda-13.0" || fail "mkdir in $BASE"
+mkdir -p "$BASE/q35" "$BASE$CUDA_DIR" || fail "mkdir in $BASE"
 flock -s 9      # shared from now on: nobody rebuilds it under us (it is mounted read-only)
 
 # --- exactly what one run carries ----------------------------------------------------------
@@ -89,8 +92,8 @@ echo "it_gpu_check_dry: the run carries $size bytes ($((size / 1048576)) MiB; li
 [ "$size" -le $((60 * 1048576)) ] || fail "working tree + gpu-bundle is $size bytes > 60 MiB"
 
 NS=(systemd-nspawn --quiet --register=no --keep-unit --console=pipe --private-network --read-only --tmpfs=/tmp
-    --directory="$BASE" --bind="$W/tree:/q35" --bind-ro="$CUDA_DIR:/usr/local/cuda-13.0" --chdir=/q35
-    --setenv=PATH=/usr/local/cuda-13.0/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    --directory="$BASE" --bind="$W/tree:/q35" --bind-ro="$CUDA_DIR" --chdir=/q35
+    --setenv=PATH="$CUDA_DIR/bin":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     --setenv=LANG=C.UTF-8)
 # bare: no -dev library of the project, no protoc-c, loopback only
 facts=$(timeout 60 "${NS[@]}" sh -c 'dpkg-query -W -f="\${Status}" libzmq3-dev 2>/dev/null | grep -q installed && echo has-libzmq3-dev
