@@ -7,6 +7,7 @@
 #   make demo       the main job: a generated model served by 2 stages
 #   make CUDA=0     never touch nvcc
 #   make SAN=1      sanitized build in build-san/
+#   make K80=1      CUDA for the K80 (sm_37 + sm_90, CUDA 11.8) in build-k80/
 #
 # Layout: model/*.c      -> $(BUILD)/libqwen35.a      (engine: GGUF, quant,
 #                                                      forward, tokenizer)
@@ -27,9 +28,19 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 DESTDIR ?=
 
+# Kepler (sm_3x, the K80) needs a CUDA 11 toolkit: the K80 preset of
+# cuda/cuda.mk, in a build folder of its own.
+ifneq ($(filter 30 32 35 37,$(CUDA_ARCHS)),)
+K80 ?= 1
+endif
+K80 ?= 0
+
 ifeq ($(SAN),1)
 BUILD   ?= build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else ifeq ($(K80),1)
+BUILD   ?= build-k80
+SANFLAGS :=
 else
 BUILD   ?= build
 SANFLAGS :=
@@ -139,6 +150,6 @@ test-unit: tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-k80
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

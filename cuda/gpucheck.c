@@ -15,9 +15,12 @@
  *   qwen35-gpucheck bench MODEL [--decode N] [--prefill N]
  *                                               tokens/s and weight bytes/s vs the
  *                                               measured device bandwidth
+ *   qwen35-gpucheck devices                     the CUDA devices; exit 3 when there is
+ *                                               none (no driver, no GPU)
  *
- * Options: --device N (default 0). Exit status 0 only when every check
- * passed. Output: one line per check, "ok" / "FAIL" first.
+ * Options: --device N (default 0), --no-graphs (engines without CUDA
+ * graphs). Exit status 0 only when every check passed. Output: one line
+ * per check, "ok" / "FAIL" first.
  */
 #include "gpucheck.h"
 
@@ -27,6 +30,7 @@
 #include <string.h>
 
 int gc_device = 0;
+bool gc_no_graphs = false;
 static int failures = 0;
 
 void gc_result(bool ok, const char *fmt, ...)
@@ -176,16 +180,33 @@ static void usage(void)
     fprintf(stderr,
         "usage: qwen35-gpucheck [--device N] kernels GOLDEN\n"
         "       qwen35-gpucheck [--device N] golden GOLDEN MODEL [--layers]\n"
-        "       qwen35-gpucheck [--device N] bench MODEL [--decode N] [--prefill N]\n");
+        "       qwen35-gpucheck [--device N] [--no-graphs] bench MODEL [--decode N] [--prefill N]\n"
+        "       qwen35-gpucheck devices\n");
 }
 
 int main(int argc, char **argv)
 {
     char err[Q35_ERRSZ];
     int a = 1;
-    if (a + 1 < argc && !strcmp(argv[a], "--device")) { gc_device = atoi(argv[a + 1]); a += 2; }
+    for (;;) {
+        if (a + 1 < argc && !strcmp(argv[a], "--device")) { gc_device = atoi(argv[a + 1]); a += 2; }
+        else if (a < argc && !strcmp(argv[a], "--no-graphs")) { gc_no_graphs = true; a++; }
+        else break;
+    }
     if (a >= argc) { usage(); return 2; }
     int nd = q35_cuda_device_count(err, sizeof err);
+    if (!strcmp(argv[a], "devices")) {      /* gpu-check.sh: stop cleanly on a machine without one */
+        if (nd <= 0) {
+            printf("no CUDA device: %s\n", nd < 0 ? err : "the driver reports 0 devices");
+            return 3;
+        }
+        for (int d = 0; d < nd; d++) {
+            char nm[256];
+            if (q35_cuda_device_name(d, nm, sizeof nm, err, sizeof err)) printf("device %d: %s\n", d, err);
+            else printf("device %d: %s\n", d, nm);
+        }
+        return 0;
+    }
     if (nd < 0) { fprintf(stderr, "qwen35-gpucheck: %s\n", err); return 1; }
     if (gc_device < 0 || gc_device >= nd) {
         fprintf(stderr, "qwen35-gpucheck: --device %d: %d CUDA device(s)\n", gc_device, nd);

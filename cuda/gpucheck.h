@@ -12,6 +12,7 @@
 #include "cuda.h"
 
 extern int gc_device;
+extern bool gc_no_graphs;          /* --no-graphs: engines open with cuda-graphs off */
 
 /* Prints "ok   ..." or "FAIL ..." and counts failures. */
 void gc_result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -22,7 +22,7 @@ int gc_chain_open(gc_chain *ch, const char *model, const char *backend, int spli
             .model_path = model, .layer_begin = ch->n == 2 ? bounds[i] : 0,
             .layer_end = ch->n == 2 ? bounds[i + 1] : layer_end,
             .max_seqs = max_seqs, .max_ctx = ctx, .n_threads = 2, .backend = backend,
-            .device = gc_device,
+            .device = gc_device, .no_graphs = gc_no_graphs,
         };
         ch->e[i] = q35_engine_open(&o, err, errsz);
         if (!ch->e[i]) { gc_chain_close(ch); return Q35_EINVAL; }

@@ -138,7 +138,7 @@ int cu_matmul(const cu_mm *a, cudaStream_t st, char *err, size_t errsz)
 /* One block per output row, threads over chunks: embedding lookup and the
  * decoder self-test. */
 template <int T>
-__global__ void k_dequant_rows(const uint8_t *W, size_t row_bytes, int ncols, int nrows,
+__global__ void __launch_bounds__(128) k_dequant_rows(const uint8_t *W, size_t row_bytes, int ncols, int nrows,
                                const int32_t *rows, float *out, int ldo)
 {
     typedef Dec<T> D;

@@ -14,7 +14,7 @@
 #include "cu_kernels.cuh"
 
 /* ---- RMSNorm: one block per row; 256 threads stride the row. --------- */
-__global__ void k_rmsnorm(const float *x, int ldx, const int *idx, const float *w, float eps,
+__global__ void __launch_bounds__(256) k_rmsnorm(const float *x, int ldx, const int *idx, const float *w, float eps,
                           int n, float *out, int ldo)
 {
     __shared__ float red[32];
@@ -49,7 +49,7 @@ __device__ static bool imrope_rotates(int j, const int *s)
            (sector % 3 == 2 && sector < 3 * s[2]);
 }
 
-__global__ void k_attn_prep(const cu_attn_shape s, const cu_meta m,
+__global__ void __launch_bounds__(128) k_attn_prep(const cu_attn_shape s, const cu_meta m,
                             const float *qg, const float *k, const float *v,
                             const float *q_norm, const float *k_norm,
                             float *q_out, float *kc, float *vc)
@@ -269,7 +269,7 @@ int cu_attn(const cu_attn_shape *s, const cu_meta *m, int rows, const float *q,
  * Channels are the fast axis so each token's loads coalesce. */
 #define CONV_MAXK 8
 
-__global__ void k_ssm_conv(const cu_ssm_shape s, const cu_meta m, const float *mix, int ld_mix,
+__global__ void __launch_bounds__(128) k_ssm_conv(const cu_ssm_shape s, const cu_meta m, const float *mix, int ld_mix,
                            const float *w, float *conv_state, float *out)
 {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x, pc = blockIdx.y;
@@ -438,7 +438,7 @@ __device__ __forceinline__ bool after(float v, int i, float pv, int pi)
     return v < pv || (v == pv && i > pi);
 }
 
-__global__ void k_router(const float *logits, int X, int K, int rows, int *topk_e, float *topk_w)
+__global__ void __launch_bounds__(128) k_router(const float *logits, int X, int K, int rows, int *topk_e, float *topk_w)
 {
     const int row = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
@@ -474,7 +474,7 @@ __global__ void k_router(const float *logits, int X, int K, int rows, int *topk_
  * over the experts (X is a few hundred), then placement. Placement order
  * inside a group may vary between runs, but every item's result is
  * computed the same way wherever it lands, so outputs are reproducible. */
-__global__ void k_moe_group(const int *topk_e, const float *topk_w, int X, int K, int rows,
+__global__ void __launch_bounds__(1024) k_moe_group(const int *topk_e, const float *topk_w, int X, int K, int rows,
                             int *g_expert, int *g_offset, int *g_count, int *g_nactive,
                             int *pair_row, float *pair_w, int *inv)
 {
@@ -521,7 +521,7 @@ int cu_moe_route(const float *logits, int X, int K, int rows, const cu_route *r,
 
 /* x[row] += (Σ_k routed_k) + shared: the sum of the experts first, then
  * the residual add, as DESIGN.md's moe = routed + shared. */
-__global__ void k_moe_combine(const float *pair_out, const int *inv, int K, int E, float *x,
+__global__ void __launch_bounds__(256) k_moe_combine(const float *pair_out, const int *inv, int K, int E, float *x,
                               const float *shared)
 {
     const int row = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -542,7 +542,7 @@ int cu_moe_combine_shared(const float *pair_out, const int *inv, int K, int E, i
     return 0;
 }
 
-__global__ void k_swiglu(const float *g, const float *u, size_t n, float *act)
+__global__ void __launch_bounds__(256) k_swiglu(const float *g, const float *u, size_t n, float *act)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -560,7 +560,7 @@ int cu_swiglu(const float *g, const float *u, size_t n, float *act,
 
 /* ---- top-k / argmax over a logits row: one block per row, k rounds of a
  * block argmax (same ordering trick as the router). */
-__global__ void k_topk(const float *logits, int n, int ld, int k, int *ids, float *vals)
+__global__ void __launch_bounds__(256) k_topk(const float *logits, int n, int ld, int k, int *ids, float *vals)
 {
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -600,7 +600,7 @@ int cu_topk(const float *logits, int n, int ld, int rows, int k, int *ids, float
 
 /* ---- bandwidth probe: grid-stride 16-byte loads, one partial sum per
  * block written out so the loads stay live. */
-__global__ void k_read_probe(const float4 *src, size_t n4, float *sink)
+__global__ void __launch_bounds__(256) k_read_probe(const float4 *src, size_t n4, float *sink)
 {
     float a = 0.0f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
