@@ -222,7 +222,7 @@ k_attn(const cu_attn_shape s, const cu_meta m, const float *__restrict__ q,
 /* One block per (head, row) with more than one chunk: the chunks' partials
  * rescaled to their common max and summed in chunk order, divided by the
  * summed denominator, times the sigmoid gate. */
-__global__ void k_attn_merge(const cu_attn_shape s, const cu_meta m, const float *__restrict__ qg,
+__global__ void __launch_bounds__(128) k_attn_merge(const cu_attn_shape s, const cu_meta m, const float *__restrict__ qg,
                              const float *__restrict__ part, int nsl, float *o)
 {
     __shared__ float fs[ATT_SPLITS_MAX];
