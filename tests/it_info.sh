@@ -50,6 +50,8 @@ awk '/^# ---- stage-0.conf/{on=1; next} /^$/{on=0} on' "$T/plan.txt" > "$T/stage
 for k in model layers bind backend device max-seqs max-ctx; do
     grep -q "^$k = " "$T/stage-0.conf" || bad "stage-0 block: no $k"
 done
+# secure by default: the installed units' local sockets, no plaintext TCP
+grep -q '^bind = ipc:///run/qwen35/stage-0.sock$' "$T/stage-0.conf" || bad "stage-0 block: bind $(grep '^bind' "$T/stage-0.conf")"
 
 # will it fit: a device too small names the stage and what to change, writes nothing
 "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 10M --write-configs "$T/none" \

@@ -69,10 +69,15 @@ mkdir -p "$E"
 for i in 0 1; do
     sed -e "s|^model = .*|model = $MODEL|" -e "s|^layers = .*|layers = $((i * 4)):$((i * 4 + 4))|" \
         -e 's|^backend = .*|backend = cpu\nthreads = 1|' -e '/^device = /d' -e 's|^max-ctx = .*|max-ctx = 2048|' \
-        -e "s|^bind = tcp://127.0.0.1:570\(.\)|bind = ipc://$T/s\1.sock|" "$D/etc/qwen35/stage-$i.conf" >"$E/stage-$i.conf"
+        "$D/etc/qwen35/stage-$i.conf" >"$E/stage-$i.conf"
+    grep -q "^bind = ipc:///run/qwen35/stage-$i.sock$" "$E/stage-$i.conf" ||
+        fail "the installed stage-$i.conf does not bind ipc:///run/qwen35/stage-$i.sock: $(grep '^bind' "$E/stage-$i.conf")"
 done
 sed -e "s|^model = .*|model = $MODEL|" -e 's|^max-ctx = .*|max-ctx = 2048|' \
-    -e "s|^stage = tcp://127.0.0.1:570\(.\)|stage = ipc://$T/s\1.sock|" "$D/etc/qwen35/coordinator.conf" >"$E/coordinator.conf"
+    "$D/etc/qwen35/coordinator.conf" >"$E/coordinator.conf"
+grep -q "^[a-z]* = tcp://" "$D"/etc/qwen35/*.conf && fail "an installed config uses plaintext TCP: $(grep -H "^[a-z]* = tcp://" "$D"/etc/qwen35/*.conf)"
+[ "$(cat "$D/usr/local/lib/tmpfiles.d/qwen35.conf" | grep -v '^#')" = "d /run/qwen35 0770 root qwen35 -" ] ||
+    fail "tmpfiles.d/qwen35.conf: $(grep -v '^#' "$D/usr/local/lib/tmpfiles.d/qwen35.conf")"
 grep -q '^listen = ipc:///run/qwen35/coordinator.sock$' "$E/coordinator.conf" ||
     fail "the installed coordinator.conf does not listen on qwen35-client's default endpoint"
 "$B/qwen35-client" --help 2>&1 | tr -s ' \n' ' ' | grep -q 'default ipc:///run/qwen35/coordinator.sock' ||
@@ -88,7 +93,7 @@ else
     cat >"$T/run.sh" <<EOF
 set -u
 mount -t tmpfs -o mode=0755 tmpfs /run || exit 1
-mkdir -m 0750 /run/qwen35   # what RuntimeDirectory=qwen35 does
+mkdir -m 0770 /run/qwen35   # what tmpfiles.d/qwen35.conf does
 $(execstart qwen35-stage@.service 0) 2>"$T/s0.err" & p0=\$!
 $(execstart qwen35-stage@.service 1) 2>"$T/s1.err" & p1=\$!
 $(execstart qwen35-coordinator.service "") 2>"$T/coord.err" & pc=\$!
