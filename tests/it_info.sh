@@ -98,7 +98,9 @@ planned() {   # K [more qwen35-info options]: plan, write, start, check
         grep -q "loaded layers .*: weights $want_w resident, slot state $want_s (3 slots x 512 positions)" "$T/s$s.log" ||
             bad "stage $s ($k $*): plan says weights $want_w, state $want_s; its log: $(grep loaded "$T/s$s.log")"
     done
-    grep -q "WARN" "$T/c.log" && bad "planned pipeline ($k $*): coordinator warns: $(grep WARN "$T/c.log")"
+    # (--port writes plaintext TCP with insecure = yes: that WARN is expected)
+    grep WARN "$T/c.log" | grep -qv "WARN: INSECURE" && bad "planned pipeline ($k $*): coordinator warns: $(grep WARN "$T/c.log")"
+    grep -q "WARN: INSECURE" "$T/c.log" || bad "planned pipeline ($k $*): insecure = yes without its WARN line"
     for p in $pids; do kill "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
     port=$((port + 10))
