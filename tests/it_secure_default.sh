@@ -11,7 +11,11 @@
 #   place: refused (EACCES), never routed to; the real stage returns and the
 #   stream is identical;
 # - plaintext TCP without CURVE stops a stage and a coordinator at start
-#   (exit 78, naming the line) unless insecure = yes, which warns.
+#   (exit 78, naming the line) unless insecure = yes, which warns; the same
+#   rogue takes such a stage at once (the control);
+# - tcp:// with CURVE: a rogue coordinator with a key of its own is refused,
+#   an impostor with a key of its own on a killed stage's port is never
+#   routed to (the coordinator pins each stage-key); the stream identical.
 # Needs root (to be a second user); skipped otherwise.
 set -eu
 P35_ME=it_secure_default
@@ -132,4 +136,64 @@ wait $rogue 2>/dev/null || true
 [ $up = 1 ] || p35_fail "control: the same rogue as uid 65534 did not take a plaintext TCP stage (the checks above prove nothing)"
 echo "ok control: the same rogue as uid 65534 takes a plaintext tcp:// stage (insecure = yes) at once"
 
+p35_kill t0 KILL
+
+# --- between hosts: tcp:// with CURVE -------------------------------------------
+# A rogue coordinator with a key of its own (--takeover) is refused by the
+# stages' allow-list; an impostor stage with a key of its own on a killed
+# stage's port is refused by the coordinator's pinned stage-key. The stream
+# goes on, identical.
+p35_kill coord TERM
+p35_kill s0 TERM
+p35_kill s1 TERM
+P35_NAMES=""                       # all stopped: only the new ones are watched
+K=$P35_RUN/keys
+mkdir "$K"
+for n in c0 c1 coord rogue impostor; do "$BIN/qwen35-keygen" "$K/$n" >/dev/null; done
+cat "$K/coord.pub" >"$K/clients"
+P0=$((PORT + 1)) P1=$((PORT + 2))
+P35_STAGE_EP_c0=tcp://127.0.0.1:$P0 P35_STAGE_EP_c1=tcp://127.0.0.1:$P1
+cstage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 1024 \
+               --curve-secret-key "$K/$1.key" --curve-clients "$K/clients"; }
+cstage c0 0:4
+cstage c1 4:8
+P35_EP=ipc://$R/coord2.sock
+p35_coord "$M" c0 c1 -- --max-seqs 4 --max-ctx 1024 --curve-secret-key "$K/coord.key" \
+    --stage-key "$K/c0.pub" --stage-key "$K/c1.pub"
+p35_wait_ready 30
+grep -q INSECURE "$P35_RUN/c0.log" "$P35_RUN/coord.log" && p35_fail "CURVE over tcp:// logged INSECURE"
+p35_bg_client "$P35_RUN/c.out" --prompt-ids "$G/tokens64.txt" -n $N --ignore-eos --ids --timeout 60000
+pc=$P35_LAST
+sleep 0.3
+"$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c4.sock" --max-seqs 4 --max-ctx 1024 \
+    --stage "tcp://127.0.0.1:$P0 0:4" --stage "tcp://127.0.0.1:$P1 4:8" --takeover \
+    --curve-secret-key "$K/rogue.key" --stage-key "$K/c0.pub" --stage-key "$K/c1.pub" >"$P35_RUN/rogue4.log" 2>&1 &
+rogue=$!
+sleep 2
+up=0
+"$BIN/qwen35-client" --endpoint "ipc://$P35_RUN/rogue/c4.sock" --status --json --timeout 1000 2>/dev/null |
+    grep -q '"up":true' && up=1
+kill -TERM $rogue 2>/dev/null || true
+wait $rogue 2>/dev/null || true
+[ $up = 0 ] || p35_fail "a rogue coordinator with an unlisted key reached a CURVE stage"
+grep -qF "refused client key $(cat "$K/rogue.pub")" "$P35_RUN/c0.log" || p35_fail "the stage did not log the rogue's key: $(grep CURVE "$P35_RUN/c0.log" | tail -n 1)"
+# then stage 1 dies and an impostor takes its port
+p35_kill c1 KILL
+"$BIN/qwen35-stage" --model "$M" --layers 4:8 --bind "tcp://127.0.0.1:$P1" --threads 1 --max-seqs 4 --max-ctx 1024 \
+    --curve-secret-key "$K/impostor.key" --curve-clients "$K/clients" >"$P35_RUN/impostor.log" 2>&1 &
+imp=$!
+sleep 3
+grep -q "CURVE: refused\|handshake" "$P35_RUN/coord.log" || true
+st=$(p35_client --status --json --timeout 2000 2>/dev/null) || st=""
+printf '%s' "$st" | sed 's/"spares":.*//' | grep -q "\"endpoint\":\"tcp://127.0.0.1:$P1\",[^}]*\"up\":true" &&
+    p35_fail "the coordinator routes to the impostor on stage 1's port: $st"
+kill -TERM $imp 2>/dev/null || true
+wait $imp 2>/dev/null || true
+cstage c1 4:8
+rc=0
+wait $pc || rc=$?
+[ $rc = 0 ] || p35_fail "the CURVE stream failed (rc $rc): $(tail -c 300 "$P35_RUN/c.out.err")"
+cmp -s "$P35_RUN/ref.ids" "$P35_RUN/c.out" || p35_fail "the CURVE stream across the rogue and the impostor differs from the undisturbed run"
+grep -q "not the owner" "$P35_RUN/coord.log" && p35_fail "the CURVE coordinator was fenced out"
+echo "ok CURVE over tcp://: a rogue --takeover with its own key refused (logged by the stage), an impostor on a killed stage's port never routed to (pinned stage-key); the stream identical"
 p35_result "ok"
