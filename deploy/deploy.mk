@@ -74,6 +74,19 @@ install: bins $(MAN_PAGES)
 	        systemd-sysusers $(if $(DESTDIR),--root=$(DESTDIR)) $(DESTDIR)$(SYSUSERSDIR)/qwen35.conf || exit 1; \
 	    else echo "install: no systemd-sysusers: create the system group qwen35 by hand"; fi; \
 	fi
+	@# CURVE keys for tcp:// links (deploy/README.md): one keypair per unit of
+	@# the single-host set and the coordinator's key in clients, made once and
+	@# never overwritten; .installed lists them so uninstall removes only
+	@# those still as made (a key copied in from another host stays)
+	set -e; for k in coordinator $(patsubst %.conf,%,$(filter stage-%.conf,$(ETC_CONFIGS))); do \
+	    if [ ! -e $(DESTDIR)$(KEYDIR)/$$k.key ] && [ ! -e $(DESTDIR)$(KEYDIR)/$$k.pub ]; then \
+	        $(BUILD)/bin/qwen35-keygen $(DESTDIR)$(KEYDIR)/$$k >/dev/null; \
+	        (cd $(DESTDIR)$(KEYDIR) && sha256sum $$k.key $$k.pub >> .installed); fi; \
+	done; \
+	if [ ! -e $(DESTDIR)$(KEYDIR)/clients ]; then \
+	    { echo "# coordinators allowed in (a stage's curve-clients)"; cat $(DESTDIR)$(KEYDIR)/coordinator.pub; } \
+	        > $(DESTDIR)$(KEYDIR)/clients; \
+	    (cd $(DESTDIR)$(KEYDIR) && sha256sum clients >> .installed); fi
 	@# /run/qwen35 (the sockets) now; at boot systemd-tmpfiles-setup makes it
 	if [ -z "$(DESTDIR)" ] && command -v systemd-tmpfiles >/dev/null; then \
 	    systemd-tmpfiles --create $(TMPFILESDIR)/qwen35.conf || exit 1; fi
@@ -96,6 +109,11 @@ uninstall:
 	    if cmp -s $$f deploy/examples/two-die/$$c; then rm -f $$f; \
 	    elif [ -e $$f ]; then echo "uninstall: keeping edited $$f"; fi; \
 	done
+	if [ -f $(DESTDIR)$(KEYDIR)/.installed ]; then \
+	    (cd $(DESTDIR)$(KEYDIR) && while read -r sum f; do \
+	        if echo "$$sum  $$f" | sha256sum -c --status 2>/dev/null; then rm -f "$$f"; \
+	        elif [ -e "$$f" ]; then echo "uninstall: keeping changed $(DESTDIR)$(KEYDIR)/$$f"; fi; \
+	    done < .installed && rm -f .installed); fi
 	rmdir $(DESTDIR)$(KEYDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(MODELDIR) $(DESTDIR)$(patsubst %/,%,$(dir $(MODELDIR))) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) 2>/dev/null || true
 
 # The fake systemd the integration tests run the daemons under.

@@ -45,6 +45,16 @@ for b in qwen35-mkmodel qwen35-bench qwen35-bench-quant; do
 done
 for b in qwen35-run qwen35-info qwen35-tokenize qwen35-keygen qwen35-http; do [ -x "$B/$b" ] || fail "$b not in bin"; done
 [ "$(stat -c %a "$D/etc/qwen35/keys")" = 700 ] || fail "/etc/qwen35/keys not mode 0700"
+# CURVE keys for tcp:// (a secret 0600 and a public key per unit; the
+# coordinator's public key in clients), ready for curve-secret-key / stage-key
+for k in coordinator stage-0 stage-1; do
+    [ "$(stat -c %a "$D/etc/qwen35/keys/$k.key" 2>/dev/null)" = 600 ] || fail "keys/$k.key missing or not mode 0600"
+    [ "$(wc -c < "$D/etc/qwen35/keys/$k.pub" 2>/dev/null)" -ge 40 ] || fail "keys/$k.pub missing"
+done
+grep -qxF "$(cat "$D/etc/qwen35/keys/coordinator.pub")" "$D/etc/qwen35/keys/clients" ||
+    fail "keys/clients does not list the coordinator's public key"
+cmp -s "$D/etc/qwen35/keys/stage-0.key" "$D/etc/qwen35/keys/stage-1.key" && fail "two stages got the same key"
+cp "$D/etc/qwen35/keys/stage-0.pub" "$T/s0.pub.before"
 [ -d "$D/srv/qwen35/models" ] || fail "/srv/qwen35/models not created"
 grep -q '^g qwen35 ' "$D/usr/local/lib/sysusers.d/qwen35.conf" || fail "no sysusers.d entry for the group qwen35"
 W=$D/etc/systemd/system/qwen35.target.wants
@@ -59,7 +69,8 @@ ok "make install: $(find "$D" -type f | wc -l) files; bench/mkmodel in lib/qwen3
 echo "# edited" >> "$D/etc/qwen35/stage-1.conf"
 make -s --no-print-directory install BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "second make install"
 tail -n 1 "$D/etc/qwen35/stage-1.conf" | grep -q '^# edited$' || fail "make install overwrote an existing config"
-ok "make install keeps an existing /etc/qwen35 config"
+cmp -s "$T/s0.pub.before" "$D/etc/qwen35/keys/stage-0.pub" || fail "a second make install replaced a CURVE key"
+ok "make install keeps an existing /etc/qwen35 config and its CURVE keys (made once: coordinator, stage-0, stage-1, clients)"
 
 # The installed units' ExecStart, %i expanded and paths under DESTDIR, with
 # the installed configs edited as an operator would (the golden model, CPU,
@@ -113,11 +124,14 @@ EOF
 fi
 
 # uninstall: the edited config stays, everything else goes
+# (a key list the operator changed stays too)
+echo "# another coordinator" >> "$D/etc/qwen35/keys/clients"
 make -s --no-print-directory uninstall BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "make uninstall"
-left=$(find "$D" \( -type f -o -type l \) ! -path "$D/etc/qwen35/stage-1.conf")
+left=$(find "$D" \( -type f -o -type l \) ! -path "$D/etc/qwen35/stage-1.conf" ! -path "$D/etc/qwen35/keys/clients")
 [ -z "$left" ] || fail "make uninstall left: $left"
 [ -f "$D/etc/qwen35/stage-1.conf" ] || fail "make uninstall removed an edited config"
-rm "$D/etc/qwen35/stage-1.conf"
+[ -f "$D/etc/qwen35/keys/clients" ] || fail "make uninstall removed a changed keys/clients"
+rm "$D/etc/qwen35/stage-1.conf" "$D/etc/qwen35/keys/clients"
 make -s --no-print-directory uninstall BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "make uninstall (2)"
 left=$(find "$D" \( -type f -o -type l \))
 [ -z "$left" ] || fail "make uninstall left: $left"
