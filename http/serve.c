@@ -425,54 +425,20 @@ static bool authorized(conn *k)
     return ok;
 }
 
-/* ---- message framing (RFC 9112 §6.1, §6.3) ---------------------------------- */
-
-typedef struct framing {
-    int n_cl, n_te;
-    bool cl_bad, te_bad;
-    unsigned long long cl;
-} framing;
+/* ---- message framing (framing.c) ------------------------------------------------ */
 
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
-    framing *f = cls;
-    if (!key) return MHD_YES;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
-        /* 1*DIGIT, nothing else (no sign, list or blanks a front proxy
-         * might read differently) */
-        const char *v = value ? value : "";
-        bool digits = *v != 0;
-        unsigned long long x = 0;
-        for (const char *c = v; *c; c++) {
-            if (*c < '0' || *c > '9' || x > (~0ULL - 9) / 10) { digits = false; break; }
-            x = x * 10 + (unsigned)(*c - '0');
-        }
-        if (!digits || (f->n_cl && x != f->cl)) f->cl_bad = true;
-        f->cl = x;
-        f->n_cl++;
-    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
-        /* the only coding a request may carry here: one "chunked" */
-        if (!value || strcasecmp(value, "chunked") || f->n_te) f->te_bad = true;
-        f->n_te++;
-    }
+    http_framing_add(cls, key, value);
     return MHD_YES;
 }
 
-/* A request whose body length two parsers could read differently (both
- * Content-Length and Transfer-Encoding, Content-Lengths that differ or are
- * not a number, a coding other than one chunked): the bytes after it could
- * be a request smuggled past a front proxy. The answer is 400 and the
- * connection closes, so nothing after it is read as a request. NULL: the
- * framing is sound; else why not. */
 static const char *framing_fault(struct MHD_Connection *mc)
 {
-    framing f = {0};
+    http_framing f = {0};
     MHD_get_connection_values(mc, MHD_HEADER_KIND, framing_header, &f);
-    if (f.n_cl && f.n_te) return "both Content-Length and Transfer-Encoding";
-    if (f.cl_bad) return f.n_cl > 1 ? "Content-Length headers that differ" : "a Content-Length that is not a number";
-    if (f.te_bad) return "a Transfer-Encoding other than one chunked";
-    return NULL;
+    return http_framing_fault(&f);
 }
 
 static enum MHD_Result fail_close(conn *k, int status, const char *code, const char *msg)

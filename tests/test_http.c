@@ -156,6 +156,33 @@ static void test_logprobs_max(void **state)
     http_gen_free(&g);
 }
 
+/* RFC 9112 §6.1/§6.3: the header sets whose body length is ambiguous. */
+static void test_framing(void **state)
+{
+    (void)state;
+    static const struct { const char *h[3][2]; const char *fault; } cases[] = {
+        { { { "Content-Length", "12" } }, NULL },
+        { { { "transfer-encoding", "Chunked" } }, NULL },
+        { { { "Content-Length", "5" }, { "content-length", "5" } }, NULL },          /* the same twice */
+        { { { "Host", "x" }, { "Content-Type", "application/json" } }, NULL },
+        { { { "Content-Length", "5" }, { "Transfer-Encoding", "chunked" } }, "both Content-Length" },
+        { { { "Transfer-Encoding", "chunked" }, { "Content-Length", "0" } }, "both Content-Length" },
+        { { { "Content-Length", "2" }, { "Content-Length", "40" } }, "differ" },
+        { { { "Content-Length", "+2" } }, "not a number" },
+        { { { "Content-Length", "" } }, "not a number" },
+        { { { "Content-Length", "99999999999999999999999" } }, "not a number" },
+        { { { "Transfer-Encoding", "gzip, chunked" } }, "other than one chunked" },
+        { { { "Transfer-Encoding", "chunked" }, { "Transfer-Encoding", "chunked" } }, "other than one chunked" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        http_framing f = {0};
+        for (int j = 0; j < 3 && cases[i].h[j][0]; j++) http_framing_add(&f, cases[i].h[j][0], cases[i].h[j][1]);
+        const char *got = http_framing_fault(&f);
+        if (!cases[i].fault != !got || (got && !strstr(got, cases[i].fault)))
+            fail_msg("case %zu: '%s', want '%s'", i, got ? got : "(sound)", cases[i].fault ? cases[i].fault : "(sound)");
+    }
+}
+
 static void test_tools_prompt(void **state)
 {
     (void)state;
@@ -446,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_completion_prompts),
         cmocka_unit_test(test_logprobs_max),
+        cmocka_unit_test(test_framing),
         cmocka_unit_test(test_tools_prompt),
         cmocka_unit_test(test_tool_call_parse),
         cmocka_unit_test(test_tool_safe_prefix),
