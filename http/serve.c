@@ -12,6 +12,7 @@
  * slots on every stage. */
 #include "serve.h"
 #include "conns.h"
+#include "health.h"
 #include "listen.h"
 #include "pool.h"
 #include "respond.h"
@@ -31,14 +32,6 @@
 
 extern const char http_page_html[];      /* page.S: http/page.html */
 
-/* /health's last answer: refreshed at most once a second, so a probe
- * loop costs the coordinator nothing more. Under http_srv.mu. */
-typedef struct health_cache {
-    double at;                           /* CLOCK_MONOTONIC of the refresh; 0 none */
-    int code;                            /* 200 or 503 */
-    char *full, *brief;                  /* with the pipeline / the status alone */
-} health_cache;
-
 struct http_srv {
     http_srv_opts o;
     struct MHD_Daemon *d;
@@ -48,8 +41,7 @@ struct http_srv {
     int max_conns;                       /* max-connections, less where the fd limit is lower */
     pthread_mutex_t st_mu;               /* the status client, one round trip at a time */
     q35c_client *st_client;
-    health_cache health;
-    pthread_mutex_t refresh_mu;          /* one /health refresh at a time */
+    http_health *health;                 /* /health and /metrics: the status, cached */
     atomic_int active;                   /* generation requests in flight */
     atomic_bool draining, aborting;
     atomic_uint_fast64_t next_id;
@@ -163,6 +155,11 @@ int http_srv_status(http_srv *s, q35c_status **st, char *err, size_t errsz)
         pthread_mutex_unlock(&s->mu);
     }
     return rc;
+}
+
+static int status_cb(void *user, q35c_status **st, char *err, size_t errsz)
+{
+    return http_srv_status(user, st, err, errsz);
 }
 
 static void served_model(http_srv *s, char *name, size_t n, int *max_ctx)
@@ -323,85 +320,23 @@ static enum MHD_Result models(conn *k, const char *id)
 
 static bool authorized(conn *k);
 
-/* The coordinator's answer into the cache (under no lock: st_mu is taken
- * inside; the cache's fields under mu). */
-static void health_refresh(http_srv *s)
-{
-    q35c_status *st = NULL;
-    char err[Q35_ERRSZ];
-    json_t *o;
-    int code = 503;
-    if (http_srv_status(s, &st, err, sizeof err)) {
-        o = json_pack("{s:s,s:s}", "status", "unavailable", "reason", err);
-    } else {
-        char reason[800] = "";
-        for (int i = 0; i < st->n_stages && !reason[0]; i++)
-            if (!st->stages[i].up)
-                snprintf(reason, sizeof reason, "stage %d (%s) is down%s%s", i, st->stages[i].endpoint,
-                         st->stages[i].problem[0] ? ": " : "", st->stages[i].problem);
-        if (!st->n_stages) snprintf(reason, sizeof reason, "the coordinator has no stages");
-        o = json_pack("{s:s,s:o}", "status", reason[0] ? "unavailable" : "ok", "pipeline", q35c_status_to_json(st));
-        if (reason[0]) json_object_set_new(o, "reason", json_string(reason));
-        code = reason[0] ? 503 : 200;
-        q35c_status_destroy(&st);
-    }
-    char *full = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-    char *brief = strdup(code == 200 ? "{\"status\":\"ok\"}" : "{\"status\":\"unavailable\"}");
-    json_decref(o);
-    pthread_mutex_lock(&s->mu);
-    if (full && brief) {
-        free(s->health.full);
-        free(s->health.brief);
-        s->health.full = full, s->health.brief = brief, full = brief = NULL;
-        s->health.code = code;
-        s->health.at = now_s();
-    }
-    pthread_mutex_unlock(&s->mu);
-    free(full);
-    free(brief);
-}
-
-/* GET /health: the status from a cache at most ~1 s old; the pipeline's
- * detail (endpoints, model file, load) only with a key where keys are
- * set. One caller refreshes a stale cache; the others meanwhile get the
- * last answer (or wait for the first). */
+/* GET /health: the status from a cache at most ~1 s old (health.c); the
+ * pipeline's detail (endpoints, model file, load) and the reason only with
+ * a key where keys are set. */
 static enum MHD_Result health(conn *k)
 {
     http_srv *s = k->srv;
-    bool detail = authorized(k);
     if (atomic_load(&s->draining))
         return send_json(k, 503, json_pack("{s:s,s:s}", "status", "unavailable", "reason", "the server is stopping"));
-    pthread_mutex_lock(&s->mu);
-    bool have = s->health.full != NULL, stale = !have || now_s() - s->health.at >= 1.0;
-    pthread_mutex_unlock(&s->mu);
-    if (stale) {
-        if (!have) {
-            pthread_mutex_lock(&s->refresh_mu);
-            pthread_mutex_lock(&s->mu);
-            stale = !s->health.full;             /* the one before us may have filled it */
-            pthread_mutex_unlock(&s->mu);
-            if (stale) health_refresh(s);
-            pthread_mutex_unlock(&s->refresh_mu);
-        } else if (!pthread_mutex_trylock(&s->refresh_mu)) {
-            health_refresh(s);
-            pthread_mutex_unlock(&s->refresh_mu);
-        }
-    }
-    pthread_mutex_lock(&s->mu);
-    int code = s->health.code ? s->health.code : 503;
-    char *b = (detail ? s->health.full : s->health.brief) ? strdup(detail ? s->health.full : s->health.brief) : NULL;
-    pthread_mutex_unlock(&s->mu);
+    int code;
+    char *b = http_health_answer(s->health, authorized(k), &code);
     if (!b) return MHD_NO;
     return send_buf(k, code, "application/json", b, strlen(b), NULL, NULL);
 }
 
 static enum MHD_Result metrics(conn *k)
 {
-    q35c_status *st = NULL;
-    char err[Q35_ERRSZ];
-    if (http_srv_status(k->srv, &st, err, sizeof err)) st = NULL;
-    char *s = metrics_render(st);
-    q35c_status_destroy(&st);
+    char *s = http_health_metrics(k->srv->health);
     if (!s) return MHD_NO;
     return send_buf(k, 200, "text/plain; version=0.0.4; charset=utf-8", s, strlen(s), NULL, NULL);
 }
@@ -599,11 +534,9 @@ static void srv_free(http_srv *s)
     http_conns_destroy(&s->conns);
     q35c_destroy(&s->st_client);
     http_pool_destroy(&s->pool);
-    free(s->health.full);
-    free(s->health.brief);
+    http_health_destroy(&s->health);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->st_mu);
-    pthread_mutex_destroy(&s->refresh_mu);
     free(s);
 }
 
@@ -614,7 +547,6 @@ http_srv *http_srv_new(const http_srv_opts *o, char *err, size_t errsz)
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->st_mu, NULL);
-    pthread_mutex_init(&s->refresh_mu, NULL);
     metrics_init();
     /* headroom: a few connections above max-connections are accepted, so
      * a new client reaches conns.c, which closes the slowest reader to make
@@ -631,7 +563,9 @@ http_srv *http_srv_new(const http_srv_opts *o, char *err, size_t errsz)
     }
     if (!(s->listener = http_listener_new(o->host, o->port, err, errsz)) ||
         !(s->pool = http_pool_new(o->coordinator, s->max_conns, err, errsz)) ||
+        !(s->health = http_health_new(status_cb, s)) ||
         !(s->conns = http_conns_new(s->max_conns, o->read_timeout_s, err, errsz))) {
+        if (s->listener && s->pool && !s->health) q35_err(err, errsz, Q35_ENOMEM, "out of memory");
         srv_free(s);
         return NULL;
     }
