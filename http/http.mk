@@ -26,10 +26,12 @@ $(BUILD)/man/qwen35-http.1: $(BUILD)/bin/qwen35-http
 
 # The request parser, tool calls, metrics and options as an archive for
 # tests/test_http.c and the fuzz target.
-HTTP_LIB_SRCS := http/framing.c http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c
+HTTP_LIB_SRCS := http/conns.c http/framing.c http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c
 LIBHTTP := $(BUILD)/libqwen35http.a
 $(LIBHTTP): $(call obj,$(HTTP_LIB_SRCS))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/tests/test_http: $(LIBHTTP)
 $(BUILD)/tests/test_http: TEST_LIBS += $(LIBHTTP) $(LIBNET) $(LIBMODEL) -lmicrohttpd -ljansson
+$(BUILD)/tests/test_http_conns: $(LIBHTTP)
+$(BUILD)/tests/test_http_conns: TEST_LIBS += $(LIBHTTP) $(LIBMODEL)
