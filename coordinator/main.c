@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../daemon/cfg.h"
+#include "../daemon/endpoint.h"
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/signals.h"
@@ -62,6 +63,16 @@ int main(int argc, char **argv)
         snprintf(insecure, sizeof insecure, "%.*s", (int)sizeof insecure - 1, tmp);
         q35_log_warn("%s", insecure);
     }
+    /* an ipc:// path in a directory anyone may write to: another user can
+     * bind it while its daemon is down and be connected to instead */
+    char exposed[512];
+    if (endpoint_ipc_exposed(cf.listen, exposed, sizeof exposed))
+        q35_log_warn("listen %s: %s: while this coordinator is down another user may bind the path and "
+                     "receive its clients' requests (use a private directory such as /run/qwen35)", cf.listen, exposed);
+    for (int i = 0; ep && i < nt; i++)
+        if (endpoint_ipc_exposed(ep[i], exposed, sizeof exposed))
+            q35_log_warn("%s: %s: %s: while that stage is down another user may bind the path and be routed "
+                         "to in its place (use a private directory such as /run/qwen35)", where[i], ep[i], exposed);
     coord_opts o = {
         .model_path = cf.model, .listen = cf.listen, .n_stages = n, .stage_ep = ep,
         .stage_begin = b, .stage_end = e, .stage_where = where,

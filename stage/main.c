@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "log.h"
 #include "quant_act.h"
+#include "../daemon/endpoint.h"
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/preload.h"
@@ -143,6 +144,10 @@ int main(int argc, char **argv)
                      "this stage over (set curve-secret-key and curve-clients, or bind ipc://)", c.bind);
     else
         q35_log_info("no curve-secret-key: plaintext on %s (file permissions decide who connects)", c.bind);
+    char exposed[512];
+    if (endpoint_ipc_exposed(c.bind, exposed, sizeof exposed))
+        q35_log_warn("bind %s: %s: while this stage is down another user may bind the path and be routed "
+                     "to in its place (use a private directory such as /run/qwen35)", c.bind, exposed);
     q35_log_info("serving %s on %s", stage_describe(s), c.bind);
     notify_ready("%sserving %s", !c.curve && cfg_endpoint_tcp(c.bind) ? "INSECURE (plaintext tcp): " : "",
                  stage_describe(s));

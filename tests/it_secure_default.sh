@@ -10,6 +10,7 @@
 # - stage 1 is killed mid-stream and the user binds its socket path in its
 #   place: refused (EACCES), never routed to; the real stage returns and the
 #   stream is identical;
+# - a socket in a directory anyone may write to (as /tmp) warns at start;
 # - plaintext TCP without CURVE stops a stage and a coordinator at start
 #   (exit 78, naming the line) unless insecure = yes, which warns; the same
 #   rogue takes such a stage at once (the control);
@@ -93,6 +94,17 @@ wait $pb || rc=$?
 [ $rc = 0 ] || p35_fail "the stream across the stage kill failed (rc $rc): $(tail -c 300 "$P35_RUN/b.out")"
 cmp -s "$P35_RUN/ref.ids" "$P35_RUN/b.out" || p35_fail "the stream across the kill and the hijack attempt differs from the undisturbed run"
 echo "ok stage 1 killed, uid 65534 binding its socket: exit $hrc, '$(grep -io 'permission denied' "$P35_RUN/hijack.log" | head -n 1)'; the real stage back, the stream identical"
+
+# --- a socket in a directory anyone may write to: said at start -----------------
+grep -q "writable by any local user" "$P35_RUN/s0.log" "$P35_RUN/coord.log" &&
+    p35_fail "a WARN on the private socket directory: $(grep -h 'writable by any' "$P35_RUN/s0.log" "$P35_RUN/coord.log")"
+mkdir -m 1777 "$P35_RUN/pub"
+P35_STAGE_EP_p0=ipc://$P35_RUN/pub/p0.sock
+p35_stage p0 "$M" 0:8 --threads 1 --max-seqs 1 --max-ctx 64
+p35_wait_file "$P35_RUN/p0.log" "pub (mode 1777) is writable by any local user" 30 ||
+    p35_fail "a stage in a world-writable directory: no WARN: $(tail -n 2 "$P35_RUN/p0.log")"
+p35_kill p0 TERM
+echo "ok a stage socket in a world-writable (sticky) directory: WARN at start; none for the 0770 one"
 
 # --- plaintext TCP: only by name -------------------------------------------------
 printf '[stage]\nmodel = %s\nlayers = 0:4\nbind = tcp://127.0.0.1:1\n' "$M" >"$P35_RUN/tcp.conf"
