@@ -461,6 +461,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         *upload_size = 0;
         return MHD_YES;
     }
+    /* the request has arrived whole: from here its connection waits for
+     * the answer, which read-timeout-s does not bound (nor eviction) */
+    http_conns_serving(s->conns, k->watch);
     if (k->route == R_NONE) return MHD_YES;     /* answered in begin() */
     if (k->too_big) {
         char msg[128];

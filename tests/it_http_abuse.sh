@@ -28,7 +28,7 @@ p35_coord "$M" s0 s1 -- --max-ctx 4096 --max-seqs 4 --max-queue 64
 p35_wait_ready 30
 KEY=sk-abuse-$$
 printf '%s\n' "$KEY" >"$P35_RUN/keys"
-READ_TIMEOUT=4
+READ_TIMEOUT=2
 
 # start_http NAME LIMITS [options]: qwen35-http under `ulimit LIMITS`
 start_http() {
@@ -49,7 +49,7 @@ RT="--read-timeout-s $READ_TIMEOUT"
 "$HTTP" --help 2>&1 | grep -q read-timeout-s || RT=""      # a build from before it (Q35_HTTP_BIN)
 start_http h1 "-n $(ulimit -Hn)" $RT --drain-timeout-s 1
 export Q35_COORD_PID=$P35_PID_coord Q35_DRIP=260 Q35_READ_TIMEOUT_S=$READ_TIMEOUT
-for check in smuggle logprobs health slowloris; do
+for check in smuggle logprobs health slowloris slowgen; do
     node "$NPM/abuse.mjs" $check || p35_fail "$check"
 done
 alive h1 || p35_fail "qwen35-http died: $(tail -n 5 "$P35_RUN/h1.log")"

@@ -189,7 +189,20 @@ async function flood() {
   console.log(`ok flood: ${n} concurrent streams, answers ${JSON.stringify(by)}, none reset; still serving`);
 }
 
-const checks = { smuggle, logprobs, health, slowloris, flood };
+// A whole (non-streamed) answer that takes longer than read-timeout-s: the
+// deadline is for sending the request, not for waiting for the answer.
+async function slowgen() {
+  const readTimeout = Number(process.env.Q35_READ_TIMEOUT_S);
+  const t0 = performance.now();
+  const r = await post("/v1/completions", { prompt: [1, 2, 3], max_tokens: 4000, ignore_eos: true, temperature: 0 });
+  const dt = (performance.now() - t0) / 1000;
+  assert.equal(r.status, 200, `a whole answer of ${dt.toFixed(1)} s: ${JSON.stringify(r.body).slice(0, 200)}`);
+  assert.equal(r.body.usage.completion_tokens, 4000);
+  if (dt <= readTimeout) console.log(`note: the answer took ${dt.toFixed(1)} s, not past read-timeout-s ${readTimeout}: this machine is too fast to tell`);
+  console.log(`ok a whole answer of 4000 tokens in ${dt.toFixed(1)} s (read-timeout-s ${readTimeout}): 200, not cut`);
+}
+
+const checks = { smuggle, logprobs, health, slowloris, slowgen, flood };
 for (const a of process.argv.slice(2)) {
   assert.ok(checks[a], `no check ${a}`);
   await checks[a]();
