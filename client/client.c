@@ -55,6 +55,7 @@ typedef struct inflight {
 
 struct q35c_client {
     void *ctx, *sock, *mon;
+    bool own_ctx;                   /* ctx made here (else opts.zmq_ctx, borrowed) */
     char endpoint[256];
     q35c_opts o;
     volatile sig_atomic_t interrupted;
@@ -129,7 +130,9 @@ q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts, char *err, si
     c->next_id = 1;
     char mon_ep[64];
     snprintf(mon_ep, sizeof mon_ep, "inproc://q35c-monitor-%p", (void *)c);
-    if (!(c->ctx = zmq_ctx_new()) || !(c->sock = zmq_socket(c->ctx, ZMQ_DEALER))) {
+    c->own_ctx = !(opts && opts->zmq_ctx);
+    c->ctx = c->own_ctx ? zmq_ctx_new() : opts->zmq_ctx;
+    if (!c->ctx || !(c->sock = zmq_socket(c->ctx, ZMQ_DEALER))) {
         q35_err(err, errsz, Q35_EIO, "zmq socket: %s", zmq_strerror(errno));
         goto fail;
     }
@@ -168,7 +171,7 @@ void q35c_destroy(q35c_client **cp)
         zmq_close(c->sock);
     }
     if (c->mon) zmq_close(c->mon);
-    if (c->ctx) zmq_ctx_term(c->ctx);
+    if (c->ctx && c->own_ctx) zmq_ctx_term(c->ctx);
     for (int i = 0; i < c->n_req; i++) {
         free(c->req[i].req_buf);
         free(c->req[i].got);

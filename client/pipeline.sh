@@ -17,7 +17,8 @@
 # caller's.
 # BIN: the binaries (default ${QWEN35_BUILD:-build}/bin).
 # P35_TCP_PORT: when set, stages bind tcp://127.0.0.1 from this port on
-# (one port per stage name, in start order) instead of ipc:// paths.
+# (one port per stage name, in start order) instead of ipc:// paths
+# (plaintext: the stages and the coordinator get --insecure).
 # P35_WRAP: a command the stages and the coordinator run under (e.g.
 # "chrt -r 10": a benchmark keeps other work on a shared host out of its
 # timings); empty: none.
@@ -104,6 +105,7 @@ p35_stage() {
         fi
         eval "P35_STAGE_EP_$_p_n=\$_p_ep"
     fi
+    case $_p_ep in tcp://*) set -- --insecure "$@" ;; esac
     ${P35_WRAP:-} "$BIN/qwen35-stage" --model "$_p_m" --layers "$_p_l" --bind "$_p_ep" "$@" \
         >>"$P35_RUN/$_p_n.log" 2>&1 &
     eval "P35_PID_$_p_n=\$!; P35_LAYERS_$_p_n=\$_p_l"
@@ -137,6 +139,7 @@ p35_coord() {
             set -- "$@" --stage "$_p_ep"
         fi
     done
+    case " $* " in *" tcp://"*|*"--stage tcp://"*) set -- --insecure "$@" ;; esac
     ${P35_WRAP:-} "$BIN/qwen35-coordinator" --model "$_p_m" --listen "$P35_EP" "$@" >>"$P35_RUN/coord.log" 2>&1 &
     P35_PID_coord=$!
     case " $P35_NAMES " in *" coord "*) ;; *) P35_NAMES="$P35_NAMES coord" ;; esac

@@ -45,6 +45,11 @@ typedef struct q35c_opts {
      * request ends with an ERROR event. 0: idle_timeout_ms; -1: never
      * resume (end at once). */
     int resume_ms;
+    /* A ZeroMQ context (zmq_ctx_new) to open the socket in, borrowed: it
+     * must outlive the client. A server that holds many clients shares
+     * one, so each costs a socket and not a context's threads and file
+     * descriptors. NULL: the client makes and ends its own. */
+    void *zmq_ctx;
 } q35c_opts;
 
 /* --- requests ------------------------------------------------------------ */

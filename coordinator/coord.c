@@ -374,7 +374,9 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
     st->slots_in_use = used;
     st->max_seqs = c->chain_known ? c->max_seqs : c->o.max_seqs;
     st->max_ctx = c->chain_known ? c->max_ctx : c->o.max_ctx;
-    st->warning = c->cap_warning;
+    snprintf(c->status_warning, sizeof c->status_warning, "%s%s%s", c->o.insecure ? c->o.insecure : "",
+             c->o.insecure && c->cap_warning[0] ? "; " : "", c->cap_warning);
+    st->warning = c->status_warning;
     st->queued = c->n_queued;
     st->max_queue = c->o.max_queue;
     st->active = c->n_active;

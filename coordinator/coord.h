@@ -45,6 +45,8 @@ typedef struct coord_opts {
     int step_timeout_ms;    /* ceiling of the adaptive step deadline */
     int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */
     bool takeover;          /* Hello asks stages owned by another coordinator to take them */
+    const char *insecure;   /* insecure = yes and a plaintext tcp:// endpoint: what, for
+                               the status warning; NULL: none */
     int max_client_requests;   /* active + queued per client connection (0: no limit) */
     size_t max_unread;      /* event bytes of a request sent and not read by its client
                                (ClientRequest.ack) before it ends; 0: 64 MiB */

@@ -145,6 +145,7 @@ struct coord {
     bool chain_known;
     int max_seqs, max_ctx, max_batch, max_logit_rows;
     char cap_warning[512];          /* a stage smaller than its peers; "" if none */
+    char status_warning[1024];      /* insecure endpoints + cap_warning, for status */
     /* requests */
     req *queue_head, *queue_tail;
     int n_queued;

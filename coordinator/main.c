@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../daemon/cfg.h"
+#include "../daemon/endpoint.h"
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/signals.h"
@@ -47,6 +48,31 @@ int main(int argc, char **argv)
         b[i] = st->layers.begin;
         e[i] = st->layers.end;
     }
+    /* insecure = yes and plaintext TCP in use: said at start and in status */
+    static char insecure[512];
+    size_t in = 0;
+    for (int i = 0; cf.insecure && !cf.curve && i < nt && in < sizeof insecure; i++)
+        if (cfg_endpoint_tcp(ep[i]))
+            in += (size_t)snprintf(insecure + in, sizeof insecure - in, "%s%s", in ? ", " : "", ep[i]);
+    if (cf.insecure && cfg_endpoint_tcp(cf.listen) && in < sizeof insecure)
+        in += (size_t)snprintf(insecure + in, sizeof insecure - in, "%slisten %s", in ? ", " : "", cf.listen);
+    if (in) {
+        char tmp[sizeof insecure + 128];
+        snprintf(tmp, sizeof tmp, "INSECURE: insecure = yes: plaintext TCP to %s: a process that takes "
+                 "over a port is routed to, anyone who reaches one is let in", insecure);
+        snprintf(insecure, sizeof insecure, "%.*s", (int)sizeof insecure - 1, tmp);
+        q35_log_warn("%s", insecure);
+    }
+    /* an ipc:// path in a directory anyone may write to: another user can
+     * bind it while its daemon is down and be connected to instead */
+    char exposed[512];
+    if (endpoint_ipc_exposed(cf.listen, exposed, sizeof exposed))
+        q35_log_warn("listen %s: %s: while this coordinator is down another user may bind the path and "
+                     "receive its clients' requests (use a private directory such as /run/qwen35)", cf.listen, exposed);
+    for (int i = 0; ep && i < nt; i++)
+        if (endpoint_ipc_exposed(ep[i], exposed, sizeof exposed))
+            q35_log_warn("%s: %s: %s: while that stage is down another user may bind the path and be routed "
+                         "to in its place (use a private directory such as /run/qwen35)", where[i], ep[i], exposed);
     coord_opts o = {
         .model_path = cf.model, .listen = cf.listen, .n_stages = n, .stage_ep = ep,
         .stage_begin = b, .stage_end = e, .stage_where = where,
@@ -61,7 +87,7 @@ int main(int argc, char **argv)
         .wire_dtype = !strcmp(cf.wire_dtype, "bf16") ? Q35__DTYPE__DTYPE_BF16
                     : !strcmp(cf.wire_dtype, "f16") ? Q35__DTYPE__DTYPE_F16 : Q35__DTYPE__DTYPE_F32,
         .curve_secret = cf.curve ? &cf.curve_secret : NULL, .stage_key = keys,
-        .spare_key = keys + n,
+        .spare_key = keys + n, .insecure = in ? insecure : NULL,
     };
     if (cf.curve) {
         curve_key pub;

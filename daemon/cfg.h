@@ -20,6 +20,8 @@
 #ifndef Q35_CFG_H
 #define Q35_CFG_H
 
+#include <string.h>
+
 #include "curve.h"
 #include "opts.h"
 
@@ -61,12 +63,16 @@ typedef struct stage_cfg {
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
     char *curve_clients;     /* path of the allowed client public keys */
+    bool insecure;           /* a plaintext tcp:// bind allowed */
     /* filled by stage_cfg_load from the two files above */
     bool curve;              /* CURVE server with a ZAP allow-list */
     curve_key curve_secret, curve_public;
     int n_curve_allowed;
     curve_key *curve_allowed;   /* [n_curve_allowed] */
 } stage_cfg;
+
+/* True for a tcp:// endpoint (plaintext unless CURVE is set up). */
+static inline bool cfg_endpoint_tcp(const char *ep) { return ep && !strncmp(ep, "tcp://", 6); }
 
 extern const opts_spec stage_cfg_spec;
 int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz);
@@ -104,6 +110,7 @@ typedef struct coord_cfg {
     opt_list stage_key;      /* raw paths of the stages' public keys, in stage order */
     opt_list spare_list;     /* raw "ENDPOINT [A:B]" items: spares of stages' ranges */
     opt_list spare_key;      /* raw paths of the spares' public keys, in spare order */
+    bool insecure;           /* plaintext tcp:// (stages, spares, listen) allowed */
     /* filled by coord_cfg_load from stage_list (validated: ordered,
      * contiguous from layer 0, no overlap, no duplicate endpoint) */
     int n_stages;

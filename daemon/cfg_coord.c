@@ -140,7 +140,35 @@ static const opt_def coord_defs[] = {
     { "spare-key", OPT_LIST, F(spare_key), "FILE", NULL, 1, 0, NULL, false, NULL,
       "With curve-secret-key: the public key file (.pub) of a spare's curve-secret-key; repeat "
       "once per spare, in the order of the spare lines." },
+    { "insecure", OPT_BOOL, F(insecure), NULL, "no", 0, 0, NULL, false, NULL,
+      "Allow plaintext tcp:// endpoints: a stage or spare without curve-secret-key (a process "
+      "that takes over its port is routed to and sees every hidden state), and a tcp:// listen "
+      "(the client socket has no CURVE: anyone who reaches it may submit). Without it those "
+      "stop the start; on one host use ipc:// sockets in /run/qwen35. With it a WARN at start "
+      "and in status." },
 };
+
+/* Secure by default: plaintext TCP only with insecure = yes. */
+static int plaintext_check(coord_cfg *c, char *err, size_t errsz)
+{
+    const opts_spec *s = &coord_cfg_spec;
+    if (c->insecure) return 0;
+    const char *fix = "use ipc:// on one host, CURVE (curve-secret-key, stage-key) between hosts, or "
+                      "insecure = yes (deploy/README.md)";
+    for (int i = 0; !c->curve && i < c->n_stages + c->n_spares; i++) {
+        const coord_stage *st = i < c->n_stages ? &c->stages[i] : &c->spares[i - c->n_stages];
+        if (cfg_endpoint_tcp(st->endpoint))
+            return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s is plaintext TCP without curve-secret-key: "
+                           "a process that takes over the port is routed to; %s", st->where,
+                           i < c->n_stages ? "stage" : "spare", st->endpoint, fix);
+    }
+    if (cfg_endpoint_tcp(c->listen))
+        return q35_err(err, errsz, Q35_EINVAL, "%s: listen: %s is plaintext TCP (the client socket has no "
+                       "CURVE): anyone who reaches it may submit and read requests; use ipc://, or "
+                       "insecure = yes", opts_where(s, c, "listen"), c->listen);
+    return 0;
+}
+
 
 /* CURVE: a secret key and exactly one stage-key per stage, read here. */
 static int coord_curve_check(coord_cfg *c, char *err, size_t errsz)
@@ -273,7 +301,8 @@ static int coord_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
                            Q35_CUT_ARGS(pv->layers.end), Q35_CUT_ARGS(st->layers.begin), pv->where);
     }
     int rc = spares_check(c, err, errsz);
-    return rc ? rc : coord_curve_check(c, err, errsz);
+    if (!rc) rc = coord_curve_check(c, err, errsz);
+    return rc ? rc : plaintext_check(c, err, errsz);
 }
 
 const opts_spec coord_cfg_spec = {

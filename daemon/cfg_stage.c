@@ -86,6 +86,11 @@ static const opt_def stage_defs[] = {
     { "curve-clients", OPT_STR, F(curve_clients), "FILE", NULL, 1, 0, NULL, false, NULL,
       "With curve-secret-key: the client (coordinator) public keys allowed in, one Z85 key per "
       "line, '# ' comments. Others are refused, each key logged once." },
+    { "insecure", OPT_BOOL, F(insecure), NULL, "no", 0, 0, NULL, false, NULL,
+      "Allow a plaintext tcp:// bind (no curve-secret-key): anyone who can reach the port can "
+      "take this stage over (wipe its sequences, fence out its coordinator). Without it a "
+      "tcp:// bind needs curve-secret-key and curve-clients; on one host use ipc:// (a socket "
+      "in /run/qwen35, mode 0770, group qwen35). With it a WARN at start and in STATUS." },
 };
 
 /* Both CURVE options or neither; the key files are read here, so a bad
@@ -99,8 +104,16 @@ static int stage_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
                        "backend runs whole layers only (a half-layer end needs backend cpu; %s: "
                        "backend cuda)", opts_where(s, c, "layers"), Q35_CUT_ARGS(c->layers.begin),
                        Q35_CUT_ARGS(c->layers.end), opts_where(s, c, "backend"));
-    if (!c->curve_secret_key && !c->curve_clients)
+    if (!c->curve_secret_key && !c->curve_clients) {
+        /* secure by default: a plaintext TCP port is a takeover for
+         * anyone who reaches it, so it takes an explicit insecure = yes */
+        if (cfg_endpoint_tcp(c->bind) && !c->insecure)
+            return q35_err(err, errsz, Q35_EINVAL, "%s: bind: %s is plaintext TCP without curve-secret-key: "
+                           "anyone who can reach it can take the stage over; use ipc:// on one host, set "
+                           "curve-secret-key and curve-clients, or insecure = yes (deploy/README.md)",
+                           opts_where(s, c, "bind"), c->bind);
         return 0;
+    }
     if (!c->curve_secret_key || !c->curve_clients) {
         const char *set = c->curve_secret_key ? "curve-secret-key" : "curve-clients";
         const char *unset = c->curve_secret_key ? "curve-clients" : "curve-secret-key";
@@ -135,10 +148,10 @@ const opts_spec stage_cfg_spec = {
         "Logs go to stderr, one line per event, with syslog priority prefixes under journald.",
     .files = "/etc/qwen35/stage-N.conf: the configuration of qwen35-stage@N.service.",
     .example = "# /etc/qwen35/stage-0.conf (systemctl start qwen35-stage@0): the first die of a\n"
-               "# two-die card, on loopback as in deploy/examples/two-die; a routable bind\n"
+               "# two-die card, on a local socket as in deploy/examples/two-die; a tcp:// bind\n"
                "# needs curve-secret-key and curve-clients (deploy/README.md)\n"
                "[stage]\nmodel = /srv/qwen35/models/qwen35moe.gguf\nlayers = 0:20\n"
-               "bind = tcp://127.0.0.1:5701\nbackend = cuda\ndevice = 0\nmax-seqs = 16\nmax-ctx = 4096",
+               "bind = ipc:///run/qwen35/stage-0.sock\nbackend = cuda\ndevice = 0\nmax-seqs = 16\nmax-ctx = 4096",
     .defs = stage_defs,
     .n_defs = (int)(sizeof stage_defs / sizeof stage_defs[0]),
     .cross_check = stage_cross_check,

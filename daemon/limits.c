@@ -1,7 +1,9 @@
 /* Effective resource limits against what the units ask. See limits.h. */
 #include "limits.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 #include "notify.h"
@@ -36,4 +38,17 @@ void limits_log_shortfall(const char *unit, bool memlock)
         return;
     q35_log_info("resource limits lower than %s asks (a hard limit of the host or container "
                  "clamps them, silently): %s", unit, buf);
+}
+
+unsigned long long limits_raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r)) return 0;
+    if (r.rlim_cur != r.rlim_max) {
+        struct rlimit want = { r.rlim_max, r.rlim_max };
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0) r.rlim_cur = r.rlim_max;
+        else q35_log_warn("cannot raise RLIMIT_NOFILE from %llu to its hard limit %llu: %s",
+                          (unsigned long long)r.rlim_cur, (unsigned long long)r.rlim_max, strerror(errno));
+    }
+    return (unsigned long long)r.rlim_cur;
 }

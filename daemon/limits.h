@@ -28,4 +28,9 @@ int limits_shortfall(const struct rlimit *nofile, const struct rlimit *memlock, 
  * `memlock`); silent otherwise. */
 void limits_log_shortfall(const char *unit, bool memlock);
 
+/* Raises the soft RLIMIT_NOFILE to the hard one (a server of many
+ * connections; the soft limit is often 1024 whatever the hard one). Logs
+ * a warning when it cannot; returns the soft limit now. */
+unsigned long long limits_raise_nofile(void);
+
 #endif

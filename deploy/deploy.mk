@@ -24,6 +24,7 @@ LIBEXECDIR ?= $(PREFIX)/lib/qwen35
 MANDIR     ?= $(PREFIX)/share/man
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 DOCDIR     ?= $(PREFIX)/share/doc/qwen35
 MODELDIR   ?= /srv/qwen35/models
 CONFDIR    := $(SYSCONFDIR)/qwen35
@@ -49,7 +50,7 @@ template_of = $(if $(findstring @,$(1)),$(firstword $(subst @, ,$(1)))@.service,
 
 install: bins $(MAN_PAGES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) \
-	    $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(MODELDIR)
+	    $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(MODELDIR)
 	install -d -m 0700 $(DESTDIR)$(KEYDIR)
 	$(if $(INSTALL_BINS),install -m 0755 $(addprefix $(BUILD)/bin/,$(INSTALL_BINS)) $(DESTDIR)$(BINDIR)/)
 	$(if $(LIBEXEC_BINS),install -m 0755 $(addprefix $(BUILD)/bin/,$(LIBEXEC_BINS)) $(DESTDIR)$(LIBEXECDIR)/)
@@ -59,6 +60,7 @@ install: bins $(MAN_PAGES)
 	    chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.tmp && mv $(DESTDIR)$(UNITDIR)/$$u.tmp $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
 	done
 	install -m 0644 deploy/qwen35.sysusers $(DESTDIR)$(SYSUSERSDIR)/qwen35.conf
+	install -m 0644 deploy/qwen35.tmpfiles $(DESTDIR)$(TMPFILESDIR)/qwen35.conf
 	for e in $(EXAMPLES); do install -D -m 0644 deploy/examples/$$e $(DESTDIR)$(DOCDIR)/examples/$$e || exit 1; done
 	$(foreach c,$(ETC_CONFIGS),\
 	    if [ -e $(DESTDIR)$(CONFDIR)/$(c) ]; then echo "install: keeping existing $(DESTDIR)$(CONFDIR)/$(c)"; \
@@ -72,13 +74,29 @@ install: bins $(MAN_PAGES)
 	        systemd-sysusers $(if $(DESTDIR),--root=$(DESTDIR)) $(DESTDIR)$(SYSUSERSDIR)/qwen35.conf || exit 1; \
 	    else echo "install: no systemd-sysusers: create the system group qwen35 by hand"; fi; \
 	fi
+	@# CURVE keys for tcp:// links (deploy/README.md): one keypair per unit of
+	@# the single-host set and the coordinator's key in clients, made once and
+	@# never overwritten; .installed lists them so uninstall removes only
+	@# those still as made (a key copied in from another host stays)
+	set -e; for k in coordinator $(patsubst %.conf,%,$(filter stage-%.conf,$(ETC_CONFIGS))); do \
+	    if [ ! -e $(DESTDIR)$(KEYDIR)/$$k.key ] && [ ! -e $(DESTDIR)$(KEYDIR)/$$k.pub ]; then \
+	        $(BUILD)/bin/qwen35-keygen $(DESTDIR)$(KEYDIR)/$$k >/dev/null; \
+	        (cd $(DESTDIR)$(KEYDIR) && sha256sum $$k.key $$k.pub >> .installed); fi; \
+	done; \
+	if [ ! -e $(DESTDIR)$(KEYDIR)/clients ]; then \
+	    { echo "# coordinators allowed in (a stage's curve-clients)"; cat $(DESTDIR)$(KEYDIR)/coordinator.pub; } \
+	        > $(DESTDIR)$(KEYDIR)/clients; \
+	    (cd $(DESTDIR)$(KEYDIR) && sha256sum clients >> .installed); fi
+	@# /run/qwen35 (the sockets) now; at boot systemd-tmpfiles-setup makes it
+	if [ -z "$(DESTDIR)" ] && command -v systemd-tmpfiles >/dev/null; then \
+	    systemd-tmpfiles --create $(TMPFILESDIR)/qwen35.conf || exit 1; fi
 	@echo "installed; then: systemctl daemon-reload && systemctl enable --now qwen35.target"
 
 uninstall:
 	$(if $(INSTALL_BINS),rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INSTALL_BINS)))
 	$(if $(LIBEXEC_BINS),rm -f $(addprefix $(DESTDIR)$(LIBEXECDIR)/,$(LIBEXEC_BINS)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
-	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) $(DESTDIR)$(SYSUSERSDIR)/qwen35.conf
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) $(DESTDIR)$(SYSUSERSDIR)/qwen35.conf $(DESTDIR)$(TMPFILESDIR)/qwen35.conf
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(EXAMPLES))
 	rmdir $(sort $(dir $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(EXAMPLES)))) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 	@# the units enabled by install or systemctl enable (links into UNITDIR)
@@ -91,7 +109,12 @@ uninstall:
 	    if cmp -s $$f deploy/examples/two-die/$$c; then rm -f $$f; \
 	    elif [ -e $$f ]; then echo "uninstall: keeping edited $$f"; fi; \
 	done
-	rmdir $(DESTDIR)$(KEYDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(MODELDIR) $(DESTDIR)$(patsubst %/,%,$(dir $(MODELDIR))) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(SYSUSERSDIR) 2>/dev/null || true
+	if [ -f $(DESTDIR)$(KEYDIR)/.installed ]; then \
+	    (cd $(DESTDIR)$(KEYDIR) && while read -r sum f; do \
+	        if echo "$$sum  $$f" | sha256sum -c --status 2>/dev/null; then rm -f "$$f"; \
+	        elif [ -e "$$f" ]; then echo "uninstall: keeping changed $(DESTDIR)$(KEYDIR)/$$f"; fi; \
+	    done < .installed && rm -f .installed); fi
+	rmdir $(DESTDIR)$(KEYDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(MODELDIR) $(DESTDIR)$(patsubst %/,%,$(dir $(MODELDIR))) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) 2>/dev/null || true
 
 # The fake systemd the integration tests run the daemons under.
 BINS += qwen35-fake-systemd

@@ -394,7 +394,10 @@ static int parse_sampling(http_gen *g, json_t *root, const http_limits *lim, htt
         g->logprobs = true;
         g->top_logprobs = (int)x;
     }
-    if (g->logprobs) r->n_logprobs = g->top_logprobs + 1;
+    /* n_logprobs counts the alternatives (the chosen token's logprob comes
+     * with any of them); 0 would mean none at all, so top_logprobs 0 asks
+     * for 1 and the answer shows none. OpenAI's maximum, 20, is the wire's. */
+    if (g->logprobs) r->n_logprobs = g->top_logprobs > 0 ? g->top_logprobs : 1;
     return 0;
 }
 

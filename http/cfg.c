@@ -59,10 +59,17 @@ static const opt_def http_defs[] = {
     { "max-messages", OPT_INT, F(max_messages), "N", "4096", 1, 1000000, NULL, false, NULL,
       "Most messages in one chat request (a longer history gets 400)." },
     { "max-connections", OPT_INT, F(max_connections), "N", "256", 1, 65536, NULL, false, NULL,
-      "Connections served at once (one thread each); more wait in the listen queue." },
+      "Connections served at once (one thread each; fewer where RLIMIT_NOFILE leaves no room for "
+      "5 file descriptors each, said at start). A few more are accepted to make room (see "
+      "read-timeout-s); a request past what is served gets 429 or 503, never a reset." },
     { "request-timeout-s", OPT_INT, F(request_timeout_s), "SECONDS", "15", 1, 3600, NULL, false, NULL,
       "A connection that sends no byte of its request headers or body for this long is closed "
       "(slow or stuck clients). Waiting for a slot and generating are not limited by it." },
+    { "read-timeout-s", OPT_INT, F(read_timeout_s), "SECONDS", "30", 1, 3600, NULL, false, NULL,
+      "The longest a connection may take to send a whole request (headers and body), however "
+      "slowly it trickles in, counted from its start or the end of its previous response; past "
+      "it the connection is closed. When max-connections are open, a new one closes the one that "
+      "has been sending its request the longest (or gets 503 when every one is being answered)." },
     { "drain-timeout-s", OPT_INT, F(drain_timeout_s), "SECONDS", "30", 0, 3600, NULL, false, NULL,
       "On SIGTERM, how long requests in flight may go on before they end with an error event." },
     CFG_ROW_LOG_LEVEL(http_cfg),
@@ -77,7 +84,8 @@ const opts_spec http_cfg_spec = {
         "/v1/chat/completions (streamed as server-sent events or whole; reasoning_content for "
         "the <think> part; tools rendered into the prompt as Qwen3.5's chat template does and "
         "<tool_call> blocks returned as tool_calls), POST /v1/completions, GET /v1/models, GET "
-        "/health (503 with a reason until every stage is up), GET /metrics (Prometheus text) and, "
+        "/health ({\"status\":\"ok\"}, 503 until every stage is up; the pipeline and the reason only with "
+        "an API key where keys are set; cached for ~1 s), GET /metrics (Prometheus text) and, "
         "at /, a chat page. It is a client of qwen35-coordinator(1) over ZeroMQ, like "
         "qwen35-client, and holds no model: restart or replicate it on its own.\n\n"
         "Errors have OpenAI's shape {\"error\": {\"message\", \"type\", \"param\", \"code\"}}: 400 "

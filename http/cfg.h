@@ -10,7 +10,7 @@ typedef struct http_cfg {
     char *coordinator;
     char *api_key_file;
     char *cors_origin;
-    int max_body, max_messages, max_connections, request_timeout_s, drain_timeout_s;
+    int max_body, max_messages, max_connections, request_timeout_s, read_timeout_s, drain_timeout_s;
     char *log_level;
     /* filled by http_cfg_load */
     char host[64];

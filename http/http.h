@@ -106,6 +106,25 @@ void http_gen_free(http_gen *g);
  * ".gguf"). */
 bool http_model_matches(const char *name, const char *served);
 
+/* ---- message framing (framing.c) -------------------------------------------- */
+
+/* The headers that say where a request body ends, gathered one by one. */
+typedef struct http_framing {
+    int n_cl, n_te;
+    bool cl_bad, te_bad;
+    unsigned long long cl;
+} http_framing;
+
+/* Feeds one request header (any; only Content-Length and
+ * Transfer-Encoding count, names case-insensitive). */
+void http_framing_add(http_framing *f, const char *key, const char *value);
+/* RFC 9112 §6.1/§6.3: NULL when the body's length is unambiguous, else
+ * why not (both Content-Length and Transfer-Encoding, Content-Lengths that
+ * differ or are not 1*DIGIT, a coding other than one "chunked"). Such a
+ * request gets 400 and its connection closes: the bytes after it could be
+ * a request smuggled past a front proxy that reads the length otherwise. */
+const char *http_framing_fault(const http_framing *f);
+
 /* ---- metrics (metrics.c) -------------------------------------------------- */
 
 void metrics_init(void);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/signals.h"
 #include "cfg.h"
@@ -41,8 +42,14 @@ int main(int argc, char **argv)
         .host = cf.host, .port = cf.port, .coordinator = cf.coordinator, .keys = cf.keys,
         .n_keys = cf.n_keys, .cors_origin = cf.cors_origin, .max_body = (size_t)cf.max_body,
         .max_connections = cf.max_connections, .request_timeout_s = cf.request_timeout_s,
+        .read_timeout_s = cf.read_timeout_s,
         .lim = { .max_messages = cf.max_messages, .max_tokens_cap = 1 << 20 },
     };
+    /* every connection holds a socket and a client of the coordinator:
+     * the hard limit is what the host grants, the soft one (often 1024)
+     * only a default */
+    limits_raise_nofile();
+    limits_log_shortfall("qwen35-http.service", false);
     http_srv *s = http_srv_new(&o, err, sizeof err);
     if (!s) {
         q35_log_error("%s", err);

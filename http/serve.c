@@ -1,24 +1,31 @@
 /* serve.c — libmicrohttpd routes of qwen35-http.
  *
- * One thread per connection (MHD_USE_THREAD_PER_CONNECTION): a generation
- * request owns its own q35c_client for its life, waits for the
+ * One thread per connection (MHD_USE_THREAD_PER_CONNECTION, with poll(2):
+ * select's FD_SETSIZE would reset every connection past fd 1024): a
+ * generation request holds a q35c_client of the pool (pool.c: one ZeroMQ
+ * context, a bounded number of clients) for its life, waits for the
  * coordinator's events in its own thread and writes each one out as it
- * comes (SSE), so nothing is shared between requests but the metrics.
+ * comes (SSE). Connections have a deadline to send their request and make
+ * room for new ones when full (conns.c).
  * While it waits it polls the socket for the peer's hang-up: a client that
  * goes away mid-request cancels it at the coordinator, which frees its
  * slots on every stage. */
 #include "serve.h"
+#include "conns.h"
+#include "health.h"
+#include "listen.h"
+#include "pool.h"
 #include "respond.h"
 
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "log.h"
@@ -28,6 +35,13 @@ extern const char http_page_html[];      /* page.S: http/page.html */
 struct http_srv {
     http_srv_opts o;
     struct MHD_Daemon *d;
+    http_pool *pool;
+    http_conns *conns;
+    http_listener *listener;
+    int max_conns;                       /* max-connections, less where the fd limit is lower */
+    pthread_mutex_t st_mu;               /* the status client, one round trip at a time */
+    q35c_client *st_client;
+    http_health *health;                 /* /health and /metrics: the status, cached */
     atomic_int active;                   /* generation requests in flight */
     atomic_bool draining, aborting;
     atomic_uint_fast64_t next_id;
@@ -41,6 +55,7 @@ enum route { R_NONE, R_CHAT, R_COMPLETION };
 typedef struct conn {
     http_srv *srv;
     struct MHD_Connection *mc;
+    void *watch;                         /* conns.c's token of the connection */
     enum route route;
     sbuf body;
     bool too_big;
@@ -81,6 +96,7 @@ static enum MHD_Result send_buf(conn *k, int status, const char *type, char *bod
     if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
     cors(k->srv, r);
     metrics_http_status(status);
+    http_conns_serving(k->srv->conns, k->watch);
     enum MHD_Result rc = MHD_queue_response(k->mc, (unsigned)status, r);
     MHD_destroy_response(r);
     return rc;
@@ -115,18 +131,23 @@ static enum MHD_Result fail(conn *k, int status, const char *param, const char *
 
 /* ---- the coordinator ------------------------------------------------------- */
 
-static q35c_client *client_new(http_srv *s, int connect_ms, int idle_ms, char *err, size_t errsz)
+/* Under st_mu. */
+static int status_locked(http_srv *s, q35c_status **st, char *err, size_t errsz)
 {
-    q35c_opts o = { .connect_timeout_ms = connect_ms, .idle_timeout_ms = idle_ms };
-    return q35c_new(s->o.coordinator, &o, err, errsz);
+    if (!s->st_client) {
+        q35c_opts o = { .connect_timeout_ms = 1500, .idle_timeout_ms = 3000, .zmq_ctx = http_pool_ctx(s->pool) };
+        if (!(s->st_client = q35c_new(s->o.coordinator, &o, err, errsz))) return Q35_EIO;
+    }
+    int rc = q35c_status_get(s->st_client, st, err, errsz);
+    if (rc) q35c_destroy(&s->st_client);          /* a fresh connection next time */
+    return rc;
 }
 
 int http_srv_status(http_srv *s, q35c_status **st, char *err, size_t errsz)
 {
-    q35c_client *c = client_new(s, 1500, 3000, err, errsz);
-    if (!c) return Q35_EIO;
-    int rc = q35c_status_get(c, st, err, errsz);
-    q35c_destroy(&c);
+    pthread_mutex_lock(&s->st_mu);
+    int rc = status_locked(s, st, err, errsz);
+    pthread_mutex_unlock(&s->st_mu);
     if (!rc) {
         pthread_mutex_lock(&s->mu);
         snprintf(s->model, sizeof s->model, "%s", (*st)->model);
@@ -134,6 +155,11 @@ int http_srv_status(http_srv *s, q35c_status **st, char *err, size_t errsz)
         pthread_mutex_unlock(&s->mu);
     }
     return rc;
+}
+
+static int status_cb(void *user, q35c_status **st, char *err, size_t errsz)
+{
+    return http_srv_status(user, st, err, errsz);
 }
 
 static void served_model(http_srv *s, char *name, size_t n, int *max_ctx)
@@ -225,8 +251,9 @@ static enum MHD_Result generate(conn *k)
     if (atomic_load(&s->draining))
         return fail(k, 503, NULL, "unavailable", "the server is stopping");
     char err[Q35_ERRSZ];
-    k->c = client_new(s, 3000, 15000, err, sizeof err);
-    if (!k->c) return fail(k, 503, NULL, "unavailable", err);
+    int prc = http_pool_get(s->pool, &k->c, err, sizeof err);
+    if (prc == Q35_EBUSY) return fail(k, 429, NULL, "rate_limit_exceeded", err);
+    if (prc) return fail(k, 503, NULL, "unavailable", err);
     resp_init(k->resp, &k->g, k->rid, k->created, now_s());
     int rc = q35c_submit(k->c, &k->g.r, resp_event, k->resp, &k->id, err, sizeof err);
     if (rc) {
@@ -262,6 +289,7 @@ static enum MHD_Result generate(conn *k)
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
     cors(s, r);
     metrics_http_status(200);
+    http_conns_serving(s->conns, k->watch);
     enum MHD_Result ret = MHD_queue_response(k->mc, 200, r);
     MHD_destroy_response(r);
     return ret;
@@ -290,33 +318,25 @@ static enum MHD_Result models(conn *k, const char *id)
     return send_json(k, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
 }
 
+static bool authorized(conn *k);
+
+/* GET /health: the status from a cache at most ~1 s old (health.c); the
+ * pipeline's detail (endpoints, model file, load) and the reason only with
+ * a key where keys are set. */
 static enum MHD_Result health(conn *k)
 {
-    q35c_status *st = NULL;
-    char err[Q35_ERRSZ];
-    if (http_srv_status(k->srv, &st, err, sizeof err))
-        return send_json(k, 503, json_pack("{s:s,s:s}", "status", "unavailable", "reason", err));
-    char reason[800] = "";
-    for (int i = 0; i < st->n_stages && !reason[0]; i++)
-        if (!st->stages[i].up)
-            snprintf(reason, sizeof reason, "stage %d (%s) is down%s%s", i, st->stages[i].endpoint,
-                     st->stages[i].problem[0] ? ": " : "", st->stages[i].problem);
-    if (!st->n_stages) snprintf(reason, sizeof reason, "the coordinator has no stages");
-    if (atomic_load(&k->srv->draining)) snprintf(reason, sizeof reason, "the server is stopping");
-    json_t *o = json_pack("{s:s,s:o}", "status", reason[0] ? "unavailable" : "ok", "pipeline",
-                          q35c_status_to_json(st));
-    if (reason[0]) json_object_set_new(o, "reason", json_string(reason));
-    q35c_status_destroy(&st);
-    return send_json(k, reason[0] ? 503 : 200, o);
+    http_srv *s = k->srv;
+    if (atomic_load(&s->draining))
+        return send_json(k, 503, json_pack("{s:s,s:s}", "status", "unavailable", "reason", "the server is stopping"));
+    int code;
+    char *b = http_health_answer(s->health, authorized(k), &code);
+    if (!b) return MHD_NO;
+    return send_buf(k, code, "application/json", b, strlen(b), NULL, NULL);
 }
 
 static enum MHD_Result metrics(conn *k)
 {
-    q35c_status *st = NULL;
-    char err[Q35_ERRSZ];
-    if (http_srv_status(k->srv, &st, err, sizeof err)) st = NULL;
-    char *s = metrics_render(st);
-    q35c_status_destroy(&st);
+    char *s = http_health_metrics(k->srv->health);
     if (!s) return MHD_NO;
     return send_buf(k, 200, "text/plain; version=0.0.4; charset=utf-8", s, strlen(s), NULL, NULL);
 }
@@ -340,10 +360,42 @@ static bool authorized(conn *k)
     return ok;
 }
 
+/* ---- message framing (framing.c) ------------------------------------------------ */
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    http_framing_add(cls, key, value);
+    return MHD_YES;
+}
+
+static const char *framing_fault(struct MHD_Connection *mc)
+{
+    http_framing f = {0};
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, framing_header, &f);
+    return http_framing_fault(&f);
+}
+
+static enum MHD_Result fail_close(conn *k, int status, const char *code, const char *msg)
+{
+    http_err e;
+    http_fail(&e, status, NULL, code, "%s", msg);
+    char *b = http_err_body(&e);
+    if (!b) return MHD_NO;
+    q35_log_info("%s: %d %s (connection closed)", k->rid, status, msg);
+    return send_buf(k, status, "application/json", b, strlen(b), MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
 /* First call of a request: route, method, key, size; NULL route = answered. */
 static enum MHD_Result begin(conn *k, const char *url, const char *method, bool *answered)
 {
     *answered = true;
+    const char *ff = framing_fault(k->mc);
+    if (ff) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "ambiguous message framing: %s (RFC 9112 section 6)", ff);
+        return fail_close(k, 400, "invalid_request", msg);
+    }
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (!strcmp(method, "OPTIONS")) {
         char *e = strdup("");
@@ -391,6 +443,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         snprintf(k->rid, sizeof k->rid, "chatcmpl-%llx%06llx", (unsigned long long)k->created & 0xffffffff,
                  (unsigned long long)atomic_fetch_add(&s->next_id, 1) & 0xffffff);
         *con_cls = k;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        k->watch = ci ? ci->socket_context : NULL;
+        if (http_conns_over(s->conns, k->watch)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "all %d connections are being answered: try again", s->max_conns);
+            return fail_close(k, 503, "unavailable", msg);
+        }
         bool answered;
         enum MHD_Result rc = begin(k, url, method, &answered);
         if (answered) return rc;
@@ -402,6 +461,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         *upload_size = 0;
         return MHD_YES;
     }
+    /* the request has arrived whole: from here its connection waits for
+     * the answer, which read-timeout-s does not bound (nor eviction) */
+    http_conns_serving(s->conns, k->watch);
     if (k->route == R_NONE) return MHD_YES;     /* answered in begin() */
     if (k->too_big) {
         char msg[128];
@@ -424,7 +486,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         atomic_fetch_sub(&s->active, 1);
         if (k->g.stream) metrics_streams(-1);
     }
-    q35c_destroy(&k->c);
+    http_pool_put(s->pool, &k->c);
+    http_conns_reading(s->conns, k->watch);
     http_gen_free(&k->g);
     resp_free(k->resp);
     free(k->body.p);
@@ -442,43 +505,95 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     q35_log_debug("libmicrohttpd: %s", msg);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    http_srv *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? http_conns_started(s->conns, ci->connect_fd) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_conns_closed(s->conns, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* Connections RLIMIT_NOFILE leaves room for: each holds its socket and,
+ * while it generates, a client of the coordinator (the DEALER's
+ * connection and the mailboxes of it, its monitor and the monitor's
+ * peer: 4 more); 64 stay for the listener, logs and libzmq's own. */
+static int fd_budget(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) || r.rlim_cur == RLIM_INFINITY || r.rlim_cur > 64 + 5LL * 1000000) return 1000000;
+    long long n = ((long long)r.rlim_cur - 64) / 5;
+    return n < 2 ? 2 : (int)n;
+}
+
+static void srv_free(http_srv *s)
+{
+    http_listener_destroy(&s->listener);
+    if (s->d) MHD_stop_daemon(s->d);
+    http_conns_destroy(&s->conns);
+    q35c_destroy(&s->st_client);
+    http_pool_destroy(&s->pool);
+    http_health_destroy(&s->health);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->st_mu);
+    free(s);
+}
+
 http_srv *http_srv_new(const http_srv_opts *o, char *err, size_t errsz)
 {
     http_srv *s = calloc(1, sizeof *s);
     if (!s) { q35_err(err, errsz, Q35_ENOMEM, "out of memory"); return NULL; }
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->st_mu, NULL);
     metrics_init();
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->port) };
-    if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
-        q35_err(err, errsz, Q35_EINVAL, "listen: '%s' is not an IPv4 address", o->host);
-        free(s);
+    /* headroom: a few connections above max-connections are accepted, so
+     * a new client reaches conns.c, which closes the slowest reader to make
+     * room or answers 503; past that the accept loop (listen.c) leaves
+     * clients in the listen queue (libmicrohttpd would reset them) */
+    int budget = fd_budget(), headroom = o->max_connections / 32;
+    headroom = headroom < 4 ? 4 : headroom > 64 ? 64 : headroom;
+    s->max_conns = o->max_connections;
+    if (s->max_conns > budget - headroom) {
+        s->max_conns = budget - headroom > 1 ? budget - headroom : 1;
+        q35_log_warn("max-connections %d: RLIMIT_NOFILE leaves room for %d (5 file descriptors each): "
+                     "serving %d; raise LimitNOFILE= (ulimit -n) for more", o->max_connections,
+                     budget, s->max_conns);
+    }
+    if (!(s->listener = http_listener_new(o->host, o->port, err, errsz)) ||
+        !(s->pool = http_pool_new(o->coordinator, s->max_conns, err, errsz)) ||
+        !(s->health = http_health_new(status_cb, s)) ||
+        !(s->conns = http_conns_new(s->max_conns, o->read_timeout_s, err, errsz))) {
+        if (s->listener && s->pool && !s->health) q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+        srv_free(s);
         return NULL;
     }
-    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG
-                            | MHD_USE_ITC,
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG
+                            | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET,
                             0, NULL, NULL, on_request, s,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->request_timeout_s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->request_timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->max_conns + headroom + 1),
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_END);
     if (!s->d) {
-        q35_err(err, errsz, Q35_EIO, "cannot listen on %s:%d (in use, or not an address of this host?)",
-                o->host, o->port);
-        free(s);
+        q35_err(err, errsz, Q35_EIO, "libmicrohttpd did not start (see the log)");
+        srv_free(s);
+        return NULL;
+    }
+    if (http_listener_start(s->listener, s->d, s->conns, s->max_conns + headroom, err, errsz)) {
+        srv_free(s);
         return NULL;
     }
     return s;
 }
 
-int http_srv_port(const http_srv *s)
-{
-    const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    return i ? i->port : -1;
-}
+int http_srv_port(const http_srv *s) { return http_listener_port(s->listener); }
 
 void http_srv_drain(http_srv *s) { atomic_store(&s->draining, true); }
 int http_srv_active(const http_srv *s) { return atomic_load(&((http_srv *)s)->active); }
@@ -488,8 +603,15 @@ void http_srv_destroy(http_srv **sp)
     http_srv *s = *sp;
     if (!s) return;
     atomic_store(&s->aborting, true);
-    if (s->d) MHD_stop_daemon(s->d);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
+    http_listener_destroy(&s->listener);       /* no new connections */
+    /* the streams in flight see `aborting`, cancel (up to 3 s for the
+     * coordinator's word) and write their error event and [DONE]; stopping
+     * the daemon first would cut them mid-stream */
+    double until = now_s() + 5;
+    while (atomic_load(&s->active) > 0 && now_s() < until) {
+        struct timespec ts = { 0, 20 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    srv_free(s);
     *sp = NULL;
 }

@@ -1,6 +1,6 @@
 /* serve.h — the HTTP server of qwen35-http (serve.c): libmicrohttpd with
- * a thread per connection, each generation request its own client of the
- * coordinator. */
+ * a thread per connection, each generation request a client of the
+ * coordinator from a bounded pool (pool.h). */
 #ifndef Q35_HTTP_SERVE_H
 #define Q35_HTTP_SERVE_H
 
@@ -15,7 +15,8 @@ typedef struct http_srv_opts {
     const char *cors_origin;      /* NULL/"": no CORS headers */
     size_t max_body;
     int max_connections;
-    int request_timeout_s;        /* reading a request's headers and body */
+    int request_timeout_s;        /* idle: no byte of a request's headers or body */
+    int read_timeout_s;           /* a whole request (headers and body), however it trickles */
     http_limits lim;
 } http_srv_opts;
 

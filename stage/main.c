@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "log.h"
 #include "quant_act.h"
+#include "../daemon/endpoint.h"
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/preload.h"
@@ -47,12 +48,13 @@ static void *step_watchdog(void *arg)
 }
 
 /* STATUS=serving 3/16 slots: sequences holding state on this stage. */
-static void report_serving(const stage *s)
+static void report_serving(const stage *s, bool insecure)
 {
     const q35_engine *e = stage_engine(s);
     int n = q35_engine_max_seqs(e), used = 0;
     for (int i = 0; i < n; i++) used += q35_engine_slot_len(e, i) > 0;
-    notify_status("serving %d/%d slots, layers " Q35_CUT_FMT ":" Q35_CUT_FMT, used, n,
+    notify_status("%sserving %d/%d slots, layers " Q35_CUT_FMT ":" Q35_CUT_FMT,
+                  insecure ? "INSECURE (plaintext tcp): " : "", used, n,
                   Q35_CUT_ARGS(q35_engine_cut_begin(e)), Q35_CUT_ARGS(q35_engine_cut_end(e)));
 }
 
@@ -137,10 +139,18 @@ int main(int argc, char **argv)
     if (c.curve)
         q35_log_info("CURVE: public key %s, %d client key%s allowed (%s)", c.curve_public.z85,
                      c.n_curve_allowed, c.n_curve_allowed == 1 ? "" : "s", c.curve_clients);
+    else if (cfg_endpoint_tcp(c.bind))
+        q35_log_warn("INSECURE: insecure = yes: plaintext TCP on %s, anyone who reaches it can take "
+                     "this stage over (set curve-secret-key and curve-clients, or bind ipc://)", c.bind);
     else
-        q35_log_info("no curve-secret-key: plaintext, anyone who reaches %s is served", c.bind);
+        q35_log_info("no curve-secret-key: plaintext on %s (file permissions decide who connects)", c.bind);
+    char exposed[512];
+    if (endpoint_ipc_exposed(c.bind, exposed, sizeof exposed))
+        q35_log_warn("bind %s: %s: while this stage is down another user may bind the path and be routed "
+                     "to in its place (use a private directory such as /run/qwen35)", c.bind, exposed);
     q35_log_info("serving %s on %s", stage_describe(s), c.bind);
-    notify_ready("serving %s", stage_describe(s));
+    notify_ready("%sserving %s", !c.curve && cfg_endpoint_tcp(c.bind) ? "INSECURE (plaintext tcp): " : "",
+                 stage_describe(s));
     rc = 0;
     step_watch sw = { .s = s, .limit_s = c.step_timeout_ms / 1000.0 };
     pthread_t swt;
@@ -155,7 +165,7 @@ int main(int argc, char **argv)
             break;
         }
         if (q35_now() - t_status >= STATUS_EVERY_S) {
-            report_serving(s);
+            report_serving(s, !c.curve && cfg_endpoint_tcp(c.bind));
             t_status = q35_now();
         }
     }

@@ -94,7 +94,7 @@ node "$NPM/browser.mjs" || p35_fail "the browser checks failed"
 # /health: 503 with a reason while a stage is down
 p35_kill s1 KILL
 i=0
-until [ "$(curl -s -o "$P35_RUN/h.json" -w '%{http_code}' "$U/health")" = 503 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+until [ "$(curl -s -o "$P35_RUN/h.json" -w '%{http_code}' -H "$AUTH" "$U/health")" = 503 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q '"reason":"stage 1' "$P35_RUN/h.json" || p35_fail "/health with stage 1 down: $(cat "$P35_RUN/h.json")"
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
 i=0

@@ -50,6 +50,8 @@ awk '/^# ---- stage-0.conf/{on=1; next} /^$/{on=0} on' "$T/plan.txt" > "$T/stage
 for k in model layers bind backend device max-seqs max-ctx; do
     grep -q "^$k = " "$T/stage-0.conf" || bad "stage-0 block: no $k"
 done
+# secure by default: the installed units' local sockets, no plaintext TCP
+grep -q '^bind = ipc:///run/qwen35/stage-0.sock$' "$T/stage-0.conf" || bad "stage-0 block: bind $(grep '^bind' "$T/stage-0.conf")"
 
 # will it fit: a device too small names the stage and what to change, writes nothing
 "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --device-mem 10M --write-configs "$T/none" \
@@ -127,7 +129,9 @@ planned() {   # K [more qwen35-info options]: plan, write, start, check
         grep -q "loaded layers .*: weights $want_w resident, slot state $want_s (3 slots x 512 positions)" "$T/s$s.log" ||
             bad "stage $s ($k $*): plan says weights $want_w, state $want_s; its log: $(grep loaded "$T/s$s.log")"
     done
-    grep -q "WARN" "$T/c.log" && bad "planned pipeline ($k $*): coordinator warns: $(grep WARN "$T/c.log")"
+    # (--port writes plaintext TCP with insecure = yes: that WARN is expected)
+    grep WARN "$T/c.log" | grep -qv "WARN: INSECURE" && bad "planned pipeline ($k $*): coordinator warns: $(grep WARN "$T/c.log")"
+    grep -q "WARN: INSECURE" "$T/c.log" || bad "planned pipeline ($k $*): insecure = yes without its WARN line"
     for p in $pids; do kill "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
     port=$((port + 10))

@@ -45,6 +45,16 @@ for b in qwen35-mkmodel qwen35-bench qwen35-bench-quant; do
 done
 for b in qwen35-run qwen35-info qwen35-tokenize qwen35-keygen qwen35-http; do [ -x "$B/$b" ] || fail "$b not in bin"; done
 [ "$(stat -c %a "$D/etc/qwen35/keys")" = 700 ] || fail "/etc/qwen35/keys not mode 0700"
+# CURVE keys for tcp:// (a secret 0600 and a public key per unit; the
+# coordinator's public key in clients), ready for curve-secret-key / stage-key
+for k in coordinator stage-0 stage-1; do
+    [ "$(stat -c %a "$D/etc/qwen35/keys/$k.key" 2>/dev/null)" = 600 ] || fail "keys/$k.key missing or not mode 0600"
+    [ "$(wc -c < "$D/etc/qwen35/keys/$k.pub" 2>/dev/null)" -ge 40 ] || fail "keys/$k.pub missing"
+done
+grep -qxF "$(cat "$D/etc/qwen35/keys/coordinator.pub")" "$D/etc/qwen35/keys/clients" ||
+    fail "keys/clients does not list the coordinator's public key"
+cmp -s "$D/etc/qwen35/keys/stage-0.key" "$D/etc/qwen35/keys/stage-1.key" && fail "two stages got the same key"
+cp "$D/etc/qwen35/keys/stage-0.pub" "$T/s0.pub.before"
 [ -d "$D/srv/qwen35/models" ] || fail "/srv/qwen35/models not created"
 grep -q '^g qwen35 ' "$D/usr/local/lib/sysusers.d/qwen35.conf" || fail "no sysusers.d entry for the group qwen35"
 W=$D/etc/systemd/system/qwen35.target.wants
@@ -59,7 +69,8 @@ ok "make install: $(find "$D" -type f | wc -l) files; bench/mkmodel in lib/qwen3
 echo "# edited" >> "$D/etc/qwen35/stage-1.conf"
 make -s --no-print-directory install BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "second make install"
 tail -n 1 "$D/etc/qwen35/stage-1.conf" | grep -q '^# edited$' || fail "make install overwrote an existing config"
-ok "make install keeps an existing /etc/qwen35 config"
+cmp -s "$T/s0.pub.before" "$D/etc/qwen35/keys/stage-0.pub" || fail "a second make install replaced a CURVE key"
+ok "make install keeps an existing /etc/qwen35 config and its CURVE keys (made once: coordinator, stage-0, stage-1, clients)"
 
 # The installed units' ExecStart, %i expanded and paths under DESTDIR, with
 # the installed configs edited as an operator would (the golden model, CPU,
@@ -69,10 +80,15 @@ mkdir -p "$E"
 for i in 0 1; do
     sed -e "s|^model = .*|model = $MODEL|" -e "s|^layers = .*|layers = $((i * 4)):$((i * 4 + 4))|" \
         -e 's|^backend = .*|backend = cpu\nthreads = 1|' -e '/^device = /d' -e 's|^max-ctx = .*|max-ctx = 2048|' \
-        -e "s|^bind = tcp://127.0.0.1:570\(.\)|bind = ipc://$T/s\1.sock|" "$D/etc/qwen35/stage-$i.conf" >"$E/stage-$i.conf"
+        "$D/etc/qwen35/stage-$i.conf" >"$E/stage-$i.conf"
+    grep -q "^bind = ipc:///run/qwen35/stage-$i.sock$" "$E/stage-$i.conf" ||
+        fail "the installed stage-$i.conf does not bind ipc:///run/qwen35/stage-$i.sock: $(grep '^bind' "$E/stage-$i.conf")"
 done
 sed -e "s|^model = .*|model = $MODEL|" -e 's|^max-ctx = .*|max-ctx = 2048|' \
-    -e "s|^stage = tcp://127.0.0.1:570\(.\)|stage = ipc://$T/s\1.sock|" "$D/etc/qwen35/coordinator.conf" >"$E/coordinator.conf"
+    "$D/etc/qwen35/coordinator.conf" >"$E/coordinator.conf"
+grep -q "^[a-z]* = tcp://" "$D"/etc/qwen35/*.conf && fail "an installed config uses plaintext TCP: $(grep -H "^[a-z]* = tcp://" "$D"/etc/qwen35/*.conf)"
+[ "$(cat "$D/usr/local/lib/tmpfiles.d/qwen35.conf" | grep -v '^#')" = "d /run/qwen35 0770 root qwen35 -" ] ||
+    fail "tmpfiles.d/qwen35.conf: $(grep -v '^#' "$D/usr/local/lib/tmpfiles.d/qwen35.conf")"
 grep -q '^listen = ipc:///run/qwen35/coordinator.sock$' "$E/coordinator.conf" ||
     fail "the installed coordinator.conf does not listen on qwen35-client's default endpoint"
 "$B/qwen35-client" --help 2>&1 | tr -s ' \n' ' ' | grep -q 'default ipc:///run/qwen35/coordinator.sock' ||
@@ -88,7 +104,7 @@ else
     cat >"$T/run.sh" <<EOF
 set -u
 mount -t tmpfs -o mode=0755 tmpfs /run || exit 1
-mkdir -m 0750 /run/qwen35   # what RuntimeDirectory=qwen35 does
+mkdir -m 0770 /run/qwen35   # what tmpfiles.d/qwen35.conf does
 $(execstart qwen35-stage@.service 0) 2>"$T/s0.err" & p0=\$!
 $(execstart qwen35-stage@.service 1) 2>"$T/s1.err" & p1=\$!
 $(execstart qwen35-coordinator.service "") 2>"$T/coord.err" & pc=\$!
@@ -108,11 +124,14 @@ EOF
 fi
 
 # uninstall: the edited config stays, everything else goes
+# (a key list the operator changed stays too)
+echo "# another coordinator" >> "$D/etc/qwen35/keys/clients"
 make -s --no-print-directory uninstall BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "make uninstall"
-left=$(find "$D" \( -type f -o -type l \) ! -path "$D/etc/qwen35/stage-1.conf")
+left=$(find "$D" \( -type f -o -type l \) ! -path "$D/etc/qwen35/stage-1.conf" ! -path "$D/etc/qwen35/keys/clients")
 [ -z "$left" ] || fail "make uninstall left: $left"
 [ -f "$D/etc/qwen35/stage-1.conf" ] || fail "make uninstall removed an edited config"
-rm "$D/etc/qwen35/stage-1.conf"
+[ -f "$D/etc/qwen35/keys/clients" ] || fail "make uninstall removed a changed keys/clients"
+rm "$D/etc/qwen35/stage-1.conf" "$D/etc/qwen35/keys/clients"
 make -s --no-print-directory uninstall BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >/dev/null 2>&1 || fail "make uninstall (2)"
 left=$(find "$D" \( -type f -o -type l \))
 [ -z "$left" ] || fail "make uninstall left: $left"

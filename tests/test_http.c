@@ -12,6 +12,7 @@
 #include "../http/cfg.h"
 #include "../http/http.h"
 #include "../http/respond.h"
+#include "../proto/wire.h"
 
 static const http_limits LIM = { .max_messages = 100, .max_tokens_cap = 1 << 20 };
 
@@ -42,7 +43,7 @@ static void test_chat_fields(void **state)
     assert_int_equal(g.r.seed, 42);
     assert_int_equal(g.r.n_stop, 2);
     assert_string_equal(g.r.stop[1], "yy");
-    assert_int_equal(g.r.n_logprobs, 4);
+    assert_int_equal(g.r.n_logprobs, 3);
     assert_false(g.r.think);
     assert_int_equal(g.r.n_messages, 2);
     assert_string_equal(g.r.messages[0].role, "system");
@@ -103,7 +104,7 @@ static void test_completion_prompts(void **state)
     assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"abc\",\"logprobs\":2}", &g, &e), 0);
     assert_string_equal(g.r.prompt, "abc");
     assert_true(g.r.raw_prompt);
-    assert_int_equal(g.r.n_logprobs, 3);
+    assert_int_equal(g.r.n_logprobs, 2);
     http_gen_free(&g);
     assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":[[5,6,7]]}", &g, &e), 0);  /* one id list in an array */
     assert_int_equal(g.r.n_prompt_ids, 3);
@@ -127,6 +128,60 @@ static const char *TOOLS =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather now\","
     "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
     "\"days\":{\"type\":\"integer\"}},\"required\":[\"city\"]}}}]";
+
+/* OpenAI's largest top_logprobs (chat) / logprobs (completions), 20, is
+ * what the wire carries (Q35_WIRE_MAX_LOGPROBS, which q35c_submit checks):
+ * it once became 21 and a 400. */
+static void test_logprobs_max(void **state)
+{
+    (void)state;
+    http_gen g;
+    http_err e;
+    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                      "\"logprobs\":true,\"top_logprobs\":20}", &g, &e), 0);
+    assert_int_equal(g.r.n_logprobs, 20);
+    assert_true(g.r.n_logprobs <= Q35_WIRE_MAX_LOGPROBS);
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"abc\",\"logprobs\":20}", &g, &e), 0);
+    assert_int_equal(g.r.n_logprobs, 20);
+    http_gen_free(&g);
+    /* logprobs without alternatives still asks the chosen token's */
+    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                      "\"logprobs\":true}", &g, &e), 0);
+    assert_int_equal(g.r.n_logprobs, 1);
+    assert_int_equal(g.top_logprobs, 0);
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"abc\",\"logprobs\":21}", &g, &e), -1);
+    assert_string_equal(e.param, "logprobs");
+    http_gen_free(&g);
+}
+
+/* RFC 9112 §6.1/§6.3: the header sets whose body length is ambiguous. */
+static void test_framing(void **state)
+{
+    (void)state;
+    static const struct { const char *h[3][2]; const char *fault; } cases[] = {
+        { { { "Content-Length", "12" } }, NULL },
+        { { { "transfer-encoding", "Chunked" } }, NULL },
+        { { { "Content-Length", "5" }, { "content-length", "5" } }, NULL },          /* the same twice */
+        { { { "Host", "x" }, { "Content-Type", "application/json" } }, NULL },
+        { { { "Content-Length", "5" }, { "Transfer-Encoding", "chunked" } }, "both Content-Length" },
+        { { { "Transfer-Encoding", "chunked" }, { "Content-Length", "0" } }, "both Content-Length" },
+        { { { "Content-Length", "2" }, { "Content-Length", "40" } }, "differ" },
+        { { { "Content-Length", "+2" } }, "not a number" },
+        { { { "Content-Length", "" } }, "not a number" },
+        { { { "Content-Length", "99999999999999999999999" } }, "not a number" },
+        { { { "Transfer-Encoding", "gzip, chunked" } }, "other than one chunked" },
+        { { { "Transfer-Encoding", "chunked" }, { "Transfer-Encoding", "chunked" } }, "other than one chunked" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        http_framing f = {0};
+        for (int j = 0; j < 3 && cases[i].h[j][0]; j++) http_framing_add(&f, cases[i].h[j][0], cases[i].h[j][1]);
+        const char *got = http_framing_fault(&f);
+        if (!cases[i].fault != !got || (got && !strstr(got, cases[i].fault)))
+            fail_msg("case %zu: '%s', want '%s'", i, got ? got : "(sound)", cases[i].fault ? cases[i].fault : "(sound)");
+    }
+}
 
 static void test_tools_prompt(void **state)
 {
@@ -417,6 +472,8 @@ int main(void)
         cmocka_unit_test(test_chat_fields),
         cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_completion_prompts),
+        cmocka_unit_test(test_logprobs_max),
+        cmocka_unit_test(test_framing),
         cmocka_unit_test(test_tools_prompt),
         cmocka_unit_test(test_tool_call_parse),
         cmocka_unit_test(test_tool_safe_prefix),

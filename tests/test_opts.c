@@ -126,7 +126,17 @@ static void cli_only(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "3:4",
+                                           "--bind", "ipc:///tmp/s0.sock", NULL), err), 0);
+    stage_cfg_free(&c);
+    /* secure by default: plaintext TCP only when asked for by name */
+    assert_true(load_stage(&c, ts_args_of("--model", g_model, "--layers", "3:4",
+                                          "--bind", "tcp://127.0.0.1:5701", NULL), err) < 0);
+    assert_non_null(strstr(err, "--bind: bind: tcp://127.0.0.1:5701 is plaintext TCP without curve-secret-key"));
+    assert_non_null(strstr(err, "insecure = yes"));
+    stage_cfg_free(&c);
+    assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "3:4", "--insecure",
                                            "--bind", "tcp://127.0.0.1:5701", NULL), err), 0);
+    assert_true(c.insecure);
     stage_cfg_free(&c);
     /* a required option missing */
     assert_true(load_stage(&c, ts_args_of("--model", g_model, "--layers", "3:4", NULL), err) < 0);
@@ -218,7 +228,7 @@ static void coordinator_stage_ranges(void **state)
     char err[Q35_ERRSZ] = "";
     const char *ok = write_conf("c.conf",
         "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
-        "stage = tcp://a:5701 0:2\nstage = tcp://b:5701   2:5  \nstage = ipc:///tmp/s2 5:8\n");
+        "stage = tcp://a:5701 0:2\nstage = tcp://b:5701   2:5  \nstage = ipc:///tmp/s2 5:8\ninsecure = yes\n");
     assert_int_equal(load_coord(&c, ts_args_of("--config", ok, NULL), err), 0);
     assert_int_equal(c.n_stages, 3);
     assert_string_equal(c.stages[1].endpoint, "tcp://b:5701");
@@ -234,7 +244,7 @@ static void coordinator_stage_ranges(void **state)
     /* half-layer ends (L.5: after layer L's mixer): cuts */
     const char *half = write_conf("h.conf",
         "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
-        "stage = tcp://a:5701 0:2.5\nstage = tcp://b:5701 2.5:8\n");
+        "stage = tcp://a:5701 0:2.5\nstage = tcp://b:5701 2.5:8\ninsecure = yes\n");
     assert_int_equal(load_coord(&c, ts_args_of("--config", half, NULL), err), 0);
     assert_int_equal(c.stages[0].layers.end, 5);
     assert_int_equal(c.stages[1].layers.begin, 5);
@@ -261,7 +271,7 @@ static void coordinator_stage_ranges(void **state)
     const char *sp = write_conf("sp.conf",
         "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
         "stage = tcp://a:5701 0:4\nspare = tcp://c:5701 0:4\nstage = tcp://b:5701 4:8\n"
-        "spare = tcp://d:5701\n");
+        "spare = tcp://d:5701\ninsecure = yes\n");
     assert_int_equal(load_coord(&c, ts_args_of("--config", sp, NULL), err), 0);
     assert_int_equal(c.n_stages, 2);
     assert_int_equal(c.n_spares, 2);
@@ -301,10 +311,31 @@ static void coordinator_stage_ranges(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[512];
-        snprintf(text, sizeof text, "[coordinator]\nmodel = %%M\nlisten = ipc:///tmp/c.sock\n%s", bad[i].stages);
+        snprintf(text, sizeof text, "[coordinator]\nmodel = %%M\nlisten = ipc:///tmp/c.sock\n%sinsecure = yes\n",
+                 bad[i].stages);
         const char *conf = write_conf("bad.conf", text);
         assert_true(load_coord(&c, ts_args_of("--config", conf, NULL), err) < 0);
         assert_err_at(err, conf, bad[i].line, bad[i].needle);
+        coord_cfg_free(&c);
+    }
+    /* secure by default: plaintext TCP (a stage, a spare, the client
+     * socket) stops the start at its line unless insecure = yes */
+    static const struct { const char *text; int line; const char *needle; } plain[] = {
+        { "listen = ipc:///tmp/c.sock\nstage = ipc:///tmp/a 0:4\nstage = tcp://b:1 4:8\n", 5,
+          "stage: tcp://b:1 is plaintext TCP without curve-secret-key" },
+        { "listen = ipc:///tmp/c.sock\nstage = ipc:///tmp/a 0:8\nspare = tcp://c:1\n", 5,
+          "spare: tcp://c:1 is plaintext TCP without curve-secret-key" },
+        { "listen = tcp://127.0.0.1:5700\nstage = ipc:///tmp/a 0:8\n", 3,
+          "listen: tcp://127.0.0.1:5700 is plaintext TCP (the client socket has no CURVE)" },
+    };
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "[coordinator]\nmodel = %%M\n%s", plain[i].text);
+        const char *conf = write_conf("plain.conf", text);
+        assert_true(load_coord(&c, ts_args_of("--config", conf, NULL), err) < 0);
+        assert_err_at(err, conf, plain[i].line, plain[i].needle);
+        coord_cfg_free(&c);
+        assert_int_equal(load_coord(&c, ts_args_of("--config", conf, "--insecure", NULL), err), 0);
         coord_cfg_free(&c);
     }
 }
@@ -337,7 +368,7 @@ static void layers_against_the_model(void **state)
     stage_cfg_free(&c);
     /* the coordinator's stages must reach the model's last layer */
     conf = write_conf("c.conf", "[coordinator]\nmodel = %M\nlisten = ipc:///tmp/c.sock\n"
-                                "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:6\n");
+                                "stage = tcp://a:1 0:4\nstage = tcp://b:1 4:6\ninsecure = yes\n");
     assert_true(load_coord(&cc, ts_args_of("--config", conf, NULL), err) < 0);
     assert_err_at(err, conf, 5, "the last stage ends at layer 6; layers 6:8 of the model");
     coord_cfg_free(&cc);

@@ -475,7 +475,7 @@ static const cli_opt plan_opts_tab[] = {
     { O_HOST, "--host", "ADDR",
       "address of the stages and the coordinator (default 127.0.0.1: loopback; a routable "
       "address only with CURVE keys)" },
-    { O_PORT, "--port", "P", "coordinator port (default 5700); stage s listens on P+1+s" },
+    { O_PORT, "--port", "P", "plaintext TCP on loopback: the coordinator on port P, stage s on P+1+s (with insecure = yes); default: ipc:// sockets in /run/qwen35" },
 };
 
 static const cli_opt balance_opts[] = {
@@ -532,7 +532,7 @@ int main(int argc, char **argv)
     int plan = 0;
     measure_opts mo = { .on = false, .batch = 1, .threads = 1, .backend = NULL };
     plan_opts po = { .max_seqs = 16, .seqs_auto = true, .max_ctx = 4096, .max_batch = 256, .backend = "cuda",
-                     .host = "127.0.0.1", .port = 5700 };
+                     .host = "127.0.0.1", .port = 0 };
     bool threads_set = false;
     char err[Q35_ERRSZ];
     const char *val, *name;

@@ -175,12 +175,23 @@ static void print_capacity(const q35_config *c, const int *cut, int k, const pla
            "CUDA context, not counted here)\n", c->n_ctx_train);
 }
 
-/* The endpoint of stage s, or the coordinator's (s < 0). */
+/* The endpoint of stage s, or the coordinator's (s < 0): the sockets of
+ * the installed units in /run/qwen35 (mode 0770, group qwen35: nobody
+ * else can connect), or with --port plaintext TCP on loopback, which
+ * needs insecure = yes (INSECURE_LINE). */
 static void endpoint(const plan_opts *po, int s, char *buf, size_t n)
 {
+    if (!po->port) {
+        if (s < 0) snprintf(buf, n, "ipc:///run/qwen35/coordinator.sock");
+        else snprintf(buf, n, "ipc:///run/qwen35/stage-%d.sock", s);
+        return;
+    }
     snprintf(buf, n, "tcp://%s:%d", po->host, po->port + 1 + s);
     if (s < 0) snprintf(buf, n, "tcp://%s:%d", po->host, po->port);
 }
+
+#define INSECURE_LINE "# --port: plaintext TCP, anyone on this host may connect (CURVE: deploy/README.md)\n" \
+                      "insecure = yes\n"
 
 /* The stage and coordinator files, into f (one) or DIR/name (each). */
 static int emit(FILE *f, const char *dir, const char *name, const char *text)
@@ -254,21 +265,21 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
                  "# qwen35-stage@%d, written by qwen35-info --plan %d: layers %s%s%s.\n"
                  "# Needs %s: weights %s, slot state %s, scratch %s (estimate).\n"
                  "[stage]\nmodel = %s\nlayers = %s\nbind = %s\nbackend = %s\ndevice = %d\n"
-                 "max-seqs = %d\nmax-ctx = %d\n",
+                 "max-seqs = %d\nmax-ctx = %d\n%s",
                  s, k, range, cut[s] == 0 ? ", the token embeddings" : "",
                  cut[s + 1] == 2 * n ? ", the output norm and LM head" : "", cli_size(m[s].total, t, sizeof t),
                  cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
                  cli_size(m[s].scratch, sc, sizeof sc), po->model_path, range, ep, po->backend, s,
-                 po->max_seqs, po->max_ctx);
+                 po->max_seqs, po->max_ctx, po->port ? INSECURE_LINE : "");
         snprintf(name, sizeof name, "stage-%d.conf", s);
         if (emit(stdout, po->write_dir, name, text)) return 1;
     }
     endpoint(po, -1, ep, sizeof ep);
     int len = snprintf(text, sizeof text,
                        "# qwen35-coordinator, written by qwen35-info --plan %d: the stages in layer "
-                       "order.\n# Clients connect to `listen` (loopback: bind a routable address only "
-                       "with CURVE keys set up).\n[coordinator]\nmodel = %s\nlisten = %s\n",
-                       k, po->model_path, ep);
+                       "order.\n# Clients connect to `listen` (the local socket qwen35-client uses by "
+                       "default: root and the group qwen35).\n[coordinator]\nmodel = %s\nlisten = %s\n%s",
+                       k, po->model_path, ep, po->port ? INSECURE_LINE : "");
     for (int s = 0; s < k && len < (int)sizeof text; s++) {
         endpoint(po, s, ep, sizeof ep);
         len += snprintf(text + len, sizeof text - (size_t)len, "stage = %s\n", ep);

@@ -21,7 +21,7 @@ typedef struct plan_opts {
     const char *model_path;             /* written as `model` */
     const char *write_dir;              /* NULL: the files go to stdout */
     const char *host;                   /* stage and coordinator endpoints: tcp://host:port+... */
-    int port;                           /* coordinator's; stage s listens on port + 1 + s */
+    int port;                           /* coordinator's; stage s listens on port + 1 + s; 0: ipc:// in /run/qwen35 */
     bool half;                          /* --half-layers: stages may end at half-layers */
 } plan_opts;
 

@@ -1,0 +1,94 @@
+#!/bin/sh
+# qwen35-http under abuse (issue #25 section 3), 2 stages + a coordinator
+# on the golden tiny model, hostile clients on loopback (tests/http/abuse.mjs):
+# request smuggling (400 and close), top_logprobs/logprobs 20, /health
+# (status alone without the key, cached), slowloris (260 connections
+# dripping a header byte a second over max-connections 256: new clients
+# still served), a stream cut by drain-timeout-s (error event + [DONE]),
+# and 300 concurrent streams at a soft RLIMIT_NOFILE of 1024 (raised to
+# the hard limit) and at a hard one of 1024 (bounded: 429/503, no abort,
+# no reset).
+# Q35_HTTP_BIN: another qwen35-http to try (the one before a fix).
+set -eu
+P35_ME=it_http_abuse
+. "$(dirname "$0")/../client/pipeline.sh"
+G=${QWEN35_GOLDEN:?}
+B=${QWEN35_BUILD:-build}
+HTTP=${Q35_HTTP_BIN:-$BIN/qwen35-http}
+[ -x "$HTTP" ] || p35_die "$HTTP missing"
+for c in node curl; do command -v $c >/dev/null || p35_die "$c missing (make deps installs it)"; done
+p35_init
+NPM=${QWEN35_NPM_DIR:-$(cd "$B" && pwd)/npm}
+sh "$(dirname "$0")/http/npm-setup.sh" "$NPM" || p35_die "npm install of the test clients failed"
+
+M=$G/models/tiny-Q8_0.gguf
+p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 4096
+p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 4096
+p35_coord "$M" s0 s1 -- --max-ctx 4096 --max-seqs 4 --max-queue 64
+p35_wait_ready 30
+KEY=sk-abuse-$$
+printf '%s\n' "$KEY" >"$P35_RUN/keys"
+READ_TIMEOUT=2
+
+# start_http NAME LIMITS [options]: qwen35-http under `ulimit LIMITS`
+start_http() {
+    _n=$1 _lim=$2
+    shift 2
+    : >"$P35_RUN/$_n.log"
+    sh -c "ulimit $_lim && exec \"\$0\" \"\$@\"" "$HTTP" --listen 127.0.0.1:0 --coordinator "$P35_EP" \
+        --api-key-file "$P35_RUN/keys" "$@" >>"$P35_RUN/$_n.log" 2>&1 &
+    eval "P35_PID_$_n=\$!"
+    case " $P35_NAMES " in *" $_n "*) ;; *) P35_NAMES="$P35_NAMES $_n" ;; esac
+    p35_wait_file "$P35_RUN/$_n.log" "the coordinator answers" 20 || p35_die "$_n did not come up: $(tail -n 3 "$P35_RUN/$_n.log")"
+    PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/$_n.log" | head -n 1)
+    export Q35_BASE=http://127.0.0.1:$PORT Q35_KEY=$KEY
+}
+alive() { eval "kill -0 \$P35_PID_$1" 2>/dev/null; }
+
+RT="--read-timeout-s $READ_TIMEOUT"
+"$HTTP" --help 2>&1 | grep -q read-timeout-s || RT=""      # a build from before it (Q35_HTTP_BIN)
+start_http h1 "-n $(ulimit -Hn)" $RT --drain-timeout-s 1
+export Q35_COORD_PID=$P35_PID_coord Q35_DRIP=260 Q35_READ_TIMEOUT_S=$READ_TIMEOUT
+for check in smuggle logprobs health slowloris slowgen; do
+    node "$NPM/abuse.mjs" $check || p35_fail "$check"
+done
+alive h1 || p35_fail "qwen35-http died: $(tail -n 5 "$P35_RUN/h1.log")"
+
+# drain-timeout-s 1: a long stream is cut, with an error event and [DONE]
+curl -sN -H "Authorization: Bearer $KEY" "$Q35_BASE/v1/completions" \
+    -d '{"prompt":[1,2,3],"max_tokens":3000,"ignore_eos":true,"temperature":0,"stream":true}' >"$P35_RUN/cut.txt" &
+cpid=$!
+p35_wait_file "$P35_RUN/cut.txt" '^data: {' 10 || p35_fail "the stream did not start"
+kill -TERM "$P35_PID_h1"
+wait $cpid || true
+rc=0
+wait "$P35_PID_h1" || rc=$?
+P35_PID_h1=
+tail -n 3 "$P35_RUN/cut.txt" | cut -c 1-200 >"$P35_RUN/cut.tail"
+if ! grep -q '^data: {"error"' "$P35_RUN/cut.txt"; then
+    p35_fail "the stream cut at drain-timeout-s has no error event: $(cat "$P35_RUN/cut.tail")"
+elif [ "$(tail -n 2 "$P35_RUN/cut.txt" | head -n 1)" != "data: [DONE]" ]; then
+    p35_fail "the cut stream does not end with data: [DONE]: $(cat "$P35_RUN/cut.tail")"
+elif [ $rc != 0 ]; then
+    p35_fail "qwen35-http exited $rc after SIGTERM"
+else
+    echo "ok drain-timeout-s 1: the stream cut after $(grep -c '^data: {"id"' "$P35_RUN/cut.txt") chunks ends with an error event and [DONE]; exit 0"
+fi
+
+# 300 concurrent streams at a soft fd limit of 1024 (the hard one higher):
+# raised at start, every one answered
+export Q35_FLOOD=300
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -gt 4096 ]; then
+    start_http h2 "-Sn 1024"
+    node "$NPM/abuse.mjs" flood || p35_fail "flood at soft RLIMIT_NOFILE 1024: $(grep -i 'abort\|error' "$P35_RUN/h2.log" | head -n 3)"
+    alive h2 || p35_fail "qwen35-http died in the flood at soft RLIMIT_NOFILE 1024: $(tail -n 3 "$P35_RUN/h2.log")"
+    p35_kill h2 TERM
+else
+    echo "skip: the hard RLIMIT_NOFILE $(ulimit -Hn) leaves no room to test raising the soft one"
+fi
+# ... and at a hard limit of 1024: fewer served at once, the rest refused or waiting, no crash
+start_http h3 "-n 1024"
+grep -q "RLIMIT_NOFILE leaves room for" "$P35_RUN/h3.log" || p35_fail "no line on the lowered max-connections at RLIMIT_NOFILE 1024"
+node "$NPM/abuse.mjs" flood || p35_fail "flood at RLIMIT_NOFILE 1024: $(grep -i 'abort\|error' "$P35_RUN/h3.log" | head -n 3)"
+alive h3 || p35_fail "qwen35-http died in the flood at RLIMIT_NOFILE 1024: $(tail -n 3 "$P35_RUN/h3.log")"
+p35_result "ok"
