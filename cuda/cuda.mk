@@ -28,6 +28,7 @@ CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a
 NVCCFLAGS ?= -O2
 NVCC_DEPFLAGS ?= -MMD -MP       # older toolkits without -MP: NVCC_DEPFLAGS=-MMD
 NVCCFLAGS += -std=c++17 -g -Imodel -Icuda $(CUDA_GENCODE) $(NVCC_DEPFLAGS) \
+             -DQ35_CUDA_ARCHS_BUILT='"$(CUDA_ARCHS)"' \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas -Werror all-warnings
 
 CFLAGS      += -DQ35_HAVE_CUDA=1 -Icuda

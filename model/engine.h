@@ -18,6 +18,10 @@
 #include <stdint.h>
 #include "config.h"
 
+/* device = emu: the cuda backend on the SIMT emulator (cuda/sim/emu.h);
+ * with no backend named, the cpu backend when the emulator refuses. */
+#define Q35_DEVICE_EMU (-2)
+
 typedef struct q35_engine_opts {
     const char *model_path;
     int layer_begin, layer_end;   /* [a, b); b = -1 means n_layer */
@@ -31,7 +35,7 @@ typedef struct q35_engine_opts {
     const char *backend;          /* "cpu", "cuda", "sim" (a simulator), or NULL = cuda
                                    * if available else cpu */
     const char *sim_profile;      /* backend "sim": its timing profile file */
-    int device;                   /* CUDA device index */
+    int device;                   /* CUDA device index, or Q35_DEVICE_EMU */
     int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
     bool no_graphs;               /* CUDA: no captured graphs for decode passes */
     bool cpu_affinity;            /* CPU: pin the worker threads (and the caller) */
