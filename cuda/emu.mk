@@ -29,7 +29,7 @@ EMU_CXXFLAGS := -std=c++17 -g -O2 -fno-strict-aliasing -ffp-contract=off -fno-ex
 EMU_INSTR := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
              --param asan-stack=0 --param asan-globals=0 -fno-sanitize-address-use-after-scope
 
-CFLAGS      += -DQ35_HAVE_CUDA_EMU=1
+CFLAGS      += -DQ35_HAVE_CUDA_EMU=1 -Icuda/sim
 ENGINE_LIBS += $(EMU_LIB) -lstdc++
 ALL_EXTRA   += $(EMU_LIB)
 ENGINE_DEPS += $(EMU_LIB)

@@ -202,6 +202,11 @@ struct race_state {
     size_t ng;
     uint32_t ep, bgen;
     size_t dyn;            /* this launch's dynamic shared bytes */
+    /* the first read of a granule no thread had written yet: judged at the
+     * next barrier (a write by another thread before it is a race, which
+     * racecheck reports first; none at all is an uninitialised read) */
+    uintptr_t un_at;
+    int un_thread, un_n;
 };
 static __thread race_state R;
 
@@ -221,9 +226,22 @@ void race_block_start(size_t dyn_shm)
     R.ep++;
     R.bgen = R.ep;
     R.dyn = dyn_shm;
+    R.un_at = 0;
 }
 
-void race_barrier() { R.ep++; }
+bool race_barrier(char *msg, size_t n)
+{
+    if (R.un_at && R.g[(R.un_at - SHM_LO) / 4].iep < R.bgen) {
+        char at[400];
+        where_thread(at, sizeof at, R.un_thread);
+        snprintf(msg, n, "initcheck: %s: %d-byte read of shared memory at %#lx that no thread of the block "
+                 "has written", at, R.un_n, (unsigned long)R.un_at);
+        return false;
+    }
+    R.un_at = 0;
+    R.ep++;
+    return true;
+}
 
 static void thr(char *b, size_t n, int lin)
 {
@@ -267,10 +285,10 @@ static void shared_access(uintptr_t a, size_t n, bool store, bool atomic)
                   (unsigned long)x, isdyn ? "dynamic" : "static", (unsigned long)(x - (isdyn ? dyn : lo)),
                   t1, !strcmp(kind, "write-after-read") ? "read" : "wrote", t2, store ? "writes" : "reads");
         }
-        if (!store && !atomic && (ck & Q35_EMU_INITCHECK) && G.iep < R.bgen) {
-            where(at, sizeof at);
-            fault(cudaErrorLaunchFailure, "initcheck: %s: %zu-byte read of shared memory at %#lx that no thread "
-                  "of the block has written", at, n, (unsigned long)x);
+        if (!store && !atomic && (ck & Q35_EMU_INITCHECK) && G.iep < R.bgen && !R.un_at) {
+            R.un_at = x;
+            R.un_thread = me;
+            R.un_n = (int)n;
         }
         if (store || atomic) {
             if (!atomic) { G.wep = R.ep; G.wt = (int16_t)me; }

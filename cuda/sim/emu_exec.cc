@@ -313,7 +313,11 @@ static bool run_block(worker *w, uint3 bid)
         bool runnable = false;
         for (int i = 0; i < n && !runnable; i++) runnable = w->f[i].state == F_RUN;
         if (runnable) continue;               /* lanes a warp operation released */
-        if (w->n_done == n) return true;
+        if (w->n_done == n) {
+            if (race_barrier(w->msg, sizeof w->msg)) return true;
+            w->err = cudaErrorLaunchFailure;
+            return false;
+        }
         char at[320], t2[48];
         if (w->n_warp) {
             /* nothing runs and a warp operation is still short of lanes: say which */
@@ -344,7 +348,10 @@ static bool run_block(worker *w, uint3 bid)
         }
         for (int i = 0; i < n; i++) w->f[i].state = F_RUN;
         w->n_bar = 0;
-        race_barrier();
+        if (!race_barrier(w->msg, sizeof w->msg)) {
+            w->err = cudaErrorLaunchFailure;
+            return false;
+        }
     }
 }
 

@@ -49,9 +49,11 @@ int where_thread(char *buf, size_t n, int lin);
 
 /* Shared memory of the running block: the TLS window, valid extent. */
 void shm_bounds(uintptr_t *lo, uintptr_t *dyn, uintptr_t *hi);
-/* Race epochs: a new block / a barrier passed. */
+/* Race epochs: a new block / a barrier passed (or the block's end):
+ * false with the report when a read of never-written shared memory is
+ * left unexplained. */
 void race_block_start(size_t dyn_shm);
-void race_barrier();
+bool race_barrier(char *msg, size_t n);
 
 /* Device heap (emu_check.cc). */
 int heap_alloc(size_t n, void **p);

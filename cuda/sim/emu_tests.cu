@@ -6,11 +6,12 @@
 #include "cu_kernels.cuh"
 #include "emu.h"
 
-/* Out of bounds: the last thread writes one element past n. */
+/* Out of bounds: every thread writes one element further, the last one
+ * past n. */
 __global__ void k_plant_oob(float *p, int n, int bug)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n + bug) p[i] = (float)i;
+    if (i < n) p[i + bug] = (float)i;
 }
 
 /* Shared race: thread 0 sums what the others wrote, with or without the
