@@ -33,6 +33,7 @@ extern "C" {
 /* emu_shm.S: the per-host-thread shared window (static __shared__ arrays
  * of the kernels lie between begin and dynshm, the dynamic buffer after). */
 extern __thread char q35emu_shm_begin[1];
+extern __thread char q35emu_shm_red[256];
 extern __thread char q35emu_dynshm[];
 extern __thread char q35emu_shm_end[1];
 }
@@ -255,6 +256,11 @@ static void shared_access(uintptr_t a, size_t n, bool store, bool atomic)
 {
     const uintptr_t lo = SHM_LO, dyn = SHM_DYN;
     char at[400];
+    if (a < dyn && a + n > tls_at(q35emu_shm_red)) {
+        where(at, sizeof at);
+        fault(cudaErrorIllegalAddress, "memcheck: %s: %zu-byte %s %lu bytes before the dynamic shared memory",
+              at, n, store ? "write" : "read", (unsigned long)(dyn - a));
+    }
     if (a >= dyn && a + n > dyn + R.dyn) {
         where(at, sizeof at);
         fault(cudaErrorIllegalAddress, "memcheck: %s: %zu-byte %s at dynamic shared offset %lu, past the %zu "

@@ -15,6 +15,8 @@ if [ "$1" = --begin ]; then
 else
     names=$(sed -n 's/.*extern[ \t]\{1,\}__shared__[^;]*[ \t*]\([A-Za-z_][A-Za-z_0-9]*\)[ \t]*\[[ \t]*\][ \t]*;.*/\1/p' "$@" | sort -u)
     size=$((227 * 1024))
+    sym q35emu_shm_red 256     # a redzone: dyn[-1] must not land in a static array unseen
+    printf '.zero 256\n'
     sym q35emu_dynshm $size
     for n in $names; do sym "$n" $size; done
     printf '.zero %d\n' $size
