@@ -61,6 +61,21 @@ const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errs
     return NULL;
 }
 
+int q35_device_parse(const char *s, int *device, char *err, size_t errsz)
+{
+    if (s && !strcmp(s, "emu")) {
+        *device = Q35_DEVICE_EMU;
+        return 0;
+    }
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : -1;
+    if (!s || end == s || *end || v < 0 || v > 63)
+        return q35_err(err, errsz, Q35_EINVAL, "device '%s': expected a CUDA device index 0..63 or emu "
+                       "(the CUDA backend on the SIMT emulator)", s ? s : "");
+    *device = (int)v;
+    return 0;
+}
+
 /* device = emu: the cuda backend's emulator build, when linked in. */
 static const q35_backend_ops *emu_backend(char *err, size_t errsz)
 {

@@ -22,6 +22,11 @@
  * with no backend named, the cpu backend when the emulator refuses. */
 #define Q35_DEVICE_EMU (-2)
 
+/* "N" (0..63) or "emu" into *device (Q35_DEVICE_EMU): the --device /
+ * device = value of the tools and the stage. Q35_EINVAL with a message
+ * otherwise. */
+int q35_device_parse(const char *s, int *device, char *err, size_t errsz);
+
 typedef struct q35_engine_opts {
     const char *model_path;
     int layer_begin, layer_end;   /* [a, b); b = -1 means n_layer */
