@@ -239,6 +239,7 @@ static void test_nan_router(void **state)
     l[4][2] = NAN;
     int ids[R * K], cids[K];
     float w[R * K], cw[K];
+    static float cw_top[64];
     char err[Q35_ERRSZ] = "";
     if (q35_emu_route(&l[0][0], R, X, K, ids, w, err, sizeof err)) fail_msg("emu route: %s", err);
     for (int r = 0; r < R; r++) {
@@ -252,6 +253,22 @@ static void test_nan_router(void **state)
         }
     }
     assert_clean("nan router");
+    /* top-k over a vocabulary row with NaN / Inf: the same order */
+    enum { N = 700, TK = 40 };
+    float *v = fu_alloc(sizeof(float) * 2 * N), tv[2 * TK];
+    int ti[2 * TK];
+    for (int i = 0; i < 2 * N; i++) v[i] = (float)((i * 37) % 101) - 50.0f;
+    for (int i = 0; i < N; i += 3) v[i] = NAN;
+    for (int i = N; i < N + N - 20; i++) v[i] = NAN;       /* fewer numbers than k */
+    v[10] = INFINITY; v[N + 690] = -INFINITY;
+    if (q35_emu_topk(v, 2, N, TK, ti, tv, err, sizeof err)) fail_msg("emu top-k: %s", err);
+    for (int r = 0; r < 2; r++) {
+        int ref[TK];
+        cpu_route(v + (size_t)r * N, N, TK, ref, cw_top);    /* the same order, any X */
+        for (int k = 0; k < TK; k++)
+            if (ti[r * TK + k] != ref[k]) fail_msg("top-k row %d #%d: %d, expected %d", r, k, ti[r * TK + k], ref[k]);
+    }
+    free(v);
     /* end to end: a later stage given NaN hidden rows runs on both backends */
     char p[1024];
     const int E = 256;

@@ -53,6 +53,11 @@ void q35_emu_reset(void);
  * in err. */
 int q35_emu_planted(const char *which, char *err, size_t errsz);
 
+/* The device top-k (k_topk, k <= 64) over host logits [rows][n]:
+ * ids / vals [rows][k], descending, NaN last, ties to the lower index. */
+int q35_emu_topk(const float *logits, int rows, int n, int k, int *ids, float *vals,
+                 char *err, size_t errsz);
+
 /* The device MoE router (k_router, then k_moe_group) over host logits
  * [rows][X]: ids / weights [rows][K] (the NaN-routing test compares them
  * with the CPU backend's cpu_route). */

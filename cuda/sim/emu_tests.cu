@@ -113,6 +113,26 @@ out:
     return rc;
 }
 
+/* Device top-k (k_topk) over host logits [rows][n]: ids / vals [rows][k]. */
+extern "C" int q35_emu_topk(const float *logits, int rows, int n, int k, int *ids, float *vals,
+                            char *err, size_t errsz)
+{
+    float *dl = NULL, *dv = NULL;
+    int *di = NULL;
+    cudaError_t e = cudaMalloc((void **)&dl, (size_t)rows * n * sizeof(float));
+    if (!e) e = cudaMalloc((void **)&dv, (size_t)rows * k * sizeof(float));
+    if (!e) e = cudaMalloc((void **)&di, (size_t)rows * k * sizeof(int));
+    if (!e) e = cudaMemcpy(dl, logits, (size_t)rows * n * sizeof(float), cudaMemcpyHostToDevice);
+    int rc = e ? fail(e, "emu top-k: setup", err, errsz) : cu_topk(dl, n, n, rows, k, di, dv, 0, err, errsz);
+    if (!rc && (e = cudaGetLastError())) rc = fail(e, "emu top-k", err, errsz);
+    if (!rc && (e = cudaMemcpy(ids, di, (size_t)rows * k * sizeof(int), cudaMemcpyDeviceToHost)))
+        rc = fail(e, "emu top-k: copy", err, errsz);
+    if (!rc && (e = cudaMemcpy(vals, dv, (size_t)rows * k * sizeof(float), cudaMemcpyDeviceToHost)))
+        rc = fail(e, "emu top-k: copy", err, errsz);
+    cudaFree(dl); cudaFree(dv); cudaFree(di);
+    return rc;
+}
+
 /* The device router (k_router + k_moe_group) on host logits: ids and
  * weights [rows][K]; the groups are checked for consistency here. */
 extern "C" int q35_emu_route(const float *logits, int rows, int X, int K, int *ids, float *w,
