@@ -1,15 +1,16 @@
 # The SIMT emulator build of the CUDA backend (cuda/sim/, cuda/README.md
 # "Emulator"): the same cuda/*.cu compiled by g++ against cuda/sim's
 # runtime, every load and store instrumented for the checks, linked into
-# every engine binary as q35_backend_cuda_emu (device = emu). Always on in
-# the plain build (no nvcc needed); EMU=0 leaves it out. Not in the SAN
-# build: ASan's own instrumentation and this one are the same compiler
-# mode (see cuda/README.md).
+# every engine binary as q35_backend_cuda_emu (device = emu). Always on
+# (no nvcc needed); EMU=0 leaves it out. In the SAN build too: its objects
+# keep their own instrumentation (ASan's and this one are the same
+# compiler mode, so they are never mixed in one file) while ASan/UBSan
+# check the engine around it.
 #
 #   make EMU_ARCHS="75 90"   the archs the emulated binary claims code for
 #                            (init refuses a device outside them)
 
-EMU       ?= $(if $(filter 1,$(SAN)),0,1)
+EMU       ?= 1
 EMU_ARCHS ?= 37 75 80 86 89 90
 CXX       ?= g++
 
