@@ -43,7 +43,8 @@ int q35_emu_configure(const char *device, int checks, int threads, char *err, si
 const char *q35_emu_last_report(void);
 uint64_t q35_emu_launches(void);
 
-/* Clears the sticky error a stopped kernel leaves (cudaDeviceReset). */
+/* Clears the sticky error a stopped kernel leaves, keeping device memory
+ * (cudaDeviceReset would free it): tests go on after a planted defect. */
 void q35_emu_reset(void);
 
 /* Test-only kernels with planted defects, by name: "oob-write",
