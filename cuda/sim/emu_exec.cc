@@ -209,8 +209,27 @@ static const char *const op_names[] = { "__syncwarp", "__shfl_sync", "__shfl_xor
 
 /* Resolves the warp meeting of lane `lead`; false with w->err set on a
  * defect. */
+/* The common meeting: a whole warp at one __shfl_xor_sync (warp sums):
+ * no lane can be outside the mask, nothing to diagnose. */
+static bool full_xor(worker *w, int warp0, int nlanes, int lead)
+{
+    fiber *F = w->f + warp0;
+    if (nlanes != 32 || w->wait[warp0 >> 5] != 0xffffffffu || F[lead].mask != 0xffffffffu ||
+        F[lead].op != W_SHFL_XOR)
+        return false;
+    for (int l = 0; l < 32; l++)
+        if (F[l].op != W_SHFL_XOR || F[l].mask != 0xffffffffu || (unsigned)F[l].arg > 31 || F[l].width != 32)
+            return false;
+    for (int l = 0; l < 32; l++) F[l].res = F[l ^ F[l].arg].val;
+    for (int l = 0; l < 32; l++) F[l].state = F_RUN;
+    w->wait[warp0 >> 5] = 0;
+    w->n_warp -= 32;
+    return true;
+}
+
 static bool resolve_warp(worker *w, int warp0, int nlanes, int lead)
 {
+    if (full_xor(w, warp0, nlanes, lead)) return true;
     fiber *F = w->f + warp0;
     const fiber &L = F[lead];
     char at[320];
