@@ -1,8 +1,8 @@
 #!/bin/sh
 # The CUDA backend on the SIMT emulator through the programs: qwen35-run
 # --backend cuda --device emu gives the CPU backend's greedy ids, a
-# 2-stage pipeline whose second stage runs `--backend cuda --device emu`
-# answers as the CPU pipeline does, and a bad --device value is refused
+# 2-stage pipeline whose second stage's config says `backend = cuda`,
+# `device = emu` answers as the CPU pipeline does, and a bad --device value is refused
 # with one line naming it. Skipped when the emulator is not built in.
 set -eu
 P35_ME=it_cuda_emu
@@ -31,7 +31,8 @@ grep -q "cuda" "$P35_RUN/run.err" || p35_fail "qwen35-run --device emu: no cuda 
 grep -q "device '64'" "$P35_RUN/bad.err" || p35_fail "stage --device 64: $(cat "$P35_RUN/bad.err")"
 
 p35_stage s0 "$m" 0:4 --threads 1 --max-seqs 2 --max-ctx 64 --backend cpu
-p35_stage s1 "$m" 4:8 --threads 1 --max-seqs 2 --max-ctx 64 --backend cuda --device emu
+printf '[stage]\nbackend = cuda\ndevice = emu\n' >"$P35_RUN/s1.conf"      # the INI form
+p35_stage s1 "$m" 4:8 --threads 1 --max-seqs 2 --max-ctx 64 --config "$P35_RUN/s1.conf"
 p35_coord "$m" s0 s1 -- --max-ctx 64 --max-seqs 2
 p35_wait_ready 120
 got=$(p35_client --prompt-ids "$P35_RUN/tok.txt" -n 4 --ignore-eos --ids | tr -s ' \n' ' ') ||
