@@ -13,6 +13,7 @@
 EMU       ?= 1
 EMU_ARCHS ?= 37 75 80 86 89 90
 CXX       ?= g++
+OBJCOPY   ?= objcopy
 
 ifeq ($(EMU),1)
 EMU_LIB   := $(BUILD)/libqwen35cudaemu.a
@@ -49,7 +50,7 @@ $(BUILD)/obj/emu/cuda/sim/%.o: cuda/sim/%.cc
 
 # Dynamic shared memory: each `extern __shared__ T name[]` of the kernels
 # is a label on one per-thread buffer (227 KB: the largest opt-in).
-$(BUILD)/obj/emu/emu_shm.S: $(EMU_KSRCS) cuda/emu.mk
+$(BUILD)/obj/emu/emu_shm.S: $(EMU_KSRCS) cuda/emu.mk cuda/sim/gen_shm.sh
 	@mkdir -p $(@D)
 	sh cuda/sim/gen_shm.sh $(EMU_KSRCS) > $@
 
@@ -62,9 +63,9 @@ $(BUILD)/obj/emu/emu_shm.o: $(BUILD)/obj/emu/emu_shm.S
 # final link never swaps in another archive's copy of an inline function.
 $(EMU_LIB): $(EMU_ROBJS) $(BUILD)/obj/emu/shm_begin.o $(EMU_KOBJS) $(BUILD)/obj/emu/emu_shm.o
 	@mkdir -p $(@D)
-	ld -r --force-group-allocation -o $(BUILD)/obj/emu/emu_all.o $^
-	objcopy --redefine-sym q35_backend_cuda=q35_backend_cuda_emu $(BUILD)/obj/emu/emu_all.o
-	objcopy --wildcard --keep-global-symbol='q35_emu_*' --keep-global-symbol=q35_backend_cuda_emu \
+	$(LD) -r --force-group-allocation -o $(BUILD)/obj/emu/emu_all.o $^
+	$(OBJCOPY) --redefine-sym q35_backend_cuda=q35_backend_cuda_emu $(BUILD)/obj/emu/emu_all.o
+	$(OBJCOPY) --wildcard --keep-global-symbol='q35_emu_*' --keep-global-symbol=q35_backend_cuda_emu \
 	    $(BUILD)/obj/emu/emu_all.o
 	rm -f $@ && ar rcs $@ $(BUILD)/obj/emu/emu_all.o
 
