@@ -109,6 +109,18 @@ static alloc *find_le(uintptr_t a)
     return lo ? &allocs[lo - 1] : NULL;
 }
 
+/* Gives an allocation's pages back; its shadow reads 0 (not addressable)
+ * from now on, and its addresses are never handed out again. */
+static void release(alloc *x)
+{
+    const size_t off = x->a - (uintptr_t)hbase, np = pages(x->n ? x->n : 1);
+    madvise(hbase + off, np, MADV_DONTNEED);
+    mprotect(hbase + off, np, PROT_NONE);
+    madvise(hshadow + off, np, MADV_DONTNEED);
+    x->freed = true;
+    hlive -= np;
+}
+
 int heap_free(void *p)
 {
     if (!p) return 0;
@@ -116,12 +128,7 @@ int heap_free(void *p)
     alloc *x = find_le((uintptr_t)p);
     int rc = cudaErrorInvalidValue;
     if (x && x->a == (uintptr_t)p && !x->freed) {
-        const size_t off = x->a - (uintptr_t)hbase, np = pages(x->n ? x->n : 1);
-        madvise(hbase + off, np, MADV_DONTNEED);
-        mprotect(hbase + off, np, PROT_NONE);
-        madvise(hshadow + off, np, MADV_DONTNEED);     /* reads as 0: not addressable */
-        x->freed = true;
-        hlive -= np;
+        release(x);
         rc = 0;
     }
     pthread_mutex_unlock(&hmu);
@@ -135,14 +142,7 @@ void heap_reset()
 {
     pthread_mutex_lock(&hmu);
     for (alloc &x : allocs)
-        if (!x.freed) {
-            const size_t off = x.a - (uintptr_t)hbase, np = pages(x.n ? x.n : 1);
-            madvise(hbase + off, np, MADV_DONTNEED);
-            mprotect(hbase + off, np, PROT_NONE);
-            madvise(hshadow + off, np, MADV_DONTNEED);
-            x.freed = true;
-        }
-    hlive = 0;
+        if (!x.freed) release(&x);
     pthread_mutex_unlock(&hmu);
 }
 

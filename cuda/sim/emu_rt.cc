@@ -153,10 +153,17 @@ static cudaError_t do_memset(void *p, int v, size_t n)
     return cudaSuccess;
 }
 
+/* One grid at a time: the block pool is shared, and host threads of
+ * one process (two engines, say) may launch at once. */
+static pthread_mutex_t grid_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static cudaError_t exec_grid(const grid_run *g)
 {
+    pthread_mutex_lock(&grid_mu);
     n_launch++;
-    return run_grid(g);
+    const cudaError_t e = run_grid(g);
+    pthread_mutex_unlock(&grid_mu);
+    return e;
 }
 
 static cudaError_t replay(const nodes &ns)
