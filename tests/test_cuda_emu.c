@@ -300,8 +300,10 @@ static void test_arch_and_profiles(void **state)
     if (q35_emu_configure("sm30", Q35_EMU_ALL, 0, err, sizeof err)) fail_msg("%s", err);
     q35_engine_opts o = { .model_path = model_path(p, sizeof p, "tiny-Q8_0"), .layer_end = -1, .max_seqs = 2,
                           .max_ctx = 16, .n_threads = 1, .backend = "cuda", .device = Q35_DEVICE_EMU };
+    const uint64_t up0 = q35_emu_uploaded();
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     assert_null(e);
+    assert_int_equal(q35_emu_uploaded(), up0);                 /* not one weight byte */
     if (!strstr(err, "sm_30") || !strstr(err, "sm_37") || !strstr(err, "sm_90") || strchr(err, '\n'))
         fail_msg("refusal: %s", err);
     o.backend = NULL;
@@ -314,6 +316,7 @@ static void test_arch_and_profiles(void **state)
     float *a = fu_alloc(sizeof(float) * 8 * 512), *c = fu_alloc(sizeof(float) * 8 * 512);
     run_model("tiny-Q8_0", "cpu", 0, 8, 8, c);
     run_model("tiny-Q8_0", "cuda", 0, 8, 8, a);
+    assert_true(q35_emu_uploaded() > up0 + (10u << 20));      /* an accepted device gets the weights */
     const double d = fu_max_diff(a, c, (size_t)8 * 512);
     if (!(d <= 1e-4)) fail_msg("h200: |emu - cpu| = %g", d);
     assert_clean("h200");

@@ -42,6 +42,8 @@ int q35_emu_configure(const char *device, int checks, int threads, char *err, si
  * count of kernels launched since start (tests: proof the work ran). */
 const char *q35_emu_last_report(void);
 uint64_t q35_emu_launches(void);
+/* Bytes copied host to device since start (tests: nothing was uploaded). */
+uint64_t q35_emu_uploaded(void);
 
 /* Clears the sticky error a stopped kernel leaves, keeping device memory
  * (cudaDeviceReset would free it): tests go on after a planted defect. */

@@ -36,7 +36,7 @@ static int conf_checks = -1, conf_threads;
 static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
 static cudaError_t sticky, last;
 static char report_txt[1024];
-static uint64_t n_launch;
+static uint64_t n_launch, n_uploaded;
 
 static const q35_emu_profile *by_key(const char *k)
 {
@@ -139,7 +139,10 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, cudaMemcpyKind 
     if (!wd && dd) { set_report(cudaErrorInvalidValue, "emu: cudaMemcpy: destination is device memory, kind says host"); return cudaErrorInvalidValue; }
     if (!ws && sd) { set_report(cudaErrorInvalidValue, "emu: cudaMemcpy: source is device memory, kind says host"); return cudaErrorInvalidValue; }
     memmove(dst, src, n);
-    if (k == cudaMemcpyHostToDevice) heap_mark_init(dst, n);
+    if (k == cudaMemcpyHostToDevice) {
+        heap_mark_init(dst, n);
+        __atomic_fetch_add(&n_uploaded, n, __ATOMIC_RELAXED);
+    }
     else if (k == cudaMemcpyDeviceToDevice) heap_copy_init(dst, src, n);
     return cudaSuccess;
 }
@@ -464,6 +467,7 @@ extern "C" int q35_emu_configure(const char *device, int ck, int threads, char *
 }
 extern "C" const char *q35_emu_last_report(void) { return report_txt; }
 extern "C" uint64_t q35_emu_launches(void) { return n_launch; }
+extern "C" uint64_t q35_emu_uploaded(void) { return __atomic_load_n(&n_uploaded, __ATOMIC_RELAXED); }
 extern "C" void q35_emu_reset(void)
 {
     sticky = last = cudaSuccess;
