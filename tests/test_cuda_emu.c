@@ -22,6 +22,7 @@
 #ifdef Q35_HAVE_CUDA_EMU
 #include "cpu.h"
 #include "emu.h"
+#include "quant.h"
 #endif
 
 #define NT 64      /* golden positions */
@@ -195,6 +196,58 @@ static void test_checkpoint(void **state)
     free(a); free(b);
 }
 
+/* Every decoder through the device kernel (k_dequant_rows) bit-exact with
+ * golden/quant, the matmul kernel (decode and tiled batch paths) against
+ * the golden values, and the bandwidth probe: check.cu's device checks,
+ * the ones `make gpu-check` runs, here on the emulator. */
+static void test_device_checks(void **state)
+{
+    (void)state;
+    static const char *const types[] = {
+#define X(T, name) #name,
+        QUANT_CUDA(X)
+#undef X
+    };
+    char p[1024], rel[128], err[Q35_ERRSZ] = "";
+    float *x = fu_alloc(sizeof(float) * 5 * 512), *y = fu_alloc(sizeof(float) * 5 * 16);
+    for (int i = 0; i < 5 * 512; i++) x[i] = (float)((i * 29) % 17) / 8.0f - 1.0f;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        int t = -1;
+        for (int i = 0; i < GGML_TYPE_COUNT; i++)
+            if (quant_type_of(i) && quant_type_of(i)->name && !strcmp(quant_type_of(i)->name, types[k])) t = i;
+        assert_true(t >= 0);
+        const uint64_t rb = quant_row_bytes(t, 512);
+        size_t nq, nf;
+        snprintf(rel, sizeof rel, "quant/%s.q", types[k]);
+        uint8_t *q = ts_read_file(ts_golden(p, sizeof p, rel), &nq);
+        snprintf(rel, sizeof rel, "quant/%s.f32", types[k]);
+        float *ref = ts_read_file(ts_golden(p, sizeof p, rel), &nf);
+        assert_true(nq >= rb * 16 && nf >= sizeof(float) * 16 * 512);
+        float *got = fu_alloc(sizeof(float) * 16 * 512);
+        if (q35_emu_dequant(t, q, 16, 512, got, err, sizeof err)) fail_msg("%s: %s", types[k], err);
+        if (memcmp(got, ref, sizeof(float) * 16 * 512)) fail_msg("%s: device decode differs from golden", types[k]);
+        for (int nx = 1; nx <= 5; nx += 4) {
+            if (q35_emu_matmul(t, q, rb, 512, 16, x, nx, y, err, sizeof err)) fail_msg("%s: %s", types[k], err);
+            for (int j = 0; j < nx; j++)
+                for (int r = 0; r < 16; r++) {
+                    double s = 0, a = 0;
+                    for (int c = 0; c < 512; c++) {
+                        s += (double)ref[r * 512 + c] * x[j * 512 + c];
+                        a += fabs((double)ref[r * 512 + c] * x[j * 512 + c]);
+                    }
+                    if (!(fabs(y[j * 16 + r] - s) <= 1e-5 * a + 1e-6))
+                        fail_msg("%s: matmul nx %d item %d row %d: %g, expected %g", types[k], nx, j, r, y[j * 16 + r], s);
+                }
+        }
+        free(q); free(ref); free(got);
+    }
+    double bps = 0;
+    if (q35_emu_membw(256 << 10, &bps, err, sizeof err)) fail_msg("membw: %s", err);
+    assert_true(bps > 0);
+    assert_clean("device checks");
+    free(x); free(y);
+}
+
 /* Each planted defect is reported as what it is; the clean twins pass. */
 static void test_checks_can_fail(void **state)
 {
@@ -352,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
 #ifdef Q35_HAVE_CUDA_EMU
         cmocka_unit_test(test_checks_can_fail),
+        cmocka_unit_test(test_device_checks),
         cmocka_unit_test(test_nan_router),
         cmocka_unit_test(test_arch_and_profiles),
         cmocka_unit_test(test_golden_q8),

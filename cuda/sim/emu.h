@@ -67,6 +67,14 @@ int q35_emu_topk(const float *logits, int rows, int n, int k, int *ids, float *v
 int q35_emu_route(const float *logits, int rows, int X, int K, int *ids, float *w,
                   char *err, size_t errsz);
 
+/* cuda.h's device checks (check.cu) on the emulated device:
+ * q35_cuda_dequant, q35_cuda_matmul and q35_cuda_membw with device 0. */
+int q35_emu_dequant(int type, const void *blocks, int64_t nrows, int64_t ncols, float *out,
+                    char *err, size_t errsz);
+int q35_emu_matmul(int type, const void *W, size_t row_bytes, int64_t ncols, int64_t nrows,
+                   const float *X, int nx, float *Y, char *err, size_t errsz);
+int q35_emu_membw(size_t bytes, double *bps, char *err, size_t errsz);
+
 #ifdef __cplusplus
 }
 #endif

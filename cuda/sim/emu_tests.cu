@@ -5,6 +5,9 @@
 #include <string.h>
 #include "cu_kernels.cuh"
 #include "emu.h"
+extern "C" {
+#include "cuda.h"
+}
 
 /* Out of bounds: every thread writes one element further, the last one
  * past n. */
@@ -160,4 +163,22 @@ extern "C" int q35_emu_route(const float *logits, int rows, int X, int K, int *i
         rc = fail(e, "emu route: copy", err, errsz);
     cudaFree(dl); cudaFree(tw); cudaFree(pw); cudaFree(ip);
     return rc;
+}
+
+/* cuda.h's kernel checks (check.cu) on the emulated device. */
+extern "C" int q35_emu_dequant(int type, const void *blocks, int64_t nrows, int64_t ncols, float *out,
+                               char *err, size_t errsz)
+{
+    return q35_cuda_dequant(0, type, blocks, nrows, ncols, out, err, errsz);
+}
+
+extern "C" int q35_emu_matmul(int type, const void *W, size_t row_bytes, int64_t ncols, int64_t nrows,
+                              const float *X, int nx, float *Y, char *err, size_t errsz)
+{
+    return q35_cuda_matmul(0, type, W, row_bytes, ncols, nrows, X, nx, Y, err, errsz);
+}
+
+extern "C" int q35_emu_membw(size_t bytes, double *bps, char *err, size_t errsz)
+{
+    return q35_cuda_membw(0, bytes, bps, NULL, err, errsz);
 }
