@@ -241,6 +241,13 @@ static void test_device_checks(void **state)
         }
         free(q); free(ref); free(got);
     }
+    float *act = fu_alloc(sizeof(float) * 3000);
+    if (q35_emu_swiglu(x, x + 1000, 1000, act, err, sizeof err)) fail_msg("swiglu: %s", err);
+    for (int i = 0; i < 1000; i++) {
+        const float s = x[i] / (1.0f + expf(-x[i])) * x[1000 + i];
+        assert_memory_equal(&act[i], &s, sizeof s);
+    }
+    free(act);
     double bps = 0;
     if (q35_emu_membw(256 << 10, &bps, err, sizeof err)) fail_msg("membw: %s", err);
     assert_true(bps > 0);

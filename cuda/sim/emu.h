@@ -74,6 +74,8 @@ int q35_emu_dequant(int type, const void *blocks, int64_t nrows, int64_t ncols, 
 int q35_emu_matmul(int type, const void *W, size_t row_bytes, int64_t ncols, int64_t nrows,
                    const float *X, int nx, float *Y, char *err, size_t errsz);
 int q35_emu_membw(size_t bytes, double *bps, char *err, size_t errsz);
+/* act = silu(g) * u over n floats through k_swiglu. */
+int q35_emu_swiglu(const float *g, const float *u, size_t n, float *act, char *err, size_t errsz);
 
 #ifdef __cplusplus
 }

@@ -182,3 +182,18 @@ extern "C" int q35_emu_membw(size_t bytes, double *bps, char *err, size_t errsz)
 {
     return q35_cuda_membw(0, bytes, bps, NULL, err, errsz);
 }
+
+/* act = silu(g) * u through k_swiglu (the unfused gate/up path). */
+extern "C" int q35_emu_swiglu(const float *g, const float *u, size_t n, float *act, char *err, size_t errsz)
+{
+    float *d = NULL;
+    cudaError_t e = cudaMalloc((void **)&d, 3 * n * sizeof(float));
+    if (!e) e = cudaMemcpy(d, g, n * sizeof(float), cudaMemcpyHostToDevice);
+    if (!e) e = cudaMemcpy(d + n, u, n * sizeof(float), cudaMemcpyHostToDevice);
+    int rc = e ? fail(e, "emu swiglu: setup", err, errsz) : cu_swiglu(d, d + n, n, d + 2 * n, 0, err, errsz);
+    if (!rc && (e = cudaGetLastError())) rc = fail(e, "emu swiglu", err, errsz);
+    if (!rc && (e = cudaMemcpy(act, d + 2 * n, n * sizeof(float), cudaMemcpyDeviceToHost)))
+        rc = fail(e, "emu swiglu: copy", err, errsz);
+    cudaFree(d);
+    return rc;
+}
