@@ -265,6 +265,7 @@ static void test_checks_can_fail(void **state)
         { "missing-sync", { "racecheck:", "hazard on shared memory", "k_plant_sum" } },
         { "shared-race", { "racecheck:", "write-after-write", "thread (0,0,0)" } },
         { "partial-shuffle", { "warpcheck:", "names lane 16", "__shfl_xor_sync" } },
+        { "missing-syncwarp", { "racecheck:", "read-after-write", "k_plant_warpsync" } },
         { "partial-barrier", { "synccheck:", "reached by 32 of 64", "k_plant_bar" } },
         { "uninit-read", { "initcheck:", "never written", "k_plant_uninit" } },
         { "use-after-free", { "memcheck:", "use after free", "k_plant_uninit" } },

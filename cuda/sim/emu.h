@@ -50,7 +50,7 @@ uint64_t q35_emu_uploaded(void);
 void q35_emu_reset(void);
 
 /* Test-only kernels with planted defects, by name: "oob-write",
- * "shared-race", "missing-sync", "partial-shuffle", "partial-barrier",
+ * "shared-race", "missing-sync", "partial-shuffle", "partial-barrier", "missing-syncwarp",
  * "uninit-read", "use-after-free", "clean" (the same kernels, correct).
  * Returns the launch's result: 0 (clean) or Q35_EDEVICE with the report
  * in err. */

@@ -196,7 +196,10 @@ void heap_copy_init(void *dst, const void *src, size_t n)
 }
 
 /* ---- shared memory --------------------------------------------------------- */
-struct granule { uint32_t wep, rep, iep; int16_t wt, rt, rt2; };
+/* Per 4-byte word: epochs of the last write / read / initialisation, the
+ * writer, up to two readers, and the __syncwarp generation each access
+ * saw (its lane's generation at the time). */
+struct granule { uint32_t wep, rep, iep, wg, rg; int16_t wt, rt, rt2; };
 
 struct race_state {
     granule *g;
@@ -208,6 +211,8 @@ struct race_state {
      * racecheck reports first; none at all is an uninitialised read) */
     uintptr_t un_at;
     int un_thread, un_n;
+    /* __syncwarp generations: per thread, the last one it passed */
+    uint32_t gen, lane_gen[1024];
 };
 static __thread race_state R;
 
@@ -228,6 +233,22 @@ void race_block_start(size_t dyn_shm)
     R.bgen = R.ep;
     R.dyn = dyn_shm;
     R.un_at = 0;
+    memset(R.lane_gen, 0, sizeof R.lane_gen);
+}
+
+void race_syncwarp(int warp0, unsigned mask)
+{
+    const uint32_t g = ++R.gen;
+    for (int l = 0; l < 32; l++)
+        if (mask >> l & 1) R.lane_gen[warp0 + l] = g;
+}
+
+/* Whether a __syncwarp both threads passed lies between thread a's access
+ * (seen at generation ga) and now: lanes of one warp exchanging through
+ * shared memory under __syncwarp are ordered. */
+static bool warp_ordered(int a, uint32_t ga, int b)
+{
+    return a >> 5 == b >> 5 && R.lane_gen[a] > ga && R.lane_gen[b] > ga;
 }
 
 bool race_barrier(char *msg, size_t n)
@@ -274,10 +295,12 @@ static void shared_access(uintptr_t a, size_t n, bool store, bool atomic)
         const char *kind = NULL;
         int other = -1;
         if (!atomic && (ck & Q35_EMU_RACECHECK)) {
-            if (G.wep == R.ep && G.wt != me) { kind = store ? "write-after-write" : "read-after-write"; other = G.wt; }
-            else if (store && G.rep == R.ep && (G.rt != me || G.rt2 >= 0)) {
-                kind = "write-after-read";
+            if (G.wep == R.ep && G.wt != me && !warp_ordered(G.wt, G.wg, me)) {
+                kind = store ? "write-after-write" : "read-after-write";
+                other = G.wt;
+            } else if (store && G.rep == R.ep && (G.rt != me || G.rt2 >= 0)) {
                 other = G.rt != me ? G.rt : G.rt2;
+                if (!warp_ordered(other, G.rg, me)) kind = "write-after-read";
             }
         }
         if (kind) {
@@ -297,12 +320,13 @@ static void shared_access(uintptr_t a, size_t n, bool store, bool atomic)
             R.un_n = (int)n;
         }
         if (store || atomic) {
-            if (!atomic) { G.wep = R.ep; G.wt = (int16_t)me; }
+            if (!atomic) { G.wep = R.ep; G.wt = (int16_t)me; G.wg = R.lane_gen[me]; }
             G.iep = R.ep;
         } else if (G.rep != R.ep) {
-            G.rep = R.ep; G.rt = (int16_t)me; G.rt2 = -1;
+            G.rep = R.ep; G.rt = (int16_t)me; G.rt2 = -1; G.rg = R.lane_gen[me];
         } else if (G.rt != me && G.rt2 < 0) {
             G.rt2 = (int16_t)me;
+            if (R.lane_gen[me] < G.rg) G.rg = R.lane_gen[me];   /* the older of the two */
         }
     }
 }

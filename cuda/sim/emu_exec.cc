@@ -296,6 +296,7 @@ static bool resolve_warp(worker *w, int warp0, int nlanes, int lead)
         if (L.mask >> l & 1) F[l].state = F_RUN;
     w->wait[warp0 >> 5] &= ~L.mask;
     w->n_warp -= __builtin_popcount(L.mask);
+    if (L.op == W_SYNC) race_syncwarp(warp0, L.mask);
     return true;
 }
 

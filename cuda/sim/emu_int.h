@@ -54,6 +54,9 @@ void shm_bounds(uintptr_t *lo, uintptr_t *dyn, uintptr_t *hi);
  * left unexplained. */
 void race_block_start(size_t dyn_shm);
 bool race_barrier(char *msg, size_t n);
+/* A __syncwarp(mask) of the warp starting at thread warp0 completed: it
+ * orders the shared accesses of the lanes it names (racecheck). */
+void race_syncwarp(int warp0, unsigned mask);
 
 /* Device heap (emu_check.cc). */
 int heap_alloc(size_t n, void **p);

@@ -40,6 +40,17 @@ __global__ void k_plant_waw(float *out, int bug)
     if (threadIdx.x == 0) out[0] = dyn[0];
 }
 
+/* Lane 0 hands a value to its warp through shared memory: ordered by
+ * __syncwarp, a race without it. */
+__global__ void k_plant_warpsync(float *out, int bug)
+{
+    __shared__ float x[4];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) x[w] = (float)w;
+    if (!bug) __syncwarp();
+    out[threadIdx.x] = x[w];
+}
+
 /* Partial-warp shuffle: only the lower half of the warp reaches it. */
 __global__ void k_plant_shfl(float *out, int bug)
 {
@@ -88,6 +99,7 @@ extern "C" int q35_emu_planted(const char *which, char *err, size_t errsz)
     RUN("oob-write", Q35_LAUNCH(2, 128, 0, 0, k_plant_oob)(d, 256, !clean));
     RUN("missing-sync", Q35_LAUNCH(2, 128, 0, 0, k_plant_sum)(o, clean));
     RUN("shared-race", Q35_LAUNCH(1, 64, 64, 0, k_plant_waw)(o, !clean));
+    RUN("missing-syncwarp", Q35_LAUNCH(1, 128, 0, 0, k_plant_warpsync)(o, !clean));
     RUN("partial-shuffle", Q35_LAUNCH(1, 32, 0, 0, k_plant_shfl)(o, !clean));
     RUN("partial-barrier", Q35_LAUNCH(1, 64, 0, 0, k_plant_bar)(o, !clean));
     RUN("uninit-read", {
