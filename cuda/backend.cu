@@ -284,6 +284,7 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
         q35_err(err, errsz, Q35_EINVAL, "cuda: --device %d: %d device(s) present", o->device, ndev);
         return NULL;
     }
+    if (cu_code_for_device(o->device, err, errsz)) return NULL;   /* before any upload */
     q35_backend *b = (q35_backend *)calloc(1, sizeof *b);
     seg *sg = NULL;
     if (!b) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); return NULL; }

@@ -43,6 +43,19 @@ static inline int q35_cu_fail(char *err, size_t errsz, const char *call,
 
 #define Q35_WARP 32
 
+/* The sm_XX list the build compiled for (cuda.mk / emu.mk pass it). */
+#ifndef Q35_CUDA_ARCHS_BUILT
+#define Q35_CUDA_ARCHS_BUILT "?"
+#endif
+
+/* The one launch form: Q35_LAUNCH(grid, block, shm, stream, kernel)(args)
+ * is kernel<<<grid, block, shm, stream>>>(args) under nvcc; the SIMT
+ * emulator's cuda_runtime.h (cuda/sim/) defines its own, which runs the
+ * same kernel on the CPU. */
+#ifndef Q35_LAUNCH
+#define Q35_LAUNCH(grid, block, shm, st, ...) __VA_ARGS__<<<grid, block, shm, st>>>
+#endif
+
 __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll

@@ -120,6 +120,10 @@ int cu_swiglu(const float *g, const float *u, size_t n, float *act,
 int cu_topk(const float *logits, int n, int ld, int rows, int k, int *ids, float *vals,
             cudaStream_t st, char *err, size_t errsz);
 
+/* 0 when the binary holds code the device can run; else Q35_EDEVICE
+ * naming the device's sm_XX and the archs built (Q35_CUDA_ARCHS_BUILT). */
+int cu_code_for_device(int dev, char *err, size_t errsz);
+
 /* Reads n floats (16-byte loads), writes one float per block (so the loads
  * cannot be elided): the device-bandwidth probe for the benchmarks. */
 int cu_read_probe(const float *src, size_t n, float *sink, cudaStream_t st,

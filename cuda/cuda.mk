@@ -93,6 +93,7 @@ NVCC_DEPFLAGS ?= -MMD -MP       # older toolkits without -MP: NVCC_DEPFLAGS=-MMD
 NVCCFLAGS ?=
 Q35_NVCCFLAGS := -O2 -std=c++17 -g -Imodel -Icuda $(CUDA_GENCODE) $(NVCC_DEPFLAGS) \
              $(if $(NVCC_CCBIN),-ccbin $(NVCC_CCBIN)) $(if $(CUDA_KEPLER),-Wno-deprecated-gpu-targets) \
+             -DQ35_CUDA_ARCHS_BUILT='"$(CUDA_ARCHS)"' \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas -Werror all-warnings
 
 CFLAGS      += -DQ35_HAVE_CUDA=1 -Icuda

@@ -109,11 +109,11 @@ static int mm_launch(const cu_mm *a, cudaStream_t st)
      * tile slots, fewer registers, more warps resident. */
     const bool one = a->g_expert ? a->n <= 1 : a->n <= 1;
     if (a->W2) {
-        if (one) k_mm<T, 1, true><<<grid, MM_WARPS * 32, 0, st>>>(*a);
-        else     k_mm<T, 8, true><<<grid, MM_WARPS * 32, 0, st>>>(*a);
+        if (one) Q35_LAUNCH(grid, MM_WARPS * 32, 0, st, k_mm<T, 1, true>)(*a);
+        else     Q35_LAUNCH(grid, MM_WARPS * 32, 0, st, k_mm<T, 8, true>)(*a);
     } else {
-        if (one) k_mm<T, 1, false><<<grid, MM_WARPS * 32, 0, st>>>(*a);
-        else     k_mm<T, 8, false><<<grid, MM_WARPS * 32, 0, st>>>(*a);
+        if (one) Q35_LAUNCH(grid, MM_WARPS * 32, 0, st, k_mm<T, 1, false>)(*a);
+        else     Q35_LAUNCH(grid, MM_WARPS * 32, 0, st, k_mm<T, 8, false>)(*a);
     }
     return 0;
 }
@@ -164,7 +164,7 @@ int cu_dequant_rows(int type, const uint8_t *W, size_t row_bytes, int ncols, int
     if (ncols % 8)
         return q35_err(err, errsz, Q35_EINVAL, "cuda dequant: ncols %d not a multiple of 8", ncols);
     switch (type) {
-#define X(T, name) case T: k_dequant_rows<T><<<n, 128, 0, st>>>(W, row_bytes, ncols, nrows, rows, out, ldo); break;
+#define X(T, name) case T: Q35_LAUNCH(n, 128, 0, st, k_dequant_rows<T>)(W, row_bytes, ncols, nrows, rows, out, ldo); break;
     Q35_CUDA_TYPES(X)
 #undef X
     default:

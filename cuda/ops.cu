@@ -11,6 +11,7 @@
  * Kepler).
  */
 #include <math.h>
+#include <stdio.h>
 #include "cu_kernels.cuh"
 
 /* ---- RMSNorm: one block per row; 256 threads stride the row. --------- */
@@ -32,7 +33,7 @@ int cu_rmsnorm(const float *x, int ldx, const int *idx, const float *w, float ep
                int rows, float *out, int ldo, cudaStream_t st, char *err, size_t errsz)
 {
     if (rows <= 0) return 0;
-    k_rmsnorm<<<rows, 256, 0, st>>>(x, ldx, idx, w, eps, n, out, ldo);
+    Q35_LAUNCH(rows, 256, 0, st, k_rmsnorm)(x, ldx, idx, w, eps, n, out, ldo);
     CU_LAUNCHED();
     return 0;
 }
@@ -101,7 +102,7 @@ int cu_attn_prep(const cu_attn_shape *s, const cu_meta *m, int rows,
 {
     if (rows <= 0) return 0;
     dim3 grid(s->nh + s->nkv, rows);
-    k_attn_prep<<<grid, 128, s->hd * sizeof(float), st>>>(*s, *m, qg, k, v, q_norm, k_norm,
+    Q35_LAUNCH(grid, 128, s->hd * sizeof(float), st, k_attn_prep)(*s, *m, qg, k, v, q_norm, k_norm,
                                                          q_out, kc, vc);
     CU_LAUNCHED();
     return 0;
@@ -255,10 +256,10 @@ int cu_attn(const cu_attn_shape *s, const cu_meta *m, int rows, const float *q,
     const int nsl = att_splits(max_ctx);
     dim3 grid(s->nh, nsl, rows);
     const size_t shm = (ATT_WARPS * (size_t)s->hd + 2 * ATT_WARPS) * sizeof(float);
-    k_attn<<<grid, ATT_WARPS * 32, shm, st>>>(*s, *m, q, qg, kc, vc, o, part, nsl);
+    Q35_LAUNCH(grid, ATT_WARPS * 32, shm, st, k_attn)(*s, *m, q, qg, kc, vc, o, part, nsl);
     CU_LAUNCHED();
     if (nsl > 1) {
-        k_attn_merge<<<dim3(s->nh, rows), 128, 0, st>>>(*s, *m, qg, part, nsl, o);
+        Q35_LAUNCH(dim3(s->nh, rows), 128, 0, st, k_attn_merge)(*s, *m, qg, part, nsl, o);
         CU_LAUNCHED();
     }
     return 0;
@@ -309,7 +310,7 @@ int cu_ssm_conv(const cu_ssm_shape *s, const cu_meta *m, int pieces,
         return q35_err(err, errsz, Q35_EINVAL, "cuda ssm conv: conv_kernel %d outside [1, %d]",
                        s->d_conv, CONV_MAXK);
     dim3 grid(cdiv(s->conv_ch, 128), pieces);
-    k_ssm_conv<<<grid, 128, 0, st>>>(*s, *m, mix, ld_mix, w, conv_state, out);
+    Q35_LAUNCH(grid, 128, 0, st, k_ssm_conv)(*s, *m, mix, ld_mix, w, conv_state, out);
     CU_LAUNCHED();
     return 0;
 }
@@ -410,7 +411,7 @@ int cu_ssm_delta(const cu_ssm_shape *s, const cu_meta *m, int pieces,
                        "cuda ssm: state size %d x V-head dim %d needs %ld threads per block (max %d)",
                        s->dk, s->hv, threads, SSM_MAXT);
     dim3 grid(s->nv, pieces);
-    k_ssm_delta<<<grid, (unsigned)threads, 2 * s->dk * sizeof(float), st>>>(
+    Q35_LAUNCH(grid, (unsigned)threads, 2 * s->dk * sizeof(float), st, k_ssm_delta)(
         *s, *m, P, conv, ba, ld_ba, z, ssm_a, dt_bias, norm_w, S, y);
     CU_LAUNCHED();
     return 0;
@@ -422,20 +423,34 @@ int cu_ssm_delta(const cu_ssm_shape *s, const cu_meta *m, int pieces,
  * As the CPU reference: the global softmax sum cancels in the
  * renormalisation, so w_k = exp(l_k - max) / Σ_top exp(l - max), summed in
  * pick order. */
+/* The order every selection here uses, total even with NaN: descending
+ * value, NaN below everything (-inf included), ties to the lower index —
+ * the CPU backend's cpu_route order, so a NaN logit still routes to a
+ * valid expert, the same one on both. */
+__device__ __forceinline__ bool above(float a, float b)
+{
+    return a > b || (b != b && a == a);
+}
+__device__ __forceinline__ bool same_rank(float a, float b)
+{
+    return a == b || (a != a && b != b);
+}
+
+/* Warp argmax of (v, i) in that order; i < 0: no candidate. */
 __device__ __forceinline__ void argmax_pair(float &v, int &i)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, v, o);
         const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-        if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) { v = ov; i = oi; }
+        if (oi >= 0 && (i < 0 || above(ov, v) || (same_rank(ov, v) && oi < i))) { v = ov; i = oi; }
     }
 }
 
-/* (v, i) ranks after (pv, pi) in descending-value, ascending-index order. */
+/* (v, i) ranks after (pv, pi) in that order. */
 __device__ __forceinline__ bool after(float v, int i, float pv, int pi)
 {
-    return v < pv || (v == pv && i > pi);
+    return pi < 0 || above(pv, v) || (same_rank(v, pv) && i > pi);
 }
 
 __global__ void __launch_bounds__(128) k_router(const float *logits, int X, int K, int rows, int *topk_e, float *topk_w)
@@ -455,7 +470,7 @@ __global__ void __launch_bounds__(128) k_router(const float *logits, int X, int 
         int bi = -1;
         for (int e = lane; e < X; e += 32) {
             const float v = l[e];
-            if (after(v, e, pv, pi) && (bi < 0 || v > bv)) { bv = v; bi = e; }
+            if (after(v, e, pv, pi) && (bi < 0 || above(v, bv))) { bv = v; bi = e; }
         }
         argmax_pair(bv, bi);
         w[k] = expf(bv - mx);
@@ -511,9 +526,9 @@ int cu_moe_route(const float *logits, int X, int K, int rows, const cu_route *r,
     if (rows <= 0) return 0;
     if (K < 1 || K > 32 || K > X)
         return q35_err(err, errsz, Q35_EINVAL, "cuda moe: expert_used_count %d outside [1, min(32, %d)]", K, X);
-    k_router<<<cdiv(rows, 4), 128, 0, st>>>(logits, X, K, rows, r->topk_e, r->topk_w);
+    Q35_LAUNCH(cdiv(rows, 4), 128, 0, st, k_router)(logits, X, K, rows, r->topk_e, r->topk_w);
     CU_LAUNCHED();
-    k_moe_group<<<1, 1024, 2 * X * sizeof(int), st>>>(r->topk_e, r->topk_w, X, K, rows,
+    Q35_LAUNCH(1, 1024, 2 * X * sizeof(int), st, k_moe_group)(r->topk_e, r->topk_w, X, K, rows,
         r->g_expert, r->g_offset, r->g_count, r->g_nactive, r->pair_row, r->pair_w, r->inv);
     CU_LAUNCHED();
     return 0;
@@ -537,7 +552,7 @@ int cu_moe_combine_shared(const float *pair_out, const int *inv, int K, int E, i
 {
     if (rows <= 0) return 0;
     dim3 grid(cdiv(E, 256), rows);
-    k_moe_combine<<<grid, 256, 0, st>>>(pair_out, inv, K, E, x, shared);
+    Q35_LAUNCH(grid, 256, 0, st, k_moe_combine)(pair_out, inv, K, E, x, shared);
     CU_LAUNCHED();
     return 0;
 }
@@ -553,7 +568,7 @@ int cu_swiglu(const float *g, const float *u, size_t n, float *act,
               cudaStream_t st, char *err, size_t errsz)
 {
     if (!n) return 0;
-    k_swiglu<<<(unsigned)(n < 256 * 1024 ? cdiv(n, 256) : 1024), 256, 0, st>>>(g, u, n, act);
+    Q35_LAUNCH((unsigned)(n < 256 * 1024 ? cdiv(n, 256) : 1024), 256, 0, st, k_swiglu)(g, u, n, act);
     CU_LAUNCHED();
     return 0;
 }
@@ -573,7 +588,7 @@ __global__ void __launch_bounds__(256) k_topk(const float *logits, int n, int ld
         int bi = -1;
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             const float v = l[i];
-            if (after(v, i, pv, pi) && (bi < 0 || v > bv)) { bv = v; bi = i; }
+            if (after(v, i, pv, pi) && (bi < 0 || above(v, bv))) { bv = v; bi = i; }
         }
         argmax_pair(bv, bi);
         __syncthreads();
@@ -593,8 +608,38 @@ int cu_topk(const float *logits, int n, int ld, int rows, int k, int *ids, float
     if (rows <= 0) return 0;
     if (k < 1 || k > 64 || k > n)
         return q35_err(err, errsz, Q35_EINVAL, "cuda top-k: k %d outside [1, min(64, %d)]", k, n);
-    k_topk<<<rows, 256, 0, st>>>(logits, n, ld, k, ids, vals);
+    Q35_LAUNCH(rows, 256, 0, st, k_topk)(logits, n, ld, k, ids, vals);
     CU_LAUNCHED();
+    return 0;
+}
+
+/* ---- code for the device: a kernel's attributes are only available when
+ * the binary holds machine code for the device's arch, or PTX the driver
+ * can compile for it (the same rule that makes a launch fail with
+ * cudaErrorNoKernelImageForDevice, found here before any upload). */
+int cu_code_for_device(int dev, char *err, size_t errsz)
+{
+    cudaDeviceProp p;
+    CU(cudaSetDevice(dev));
+    CU(cudaGetDeviceProperties(&p, dev));
+    cudaFuncAttributes fa;
+    const cudaError_t e = cudaFuncGetAttributes(&fa, k_rmsnorm);
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
+        cudaGetLastError();        /* not sticky: clear it */
+        char archs[128] = "";
+        size_t at = 0;
+        for (const char *a = Q35_CUDA_ARCHS_BUILT; *a && at + 8 < sizeof archs;) {
+            while (*a == ' ') a++;
+            if (!*a) break;
+            at += (size_t)snprintf(archs + at, sizeof archs - at, "%ssm_", at ? " " : "");
+            while (*a && *a != ' ' && at + 1 < sizeof archs) archs[at++] = *a++;
+            archs[at] = 0;
+        }
+        return q35_err(err, errsz, Q35_EDEVICE, "cuda: device %d (%s) is sm_%d%d; this binary holds code for "
+                       "%s only (+PTX of the last): rebuild with CUDA_ARCHS including %d%d",
+                       dev, p.name, p.major, p.minor, archs, p.major, p.minor);
+    }
+    CU(e);
     return 0;
 }
 
@@ -615,7 +660,7 @@ __global__ void __launch_bounds__(256) k_read_probe(const float4 *src, size_t n4
 int cu_read_probe(const float *src, size_t n, float *sink, cudaStream_t st,
                   char *err, size_t errsz)
 {
-    k_read_probe<<<1024, 256, 0, st>>>((const float4 *)src, n / 4, sink);
+    Q35_LAUNCH(1024, 256, 0, st, k_read_probe)((const float4 *)src, n / 4, sink);
     CU_LAUNCHED();
     return 0;
 }

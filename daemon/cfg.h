@@ -50,7 +50,7 @@ typedef struct stage_cfg {
     int max_ctx;
     char *backend;           /* "auto" | "cpu" | "cuda" | "sim" */
     char *sim_profile;       /* backend sim: the timing profile */
-    int device;
+    char *device;            /* "N" | "emu" (q35_device_parse) */
     int pass_rows;           /* rows per backend pass; 0 = the backend's default */
     char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
     char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */

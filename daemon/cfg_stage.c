@@ -10,10 +10,18 @@
 #include "backend.h"
 #include "common.h"
 #include "config.h"
+#include "engine.h"
 #include "gguf.h"
 #include "log.h"
 
 #define F(m) offsetof(stage_cfg, m)
+
+static int check_device(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    int dev;
+    return q35_device_parse(*(char *const *)field, &dev, err, errsz);
+}
 
 static const opt_def stage_defs[] = {
     { "model", OPT_STR, F(model), "PATH", NULL, 1, 0, NULL, true, opts_check_readable_file,
@@ -40,8 +48,9 @@ static const opt_def stage_defs[] = {
     { "sim-profile", OPT_STR, F(sim_profile), "FILE", NULL, 1, 0, NULL, false, NULL,
       "With backend sim: the timing profile (microseconds per layer kind: 'ssm FIXED ROW SEQ', "
       "'attn FIXED ROW SEQ', 'embd FIXED ROW', 'head FIXED ROW'; deploy/examples/sim-*.profile)." },
-    { "device", OPT_INT, F(device), "N", "0", 0, 63, NULL, false, NULL,
-      "CUDA device index (one die per stage)." },
+    { "device", OPT_STR, F(device), "N|emu", "0", 1, 0, NULL, false, check_device,
+      "CUDA device index (one die per stage); emu: the CUDA backend on the SIMT emulator "
+      "(its kernels run on the CPU under memory and race checks: slow, for testing)." },
     { "pass-rows", OPT_INT, F(pass_rows), "N", "0", 0, 4096, NULL, false, NULL,
       "Rows the backend runs per pass (a longer prompt runs in chunks of this many; the "
       "CUDA backend sizes its scratch for it); 0 = the backend's default, 256." },

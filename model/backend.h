@@ -280,6 +280,11 @@ extern const q35_backend_ops q35_backend_sim;   /* a simulator: never chosen by 
 #ifdef Q35_HAVE_CUDA
 extern const q35_backend_ops q35_backend_cuda;
 #endif
+#ifdef Q35_HAVE_CUDA_EMU
+/* The same CUDA backend built against the SIMT emulator (cuda/sim/):
+ * chosen by device = emu (Q35_DEVICE_EMU), never by a device index. */
+extern const q35_backend_ops q35_backend_cuda_emu;
+#endif
 
 /* The ops for "cpu" / "cuda" / "sim"; NULL name: the first of the built-in table
  * (cuda when built in, else cpu; the engine falls back along the table

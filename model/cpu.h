@@ -92,6 +92,11 @@ void cpu_parallel(const cpu_job *j, int64_t n, int64_t align, double item_bytes,
  * (one barrier for all of them). */
 void cpu_matmuls(q35_backend *b, int n, const cpu_mm *mm);
 
+/* The MoE router of one row: top = the k largest of X logits (descending,
+ * NaN below everything, ties to the lower id: always k valid, distinct
+ * ids), w = softmax renormalised over them. */
+void cpu_route(const float *logits, int X, int k, int *top, float *w);
+
 /* y = x / sqrt(mean(x²) + eps) · w over n values (x and y may alias). */
 void cpu_rms(float *y, const float *x, const float *w, int64_t n, float eps);
 

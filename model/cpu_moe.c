@@ -11,9 +11,15 @@
 #include <math.h>
 #include <string.h>
 
-/* p = softmax(logits); top = the k largest (ties: lower id first);
- * w = p / Σ_top p. */
-static void route(const float *logits, int X, int k, int *top, float *w)
+/* a ranks above b: descending, NaN below everything (-inf included), so
+ * the order is total and a NaN logit still routes to a valid expert
+ * (the CUDA router's order, cuda/ops.cu). */
+static bool route_above(float a, float b)
+{
+    return a > b || (isnan(b) && !isnan(a));
+}
+
+void cpu_route(const float *logits, int X, int k, int *top, float *w)
 {
     float mx = -INFINITY;
     for (int e = 0; e < X; e++)
@@ -28,7 +34,7 @@ static void route(const float *logits, int X, int k, int *top, float *w)
             bool taken = false;
             for (int t = 0; t < i; t++)
                 taken |= top[t] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best]))
+            if (!taken && (best < 0 || route_above(logits[e], logits[best])))
                 best = e;
         }
         top[i] = best;
@@ -157,7 +163,7 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
     cpu_mm router = { &l->ffn_gate_inp, NULL, h, E, n, s->router, X };   /* [E, X] */
     cpu_matmuls(b, 1, &router);
     for (int row = 0; row < n; row++)
-        route(s->router + (int64_t)row * X, X, K, s->top_i + row * K, s->top_w + row * K);
+        cpu_route(s->router + (int64_t)row * X, X, K, s->top_i + row * K, s->top_w + row * K);
     group_rows(b, n, h);
 
     /* Two parallel steps, each the shared expert's matrices with the

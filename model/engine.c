@@ -61,6 +61,34 @@ const q35_backend_ops *q35_backend_find(const char *name, char *err, size_t errs
     return NULL;
 }
 
+int q35_device_parse(const char *s, int *device, char *err, size_t errsz)
+{
+    if (s && !strcmp(s, "emu")) {
+        *device = Q35_DEVICE_EMU;
+        return 0;
+    }
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : -1;
+    if (!s || end == s || *end || v < 0 || v > 63)
+        return q35_err(err, errsz, Q35_EINVAL, "device '%s': expected a CUDA device index 0..63 or emu "
+                       "(the CUDA backend on the SIMT emulator)", s ? s : "");
+    *device = (int)v;
+    return 0;
+}
+
+/* device = emu: the cuda backend's emulator build, when linked in. */
+static const q35_backend_ops *emu_backend(char *err, size_t errsz)
+{
+#ifdef Q35_HAVE_CUDA_EMU
+    (void)err; (void)errsz;
+    return &q35_backend_cuda_emu;
+#else
+    q35_err(err, errsz, Q35_EINVAL, "device 'emu': the CUDA emulator is not built into this binary "
+            "(the sanitized build leaves it out)");
+    return NULL;
+#endif
+}
+
 /* ---- open / close --------------------------------------------------------- */
 
 /* ---- checkpoints ------------------------------------------------------- */
@@ -216,7 +244,8 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (q35_weights_bind(e->f, &e->cfg, a, b, &e->w, err, errsz))
         goto fail;
-    e->ops = q35_backend_find(o->backend, err, errsz);
+    const bool emu = o->device == Q35_DEVICE_EMU && (!o->backend || !strcmp(o->backend, "cuda"));
+    e->ops = emu ? emu_backend(err, errsz) : q35_backend_find(o->backend, err, errsz);
     if (!e->ops)
         goto fail;
     e->max_seqs = o->max_seqs;
@@ -229,14 +258,18 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     q35_backend_opts bo = {
         .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
-        .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = o->device,
+        .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = emu ? 0 : o->device,
         .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .cpu_affinity = o->cpu_affinity,
         .activations = o->activations, .sim_profile = o->sim_profile,
     };
     e->be = e->ops->init(&e->w, &bo, err, errsz);
     /* "auto": the next backend of the table when one cannot start (cuda
      * built in but no usable device). */
-    for (int i = 1; !e->be && !o->backend && i < N_AUTO; i++) {
+    for (int i = emu ? 0 : 1; !e->be && !o->backend && i < N_AUTO; i++) {
+#ifdef Q35_HAVE_CUDA
+        if (backends[i] == &q35_backend_cuda)
+            continue;       /* device = emu names the emulator, not a real die */
+#endif
         e->ops = backends[i];
         e->be = e->ops->init(&e->w, &bo, err, errsz);
     }

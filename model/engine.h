@@ -18,6 +18,15 @@
 #include <stdint.h>
 #include "config.h"
 
+/* device = emu: the cuda backend on the SIMT emulator (cuda/sim/emu.h);
+ * with no backend named, the cpu backend when the emulator refuses. */
+#define Q35_DEVICE_EMU (-2)
+
+/* "N" (0..63) or "emu" into *device (Q35_DEVICE_EMU): the --device /
+ * device = value of the tools and the stage. Q35_EINVAL with a message
+ * otherwise. */
+int q35_device_parse(const char *s, int *device, char *err, size_t errsz);
+
 typedef struct q35_engine_opts {
     const char *model_path;
     int layer_begin, layer_end;   /* [a, b); b = -1 means n_layer */
@@ -31,7 +40,7 @@ typedef struct q35_engine_opts {
     const char *backend;          /* "cpu", "cuda", "sim" (a simulator), or NULL = cuda
                                    * if available else cpu */
     const char *sim_profile;      /* backend "sim": its timing profile file */
-    int device;                   /* CUDA device index */
+    int device;                   /* CUDA device index, or Q35_DEVICE_EMU */
     int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
     bool no_graphs;               /* CUDA: no captured graphs for decode passes */
     bool cpu_affinity;            /* CPU: pin the worker threads (and the caller) */

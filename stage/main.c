@@ -18,6 +18,13 @@
 #include "../daemon/signals.h"
 #include "stage.h"
 
+/* The device option, validated at load (cfg_stage.c's check_device). */
+static int stage_device(const char *s)
+{
+    int dev = 0;
+    return q35_device_parse(s, &dev, NULL, 0) ? 0 : dev;
+}
+
 #define STATUS_EVERY_S 2.0
 #define EXIT_STEP_HUNG 70   /* EX_SOFTWARE: a restart is the fix */
 #define LEAVE_ACK_S 2.0     /* longest wait for the coordinator to read our Leaving */
@@ -94,7 +101,7 @@ int main(int argc, char **argv)
         .n_threads = c.threads > 0 ? c.threads : (int)(ncpu > 0 ? ncpu : 1),
         .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
         .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .sim_profile = c.sim_profile,
-        .device = c.device,
+        .device = stage_device(c.device),
         .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
         .activations = quant_act_parse(c.activations), .cpu_affinity = c.cpu_affinity,
         .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,

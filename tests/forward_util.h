@@ -38,6 +38,11 @@ static FU_UNUSED double fu_max_diff(const float *a, const float *b, size_t n)
 static FU_UNUSED int fu_activations;
 /* Their checkpoint store budget (0: none). */
 static FU_UNUSED int64_t fu_cache_bytes;
+/* Their backend and device ("cpu" when NULL; device = Q35_DEVICE_EMU: the
+ * CUDA emulator) and whether CUDA decode passes skip the graphs. */
+static FU_UNUSED const char *fu_backend;
+static FU_UNUSED int fu_device;
+static FU_UNUSED bool fu_no_graphs;
 
 /* An engine of cuts [a, b) (config.h: half-layers; b = -1: to the end). */
 static FU_UNUSED q35_engine *fu_open_cuts(const char *model, int a, int b, int max_seqs,
@@ -47,8 +52,9 @@ static FU_UNUSED q35_engine *fu_open_cuts(const char *model, int a, int b, int m
     q35_engine_opts o = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
                           .layer_end = b < 0 ? -1 : b / 2, .end_half = b > 0 && (b & 1),
                           .max_seqs = max_seqs, .max_ctx = max_ctx, .n_threads = threads,
-                          .backend = "cpu", .activations = fu_activations,
-                          .cache_bytes = fu_cache_bytes };
+                          .backend = fu_backend ? fu_backend : "cpu", .activations = fu_activations,
+                          .cache_bytes = fu_cache_bytes, .device = fu_device,
+                          .no_graphs = fu_no_graphs };
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     if (!e)
         fail_msg("open %s cuts [%d,%d): %s", model, a, b, err);

@@ -61,6 +61,7 @@ int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
         q35_engine_opts eo = {
             .model_path = o->model, .layer_begin = bounds[i], .layer_end = bounds[i + 1],
             .max_seqs = 1, .max_ctx = ctx, .n_threads = o->threads, .backend = o->backend,
+            .device = o->device,
             .activations = o->activations, .cpu_affinity = o->cpu_affinity,
         };
         if (rc || !(ch->e[i] = q35_engine_open(&eo, err, errsz))) {

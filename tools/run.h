@@ -15,6 +15,7 @@
 typedef struct run_opts {
     const char *model, *tokens_file, *logits_out, *backend;
     int ubatch, split, threads, ctx;
+    int device;                /* CUDA device index or Q35_DEVICE_EMU */
     int activations;           /* enum quant_act */
     bool cpu_affinity;         /* pin the CPU threads */
     int n_gen;                 /* -1: until the answer ends or the context is full */

@@ -13,7 +13,7 @@
 enum {
     O_MODEL = 1, O_PROMPT, O_FILE, O_TOKENS, O_SYSTEM, O_CNV, O_NO_CNV, O_NO_THINK, O_HIDE_THINK,
     O_SHOW_THINK, O_N, O_CTX, O_THREADS, O_UBATCH, O_SPLIT, O_BACKEND, O_LOGITS, O_STOP,
-    O_IGNORE_EOS, O_NO_PERF, O_ACT, O_AFF,
+    O_IGNORE_EOS, O_NO_PERF, O_ACT, O_AFF, O_DEVICE,
 };
 
 static const cli_opt input_opts[] = {
@@ -60,6 +60,9 @@ static const cli_opt engine_opts[] = {
       "prompt tokens per forward pass (default: 512; --tokens: all in one pass)" },
     { O_SPLIT, "--split", "A", "run layers [0,A) and [A,n) as two engines (a two-stage check)" },
     { O_BACKEND, "--backend", "cpu|cuda", "default: cuda when built in and a device is present, else cpu" },
+    { O_DEVICE, "--device", "N|emu",
+      "CUDA device index (default 0); emu: the CUDA backend on the SIMT emulator (its kernels run on "
+      "the CPU under memory and race checks: slow, for testing)" },
     { O_ACT, "--activations", "exact|f32|q8",
       "CPU matmul activations: exact (default; int16 VNNI dot products for q6_K, within the "
       "golden tolerance), f32, or q8 (int8, as the reference engine: faster, not exact)" },
@@ -165,6 +168,7 @@ int run_parse(int argc, char **argv, run_opts *o, char **prompt)
         case O_IGNORE_EOS: o->ignore_eos = true; break;
         case O_LOGITS: o->logits_out = val; break;
         case O_BACKEND: o->backend = val; break;
+        case O_DEVICE: rc = q35_device_parse(val, &o->device, err, sizeof err); break;
         case O_AFF: o->cpu_affinity = true; break;
         case O_ACT:
             if ((o->activations = quant_act_parse(val)) < 0)
