@@ -18,6 +18,9 @@
 # BIN: the binaries (default ${QWEN35_BUILD:-build}/bin).
 # P35_TCP_PORT: when set, stages bind tcp://127.0.0.1 from this port on
 # (one port per stage name, in start order) instead of ipc:// paths.
+# QWEN35_TIME_SCALE: a factor (default 1, e.g. 3 on a loaded machine;
+# make test-loaded sets it) for every time limit a test waits: p35_scale N
+# prints N times it, rounded up.
 # P35_WRAP: a command the stages and the coordinator run under (e.g.
 # "chrt -r 10": a benchmark keeps other work on a shared host out of its
 # timings); empty: none.
@@ -25,6 +28,12 @@
 BIN=${BIN:-${QWEN35_BUILD:-build}/bin}
 P35_NAMES=""
 P35_KEEP_LOGS=${P35_KEEP_LOGS:-0}
+
+p35_scale() {
+    awk -v n="$1" -v f="${QWEN35_TIME_SCALE:-1}" 'BEGIN {
+        if (f + 0 < 1) f = 1
+        v = n * f; r = int(v); if (r < v) r++; print r }'
+}
 
 p35_die() {
     echo "$P35_ME: $*" >&2

@@ -57,6 +57,8 @@ typedef struct link {
     bool ever_up;
     char problem[512];
     bool owned;                     /* the handshake was refused: another coordinator owns it */
+    bool owner_alive;               /* ... and it runs on this host (its pid is alive) */
+    uint64_t replaces;              /* the next Hello's: an owner proved gone (coord_lease.c) */
     /* forward steps sent and not answered yet, oldest first (a stage
      * answers in order); up to COORD_LINK_DEPTH */
     mbatch *busy[COORD_LINK_DEPTH];
@@ -207,6 +209,11 @@ void link_free(coord *c, link *l, int slot);
  * Q35_EBUSY: another coordinator owns it (may pass: its lease ends);
  * Q35_EINVAL: it serves another model or range (the config is wrong). */
 int  link_startup_problem(const coord *c, char *err, size_t errsz);
+/* A Hello refused because o holds the lease (coord_lease.c): proves the
+ * owner gone where it can (this host, its pid no longer runs: the next
+ * Hello replaces it) or notes that the link waits for the lease; first:
+ * this refusal's text is new (logged once, not per retry). */
+void lease_on_refused(coord *c, link *l, const Q35__LeaseOwner *o, bool first);
 
 /* "stage 1" or "spare 0 (layers 4:8)", for messages. */
 const char *link_label(const coord *c, const link *l, char *buf, size_t n);
