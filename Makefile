@@ -63,7 +63,7 @@ include $(sort $(wildcard */*.mk))
 
 TESTS := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 
-.PHONY: all deps test chaos test-unit test-san clean bins tests
+.PHONY: all deps test test-loaded chaos test-unit test-san clean bins tests
 all: bins tests $(ALL_EXTRA)
 bins: $(addprefix $(BUILD)/bin/,$(BINS))
 tests: $(addprefix $(BUILD)/tests/,$(TESTS))
@@ -134,6 +134,12 @@ test: deps
 # a 60-second version runs in make test (tests/it_chaos.sh)
 chaos: all
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) bash tests/chaos.sh 240 40
+
+# make test-loaded: every integration script on a busy machine (a CPU
+# burner at load >= 6, time limits scaled by QWEN35_TIME_SCALE=4;
+# tests/loaded.sh). make test runs LOADED_SUBSET of them so.
+test-loaded: all
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/loaded.sh $(BUILD)
 
 test-unit: tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit

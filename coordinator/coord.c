@@ -126,6 +126,7 @@ void coord_destroy(coord **pc)
     for (int i = 0; i < c->n_mb; i++)
         free(c->mb[i].hidden);
     peer_close(c);
+    unread_free_all(c);
     if (c->cli) {
         /* The wire sockets linger 0; the client socket gets a bounded
          * linger here so the replies just queued (the last tokens of a

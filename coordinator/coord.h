@@ -48,6 +48,8 @@ typedef struct coord_opts {
     int max_client_requests;   /* active + queued per client connection (0: no limit) */
     size_t max_unread;      /* event bytes of a request sent and not read by its client
                                (ClientRequest.ack) before it ends; 0: 64 MiB */
+    size_t max_unread_conn; /* the same over one connection's requests; 0: 128 MiB */
+    size_t max_unread_total;   /* ... over every connection; 0: 256 MiB */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
     const char *trace_path; /* Chrome trace-event JSON of every step (coord_trace.h); NULL: none */

@@ -130,7 +130,7 @@ static int cancel_requests_of(coord *c, const uint8_t *ident, size_t len, int *n
         if (r->ident_len == len && !memcmp(r->ident, ident, len)) {
             req_unlink(c, r);
             c->requests_done++;
-            req_destroy(r);
+            req_destroy(c, r);
             n++;
             (*n_queued)++;
         }
@@ -150,6 +150,7 @@ static void gone(coord *c, const uint8_t *ident, size_t len, int fd)
 {
     coord_peers *ps = c->peers;
     int nq, n = cancel_requests_of(c, ident, len, &nq);
+    unread_conn_gone(c, ident, len);   /* its queued output went with it */
     remember_gone(ps, ident, len);
     if (n)
         q35_log_info("client gone (connection fd %d closed): %d request%s cancelled (%d queued, "

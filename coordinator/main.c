@@ -57,7 +57,9 @@ int main(int argc, char **argv)
         .no_prefix_cache = !strcmp(cf.prefix_cache, "off"),
         .step_timeout_ms = cf.step_timeout_ms, .replay_wait_ms = cf.replay_wait_ms,
         .takeover = cf.takeover, .max_client_requests = cf.max_client_requests,
-        .max_unread = (size_t)cf.max_unread_mb << 20, .max_msg = (size_t)cf.max_msg_mb << 20,
+        .max_unread = (size_t)cf.max_unread_mb << 20,
+        .max_unread_conn = (size_t)cf.max_unread_conn_mb << 20,
+        .max_unread_total = (size_t)cf.max_unread_total_mb << 20, .max_msg = (size_t)cf.max_msg_mb << 20,
         .wire_dtype = !strcmp(cf.wire_dtype, "bf16") ? Q35__DTYPE__DTYPE_BF16
                     : !strcmp(cf.wire_dtype, "f16") ? Q35__DTYPE__DTYPE_F16 : Q35__DTYPE__DTYPE_F32,
         .curve_secret = cf.curve ? &cf.curve_secret : NULL, .stage_key = keys,

@@ -96,6 +96,7 @@ typedef struct coord_cfg {
     bool takeover;           /* take stages owned by another coordinator */
     int max_client_requests; /* active + queued per client connection; 0 = no limit */
     int max_unread_mb;       /* a request's output sent and not read by its client */
+    int max_unread_conn_mb, max_unread_total_mb;   /* ... one connection's, every one's */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *prefix_cache;      /* on | off */
