@@ -11,9 +11,10 @@
 
 #include "coord_int.h"
 #include "log.h"
+#include "qwen35_client.h"
 #include "sampler.h"
 
-#define MAX_MESSAGES 1024
+#define MAX_MESSAGES Q35C_MAX_MESSAGES   /* qwen35_client.h: one limit for every client */
 
 int client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len, Q35__Event *ev)
 {
