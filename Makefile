@@ -41,7 +41,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
 LDFLAGS += -pthread $(SANFLAGS)
 
 LIBS_MODEL := -lpcre2-8 -lreadline -lm
-LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson
+LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson -lxxhash
 
 LIBMODEL := $(BUILD)/libqwen35.a
 LIBNET   := $(BUILD)/libqwen35net.a

@@ -168,8 +168,8 @@ p35_bg_client() {
 }
 
 # p35_wait_file FILE PATTERN SECONDS: until FILE holds a line matching PATTERN.
-p35_wait_file() {
-    _p_tend=$(( $(date +%s) + $3 ))
+p35_wait_file() {   # SECONDS scale with QWEN35_TIME_SCALE (p35_scale)
+    _p_tend=$(( $(date +%s) + $(p35_scale "$3") ))
     until grep -q "$2" "$1" 2>/dev/null; do
         [ "$(date +%s)" -ge "$_p_tend" ] && return 1
         sleep 0.05
@@ -177,8 +177,8 @@ p35_wait_file() {
 }
 
 # Waits until the coordinator answers --status with every stage up.
-p35_wait_ready() {
-    _p_tend=$(( $(date +%s) + ${1:-60} ))
+p35_wait_ready() {   # SECONDS scale with QWEN35_TIME_SCALE (p35_scale)
+    _p_tend=$(( $(date +%s) + $(p35_scale "${1:-60}") ))
     while :; do
         for _p_n in $P35_NAMES; do
             eval "_p_pid=\${P35_PID_$_p_n:-}"

@@ -52,6 +52,7 @@ typedef struct coord_opts {
     size_t max_unread_total;   /* ... over every connection; 0: 256 MiB */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
+    const char *identity_cache;   /* q35_wire_ident_cache_dir's opt */
     const char *trace_path; /* Chrome trace-event JSON of every step (coord_trace.h); NULL: none */
     int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);
                                a stage that does not take it is not routed to */

@@ -56,6 +56,7 @@ typedef struct stage_cfg {
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     int lease_ms;            /* the owning coordinator silent this long: lease ends */
+    char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
     int host_stages;         /* stages sharing this host's RAM (>= 1 once loaded) */
     char *log_level;
@@ -91,6 +92,7 @@ typedef struct coord_cfg {
     int micro_batches;       /* in flight through the pipeline */
     int step_target_ms;      /* row budget per step from measured step times; 0 = off */
     char *trace;             /* Chrome trace-event JSON of every step; NULL: none */
+    char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     bool takeover;           /* take stages owned by another coordinator */

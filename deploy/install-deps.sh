@@ -4,9 +4,9 @@
 set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libzmq3-dev \
 libprotobuf-c-dev protobuf-c-compiler libsystemd-dev systemd libcmocka-dev \
-libpcre2-dev libinih-dev libreadline-dev groff-base libjansson-dev libmicrohttpd-dev \
+libpcre2-dev libinih-dev libreadline-dev groff-base libjansson-dev libmicrohttpd-dev libxxhash-dev \
 chromium prometheus curl gnuplot-nox \
-systemd-container debootstrap"
+systemd-container debootstrap stress-ng"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -63,7 +63,7 @@ struct stage {
 
 /* ---- model identity --------------------------------------------------- */
 
-static int load_identity(stage *s, const char *path, char *err, size_t errsz)
+static int load_identity(stage *s, const char *path, const char *cache, char *err, size_t errsz)
 {
     gguf_file *f = gguf_open(path, err, errsz);
     if (!f)
@@ -71,11 +71,17 @@ static int load_identity(stage *s, const char *path, char *err, size_t errsz)
     const char *base = strrchr(path, '/');
     snprintf(s->file_name, sizeof s->file_name, "%s", base ? base + 1 : path);
     double t0 = q35_now();
-    q35_wire_model_identity(f, s->cfg, s->file_name, &s->id);
-    q35_log_debug("model identity: data hash %016llx in %.1f ms",
-                  (unsigned long long)s->id.data_hash, (q35_now() - t0) * 1000);
+    char dir[4096];
+    bool cached;
+    int rc = q35_wire_identity_cached(path, f, s->cfg, s->file_name,
+                                      q35_wire_ident_cache_dir(cache, dir, sizeof dir), &s->id,
+                                      &cached, err, errsz);
+    if (!rc)
+        q35_log_info("model identity: data hash %016llx (every tensor byte) %s in %.2f s",
+                     (unsigned long long)s->id.data_hash, cached ? "from the cache" : "computed",
+                     q35_now() - t0);
     gguf_close(&f);
-    return 0;
+    return rc;
 }
 
 stage *stage_new(const stage_opts *o, char *err, size_t errsz)
@@ -110,7 +116,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (rows > (uint64_t)s->max_batch)
         rows = (uint64_t)s->max_batch;
     s->max_logit_rows = (int)rows;
-    if (load_identity(s, o->model_path, err, errsz))
+    if (load_identity(s, o->model_path, o->identity_cache, err, errsz))
         goto fail;
     size_t hid = (size_t)s->max_batch * s->cfg->n_embd;
     s->x_in = malloc(hid * sizeof(float));

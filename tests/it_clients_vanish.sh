@@ -28,7 +28,7 @@ LEGIT_S=$(p35_scale 4)      # the legit request's 16 tokens, after the signal
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
 p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 4096 --max-queue 64
-p35_wait_ready "$(p35_scale 60)"
+p35_wait_ready 60
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
@@ -84,7 +84,7 @@ check "16 client processes (qwen35-client)" "$t0"
 "$TC" --endpoint "$P35_EP" --prompt-ids "$T.long" -n 0 --requests 16 --timeout 120000 >"$T.tc" 2>&1 &
 pc=$!
 P35_CLIENTS="$P35_CLIENTS $pc"
-p35_wait_file "$T.tc" "submitted 16" "$(p35_scale 30)" || p35_fail "test client: never submitted"
+p35_wait_file "$T.tc" "submitted 16" 30 || p35_fail "test client: never submitted"
 wait_held 16 "$(p35_scale 30)" || p35_fail "test client: not all held: $(status)"
 t0=$(now)
 kill -KILL $pc
@@ -97,7 +97,7 @@ if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
     "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" >"$P35_RUN/http.log" 2>&1 &
     H=$!
     P35_CLIENTS="$P35_CLIENTS $H"
-    p35_wait_file "$P35_RUN/http.log" "the coordinator answers" "$(p35_scale 20)" || p35_die "qwen35-http did not come up"
+    p35_wait_file "$P35_RUN/http.log" "the coordinator answers" 20 || p35_die "qwen35-http did not come up"
     PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1)
     ids=$(tr '\n' ',' <"$T.long" | sed 's/,$//')
     printf '{"prompt":[%s],"max_tokens":4000,"ignore_eos":true,"stream":true}' "$ids" >"$T.body"

@@ -23,7 +23,7 @@ GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 512
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 512
 p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 512
-p35_wait_ready "$(p35_scale 30)"
+p35_wait_ready 30
 
 # a peer that connects to both stages and then stays silent
 "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/c.sock" \
@@ -31,7 +31,7 @@ p35_wait_ready "$(p35_scale 30)"
     --max-seqs 4 --max-ctx 512 >"$P35_RUN/c.log" 2>&1 &
 C=$!
 P35_CLIENTS="$P35_CLIENTS $C"
-p35_wait_file "$P35_RUN/c.log" "owned by coordinator pid" "$(p35_scale 20)" ||
+p35_wait_file "$P35_RUN/c.log" "owned by coordinator pid" 20 ||
     p35_fail "the second coordinator was not refused: $(tail -n 2 "$P35_RUN/c.log")"
 kill -STOP $C
 

@@ -28,7 +28,7 @@ p35_wait_ready 30
 KEY=sk-test-$$
 printf '# test keys\n\n%s\n' "$KEY" >"$P35_RUN/keys"
 MAX_BODY=1048576
-REQ_TIMEOUT=2
+REQ_TIMEOUT=$(p35_scale 2)   # a loaded machine answers slower (QWEN35_TIME_SCALE)
 start_http() {
     : >"$P35_RUN/http.log"
     "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" --api-key-file "$P35_RUN/keys" \

@@ -39,11 +39,11 @@ if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
     p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
     p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
     p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 4096
-    p35_wait_ready "$(p35_scale 60)"
+    p35_wait_ready 60
     "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" >"$P35_RUN/http.log" 2>&1 &
     P35_PID_http=$!
     P35_NAMES="$P35_NAMES http"
-    p35_wait_file "$P35_RUN/http.log" "the coordinator answers" "$(p35_scale 20)" || p35_die "qwen35-http did not come up"
+    p35_wait_file "$P35_RUN/http.log" "the coordinator answers" 20 || p35_die "qwen35-http did not come up"
     PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1)
     chat() {   # chat N: a chat request of N one-letter messages; prints the HTTP status
         awk -v n="$1" 'BEGIN { printf "{\"max_tokens\":1,\"messages\":["

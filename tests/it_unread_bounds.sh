@@ -27,7 +27,7 @@ tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 2048
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 2048
 p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 2048 --max-unread-conn-mb 2 --max-unread-total-mb 3 ${UNREAD_EXTRA:-}
-p35_wait_ready "$(p35_scale 60)"
+p35_wait_ready 60
 
 slow() {   # slow OUT K: K logits requests on one connection, not read until $T.go exists
     rm -f "$T.go"
