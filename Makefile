@@ -2,8 +2,10 @@
 #
 #   make            build everything (CPU; CUDA too when nvcc is found)
 #   make test       install missing Debian packages, build, run every test
-#                   (plain build, each libFuzzer target for 15 s, then the
-#                   unit tests again under ASan+UBSan)
+#                   (plain build, LOADED_SUBSET again under a CPU burner,
+#                   each libFuzzer target for 15 s, then the unit tests
+#                   again under ASan+UBSan)
+#   make test-loaded  every integration script under a CPU burner
 #   make demo       the main job: a generated model served by 2 stages
 #   make CUDA=0     never touch nvcc
 #   make SAN=1      sanitized build in build-san/
@@ -123,9 +125,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(LIBNET) $(LIBMODEL) $
 # make test: the plain build runs everything, a short fuzz run, then the
 # sanitized build runs the unit programs (the integration scripts spawn
 # processes and time them). The last line is the sanitized summary.
+# A representative part of the integration scripts runs again on a loaded
+# machine (tests/loaded.sh: a CPU burner, time limits scaled): the
+# coordinator's faults and restarts, vanished clients (about 4.5 minutes);
+# make test-loaded runs every script so.
+LOADED_SUBSET ?= it_chaos it_coord_lease_restart it_clients_vanish it_pipeline_faults
 test: deps
 	$(MAKE) -j$(JOBS) all
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) all
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/loaded.sh $(BUILD) $(LOADED_SUBSET)
 	$(MAKE) -j$(JOBS) fuzz-ci
 	$(MAKE) -j$(JOBS) SAN=1 CUDA=0 tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
