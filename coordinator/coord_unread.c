@@ -117,9 +117,13 @@ static req *largest(coord *c, const coord_uconn *u)
 void unread_sent(coord *c, req *r, size_t bytes)
 {
     r->out_bytes += bytes;
-    if (r->uc)
+    /* the total counts attached requests only: one detached when its
+     * connection went (its final event still sent) must not leave bytes
+     * behind that nothing subtracts */
+    if (r->uc) {
         r->uc->unread += bytes;
-    c->unread_total += bytes;
+        c->unread_total += bytes;
+    }
     if (!r->unread && r->out_bytes - r->acked > cap_req(c)) {
         r->unread = true;           /* ended by the scheduler after this step */
         r->unread_why = UNREAD_REQUEST;
@@ -152,9 +156,10 @@ void unread_acked(coord *c, const uint8_t *ident, size_t len, const char *rid, u
         if (q->ident_len == len && !memcmp(q->ident, ident, len) && !strcmp(q->rid, rid)) {
             uint64_t to = bytes < q->out_bytes ? bytes : q->out_bytes;
             if (to > q->acked) {
-                if (q->uc)
+                if (q->uc) {
                     q->uc->unread -= to - q->acked;
-                c->unread_total -= to - q->acked;
+                    c->unread_total -= to - q->acked;
+                }
                 q->acked = to;
             }
             return;

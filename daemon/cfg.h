@@ -38,6 +38,14 @@
     { "log-level", OPT_STR, offsetof(T, log_level), "LEVEL", "info", 1, 0, "error|warn|info|debug", \
       false, opts_check_log_level, "Least severe messages logged (debug adds per-step lines)." }
 
+/* The identity-cache option's text, the same on stage and coordinator. */
+#define CFG_IDENTITY_CACHE_DOC \
+    "Where the model file's data hash (XXH3 of every tensor byte, the identity a stage and its " \
+    "coordinator compare) is kept, keyed by the file's device, inode, size and modification " \
+    "time, so that only the first start reads the whole file for it. Empty: $CACHE_DIRECTORY " \
+    "(systemd's CacheDirectory=), else $XDG_CACHE_HOME/qwen35, else ~/.cache/qwen35; none: " \
+    "computed at every start."
+
 typedef struct stage_cfg {
     opts_base base;          /* first: locations for error messages */
     char *model;             /* GGUF path */

@@ -96,11 +96,7 @@ static const opt_def coord_defs[] = {
       "stalls running decodes by at most about this; a quarter of the budget always goes to "
       "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch." },
     { "identity-cache", OPT_STR, F(identity_cache), "DIR", NULL, 0, 0, NULL, false, NULL,
-      "Where the model file's data hash (XXH3 of every tensor byte, the identity a stage and its "
-      "coordinator compare) is kept, keyed by the file's device, inode, size and modification "
-      "time, so that only the first start reads the whole file for it. Empty: $CACHE_DIRECTORY "
-      "(systemd's CacheDirectory=), else $XDG_CACHE_HOME/qwen35, else ~/.cache/qwen35; none: "
-      "computed at every start." },
+      CFG_IDENTITY_CACHE_DOC },
     { "trace", OPT_STR, F(trace), "FILE", NULL, 1, 0, NULL, false, NULL,
       "Write every forward step of every stage to FILE as Chrome trace-event JSON (one track "
       "per stage, one slice per step with its micro-batch, rows and sequences; open it in "

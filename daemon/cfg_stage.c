@@ -75,11 +75,7 @@ static const opt_def stage_defs[] = {
       "stage exits (status 70) so that its service manager restarts it, and the coordinator "
       "rebuilds its sequences there." },
     { "identity-cache", OPT_STR, F(identity_cache), "DIR", NULL, 0, 0, NULL, false, NULL,
-      "Where the model file's data hash (XXH3 of every tensor byte, the identity a stage and its "
-      "coordinator compare) is kept, keyed by the file's device, inode, size and modification "
-      "time, so that only the first start reads the whole file for it. Empty: $CACHE_DIRECTORY "
-      "(systemd's CacheDirectory=), else $XDG_CACHE_HOME/qwen35, else ~/.cache/qwen35; none: "
-      "computed at every start." },
+      CFG_IDENTITY_CACHE_DOC },
     { "lease-ms", OPT_INT, F(lease_ms), "N", "10000", 500, 3600000, NULL, false, NULL,
       "This stage serves one coordinator at a time (the first Hello takes the lease). When it "
       "sends nothing for this long (it polls every 0.5 s), its sequences are freed and another "

@@ -365,6 +365,19 @@ static stage *sock_stage(char *dir, char *path, size_t pathsz, void **ctx, void 
     return s;
 }
 
+/* Another peer of the stage at ep: a DEALER with the wire options. */
+static void *peer_at(void *ctx, const char *ep)
+{
+    char err[Q35_ERRSZ];
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int tmo = 30000;   /* a bound, not a wait: replies come much sooner */
+    assert_non_null(d);
+    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
+    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(d, ep), 0);
+    return d;
+}
+
 /* Sends a Hello as coordinator instance inst (pid, host "host-<inst>"),
  * replacing instance `replaces` (0: none). */
 static void send_hello_r(void *d, uint64_t id, uint64_t inst, bool takeover, uint64_t replaces)
@@ -534,11 +547,7 @@ static void one_owner_at_a_time(void **state)
     stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
     g_lease_ms = 0;
     snprintf(ep, sizeof ep, "ipc://%s", path);
-    void *b = zmq_socket(ctx, ZMQ_DEALER);
-    int tmo = 30000;
-    assert_int_equal(q35_wire_sockopts(b, 0, msg, sizeof msg), 0);
-    zmq_setsockopt(b, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    assert_int_equal(zmq_connect(b, ep), 0);
+    void *b = peer_at(ctx, ep);
     g_stop = 0;
     pthread_t th;
     pthread_create(&th, NULL, serve, s);
@@ -621,14 +630,7 @@ static void dead_owner_replaced(void **state)
     stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
     g_lease_ms = 0;
     snprintf(ep, sizeof ep, "ipc://%s", path);
-    void *b = zmq_socket(ctx, ZMQ_DEALER), *c = zmq_socket(ctx, ZMQ_DEALER);
-    int tmo = 30000;
-    assert_int_equal(q35_wire_sockopts(b, 0, msg, sizeof msg), 0);
-    assert_int_equal(q35_wire_sockopts(c, 0, msg, sizeof msg), 0);
-    zmq_setsockopt(b, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    zmq_setsockopt(c, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    assert_int_equal(zmq_connect(b, ep), 0);
-    assert_int_equal(zmq_connect(c, ep), 0);
+    void *b = peer_at(ctx, ep), *c = peer_at(ctx, ep);
     g_stop = 0;
     pthread_t th;
     pthread_create(&th, NULL, serve, s);
