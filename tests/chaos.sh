@@ -157,7 +157,7 @@ client_loop() {
         fi
         case $v in
         ok|killed) echo "$v $gap $t0 ${EPOCHREALTIME/./}" ;;
-        error|lost) echo "$v $gap $t0 ${EPOCHREALTIME/./} $why" ;;
+        error|lost) echo "$v $gap $t0 ${EPOCHREALTIME/./} client $i ($([ "$i" -le $NC ] && echo qwen35-client || echo SSE)), $(wc -l <"$out") lines: $why" ;;
         *) echo "$v $gap $t0 ${EPOCHREALTIME/./} got [$got] want [$want]" ;;
         esac
     done >"$T.res$i"
@@ -186,7 +186,10 @@ for f in $(seq 1 $NF); do
            kill -CONT "$(eval echo \$P35_PID_s$k)" ;;
     8|9) nt=$((nt + 1)); fault "stage SIGTERM"; p35_kill s$k TERM; stage $k ;;
     10) nh=$((nh + 1)); fault "qwen35-http SIGKILL"; echo $(( $(cat "$T.httpgen") + 1 )) >"$T.httpgen"
-        p35_kill http KILL; http ;;
+        # the generation changes before the kill and again once the new one
+        # listens: a stream that began in between (refused, or on the old
+        # port) counts as killed with it
+        p35_kill http KILL; http; echo $(( $(cat "$T.httpgen") + 1 )) >"$T.httpgen" ;;
     *)  ncl=$((ncl + 1)); fault "client SIGKILL"; c=$((RANDOM % (NC + NH) + 1))
         pid=$(cat "$T.cpid$c" 2>/dev/null) && touch "$T.killed$c.$pid" && kill -KILL "$pid" 2>/dev/null ;;
     esac

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Output toward slow readers is bounded per connection and in total, not
 # only per request (it_slow_reader.sh): 2 stages, tiny Q8_0 (a logits row
-# 2 KiB, a request of every position's logits ~4 MiB), max-unread-mb at its
+# 2 KiB, a request of a 1024-token prompt's and every answer position's
+# logits ~4 MiB), max-unread-mb at its
 # default (64), max-unread-conn-mb 2, max-unread-total-mb 3:
 # - one connection with 2 such requests, not read for 8 s: they end with
 #   RESOURCE_EXHAUSTED naming max-unread-conn-mb, each after well under
@@ -23,6 +24,10 @@ TC="$BIN/qwen35-test-client"
 GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 T=$P35_RUN/t
 tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
+# a 1024-token prompt: its logits rows (2 MiB) come in prefill steps, fast
+# even on a loaded machine, and pass the bounds before decoding starts
+i=0
+while [ $i -lt 16 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.p1024"
 
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 2048
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 2048
@@ -31,7 +36,7 @@ p35_wait_ready 60
 
 slow() {   # slow OUT K: K logits requests on one connection, not read until $T.go exists
     rm -f "$T.go"
-    timeout "$(p35_scale 300)" "$TC" --endpoint "$P35_EP" --prompt-ids "$T.p64" -n 0 --logits \
+    timeout "$(p35_scale 300)" "$TC" --endpoint "$P35_EP" --prompt-ids "$T.p1024" -n 0 --logits \
         --requests "$2" --pause-ms "$(p35_scale 90000)" --resume-file "$T.go" \
         --timeout "$(p35_scale 180000)" >"$1" 2>&1 &
 }
