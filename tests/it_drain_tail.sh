@@ -84,7 +84,7 @@ check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordin
 }
 
 # 1. the client is behind (stopped) when the coordinator exits
-N1=150
+N1=$(awk -v f="$SCALE" 'BEGIN { n = int(150 / f); print n < 40 ? 40 : n }')   # within the 30 s drain when loaded
 active() { "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --status 2>/dev/null | grep -q 'requests: 1 active'; }
 r=0
 while [ $r -lt "$ROUNDS_STOPPED" ]; do
