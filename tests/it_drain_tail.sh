@@ -66,7 +66,7 @@ start_coord() {   # start_coord ROUND: the coordinator, serving once a short req
 }
 client() {   # client ROUND N: a streaming request in the background, pid in CL
     "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n "$2" --ignore-eos \
-        --ids --timeout "$(sc 20000)" >"$T/out-$1" 2>"$T/client-$1.err" &
+        --ids --timeout "$(sc 20000)" --connect-timeout "$(sc 3000)" >"$T/out-$1" 2>"$T/client-$1.err" &
     CL=$!
 }
 check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordinator exit 0
@@ -115,6 +115,13 @@ while [ $r -lt "$ROUNDS_PLAIN" ]; do
     start_coord "p$r"
     client "p$r" $N2
     sleep 0.5
+    # on a loaded machine the client may not have reached the coordinator
+    # in 0.5 s: SIGTERM only once it holds the request
+    i=0
+    until active; do
+        i=$((i + 1)); [ $i -gt "$(sc 100)" ] && fail "round p$r: the coordinator never had the request"
+        sleep 0.1
+    done
     kill -0 "$CL" 2>/dev/null || fail "round p$r: the request ended before SIGTERM"
     kill -TERM "$COORD"
     check "p$r" $N2 "SIGTERM 0.5 s in"
