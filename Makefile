@@ -2,8 +2,10 @@
 #
 #   make            build everything (CPU; CUDA too when nvcc is found)
 #   make test       install missing Debian packages, build, run every test
-#                   (plain build, each libFuzzer target for 15 s, then the
-#                   unit tests again under ASan+UBSan)
+#                   (plain build, LOADED_SUBSET again under a CPU burner,
+#                   each libFuzzer target for 15 s, then the unit tests
+#                   again under ASan+UBSan)
+#   make test-loaded  every integration script under a CPU burner
 #   make demo       the main job: a generated model served by 2 stages
 #   make CUDA=0     never touch nvcc
 #   make SAN=1      sanitized build in build-san/
@@ -52,7 +54,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
 LDFLAGS += -pthread $(SANFLAGS)
 
 LIBS_MODEL := -lpcre2-8 -lreadline -lm
-LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson
+LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson -lxxhash
 
 LIBMODEL := $(BUILD)/libqwen35.a
 LIBNET   := $(BUILD)/libqwen35net.a
@@ -74,7 +76,7 @@ include $(sort $(wildcard */*.mk))
 
 TESTS := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 
-.PHONY: all deps test chaos test-unit test-san clean bins tests
+.PHONY: all deps test test-loaded chaos test-unit test-san clean bins tests
 all: bins tests $(ALL_EXTRA)
 bins: $(addprefix $(BUILD)/bin/,$(BINS))
 tests: $(addprefix $(BUILD)/tests/,$(TESTS))
@@ -134,9 +136,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(LIBNET) $(LIBMODEL) $
 # make test: the plain build runs everything, a short fuzz run, then the
 # sanitized build runs the unit programs (the integration scripts spawn
 # processes and time them). The last line is the sanitized summary.
+# A representative part of the integration scripts runs again on a loaded
+# machine (tests/loaded.sh: a CPU burner, time limits scaled): the
+# coordinator's faults and restarts, vanished clients (about 4.5 minutes);
+# make test-loaded runs every script so.
+LOADED_SUBSET ?= it_chaos it_coord_lease_restart it_clients_vanish it_pipeline_faults
 test: deps
 	$(MAKE) -j$(JOBS) all
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) all
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/loaded.sh $(BUILD) $(LOADED_SUBSET)
 	$(MAKE) -j$(JOBS) fuzz-ci
 	$(MAKE) -j$(JOBS) SAN=1 CUDA=0 tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh build-san unit
@@ -145,6 +153,12 @@ test: deps
 # a 60-second version runs in make test (tests/it_chaos.sh)
 chaos: all
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) bash tests/chaos.sh 240 40
+
+# make test-loaded: every integration script on a busy machine (a CPU
+# burner at load >= 6, time limits scaled by QWEN35_TIME_SCALE=4;
+# tests/loaded.sh). make test runs LOADED_SUBSET of them so.
+test-loaded: all
+	QWEN35_GOLDEN=$(GOLDEN) sh tests/loaded.sh $(BUILD)
 
 test-unit: tests
 	QWEN35_GOLDEN=$(GOLDEN) sh tests/run.sh $(BUILD) unit

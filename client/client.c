@@ -144,6 +144,19 @@ q35c_client *q35c_new(const char *endpoint, const q35c_opts *opts, char *err, si
         q35_err(err, errsz, Q35_EIO, "zmq_setsockopt(ZMQ_IMMEDIATE): %s", zmq_strerror(errno));
         goto fail;
     }
+    /* No receive high-water mark: with one, a caller that does not read
+     * for a few seconds stops libzmq's input on a full pipe, the engine
+     * then misses the coordinator's heartbeats, reconnects, and libzmq
+     * 4.3.4 aborts the process (Assertion failed: _input_stopped,
+     * stream_engine_base.cpp:417; zeromq/libzmq#3937). What may queue
+     * here is bounded by the coordinator instead (max-unread-mb and its
+     * per-connection and total bounds: it stops sending what is not
+     * acknowledged as read). */
+    int rcvhwm = 0;
+    if (zmq_setsockopt(c->sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm)) {
+        q35_err(err, errsz, Q35_EIO, "zmq_setsockopt(ZMQ_RCVHWM): %s", zmq_strerror(errno));
+        goto fail;
+    }
     if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ||
         !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) || zmq_connect(c->mon, mon_ep)) {
         q35_err(err, errsz, Q35_EIO, "zmq socket monitor: %s", zmq_strerror(errno));

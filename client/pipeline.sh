@@ -19,6 +19,9 @@
 # P35_TCP_PORT: when set, stages bind tcp://127.0.0.1 from this port on
 # (one port per stage name, in start order) instead of ipc:// paths
 # (plaintext: the stages and the coordinator get --insecure).
+# QWEN35_TIME_SCALE: a factor (default 1, e.g. 3 on a loaded machine;
+# make test-loaded sets it) for every time limit a test waits: p35_scale N
+# prints N times it, rounded up.
 # P35_WRAP: a command the stages and the coordinator run under (e.g.
 # "chrt -r 10": a benchmark keeps other work on a shared host out of its
 # timings); empty: none.
@@ -26,6 +29,12 @@
 BIN=${BIN:-${QWEN35_BUILD:-build}/bin}
 P35_NAMES=""
 P35_KEEP_LOGS=${P35_KEEP_LOGS:-0}
+
+p35_scale() {
+    awk -v n="$1" -v f="${QWEN35_TIME_SCALE:-1}" 'BEGIN {
+        if (f + 0 < 1) f = 1
+        v = n * f; r = int(v); if (r < v) r++; print r }'
+}
 
 p35_die() {
     echo "$P35_ME: $*" >&2
@@ -162,8 +171,8 @@ p35_bg_client() {
 }
 
 # p35_wait_file FILE PATTERN SECONDS: until FILE holds a line matching PATTERN.
-p35_wait_file() {
-    _p_tend=$(( $(date +%s) + $3 ))
+p35_wait_file() {   # SECONDS scale with QWEN35_TIME_SCALE (p35_scale)
+    _p_tend=$(( $(date +%s) + $(p35_scale "$3") ))
     until grep -q "$2" "$1" 2>/dev/null; do
         [ "$(date +%s)" -ge "$_p_tend" ] && return 1
         sleep 0.05
@@ -171,8 +180,8 @@ p35_wait_file() {
 }
 
 # Waits until the coordinator answers --status with every stage up.
-p35_wait_ready() {
-    _p_tend=$(( $(date +%s) + ${1:-60} ))
+p35_wait_ready() {   # SECONDS scale with QWEN35_TIME_SCALE (p35_scale)
+    _p_tend=$(( $(date +%s) + $(p35_scale "${1:-60}") ))
     while :; do
         for _p_n in $P35_NAMES; do
             eval "_p_pid=\${P35_PID_$_p_n:-}"

@@ -27,6 +27,11 @@
 
 typedef struct q35c_client q35c_client;
 
+/* Most messages in one conversation (q35c_request.n_messages) the
+ * coordinator takes; qwen35-http's max-messages is at most this. */
+#define Q35C_MAX_MESSAGES 1024
+#define Q35C_MAX_MESSAGES_STR "1024"
+
 typedef struct q35c_opts {
     /* A request is refused with Q35_EIO when no connection to the
      * coordinator exists this long after it was submitted. */

@@ -21,7 +21,16 @@ static int load_model(coord *c, char *err, size_t errsz)
     if (!rc) {
         const char *base = strrchr(c->o.model_path, '/');
         snprintf(c->file_name, sizeof c->file_name, "%s", base ? base + 1 : c->o.model_path);
-        q35_wire_model_identity(f, &c->cfg, c->file_name, &c->id);
+        char dir[4096];
+        bool cached;
+        double t0 = q35_now();
+        rc = q35_wire_identity_cached(c->o.model_path, f, &c->cfg, c->file_name,
+                                      q35_wire_ident_cache_dir(c->o.identity_cache, dir, sizeof dir),
+                                      &c->id, &cached, err, errsz);
+        if (!rc)
+            q35_log_info("model identity: data hash %016llx (every tensor byte) %s in %.2f s",
+                         (unsigned long long)c->id.data_hash, cached ? "from the cache" : "computed",
+                         q35_now() - t0);
     }
     gguf_close(&f);
     return rc;
@@ -126,6 +135,7 @@ void coord_destroy(coord **pc)
     for (int i = 0; i < c->n_mb; i++)
         free(c->mb[i].hidden);
     peer_close(c);
+    unread_free_all(c);
     if (c->cli) {
         /* The wire sockets linger 0; the client socket gets a bounded
          * linger here so the replies just queued (the last tokens of a

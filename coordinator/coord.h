@@ -50,8 +50,11 @@ typedef struct coord_opts {
     int max_client_requests;   /* active + queued per client connection (0: no limit) */
     size_t max_unread;      /* event bytes of a request sent and not read by its client
                                (ClientRequest.ack) before it ends; 0: 64 MiB */
+    size_t max_unread_conn; /* the same over one connection's requests; 0: 128 MiB */
+    size_t max_unread_total;   /* ... over every connection; 0: 256 MiB */
     int start_timeout_ms;   /* refuse to start if the chain is not up by then (0 = wait forever) */
     size_t max_msg;         /* cap on client request bytes */
+    const char *identity_cache;   /* q35_wire_ident_cache_dir's opt */
     const char *trace_path; /* Chrome trace-event JSON of every step (coord_trace.h); NULL: none */
     int wire_dtype;         /* Q35__DType of the hidden rows between stages (0 = f32);
                                a stage that does not take it is not routed to */

@@ -11,9 +11,10 @@
 
 #include "coord_int.h"
 #include "log.h"
+#include "qwen35_client.h"
 #include "sampler.h"
 
-#define MAX_MESSAGES 1024
+#define MAX_MESSAGES Q35C_MAX_MESSAGES   /* qwen35_client.h: one limit for every client */
 
 int client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len, Q35__Event *ev)
 {
@@ -25,11 +26,7 @@ int client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len, 
     }
     if (q35_wire_send(c->cli, ident, ident_len, &ev->base, ZMQ_DONTWAIT) == 0) {
         if (r) {
-            req *w = (req *)r;
-            w->out_bytes += protobuf_c_message_get_packed_size(&ev->base);
-            size_t max = c->o.max_unread ? c->o.max_unread : (size_t)64 << 20;
-            if (!w->unread && w->out_bytes - w->acked > max)
-                w->unread = true;   /* ended by the scheduler after this step */
+            unread_sent(c, (req *)r, protobuf_c_message_get_packed_size(&ev->base));
         }
         return 0;
     }
@@ -323,14 +320,15 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
                                   r->n_stop, r->ignore_eos, err, sizeof err);
     if (!r->text) {
         reply_error(c, ident, ident_len, rid, Q35__CODE__INVALID_ARGUMENT, "%s", err);
-        req_destroy(r);
+        req_destroy(c, r);
         return;
     }
     if (g->n_resume && apply_resume(c, r, g, max_ctx, &code, err, sizeof err)) {
         reply_error(c, ident, ident_len, rid, code, "%s", err);
-        req_destroy(r);
+        req_destroy(c, r);
         return;
     }
+    unread_attach(c, r);
     req_enqueue(c, r);
     q35_log_debug("request %s: %d prompt tokens, max %d", r->rid, r->n_prompt, r->max_tokens);
 }
@@ -414,9 +412,7 @@ void client_on_message(coord *c)
                 on_status(c, ident, idlen, r->request_id);
                 break;
             case Q35__CLIENT_REQUEST__BODY_ACK: {   /* of a request maybe ended: no answer */
-                req *q = find_req(c, ident, idlen, r->request_id);
-                if (q && r->ack->bytes > q->acked)
-                    q->acked = r->ack->bytes < q->out_bytes ? r->ack->bytes : q->out_bytes;
+                unread_acked(c, ident, idlen, r->request_id, r->ack->bytes);
                 break;
             }
             default:

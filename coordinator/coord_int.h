@@ -26,6 +26,9 @@
  * never waits for the round trip through the coordinator. */
 #define COORD_LINK_DEPTH 2
 
+typedef struct coord_uconn coord_uconn;
+enum unread_why { UNREAD_REQUEST, UNREAD_CONNECTION, UNREAD_TOTAL };
+
 typedef struct mbatch mbatch;
 typedef struct coord_cache coord_cache;
 typedef struct coord_peers coord_peers;
@@ -57,6 +60,8 @@ typedef struct link {
     bool ever_up;
     char problem[512];
     bool owned;                     /* the handshake was refused: another coordinator owns it */
+    bool owner_alive;               /* ... and it runs on this host (its pid is alive) */
+    uint64_t replaces;              /* the next Hello's: an owner proved gone (coord_lease.c) */
     /* forward steps sent and not answered yet, oldest first (a stage
      * answers in order); up to COORD_LINK_DEPTH */
     mbatch *busy[COORD_LINK_DEPTH];
@@ -111,8 +116,10 @@ typedef struct req {
     int stop_hit;                   /* index of the stop string matched, -1 */
     double t_recv, t_first, t_last, deadline;
     bool in_flight, cancelled, expired;
-    bool unread;                    /* past max-unread-mb: ends with an error */
+    bool unread;                    /* past an unread bound: ends with an error */
+    int unread_why;                 /* which (enum unread_why) */
     uint64_t out_bytes, acked;      /* event bytes sent to the client; of them, read */
+    coord_uconn *uc;                /* its connection's unread count (coord_unread.c) */
     coord_textstate *text;
     /* prefix cache */
     uint64_t serial;                /* unique per request (answers name it) */
@@ -149,6 +156,8 @@ struct coord {
     /* requests */
     req *queue_head, *queue_tail;
     int n_queued;
+    coord_uconn *uconns;            /* unread output per connection (coord_unread.c) */
+    uint64_t unread_total;          /* ... and in total */
     req *active;                    /* doubly linked */
     int n_active;
     req **slot_req;                 /* [max_seqs] */
@@ -208,6 +217,11 @@ void link_free(coord *c, link *l, int slot);
  * Q35_EBUSY: another coordinator owns it (may pass: its lease ends);
  * Q35_EINVAL: it serves another model or range (the config is wrong). */
 int  link_startup_problem(const coord *c, char *err, size_t errsz);
+/* A Hello refused because o holds the lease (coord_lease.c): proves the
+ * owner gone where it can (this host, its pid no longer runs: the next
+ * Hello replaces it) or notes that the link waits for the lease; first:
+ * this refusal's text is new (logged once, not per retry). */
+void lease_on_refused(coord *c, link *l, const Q35__LeaseOwner *o, bool first);
 
 /* "stage 1" or "spare 0 (layers 4:8)", for messages. */
 const char *link_label(const coord *c, const link *l, char *buf, size_t n);
@@ -254,7 +268,20 @@ void req_activate(coord *c, req *r, int slot);
 /* Takes r out of whichever list holds it (queue or active). */
 void req_unlink(coord *c, req *r);
 /* Frees r and everything it owns; r must be unlinked. */
-void req_destroy(req *r);
+void req_destroy(coord *c, req *r);
+
+/* coord_unread.c: output sent and not read, per request, connection and
+ * in total. attach when a request is accepted, detach when it is
+ * destroyed (req_destroy), sent per event, acked per ClientRequest.ack,
+ * conn_gone when a connection closes. */
+void unread_attach(coord *c, req *r);
+void unread_detach(coord *c, req *r);
+void unread_sent(coord *c, req *r, size_t bytes);
+void unread_acked(coord *c, const uint8_t *ident, size_t len, const char *rid, uint64_t bytes);
+void unread_conn_gone(coord *c, const uint8_t *ident, size_t len);
+void unread_free_all(coord *c);
+/* The error a request ended for unread output gets (which bound, figures). */
+int unread_describe(const coord *c, const req *r, char *buf, size_t n);
 /* Ends r with a Final event (usage, stop string); a request in flight is
  * only marked and ends when its micro-batch comes back. r is gone after. */
 void req_finish(coord *c, req *r, Q35__FinishReason why);

@@ -140,6 +140,7 @@ static void send_hello(coord *c, link *l, double now)
     h.host = c->host;
     h.pid = c->pid;
     h.takeover = c->o.takeover && !l->ever_up;   /* once: never a tug of war */
+    h.replaces = l->replaces;       /* an owner proved gone (coord_lease.c) */
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     r.hello = &h;
@@ -326,7 +327,8 @@ static void on_handshake(coord *c, link *l, const Q35__Handshake *h)
     hs_cuts(h, &l->want_begin, &l->want_end);   /* learned, for a bare endpoint: kept */
     l->state = L_UP;
     l->ever_up = true;
-    l->owned = false;
+    l->owned = l->owner_alive = false;
+    l->replaces = 0;
     l->problem[0] = 0;
     l->stats_at = 0;
     /* slots may hold sequences from an earlier coordinator or life */
@@ -453,13 +455,17 @@ void link_on_reply(coord *c, link *l)
             else if (r->body_case == Q35__STAGE_REPLY__BODY_ERROR) {
                 char p[sizeof l->problem];
                 snprintf(p, sizeof p, "refused the handshake: %s", r->error->message);
-                if (strcmp(p, l->problem) && r->error->code == Q35__CODE__UNAVAILABLE)
-                    q35_log_info("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, p);   /* stopping */
+                bool owned = r->error->owner || strstr(p, "owned by");
+                bool first = strcmp(p, l->problem) != 0;
+                if (strcmp(p, l->problem) && (r->error->code == Q35__CODE__UNAVAILABLE || owned))
+                    q35_log_info("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, p);   /* stopping, leased */
                 else if (strcmp(p, l->problem))   /* once, not per retry */
                     q35_log_error("%s (%s): %s", link_label(c, l, lb, sizeof lb), l->endpoint, p);
                 snprintf(l->problem, sizeof l->problem, "%s", p);
-                l->owned = strstr(p, "owned by") != NULL;
                 l->state = L_BAD;
+                l->owned = false;
+                if (owned)
+                    lease_on_refused(c, l, r->error->owner, first);
             }
         } else if (l->n_busy && r->id == l->busy_id[0]) {
             mbatch *mb = step_answered(c, l);
@@ -601,9 +607,13 @@ int link_startup_problem(const coord *c, char *err, size_t errsz)
 {
     for (int i = 0; i < c->n_links; i++) {
         const link *l = &c->links[i];
-        /* owned by another coordinator: for a moment after our start that
-         * may be our own previous life, not noticed gone yet by the stage */
-        if (l->state == L_BAD && !(l->owned && q35_now() - c->t_start < OWNED_GRACE_S)) {
+        /* leased to another coordinator: fatal only for a live one on
+         * this host, and only after a grace period (one that is exiting);
+         * a dead one's or another host's lease is waited for
+         * (coord_lease.c) */
+        if (l->state == L_BAD && l->owned && !(l->owner_alive && q35_now() - c->t_start >= OWNED_GRACE_S))
+            continue;
+        if (l->state == L_BAD) {
             return q35_err(err, errsz, l->owned ? Q35_EBUSY : Q35_EINVAL, "%s: stage %d (%s): %s",
                            l->where, i, l->endpoint, l->problem);
         }

@@ -8,7 +8,8 @@
  * ACCEPTED and DISCONNECTED with the connection's fd, the latter for a
  * peer closed or silent past ZMQ_HEARTBEAT_TIMEOUT (set on every wire
  * socket). Every message received carries the fd it came from
- * (ZMQ_SRCFD), so the routing ids of each fd are known, and
+ * (ZMQ_SRCFD, on its payload frames), so the routing ids of each fd are
+ * known, and
  * DISCONNECTED(fd) names the connection whose requests end.
  *
  * Order: the I/O thread posts DISCONNECTED before it closes the fd, so
@@ -129,7 +130,7 @@ static int cancel_requests_of(coord *c, const uint8_t *ident, size_t len, int *n
         if (r->ident_len == len && !memcmp(r->ident, ident, len)) {
             req_unlink(c, r);
             c->requests_done++;
-            req_destroy(r);
+            req_destroy(c, r);
             n++;
             (*n_queued)++;
         }
@@ -149,6 +150,7 @@ static void gone(coord *c, const uint8_t *ident, size_t len, int fd)
 {
     coord_peers *ps = c->peers;
     int nq, n = cancel_requests_of(c, ident, len, &nq);
+    unread_conn_gone(c, ident, len);   /* its queued output went with it */
     remember_gone(ps, ident, len);
     if (n)
         q35_log_info("client gone (connection fd %d closed): %d request%s cancelled (%d queued, "
@@ -197,7 +199,10 @@ bool peer_seen(coord *c, const q35_wire_msg *m)
     for (int i = 0; i < ps->n_gone; i++)
         if (same(&ps->gone[i], ident, len))
             return false;
-    int fd = zmq_msg_get((zmq_msg_t *)&m->f[0], ZMQ_SRCFD);
+    /* the fd is on the frames the connection delivered: the routing-id
+     * frame a ROUTER prepends has none (-1 when the message was
+     * prefetched by zmq_poll, the usual case for a client's one request) */
+    int fd = m->n > 1 ? zmq_msg_get((zmq_msg_t *)&m->f[m->n - 1], ZMQ_SRCFD) : -1;
     if (fd < 0)
         return true;   /* not known (inproc): nothing to track */
     fd_state *f = fd_find(ps, fd, true);

@@ -50,8 +50,9 @@ void req_unlink(coord *c, req *r)
     r->next = r->prev = NULL;
 }
 
-void req_destroy(req *r)
+void req_destroy(coord *c, req *r)
 {
+    unread_detach(c, r);
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     coord_textstate_destroy(&r->text);
@@ -136,7 +137,7 @@ void req_finish(coord *c, req *r, Q35__FinishReason why)
     req_free_slot(c, r);
     req_unlink(c, r);
     c->requests_done++;
-    req_destroy(r);
+    req_destroy(c, r);
 }
 
 void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
@@ -152,5 +153,5 @@ void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     req_free_slot(c, r);
     req_unlink(c, r);
     c->requests_done++;
-    req_destroy(r);
+    req_destroy(c, r);
 }

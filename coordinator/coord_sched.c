@@ -241,12 +241,11 @@ static void after_step(coord *c, req *r, int stop, int stop_idx)
 {
     if (stop_idx >= 0 && stop_idx < r->n_stop)
         r->stop_hit = stop_idx;
-    if (r->unread && !r->cancelled)
-        req_error(c, r, Q35__CODE__RESOURCE_EXHAUSTED, "output not read: %.1f MiB sent to the "
-                  "client and not read (max-unread-mb %zu); %d tokens were sent",
-                  (double)(r->out_bytes - r->acked) / (1 << 20),
-                  (c->o.max_unread ? c->o.max_unread : (size_t)64 << 20) >> 20, r->n_gen);
-    else if (r->cancelled)
+    char why[Q35_ERRSZ - 64];
+    if (r->unread && !r->cancelled) {
+        unread_describe(c, r, why, sizeof why);
+        req_error(c, r, Q35__CODE__RESOURCE_EXHAUSTED, "%s", why);
+    } else if (r->cancelled)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_CANCELLED);
     else if (r->expired)
         req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);

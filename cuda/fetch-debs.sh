@@ -12,7 +12,7 @@
 set -eu
 DEST=${1:-$(dirname "$0")/../gpu-bundle/debs}
 TOP="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libinih-dev \
-libpcre2-dev libcmocka-dev libreadline-dev libjansson-dev libmicrohttpd-dev"
+libpcre2-dev libcmocka-dev libreadline-dev libjansson-dev libmicrohttpd-dev libxxhash-dev"
 # Never shipped: the C library and compiler runtime (the GPU image has its
 # own, and a second copy would shadow it), and -dev packages other than the
 # ones named above (headers of indirect dependencies are never compiled

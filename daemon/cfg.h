@@ -40,6 +40,14 @@
     { "log-level", OPT_STR, offsetof(T, log_level), "LEVEL", "info", 1, 0, "error|warn|info|debug", \
       false, opts_check_log_level, "Least severe messages logged (debug adds per-step lines)." }
 
+/* The identity-cache option's text, the same on stage and coordinator. */
+#define CFG_IDENTITY_CACHE_DOC \
+    "Where the model file's data hash (XXH3 of every tensor byte, the identity a stage and its " \
+    "coordinator compare) is kept, keyed by the file's device, inode, size and modification " \
+    "time, so that only the first start reads the whole file for it. Empty: $CACHE_DIRECTORY " \
+    "(systemd's CacheDirectory=), else $XDG_CACHE_HOME/qwen35, else ~/.cache/qwen35; none: " \
+    "computed at every start."
+
 typedef struct stage_cfg {
     opts_base base;          /* first: locations for error messages */
     char *model;             /* GGUF path */
@@ -58,6 +66,7 @@ typedef struct stage_cfg {
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
     int lease_ms;            /* the owning coordinator silent this long: lease ends */
+    char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
     int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
     int host_stages;         /* stages sharing this host's RAM (>= 1 once loaded) */
     char *log_level;
@@ -97,11 +106,13 @@ typedef struct coord_cfg {
     int micro_batches;       /* in flight through the pipeline */
     int step_target_ms;      /* row budget per step from measured step times; 0 = off */
     char *trace;             /* Chrome trace-event JSON of every step; NULL: none */
+    char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */
     int replay_wait_ms;      /* how long a lost stage's range may take to come back */
     bool takeover;           /* take stages owned by another coordinator */
     int max_client_requests; /* active + queued per client connection; 0 = no limit */
     int max_unread_mb;       /* a request's output sent and not read by its client */
+    int max_unread_conn_mb, max_unread_total_mb;   /* ... one connection's, every one's */
     int max_msg_mb;
     char *wire_dtype;        /* f32 | bf16 | f16: hidden rows between stages */
     char *prefix_cache;      /* on | off */

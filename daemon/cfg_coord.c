@@ -95,6 +95,8 @@ static const opt_def coord_defs[] = {
       "each stage's measured step times, fitted as fixed + per-row cost), so a long prompt "
       "stalls running decodes by at most about this; a quarter of the budget always goes to "
       "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch." },
+    { "identity-cache", OPT_STR, F(identity_cache), "DIR", NULL, 0, 0, NULL, false, NULL,
+      CFG_IDENTITY_CACHE_DOC },
     { "trace", OPT_STR, F(trace), "FILE", NULL, 1, 0, NULL, false, NULL,
       "Write every forward step of every stage to FILE as Chrome trace-event JSON (one track "
       "per stage, one slice per step with its micro-batch, rows and sequences; open it in "
@@ -103,14 +105,23 @@ static const opt_def coord_defs[] = {
       "Longest a stage may take to answer one step; past it the stage is treated as lost. "
       "The deadline applied is adaptive: 10x the stage's measured time for a step of that "
       "many rows, at least 5 s (or this value when smaller), at most this value." },
-    { "max-client-requests", OPT_INT, F(max_client_requests), "N", "0", 0, 100000, NULL, false,
+    { "max-client-requests", OPT_INT, F(max_client_requests), "N", "1024", 0, 100000, NULL, false,
       NULL, "Requests one client connection may have active or queued; past it its new requests "
-      "get RESOURCE_EXHAUSTED, so one connection cannot take every slot and queue place. 0 = no "
-      "limit (an HTTP front serves many users over one connection)." },
+      "get RESOURCE_EXHAUSTED, so one connection cannot hold an unbounded number. The default is "
+      "above what a real client has at once (an HTTP front serves many users over one "
+      "connection: qwen35-http's max-connections is 256); 0 = no limit." },
     { "max-unread-mb", OPT_INT, F(max_unread_mb), "N", "64", 1, 65536, NULL, false, NULL,
       "Output of one request sent to its client and not read yet, in MiB (clients acknowledge "
       "what they read); past it the request ends with RESOURCE_EXHAUSTED, so a client that asks "
       "for logits and does not read cannot make the coordinator hold unbounded memory." },
+    { "max-unread-conn-mb", OPT_INT, F(max_unread_conn_mb), "N", "128", 1, 65536, NULL, false,
+      NULL, "Output sent on one client connection and not read yet, over all its requests (and "
+      "the unread rest of those that ended), in MiB; past it the connection's request holding "
+      "the most ends with RESOURCE_EXHAUSTED." },
+    { "max-unread-total-mb", OPT_INT, F(max_unread_total_mb), "N", "256", 1, 1048576, NULL, false,
+      NULL, "Output sent to all clients and not read yet, in MiB: the memory slow readers can make "
+      "the coordinator hold. Past it the largest request of the connection holding the most ends "
+      "with RESOURCE_EXHAUSTED." },
     { "takeover", OPT_BOOL, F(takeover), NULL, "false", 0, 0, NULL, false, NULL,
       "Take over stages another coordinator owns (fencing it out: its steps are refused from "
       "then on). Without it a stage owned by a live coordinator refuses this one, naming the "

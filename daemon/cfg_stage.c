@@ -83,6 +83,8 @@ static const opt_def stage_defs[] = {
       "Deadline for one forward step. A compute that hangs cannot be interrupted: past it the "
       "stage exits (status 70) so that its service manager restarts it, and the coordinator "
       "rebuilds its sequences there." },
+    { "identity-cache", OPT_STR, F(identity_cache), "DIR", NULL, 0, 0, NULL, false, NULL,
+      CFG_IDENTITY_CACHE_DOC },
     { "lease-ms", OPT_INT, F(lease_ms), "N", "10000", 500, 3600000, NULL, false, NULL,
       "This stage serves one coordinator at a time (the first Hello takes the lease). When it "
       "sends nothing for this long (it polls every 0.5 s), its sequences are freed and another "

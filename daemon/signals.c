@@ -71,3 +71,10 @@ void sig_test_hang_point(void)
     q35_log_warn("test hook: serving loop hung on purpose (SIGUSR1)");
     for (;;) pause();
 }
+
+bool sig_pid_alive(unsigned pid)
+{
+    if (pid == 0 || pid > (unsigned)INT32_MAX)
+        return false;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}

@@ -34,4 +34,8 @@ void sig_drain_fd(void);
  * hook fired; then never returns (SIGKILL ends the process). */
 void sig_test_hang_point(void);
 
+/* Does process pid run on this host? (kill(pid, 0); EPERM: a process of
+ * another user, alive). 0 and pids past INT32_MAX: no. */
+bool sig_pid_alive(unsigned pid);
+
 #endif

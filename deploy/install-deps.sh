@@ -10,9 +10,9 @@
 set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libzmq3-dev \
 libprotobuf-c-dev protobuf-c-compiler libsystemd-dev systemd libcmocka-dev \
-libpcre2-dev libinih-dev libreadline-dev groff-base libjansson-dev libmicrohttpd-dev \
+libpcre2-dev libinih-dev libreadline-dev groff-base libjansson-dev libmicrohttpd-dev libxxhash-dev \
 chromium prometheus curl gnuplot-nox \
-systemd-container debootstrap"
+systemd-container debootstrap stress-ng"
 K80_PKGS="nvidia-cuda-toolkit g++-11"
 K80=0
 if [ "${QWEN35_K80:-0}" = 1 ] || [ "${CI:-}" = true ]; then

@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "log.h"
+#include "qwen35_client.h"
 
 #define F(m) offsetof(http_cfg, m)
 
@@ -56,8 +57,9 @@ static const opt_def http_defs[] = {
       "headers, so browsers only call from the served page itself." },
     { "max-body", OPT_INT, F(max_body), "BYTES", "4194304", 1024, 1 << 30, NULL, false, NULL,
       "Largest request body accepted; a larger one gets 413." },
-    { "max-messages", OPT_INT, F(max_messages), "N", "4096", 1, 1000000, NULL, false, NULL,
-      "Most messages in one chat request (a longer history gets 400)." },
+    { "max-messages", OPT_INT, F(max_messages), "N", Q35C_MAX_MESSAGES_STR, 1, Q35C_MAX_MESSAGES,
+      NULL, false, NULL, "Most messages in one chat request (a longer history gets 400); at most "
+      "what the coordinator takes (" Q35C_MAX_MESSAGES_STR ")." },
     { "max-connections", OPT_INT, F(max_connections), "N", "256", 1, 65536, NULL, false, NULL,
       "Connections served at once (one thread each; fewer where RLIMIT_NOFILE leaves no room for "
       "5 file descriptors each, said at start). A few more are accepted to make room (see "

@@ -473,14 +473,19 @@ gguf_file *gguf_parse(const void *buf, size_t size, const char *name, char *err,
 
 gguf_file *gguf_open(const char *path, char *err, size_t errsz)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would wait for a writer forever (a
+     * regular file ignores the flag; mmap does not read through it) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         q35_err(err, errsz, Q35_EIO, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        q35_err(err, errsz, Q35_EIO, "%s: not a regular file", path);
+        q35_err(err, errsz, Q35_EIO, "%s: not a regular file (%s)", path,
+                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
         close(fd);
         return NULL;
     }

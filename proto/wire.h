@@ -150,7 +150,22 @@ uint64_t q35_wire_fnv1a(uint64_t h, const void *buf, size_t n);
 /* wire_ident.c. FNV-1a 64 over a sample of every tensor's bytes of f
  * (9 windows of 1 KiB spread over each, small tensors whole); *sampled
  * (may be NULL): the bytes read. Milliseconds on any model. */
-uint64_t q35_wire_data_hash(const gguf_file *f, uint64_t *sampled);
+uint64_t q35_wire_data_hash(const gguf_file *f, uint64_t *hashed);
+
+/* The identity of the model file at path (f: it, opened), its data hash
+ * read from cache_dir when the cache entry matches the file's device,
+ * inode, size and modification time, else computed and stored there
+ * (best effort). cache_dir NULL: always computed. *from_cache says which.
+ * 0, or Q35_EIO (stat) / Q35_ENOMEM with the reason in err. */
+int q35_wire_identity_cached(const char *path, const gguf_file *f, const q35_config *cfg,
+                             const char *file_name, const char *cache_dir,
+                             Q35__ModelIdentity *id, bool *from_cache, char *err, size_t errsz);
+
+/* The cache directory for identity-cache = opt: "none" NULL (no cache),
+ * a path itself, empty or NULL the default: $CACHE_DIRECTORY (systemd's
+ * CacheDirectory=), else $XDG_CACHE_HOME/qwen35, else ~/.cache/qwen35
+ * (NULL when none is set); written into buf when derived. */
+const char *q35_wire_ident_cache_dir(const char *opt, char *buf, size_t n);
 /* Fills id for the open model f: size, header hash (bytes before the
  * data section), data hash, dims; file_name is borrowed. */
 void q35_wire_model_identity(const gguf_file *f, const q35_config *cfg, const char *file_name,

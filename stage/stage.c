@@ -38,6 +38,7 @@ struct stage {
     int n_curve_allowed;
     int n_peers;                    /* connections accepted minus lost */
     stage_lease lease;              /* the coordinator served */
+    int msg_fd;                     /* the connection of the message handled (ZMQ_SRCFD), -1 */
     _Atomic uint64_t step_started_us;   /* q35_now() of the step computing, 0: none */
     double lease_s;
     uint64_t refused_instance;      /* last refused Hello's (logged once) */
@@ -62,7 +63,7 @@ struct stage {
 
 /* ---- model identity --------------------------------------------------- */
 
-static int load_identity(stage *s, const char *path, char *err, size_t errsz)
+static int load_identity(stage *s, const char *path, const char *cache, char *err, size_t errsz)
 {
     gguf_file *f = gguf_open(path, err, errsz);
     if (!f)
@@ -70,11 +71,17 @@ static int load_identity(stage *s, const char *path, char *err, size_t errsz)
     const char *base = strrchr(path, '/');
     snprintf(s->file_name, sizeof s->file_name, "%s", base ? base + 1 : path);
     double t0 = q35_now();
-    q35_wire_model_identity(f, s->cfg, s->file_name, &s->id);
-    q35_log_debug("model identity: data hash %016llx in %.1f ms",
-                  (unsigned long long)s->id.data_hash, (q35_now() - t0) * 1000);
+    char dir[4096];
+    bool cached;
+    int rc = q35_wire_identity_cached(path, f, s->cfg, s->file_name,
+                                      q35_wire_ident_cache_dir(cache, dir, sizeof dir), &s->id,
+                                      &cached, err, errsz);
+    if (!rc)
+        q35_log_info("model identity: data hash %016llx (every tensor byte) %s in %.2f s",
+                     (unsigned long long)s->id.data_hash, cached ? "from the cache" : "computed",
+                     q35_now() - t0);
     gguf_close(&f);
-    return 0;
+    return rc;
 }
 
 stage *stage_new(const stage_opts *o, char *err, size_t errsz)
@@ -109,7 +116,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (rows > (uint64_t)s->max_batch)
         rows = (uint64_t)s->max_batch;
     s->max_logit_rows = (int)rows;
-    if (load_identity(s, o->model_path, err, errsz))
+    if (load_identity(s, o->model_path, o->identity_cache, err, errsz))
         goto fail;
     size_t hid = (size_t)s->max_batch * s->cfg->n_embd;
     s->x_in = malloc(hid * sizeof(float));
@@ -200,6 +207,7 @@ static int device_failed(const stage *s, char *err, size_t errsz)
 typedef struct reply {
     Q35__StageReply r;
     Q35__Error e;
+    Q35__LeaseOwner owner;          /* a refused Hello: who holds the lease */
     char msg[Q35_ERRSZ], field[96];
 } reply;
 
@@ -769,17 +777,25 @@ static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
         return true;                /* nobody to hide them from */
     if (r->body_case == Q35__STAGE_REQUEST__BODY_HELLO) {
         bool was = s->lease.held;
-        int k = lease_hello(&s->lease, ident, idlen, r->hello, now, msg, sizeof msg);
+        int k = lease_hello(&s->lease, ident, idlen, s->msg_fd, r->hello, now, msg, sizeof msg);
         if (k < 0) {
             if (r->hello->coordinator != s->refused_instance)
                 q35_log_warn("refused a coordinator (pid %u on %.64s): %s", r->hello->pid,
                              r->hello->host ? r->hello->host : "?", msg);
             s->refused_instance = r->hello->coordinator;
             fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello", "%s", msg);
+            if (s->lease.held) {    /* so a restarted owner can tell it was its old life */
+                lease_owner_msg(&s->lease, s->lease_s, now, &rp->owner);
+                rp->e.owner = &rp->owner;
+            }
             return false;
         }
         lease_owner(&s->lease, owner, sizeof owner);
-        if (k == 1) {
+        if (k == 1 && !r->hello->takeover) {
+            q35_log_warn("lease handed to %s: it found the owner before it (%s) gone; every slot "
+                         "freed", owner, msg);
+            reset_all(s);
+        } else if (k == 1) {
             q35_log_warn("taken over by %s; %s is fenced out, every slot freed", owner, msg);
             reset_all(s);
         } else if (!was) {
@@ -963,9 +979,23 @@ static void on_monitor(stage *s)
             on_handshake_failed(s, val);
         else if (ev == ZMQ_EVENT_ACCEPTED)
             s->n_peers++;
-        else if (ev == ZMQ_EVENT_DISCONNECTED && s->n_peers > 0 && --s->n_peers == 0) {
-            reset_all(s);
-            s->lease.held = false;
+        else if (ev == ZMQ_EVENT_DISCONNECTED) {
+            /* the owner's own connection: its sequences end now, even
+             * while other peers stay connected (a new coordinator, a
+             * refused one) — else its successor waits out the lease */
+            bool owner = s->lease.held && s->lease.fd >= 0 && s->lease.fd == (int)val;
+            bool last = s->n_peers > 0 && --s->n_peers == 0;
+            if (owner && !last && !s->leaving) {
+                char o[160];
+                lease_owner(&s->lease, o, sizeof o);
+                q35_log_info("%s disconnected: its lease ended, every slot freed", o);
+            }
+            if (owner || (last && s->lease.held)) {
+                reset_all(s);
+                s->lease.held = false;
+            } else if (last) {
+                reset_all(s);
+            }
         }
     }
 }
@@ -1023,6 +1053,12 @@ int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t er
             out = NULL;
     } else {
         const void *p = q35_wire_frame(&m, 1, &plen);
+        /* the fd is on the payload frame (the ROUTER's routing-id frame
+         * has none); events posted before this message was read are
+         * applied first, so a fd reused by a new connection is never
+         * taken for the old owner's */
+        s->msg_fd = zmq_msg_get(&m.f[1], ZMQ_SRCFD);
+        on_monitor(s);
         if (handle_from(s, id, idlen, p, plen, &out, &out_len))
             out = NULL;
     }

@@ -32,6 +32,7 @@ typedef struct stage_opts {
     int activations;              /* enum quant_act; 0 = exact */
     bool cpu_affinity;            /* pin the CPU worker threads */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
+    const char *identity_cache;   /* q35_wire_ident_cache_dir's opt */
     int lease_ms;                 /* the owning coordinator silent this long: its
                                      sequences are freed (0: 10000) */
     int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */

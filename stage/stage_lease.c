@@ -18,15 +18,28 @@ static bool is_owner(const stage_lease *l, const uint8_t *ident, size_t ident_le
     return l->held && l->ident_len == ident_len && !memcmp(l->ident, ident, ident_len);
 }
 
-int lease_hello(stage_lease *l, const uint8_t *ident, size_t ident_len, const Q35__Hello *h,
-                double now, char *msg, size_t msgsz)
+void lease_owner_msg(const stage_lease *l, double lease_s, double now, Q35__LeaseOwner *o)
+{
+    q35__lease_owner__init(o);
+    o->instance = l->instance;
+    o->host = (char *)l->host;
+    o->pid = l->pid;
+    o->lease_ms = (uint32_t)(lease_s * 1000);
+    double silent = now - l->last_seen;
+    o->silent_ms = silent > 0 ? (uint32_t)(silent * 1000) : 0;
+}
+
+int lease_hello(stage_lease *l, const uint8_t *ident, size_t ident_len, int fd,
+                const Q35__Hello *h, double now, char *msg, size_t msgsz)
 {
     char owner[160];
     if (ident_len > sizeof l->ident) {
         snprintf(msg, msgsz, "hello: routing id of %zu bytes", ident_len);
         return -1;
     }
-    if (l->held && l->instance != h->coordinator && !h->takeover) {
+    /* a replaced owner was proved dead by its successor on its host */
+    bool replaced = l->held && h->replaces && h->replaces == l->instance;
+    if (l->held && l->instance != h->coordinator && !h->takeover && !replaced) {
         lease_owner(l, owner, sizeof owner);
         snprintf(msg, msgsz, "hello: this stage is owned by %s; a second coordinator is refused "
                  "unless started with takeover (which fences the owner out)", owner);
@@ -44,6 +57,7 @@ int lease_hello(stage_lease *l, const uint8_t *ident, size_t ident_len, const Q3
     l->held = true;
     memcpy(l->ident, ident, ident_len);   /* the same instance reconnects with a new one */
     l->ident_len = ident_len;
+    l->fd = fd;
     l->last_seen = now;
     return rc;
 }

@@ -6,9 +6,12 @@
  * refused (a rogue or a fenced coordinator). A Hello from another
  * instance is refused naming the owner, unless it asks to take over:
  * then the old owner is fenced out and the caller resets every slot. The
- * same instance reconnecting (a new routing id) keeps its lease. The
- * lease ends when the owner is silent past the lease time or when the
- * last peer disconnects; its sequences are then freed by the caller.
+ * same instance reconnecting (a new routing id) keeps its lease. A Hello
+ * that `replaces` the owner's instance (a coordinator restarted on the
+ * owner's host that found its pid gone) takes the lease as if it had
+ * ended. The lease ends when the owner is silent past the lease time, when
+ * the owner's connection closes (its fd, from the Hello) or when the last
+ * peer disconnects; its sequences are then freed by the caller.
  */
 #ifndef Q35_STAGE_LEASE_H
 #define Q35_STAGE_LEASE_H
@@ -29,13 +32,19 @@ typedef struct stage_lease {
     uint32_t pid;
     time_t since;                   /* wall clock, for messages */
     double last_seen;               /* q35_now() of the owner's last message */
+    int fd;                         /* the owner's connection (ZMQ_SRCFD), -1 unknown */
 } stage_lease;
 
-/* A Hello from ident: 0 the lease is (still) this peer's, 1 it was just
- * taken from another instance (takeover or after it ended: the caller
- * resets every slot), -1 refused with the reason in msg. */
-int lease_hello(stage_lease *l, const uint8_t *ident, size_t ident_len, const Q35__Hello *h,
-                double now, char *msg, size_t msgsz);
+/* A Hello from ident on connection fd (-1 unknown): 0 the lease is
+ * (still) this peer's, 1 it was just taken from another instance
+ * (takeover, or replaces: the caller resets every slot), -1 refused with
+ * the reason in msg. */
+int lease_hello(stage_lease *l, const uint8_t *ident, size_t ident_len, int fd,
+                const Q35__Hello *h, double now, char *msg, size_t msgsz);
+
+/* The owner's identity for a refusal (the caller's Error.owner), its
+ * host string pointing into l. */
+void lease_owner_msg(const stage_lease *l, double lease_s, double now, Q35__LeaseOwner *o);
 
 /* May ident send steps and frees? 0 yes (its last_seen is renewed), else
  * the refusal's wire code with the reason in msg. */

@@ -3,7 +3,7 @@
  * while (a slow reader), then every event read to the end.
  *
  *   qwen35-test-client --endpoint E --prompt-ids FILE [-n N] [--requests K]
- *                      [--logits] [--pause-ms MS] [--timeout MS]
+ *                      [--logits] [--pause-ms MS [--resume-file F]] [--timeout MS]
  *
  * Prints "submitted K" once the requests are sent, then per request
  * "request I: FINISH, T tokens, R logit rows" or "request I: error CODE:
@@ -66,10 +66,11 @@ int main(int argc, char **argv)
 {
     const char *ep = NULL, *ids_path = NULL;
     int n = 16, k = 1, pause_ms = 0, timeout_ms = 60000;
+    const char *resume = NULL;
     bool logits = false;
     static const struct option lo[] = {
         { "endpoint", 1, 0, 'e' }, { "prompt-ids", 1, 0, 'p' }, { "requests", 1, 0, 'k' },
-        { "logits", 0, 0, 'l' }, { "pause-ms", 1, 0, 'w' }, { "timeout", 1, 0, 't' },
+        { "logits", 0, 0, 'l' }, { "pause-ms", 1, 0, 'w' }, { "resume-file", 1, 0, 'f' }, { "timeout", 1, 0, 't' },
         { 0, 0, 0, 0 },
     };
     for (int o; (o = getopt_long(argc, argv, "n:", lo, NULL)) != -1;) {
@@ -80,6 +81,7 @@ int main(int argc, char **argv)
         case 'k': k = atoi(optarg); break;
         case 'l': logits = true; break;
         case 'w': pause_ms = atoi(optarg); break;
+        case 'f': resume = optarg; break;
         case 't': timeout_ms = atoi(optarg); break;
         default: return 2;
         }
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
     int n_ids = ids_path ? read_ids(ids_path, ids, 8192) : 0;
     if (!ep || n_ids < 1 || k < 1 || k > MAX_REQ) {
         fprintf(stderr, "usage: qwen35-test-client --endpoint E --prompt-ids FILE [-n N] "
-                        "[--requests K<=%d] [--logits] [--pause-ms MS] [--timeout MS]\n", MAX_REQ);
+                        "[--requests K<=%d] [--logits] [--pause-ms MS [--resume-file F]] [--timeout MS]\n", MAX_REQ);
         return 2;
     }
     char err[512];
@@ -117,8 +119,14 @@ int main(int argc, char **argv)
     }
     printf("submitted %d\n", k);
     fflush(stdout);
-    if (pause_ms > 0)
-        usleep((useconds_t)pause_ms * 1000);   /* a slow reader: nothing read meanwhile */
+    /* a slow reader: nothing read meanwhile; --resume-file ends the pause
+     * early once it exists (a test resumes it when it has seen what the
+     * coordinator did, instead of guessing a time) */
+    for (int waited = 0; waited < pause_ms; waited += 50) {
+        if (resume && access(resume, F_OK) == 0)
+            break;
+        usleep(50 * 1000);
+    }
     int rc = q35c_run(c, -1, err, sizeof err);
     int bad = 0;
     for (int i = 0; i < k; i++) {

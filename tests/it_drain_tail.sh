@@ -14,8 +14,13 @@
 #      the last token and the Final, or more.)
 #   2. the plain case, as an operator hits it: SIGTERM 0.5 s into a long
 #      request while the client reads; a few rounds.
-# Every wait is bounded; a loaded machine only makes the rounds slower.
+# Every wait is bounded; a loaded machine only makes the rounds slower:
+# waits scale with QWEN35_TIME_SCALE, and the plain rounds' request
+# shrinks by it, so that it still ends within the coordinator's fixed
+# 30 s drain at the slower rate.
 set -u
+SCALE=$(awk -v f="${QWEN35_TIME_SCALE:-1}" 'BEGIN { print (f + 0 < 1) ? 1 : f }')
+sc() { awk -v n="$1" -v f="$SCALE" 'BEGIN { v = n * f; r = int(v); if (r < v) r++; print r }'; }
 BUILD=${QWEN35_BUILD:-build}
 BIN=$BUILD/bin
 MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
@@ -56,17 +61,17 @@ start_coord() {   # start_coord ROUND: the coordinator, serving once a short req
     i=0
     until "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n 2 --ids \
             >/dev/null 2>"$T/warm.err"; do
-        i=$((i + 1)); [ $i -gt 60 ] && fail "round $1: no request served within 30 s"; sleep 0.5
+        i=$((i + 1)); [ $i -gt "$(sc 60)" ] && fail "round $1: no request served within $(sc 30) s"; sleep 0.5
     done
 }
 client() {   # client ROUND N: a streaming request in the background, pid in CL
     "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n "$2" --ignore-eos \
-        --ids --timeout 20000 >"$T/out-$1" 2>"$T/client-$1.err" &
+        --ids --timeout "$(sc 20000)" --connect-timeout "$(sc 3000)" >"$T/out-$1" 2>"$T/client-$1.err" &
     CL=$!
 }
 check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordinator exit 0
     wait "$COORD"; crc=$?; COORD=""
-    alive_within "$CL" 60 || fail "round $1: client still running 60 s after the coordinator's exit"
+    alive_within "$CL" "$(sc 60)" || fail "round $1: client still running $(sc 60) s after the coordinator's exit"
     wait "$CL"; rc=$?; CL=""
     got=$(wc -w <"$T/out-$1")
     [ $crc -eq 0 ] || fail "round $1: coordinator exit status $crc after SIGTERM, expected 0"
@@ -79,7 +84,7 @@ check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordin
 }
 
 # 1. the client is behind (stopped) when the coordinator exits
-N1=150
+N1=$(awk -v f="$SCALE" 'BEGIN { n = int(150 / f); print n < 40 ? 40 : n }')   # within the 30 s drain when loaded
 active() { "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --status 2>/dev/null | grep -q 'requests: 1 active'; }
 r=0
 while [ $r -lt "$ROUNDS_STOPPED" ]; do
@@ -89,13 +94,13 @@ while [ $r -lt "$ROUNDS_STOPPED" ]; do
     client "s$r" $N1
     i=0
     until active; do
-        i=$((i + 1)); [ $i -gt 100 ] && { kill -CONT "$S1"; fail "round s$r: the coordinator never had the request"; }
+        i=$((i + 1)); [ $i -gt "$(sc 100)" ] && { kill -CONT "$S1"; fail "round s$r: the coordinator never had the request"; }
         sleep 0.1
     done
     kill -STOP "$CL"
     kill -TERM "$COORD"
     kill -CONT "$S1"
-    alive_within "$COORD" 60 || fail "round s$r: coordinator still draining 60 s after SIGTERM"
+    alive_within "$COORD" "$(sc 60)" || fail "round s$r: coordinator still draining $(sc 60) s after SIGTERM"
     before=$(wc -w <"$T/out-s$r")
     kill -CONT "$CL"
     check "s$r" $N1 "stopped at $before tokens until the coordinator had exited"
@@ -103,13 +108,20 @@ while [ $r -lt "$ROUNDS_STOPPED" ]; do
 done
 
 # 2. the plain case: SIGTERM 0.5 s into a long request
-N2=1900
+N2=$(awk -v f="$SCALE" 'BEGIN { print int(1900 / f) }')
 r=0
 while [ $r -lt "$ROUNDS_PLAIN" ]; do
     r=$((r + 1))
     start_coord "p$r"
     client "p$r" $N2
     sleep 0.5
+    # on a loaded machine the client may not have reached the coordinator
+    # in 0.5 s: SIGTERM only once it holds the request
+    i=0
+    until active; do
+        i=$((i + 1)); [ $i -gt "$(sc 100)" ] && fail "round p$r: the coordinator never had the request"
+        sleep 0.1
+    done
     kill -0 "$CL" 2>/dev/null || fail "round p$r: the request ended before SIGTERM"
     kill -TERM "$COORD"
     check "p$r" $N2 "SIGTERM 0.5 s in"

@@ -28,11 +28,11 @@ p35_wait_ready 30
 KEY=sk-test-$$
 printf '# test keys\n\n%s\n' "$KEY" >"$P35_RUN/keys"
 MAX_BODY=1048576
-REQ_TIMEOUT=2
+REQ_TIMEOUT=$(p35_scale 2)   # a loaded machine answers slower (QWEN35_TIME_SCALE)
 start_http() {
     : >"$P35_RUN/http.log"
     "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" --api-key-file "$P35_RUN/keys" \
-        --max-body $MAX_BODY --request-timeout-s $REQ_TIMEOUT --drain-timeout-s 10 --cors-origin http://page.test \
+        --max-body $MAX_BODY --request-timeout-s $REQ_TIMEOUT --drain-timeout-s "$(p35_scale 10)" --cors-origin http://page.test \
         >>"$P35_RUN/http.log" 2>&1 &
     P35_PID_http=$!
     case " $P35_NAMES " in *" http "*) ;; *) P35_NAMES="$P35_NAMES http" ;; esac

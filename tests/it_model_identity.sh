@@ -62,4 +62,29 @@ wait $pc || rc=$?
 [ $rc -eq 0 ] || p35_fail "the request after the right weights came back: exit $rc ($(cat "$P35_RUN/r.out.err"))"
 got=$(cat "$P35_RUN/r.out")
 [ "$got" = "$REF" ] || p35_fail "tokens [$got] != the undisturbed run [$REF]"
+# one byte flipped where the old sampled hash never read (1500 bytes into
+# the largest tensor: between its first two 1 KiB windows): the running
+# stage that comes back with it is not routed to either
+C=$P35_RUN/c.gguf
+cp "$A" "$C"
+at=$(perl "$(dirname "$0")/gguf_gap.pl" "$C") || p35_die "gguf_gap.pl failed"
+b=$(od -An -tu1 -j "$at" -N1 "$C" | tr -d ' ')
+printf "$(printf '\\%03o' $(( b ^ 1 )))" | dd of="$C" bs=1 seek="$at" conv=notrunc 2>/dev/null
+cmp -s "$A" "$C" && p35_die "the byte flip did not change the copy"
+n0=$(grep -c "other weights behind the same header" "$P35_RUN/coord.log" || true)
+p35_kill s1 KILL
+p35_stage s1 "$C" 4:8 --threads 1 --max-seqs 2 --max-ctx 256
+i=0
+while [ "$(grep -c "other weights behind the same header" "$P35_RUN/coord.log" || true)" -le "$n0" ]; do
+    i=$((i + 1))
+    if [ $i -gt "$(p35_scale 600)" ]; then
+        p35_fail "a stage with one byte changed (offset $at) was not refused: $(tail -n 2 "$P35_RUN/coord.log")"
+        break
+    fi
+    sleep 0.1
+done
+st=$(p35_client --status --json --timeout 5000) || st=""
+printf '%s' "$st" | grep -q '"up":false' || p35_fail "the stage with one byte changed shows up: $st"
+echo "one byte changed at offset $at (outside the old sampled windows): refused: $(grep "other weights" "$P35_RUN/coord.log" | tail -n 1 | grep -o 'data hash [0-9a-f]*' | tr '\n' ' ')"
+grep -h "model identity: data hash" "$P35_RUN/s1.log" | tail -n 2 | sed 's/^[^:]*: [A-Z]*: /s1: /'
 p35_result "a stage with other tensor data behind the same header is refused, naming both identities"

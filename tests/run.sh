@@ -1,9 +1,13 @@
 #!/bin/sh
 # Runs the test programs of one build folder and, with "all", the
-# integration scripts tests/it_*.sh. Usage: tests/run.sh BUILD unit|all
-# Ends with one line "N passed, N failed"; exits non-zero on any failure.
+# integration scripts tests/it_*.sh ("it": the scripts only).
+# Usage: tests/run.sh BUILD unit|all|it [it_NAME ...] (names: only those
+# scripts). Ends with one line "N passed, N failed"; exits non-zero on any
+# failure.
 BUILD=${1:-build}
 WHAT=${2:-all}
+shift 2 2>/dev/null || shift $#
+ONLY="$*"
 export QWEN35_BUILD="$BUILD"
 export QWEN35_GOLDEN="${QWEN35_GOLDEN:-$(cd "$(dirname "$0")/../.." && pwd)/shared/golden}"
 pass=0; fail=0; failed=""
@@ -21,13 +25,18 @@ run_one() {
     [ $(( $(date +%s) - start )) -ge "$LIMIT" ] && status="$status (past the ${LIMIT} s limit)"
     echo "== $name: $status ($(( $(date +%s) - start ))s)"
 }
-for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] || continue
-    run_one "$(basename "$t")" "$t"
-done
-if [ "$WHAT" = all ]; then
+if [ "$WHAT" != it ]; then
+    for t in "$BUILD"/tests/test_*; do
+        [ -x "$t" ] || continue
+        run_one "$(basename "$t")" "$t"
+    done
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = it ]; then
     for s in tests/it_*.sh; do
         [ -f "$s" ] || continue
+        if [ -n "$ONLY" ]; then
+            case " $ONLY " in *" $(basename "$s" .sh) "*) ;; *) continue ;; esac
+        fi
         run_one "$(basename "$s")" sh "$s"
     done
 fi

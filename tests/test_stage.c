@@ -365,8 +365,22 @@ static stage *sock_stage(char *dir, char *path, size_t pathsz, void **ctx, void 
     return s;
 }
 
-/* Sends a Hello as coordinator instance inst (pid, host "host-<inst>"). */
-static void send_hello(void *d, uint64_t id, uint64_t inst, bool takeover)
+/* Another peer of the stage at ep: a DEALER with the wire options. */
+static void *peer_at(void *ctx, const char *ep)
+{
+    char err[Q35_ERRSZ];
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int tmo = 30000;   /* a bound, not a wait: replies come much sooner */
+    assert_non_null(d);
+    assert_int_equal(q35_wire_sockopts(d, 0, err, sizeof err), 0);
+    zmq_setsockopt(d, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    assert_int_equal(zmq_connect(d, ep), 0);
+    return d;
+}
+
+/* Sends a Hello as coordinator instance inst (pid, host "host-<inst>"),
+ * replacing instance `replaces` (0: none). */
+static void send_hello_r(void *d, uint64_t id, uint64_t inst, bool takeover, uint64_t replaces)
 {
     char host[32];
     snprintf(host, sizeof host, "host-%llu", (unsigned long long)inst);
@@ -376,11 +390,17 @@ static void send_hello(void *d, uint64_t id, uint64_t inst, bool takeover)
     h.host = host;
     h.pid = (uint32_t)(1000 + inst);
     h.takeover = takeover;
+    h.replaces = replaces;
     Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
     rq.id = id;
     rq.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
     rq.hello = &h;
     assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+}
+
+static void send_hello(void *d, uint64_t id, uint64_t inst, bool takeover)
+{
+    send_hello_r(d, id, inst, takeover, 0);
 }
 
 static void send_stats(void *d, uint64_t id)
@@ -527,11 +547,7 @@ static void one_owner_at_a_time(void **state)
     stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
     g_lease_ms = 0;
     snprintf(ep, sizeof ep, "ipc://%s", path);
-    void *b = zmq_socket(ctx, ZMQ_DEALER);
-    int tmo = 30000;
-    assert_int_equal(q35_wire_sockopts(b, 0, msg, sizeof msg), 0);
-    zmq_setsockopt(b, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    assert_int_equal(zmq_connect(b, ep), 0);
+    void *b = peer_at(ctx, ep);
     g_stop = 0;
     pthread_t th;
     pthread_create(&th, NULL, serve, s);
@@ -592,6 +608,80 @@ static void one_owner_at_a_time(void **state)
     pthread_join(th, NULL);
     zmq_close(a);
     zmq_close(b);
+    zmq_ctx_term(ctx);
+    stage_destroy(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A coordinator restarted while the stage is leased to its dead previous
+ * life: the refusal names the owner (instance, host, pid, lease), a Hello
+ * that replaces that instance takes the lease (slots freed, the old
+ * routing id fenced out), one that names another instance does not; and
+ * the owner's own connection closing ends the lease at once, while
+ * another peer stays connected (the lease is 60 s here: only the
+ * disconnect can explain it). */
+static void dead_owner_replaced(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/q35-stage-XXXXXX", path[128], ep[160], msg[Q35_ERRSZ];
+    void *ctx, *a;
+    g_lease_ms = 60000;
+    stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
+    g_lease_ms = 0;
+    snprintf(ep, sizeof ep, "ipc://%s", path);
+    void *b = peer_at(ctx, ep), *c = peer_at(ctx, ep);
+    g_stop = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, serve, s);
+
+    send_hello(a, 1, 7, false);
+    assert_int_equal(expect_reply(a, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    send_fwd3(a, 2, 1);
+    assert_int_equal(expect_reply(a, NULL, 0), Q35__STAGE_REPLY__BODY_FORWARD);
+    send_hello(b, 1, 9, false);
+    Q35__StageReply *r = recv_reply(b);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, Q35__STAGE_REPLY__BODY_ERROR);
+    assert_non_null(r->error->owner);
+    assert_true(r->error->owner->instance == 7);
+    assert_int_equal(r->error->owner->pid, 1007);
+    assert_string_equal(r->error->owner->host, "host-7");
+    assert_int_equal(r->error->owner->lease_ms, 60000);
+    assert_true(r->error->owner->silent_ms < 30000);
+    q35__stage_reply__free_unpacked(r, NULL);
+    send_hello_r(b, 2, 9, false, 8);   /* not the owner's instance */
+    assert_int_equal(expect_reply(b, msg, sizeof msg), -Q35__CODE__FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "owned by coordinator pid 1007"));
+    send_hello_r(b, 3, 9, false, 7);
+    assert_int_equal(expect_reply(b, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    send_stats(b, 4);
+    assert_int_equal(expect_reply(b, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
+    assert_string_equal(msg, "0");      /* the dead one's slot freed */
+    send_fwd3(a, 3, 1);
+    assert_int_equal(expect_reply(a, NULL, 0), -Q35__CODE__PERMISSION_DENIED);
+    send_fwd3(b, 5, 2);
+    assert_int_equal(expect_reply(b, NULL, 0), Q35__STAGE_REPLY__BODY_FORWARD);
+    /* b goes (its socket closed) while a and c stay connected: c gets
+     * the lease at once, not 60 s later */
+    zmq_close(b);
+    double t0 = q35_now();
+    int got = 0;
+    for (uint64_t id = 10; q35_now() - t0 < 20; id++) {
+        send_hello(c, id, 11, false);
+        if ((got = expect_reply(c, NULL, 0)) == Q35__STAGE_REPLY__BODY_HANDSHAKE)
+            break;
+        usleep(50 * 1000);
+    }
+    assert_int_equal(got, Q35__STAGE_REPLY__BODY_HANDSHAKE);
+    assert_true(q35_now() - t0 < 20);
+    send_stats(c, 99);
+    assert_int_equal(expect_reply(c, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
+    assert_string_equal(msg, "0");
+    g_stop = 1;
+    pthread_join(th, NULL);
+    zmq_close(a);
+    zmq_close(c);
     zmq_ctx_term(ctx);
     stage_destroy(&s);
     unlink(path);
@@ -761,6 +851,7 @@ int main(void)
         cmocka_unit_test(every_bad_field_is_named),
         cmocka_unit_test(socket_loop_survives_bad_messages),
         cmocka_unit_test(one_owner_at_a_time),
+        cmocka_unit_test(dead_owner_replaced),
         cmocka_unit_test(device_error_stops_serving),
         cmocka_unit_test(leaving_tells_the_owner),
         cmocka_unit_test(mutated_requests_always_answered),

@@ -218,9 +218,11 @@ static uint64_t data_hash_of(const uint8_t *img, size_t n)
     return h;
 }
 
-/* The data hash samples every tensor: a byte changed at the start, the
- * end or the middle of any tensor changes it; the header hash does not see
- * those bytes, the identity holds both. */
+/* The data hash covers every byte of every tensor: a byte changed at the
+ * start, the end or the middle of any tensor changes it, and so does one
+ * the old sampled hash never read (1500 bytes into the largest tensor,
+ * between its first and second 1 KiB windows); the header hash does not
+ * see those bytes, the identity holds both. */
 static void identity_covers_tensor_data(void **state)
 {
     (void)state;
@@ -245,7 +247,19 @@ static void identity_covers_tensor_data(void **state)
         off[k][1] = t->nbytes;
     }
     size_t data_off = (size_t)gguf_data_offset(f);
+    uint64_t big = 0, big_at = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->nbytes > big) {
+            big = t->nbytes;
+            big_at = (uint64_t)((const uint8_t *)t->data - img);
+        }
+    }
     gguf_close(&f);
+    assert_true(big > 64 * 1024);   /* its windows 1 KiB wide, > 7 KiB apart */
+    img[big_at + 1500] ^= 0x01;
+    assert_true(data_hash_of(img, n) != h0);
+    img[big_at + 1500] ^= 0x01;
     for (int k = 0; k < 3; k++) {
         uint64_t at[3] = { off[k][0], off[k][0] + off[k][1] - 1, off[k][0] + off[k][1] / 2 };
         for (int j = 0; j < 3; j++) {
