@@ -173,7 +173,7 @@ run() {
     up "$OUT/k80-$1-prefill.profile"
     p35_client --prompt-ids "$P35_RUN/long.ids" -n 1 --json --timeout 3600000 >"$P35_RUN/long.out" 2>"$P35_RUN/long.err" ||
         p35_die "the $PROMPT-token prompt failed: $(cat "$P35_RUN/long.err")"
-    res="$res $(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.1f", s + 0 }' "$P35_RUN/long.out")"
+    res="$res $(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.6f", s + 0 }' "$P35_RUN/long.out")"
     p35_stop
     p35_clear_logs
     echo "$res"
@@ -195,7 +195,7 @@ for bw in $BWS; do
     set -- $res
     line="$bw GB/s"
     for S in $STREAMS; do line="$line | $1 tok/s"; shift; done
-    echo "$line | $(awk -v t="$1" -v n="$PROMPT" 'BEGIN { printf "%.1f s, %.0f tok/s", t, n / t }')"
+    echo "$line | $(awk -v t="$1" -v n="$PROMPT" 'BEGIN { printf "%.3g s, %.0f tok/s", t, (t > 0 ? n / t : 0) }')"
 done
 echo "fork on K80s today (measured there) | about 22.5 tok/s on 3-4 dies | | | about 86 tok/s; 340 s for 7.8K (23 tok/s)"
 echo "bench-k80-estimate: profiles and the timing model's figures: $OUT/k80-*.profile; the plan: $OUT/plan.txt"
