@@ -37,7 +37,7 @@ FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
 # model/cli_tty.c (readline, for the tools' -cnv) is no fuzz target's.
 FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS) model/cli_tty.c,$(sort $(wildcard model/*.c)))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
-FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c \
+FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c daemon/signals.c \
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
@@ -48,7 +48,7 @@ FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(F
 FUZZ_tok_LIBS  := -lpcre2-8
 FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
-FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8
+FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash
 FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c model/sampler.c \
                   model/sampler_math.c model/common.c model/log.c proto/wire.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
