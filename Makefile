@@ -11,7 +11,8 @@
 #   make SAN=1      sanitized build in build-san/
 #   make K80=1      CUDA for the K80 (sm_37 + sm_90, CUDA 11.8) in build-k80/
 #
-# Layout: model/*.c      -> $(BUILD)/libqwen35.a      (engine: GGUF, quant,
+# Layout: base/ gguf/ quant/ text/ cpu/ model/ *.c
+#                        -> $(BUILD)/libqwen35.a      (engine: GGUF, quant,
 #                                                      forward, tokenizer)
 #         proto/ daemon/ stage/ coordinator/ client/ *.c (not main*.c)
 #                        -> $(BUILD)/libqwen35net.a   (daemons, wire)
@@ -22,6 +23,12 @@
 #         tests/it_*.sh  -> integration scripts, run after the programs.
 
 CC      ?= cc
+# The engine's folders, lowest first (each README.md says what it holds):
+# base/ (errors, log, options), gguf/ (the file format, the model config),
+# quant/ (block types and kernels), text/ (tokenizer, chat template,
+# sampler), cpu/ (the CPU backend), model/ (weights, engine, backends' interface).
+ENGINE_DIRS := base gguf quant text cpu model
+ENGINE_INC  := $(addprefix -I,$(ENGINE_DIRS))
 SAN     ?= 0
 OPT     ?= -O2
 CUDA    ?= auto
@@ -50,7 +57,7 @@ endif
 
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Werror -pthread \
-           -Imodel -Iproto -Iclient -I$(BUILD)/gen -MMD -MP $(SANFLAGS)
+           $(ENGINE_INC) -Iproto -Iclient -I$(BUILD)/gen -MMD -MP $(SANFLAGS)
 LDFLAGS += -pthread $(SANFLAGS)
 
 LIBS_MODEL := -lpcre2-8 -lreadline -lm
@@ -59,7 +66,7 @@ LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson -lxxhash
 LIBMODEL := $(BUILD)/libqwen35.a
 LIBNET   := $(BUILD)/libqwen35net.a
 
-MODEL_SRCS := $(sort $(wildcard model/*.c))
+MODEL_SRCS := $(sort $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c)))
 NET_ALL    := $(wildcard proto/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c)
 NET_SRCS   := $(sort $(foreach f,$(NET_ALL),$(if $(filter main.c main_%.c,$(notdir $(f))),,$(f))))
 PROTO_SRCS := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(wildcard proto/*.proto))

@@ -4,7 +4,7 @@
  *   qwen35-client -cnv              a conversation, one user turn per stdin line
  *   qwen35-client --status          the pipeline's state
  *
- * Options: the table below (llama.cpp spellings; model/cli.h).
+ * Options: the table below (llama.cpp spellings; base/cli.h).
  *
  * Exit status: 0 when every request ended normally (stop, length, or
  * cancelled by the user), 1 on an error event or a failed call, 2 on bad

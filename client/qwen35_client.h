@@ -11,7 +11,7 @@
  *   int rc = q35c_generate(c, &r, on_event, user, err, sizeof err);
  *   q35c_destroy(&c);
  *
- * Errors: functions return 0 or a negative Q35_E* code (model/common.h)
+ * Errors: functions return 0 or a negative Q35_E* code (base/common.h)
  * and write one line into the caller's err buffer. Nothing here prints,
  * exits or blocks forever: every wait is bounded by the timeouts of
  * q35c_opts, so an absent or dead coordinator is a clear error.
@@ -85,7 +85,7 @@ typedef struct q35c_request {
     int n_stop;
 
     /* sampling: q35c_request_init sets the sampler's defaults (smp_defaults
-     * in model/sampler.h, the same as qwen35-run's): greedy, top-k 40,
+     * in text/sampler.h, the same as qwen35-run's): greedy, top-k 40,
      * top-p 0.95, min-p 0.05 (they act once temperature > 0), window 64 */
     float temperature;            /* 0 = greedy */
     int top_k;                    /* 0 = off */

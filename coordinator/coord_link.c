@@ -203,7 +203,7 @@ void link_fail(coord *c, link *l, const char *why)
     sched_on_stage_lost(c, msg);
 }
 
-/* A handshake's range in cuts (model/config.h: half-layers). */
+/* A handshake's range in cuts (gguf/config.h: half-layers). */
 static void hs_cuts(const Q35__Handshake *h, int *b, int *e)
 {
     *b = 2 * (int)h->layer_begin + h->begin_half;

@@ -1,7 +1,7 @@
 /* coord_text.h — the coordinator's text side: prompts to ids (raw text or
  * the chat template) and, per request, sampled ids to streamed text with
  * end-of-turn and stop-string detection. Wraps the tokenizer and chat
- * modules (model/tokenizer.h, model/chat.h). */
+ * modules (text/tokenizer.h, text/chat.h). */
 #ifndef Q35_COORD_TEXT_H
 #define Q35_COORD_TEXT_H
 

@@ -9,7 +9,7 @@
  * whole super-block per step (144-210 contiguous bytes: coalesced), for
  * Q8_0 eight blocks, for F16 512 contiguous bytes.
  *
- * Values are bit-identical to the CPU dequantizer (model/quant.c follows
+ * Values are bit-identical to the CPU dequantizer (quant/quant.c follows
  * ggml): products are spelled with QMUL/QSUB (__fmul_rn/__fsub_rn on
  * the device) so the compiler cannot contract them into an FMA that rounds
  * differently.

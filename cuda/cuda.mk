@@ -91,7 +91,7 @@ NVCC_DEPFLAGS ?= -MMD -MP       # older toolkits without -MP: NVCC_DEPFLAGS=-MMD
 # adds to these and wins where they conflict; it never drops them).
 # Kepler targets are deprecated in 11.x: that warning would be an error.
 NVCCFLAGS ?=
-Q35_NVCCFLAGS := -O2 -std=c++17 -g -Imodel -Icuda $(CUDA_GENCODE) $(NVCC_DEPFLAGS) \
+Q35_NVCCFLAGS := -O2 -std=c++17 -g $(ENGINE_INC) -Icuda $(CUDA_GENCODE) $(NVCC_DEPFLAGS) \
              $(if $(NVCC_CCBIN),-ccbin $(NVCC_CCBIN)) $(if $(CUDA_KEPLER),-Wno-deprecated-gpu-targets) \
              -DQ35_CUDA_ARCHS_BUILT='"$(CUDA_ARCHS)"' \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas -Werror all-warnings

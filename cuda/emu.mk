@@ -25,7 +25,7 @@ EMU_DEFS  := -DQ35_CUDA_EMU=1 -D__CUDA_ARCH__=370 -DQ35_EMU_ARCHS='"$(EMU_ARCHS)
              -DQ35_CUDA_ARCHS_BUILT='"$(EMU_ARCHS)"'
 EMU_CXXFLAGS := -std=c++17 -g -O2 -fno-strict-aliasing -ffp-contract=off -fno-exceptions \
                 -Wall -Wextra -Werror -Wno-unused-parameter -Wno-unknown-pragmas \
-                -Icuda/sim -Icuda -Imodel -pthread -MMD -MP $(EMU_DEFS)
+                -Icuda/sim -Icuda $(ENGINE_INC) -pthread -MMD -MP $(EMU_DEFS)
 # loads / stores -> __asan_{load,store}N_noabort (emu_check.cc): no stack,
 # no globals, calls for every access
 EMU_INSTR := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \

@@ -38,7 +38,7 @@ cat > "$T/dyn" <<'EOF'
 k_attn_prep	2048	hd floats; head_dim <= 512 (backend.cu's init check)
 k_attn	8224	(4 warps x hd + 8) floats; head_dim <= 512
 k_ssm_delta	8192	2 x dk floats; dk <= 32 lanes x SSM_R 32 = 1024 (cu_ssm_delta's P <= 32)
-k_moe_group	32768	2 x expert_count ints; expert_count <= 4096 (model/config.c)
+k_moe_group	32768	2 x expert_count ints; expert_count <= 4096 (gguf/config.c)
 EOF
 
 objs=$(ls "$BUILD"/obj/cuda/*.cu.o 2>/dev/null)

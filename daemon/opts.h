@@ -34,7 +34,7 @@ enum opt_type {
     OPT_LIST,    /* opt_list          repeatable; each item a string */
 };
 
-/* [begin, end) in cuts (model/config.h: half-layers, 2L before layer L,
+/* [begin, end) in cuts (gguf/config.h: half-layers, 2L before layer L,
  * 2L + 1 after its mixer, written "L.5"); -1: not given. */
 typedef struct opt_range { int begin, end; } opt_range;
 

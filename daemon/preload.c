@@ -24,7 +24,7 @@ static int cmp_span(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Whether tensor `name` belongs to the cuts [a, b) (model/config.h:
+/* Whether tensor `name` belongs to the cuts [a, b) (gguf/config.h:
  * half-layers) of an n-layer stack: blk.L.* by the block that reads it. */
 static bool in_range(const char *name, int a, int b, int n)
 {

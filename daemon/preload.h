@@ -26,7 +26,7 @@ typedef int (*preload_progress_fn)(void *ud, uint64_t done, uint64_t total);
 int preload_range(const char *model, int layer_begin, int layer_end,
                   preload_progress_fn progress, void *ud, uint64_t *total_out,
                   char *err, size_t errsz);
-/* The same for a range in cuts (model/config.h: half-layers; cut_end -1:
+/* The same for a range in cuts (gguf/config.h: half-layers; cut_end -1:
  * the end): of a half-held layer only the tensors of the block held. */
 int preload_cuts(const char *model, int cut_begin, int cut_end,
                  preload_progress_fn progress, void *ud, uint64_t *total_out,

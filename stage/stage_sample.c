@@ -1,4 +1,4 @@
-/* stage_sample.c — SeqChunk sampling through model/sampler.h. */
+/* stage_sample.c — SeqChunk sampling through text/sampler.h. */
 #include <stdlib.h>
 #include <string.h>
 

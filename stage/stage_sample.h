@@ -1,5 +1,5 @@
 /* stage_sample.h — the last stage's token choice for one sequence: the
- * SeqChunk's sampling parameters mapped onto the sampler (model/sampler.h)
+ * SeqChunk's sampling parameters mapped onto the sampler (text/sampler.h)
  * and applied to its last row of logits.
  *
  * Reproducible across processes: the sampler's draw for a token depends

@@ -99,8 +99,8 @@ static void every_row_has_kernels(void **state)
         for (int ia = 1; ia < 3; ia++) {
             const char *k = rows[r].kern[ia];
             if (decoded && (!strcmp(k, "NONE") || !strcmp(k, "NA"))) {
-                print_error("%s: no %s kernel (its row in model/quant.h says %s; "
-                            "write body_%s in model/quant_%s.c or say GENERIC)\n",
+                print_error("%s: no %s kernel (its row in quant/quant.h says %s; "
+                            "write body_%s in quant/quant_%s.c or say GENERIC)\n",
                             rows[r].name, isas[ia], k, rows[r].name, isas[ia]);
                 missing++;
             } else if (!decoded && strcmp(k, "NA")) {

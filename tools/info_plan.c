@@ -52,7 +52,7 @@ static uint64_t kv_floats_per_pos(const q35_config *c)
 }
 
 /* Slot state floats of layer il for one slot, as the backends allocate
- * them (model/cpu_backend.c, cuda/backend.cu): an SSM layer's conv window
+ * them (cpu/cpu_backend.c, cuda/backend.cu): an SSM layer's conv window
  * and recurrent state, an attention layer's K and V for max_ctx positions;
  * it_info checks the sum against q35_engine_state_bytes. */
 static uint64_t layer_state_floats(const q35_config *c, int il, int max_ctx)

@@ -5,7 +5,7 @@ qwen35-bench-tokenizer_SRCS := tools/bench_tokenizer.c
 qwen35-bench-sampler_SRCS := tools/bench_sampler.c
 
 # The exp pass of the sampler vectorizes (libmvec) only under fast-math.
-FILE_CFLAGS.model/sampler_math := -O3 -ffast-math
+FILE_CFLAGS.text/sampler_math := -O3 -ffast-math
 
 .PHONY: bench-tokenizer bench-sampler
 # ~10 MB of generated mixed text through the Qwen3 vocabulary, one thread.

@@ -23,25 +23,25 @@ FUZZ_CI_SECONDS ?= 15
 FUZZ_CC      ?= clang
 FUZZ_DIR     := build-fuzz
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -MMD -MP -Imodel -Iproto -Iclient -Istage -Icoordinator \
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -MMD -MP $(ENGINE_INC) -Iproto -Iclient -Istage -Icoordinator \
                 -I$(FUZZ_DIR)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_ARGS ?=
 FUZZ_TARGETS := gguf wire tok http
 
 # The engine, instrumented, except the type table (quant*.c): built by
 # $(CC) uninstrumented, its run-time CPU dispatch uses cpuid names clang 14
-# does not know. model/cpu_vec.c likewise (clang 14 does not link its
+# does not know. cpu/cpu_vec.c likewise (clang 14 does not link its
 # target_clones). ASan still checks their heap blocks.
-FUZZ_QUANT_SRCS := $(wildcard model/quant*.c) model/cpu_vec.c
+FUZZ_QUANT_SRCS := $(wildcard quant/quant*.c) cpu/cpu_vec.c
 FUZZ_QUANT_OBJS := $(patsubst %.c,$(FUZZ_DIR)/plain/%.o,$(FUZZ_QUANT_SRCS))
-# model/cli_tty.c (readline, for the tools' -cnv) is no fuzz target's.
-FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS) model/cli_tty.c,$(sort $(wildcard model/*.c)))
+# base/cli_tty.c (readline, for the tools' -cnv) is no fuzz target's.
+FUZZ_ENGINE_SRCS := $(filter-out $(FUZZ_QUANT_SRCS) base/cli_tty.c,$(MODEL_SRCS))
 FUZZ_GEN    := $(FUZZ_DIR)/gen/qwen35.pb-c.c
 FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/curve.c daemon/signals.c \
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
-FUZZ_gguf_OBJS := $(call fuzz_obj,model/gguf.c model/gguf_get.c model/config.c model/common.c \
+FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base/common.c \
                   tests/fuzz/fuzz_gguf.c) $(FUZZ_QUANT_OBJS)
 FUZZ_gguf_LIBS :=
 FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
@@ -49,8 +49,8 @@ FUZZ_tok_LIBS  := -lpcre2-8
 FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash
-FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c model/sampler.c \
-                  model/sampler_math.c model/common.c model/log.c proto/wire.c tests/fuzz/fuzz_http.c) \
+FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c text/sampler.c \
+                  text/sampler_math.c base/common.c base/log.c proto/wire.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
 
@@ -72,7 +72,7 @@ $(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c tests/fuzz/fuzz
 
 $(FUZZ_DIR)/plain/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP -Imodel -Iproto -I$(FUZZ_DIR)/gen $(FILE_CFLAGS.$*) -c -o $@ $<
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -MMD -MP $(ENGINE_INC) -Iproto -I$(FUZZ_DIR)/gen $(FILE_CFLAGS.$*) -c -o $@ $<
 
 
 $(FUZZ_DIR)/fuzz_%:

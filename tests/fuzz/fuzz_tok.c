@@ -1,4 +1,4 @@
-/* libFuzzer target for the tokenizer (model/tokenizer.h) over a real
+/* libFuzzer target for the tokenizer (text/tokenizer.h) over a real
  * vocabulary (QWEN35_FUZZ_VOCAB: the golden Qwen3 vocab, or any GGUF with
  * tokenizer.* keys).
  *

@@ -1,2 +1,2 @@
 # CPU backend: the float loops in cpu_vec.c are vectorised per ISA clone.
-FILE_CFLAGS.model/cpu_vec := -O3
+FILE_CFLAGS.cpu/cpu_vec := -O3

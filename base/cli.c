@@ -371,7 +371,7 @@ void cli_man(const cli_spec *s, FILE *out)
     for (; s->prog[i] && i < sizeof upper - 1; i++)
         upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
     upper[i] = 0;
-    fprintf(out, ".\\\" Generated from the option table of %s (model/cli.c); do not edit.\n", s->prog);
+    fprintf(out, ".\\\" Generated from the option table of %s (base/cli.c); do not edit.\n", s->prog);
     fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n.SH NAME\n", upper);
     cli_roff(out, s->prog);
     fputs(" \\- ", out);
