@@ -13,11 +13,18 @@
 
 #define FRESH_S 1.0
 
+/* The round trip runs on a thread of its own: a caller that finds the
+ * cache stale wakes it and answers from the cache at once. A stopped
+ * coordinator holds one round trip for its whole timeout; done by a
+ * caller, that held its HTTP connection (and any probe that shared the
+ * refresh turn) for seconds, and read-timeout-s closed it. */
 struct http_health {
     http_status_fn fn;
     void *user;
     pthread_mutex_t mu;                  /* the fields below */
-    pthread_mutex_t refresh_mu;          /* one refresh at a time */
+    pthread_cond_t cv;                   /* want set, or a refresh done */
+    pthread_t th;
+    bool th_started, want, stopping;
     double at;                           /* CLOCK_MONOTONIC of the last refresh; 0 none */
     q35c_status *st;                     /* NULL: the coordinator did not answer */
     char err[Q35_ERRSZ];
@@ -30,6 +37,31 @@ static double mono(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The refresher: one round trip per wake-up, outside mu (it may take
+ * seconds). */
+static void *refresher(void *arg)
+{
+    http_health *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->want && !h->stopping) pthread_cond_wait(&h->cv, &h->mu);
+        if (h->stopping) break;
+        pthread_mutex_unlock(&h->mu);
+        q35c_status *st = NULL;
+        char err[Q35_ERRSZ] = "";
+        if (h->fn(h->user, &st, err, sizeof err)) st = NULL;
+        pthread_mutex_lock(&h->mu);
+        q35c_status_destroy(&h->st);
+        h->st = st;
+        snprintf(h->err, sizeof h->err, "%s", err);
+        h->at = mono();
+        h->want = false;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
 http_health *http_health_new(http_status_fn fn, void *user)
 {
     http_health *h = calloc(1, sizeof *h);
@@ -37,7 +69,12 @@ http_health *http_health_new(http_status_fn fn, void *user)
     h->fn = fn;
     h->user = user;
     pthread_mutex_init(&h->mu, NULL);
-    pthread_mutex_init(&h->refresh_mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if (pthread_create(&h->th, NULL, refresher, h)) {
+        http_health_destroy(&h);
+        return NULL;
+    }
+    h->th_started = true;
     return h;
 }
 
@@ -45,48 +82,31 @@ void http_health_destroy(http_health **hp)
 {
     http_health *h = *hp;
     if (!h) return;
+    if (h->th_started) {
+        pthread_mutex_lock(&h->mu);
+        h->stopping = true;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->th, NULL);       /* after its round trip, if one is on */
+    }
     q35c_status_destroy(&h->st);
+    pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
-    pthread_mutex_destroy(&h->refresh_mu);
     free(h);
     *hp = NULL;
 }
 
-/* The round trip, outside mu (it may take seconds). */
-static void refresh(http_health *h)
-{
-    q35c_status *st = NULL;
-    char err[Q35_ERRSZ] = "";
-    if (h->fn(h->user, &st, err, sizeof err)) st = NULL;
-    pthread_mutex_lock(&h->mu);
-    q35c_status_destroy(&h->st);
-    h->st = st;
-    snprintf(h->err, sizeof h->err, "%s", err);
-    h->at = mono();
-    pthread_mutex_unlock(&h->mu);
-}
-
-/* Returns with mu held and the cache at most FRESH_S old, or as it was
- * while another caller refreshes it (the first caller ever waits). */
+/* Returns with mu held: the cache as it is, a refresh asked for when it
+ * is FRESH_S old; only the first caller ever waits (there is no answer
+ * to give before the first round trip). */
 static void lock_fresh(http_health *h)
 {
     pthread_mutex_lock(&h->mu);
-    bool have = h->at > 0, stale = !have || mono() - h->at >= FRESH_S;
-    pthread_mutex_unlock(&h->mu);
-    if (stale) {
-        if (!have) {
-            pthread_mutex_lock(&h->refresh_mu);
-            pthread_mutex_lock(&h->mu);
-            stale = h->at == 0;          /* the one before us may have filled it */
-            pthread_mutex_unlock(&h->mu);
-            if (stale) refresh(h);
-            pthread_mutex_unlock(&h->refresh_mu);
-        } else if (!pthread_mutex_trylock(&h->refresh_mu)) {
-            refresh(h);
-            pthread_mutex_unlock(&h->refresh_mu);
-        }
+    if (h->at == 0 || mono() - h->at >= FRESH_S) {
+        h->want = true;
+        pthread_cond_broadcast(&h->cv);
     }
-    pthread_mutex_lock(&h->mu);
+    while (h->at == 0 && !h->stopping) pthread_cond_wait(&h->cv, &h->mu);
 }
 
 char *http_health_answer(http_health *h, bool detail, int *code)

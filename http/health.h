@@ -1,7 +1,8 @@
 /* health.h — the coordinator's status for GET /health and GET /metrics,
- * cached (health.c): refreshed at most once a second, by one caller while
- * the others get the last answer (the first caller ever waits for it).
- * Thread-safe. */
+ * cached (health.c): refreshed at most once a second by a thread of its
+ * own, woken by a caller that finds the answer a second old; callers get
+ * the last answer at once (only the first caller ever waits for one), so a
+ * coordinator that does not answer holds no HTTP connection. Thread-safe. */
 #ifndef Q35_HTTP_HEALTH_H
 #define Q35_HTTP_HEALTH_H
 
@@ -13,7 +14,8 @@ typedef int (*http_status_fn)(void *user, q35c_status **st, char *err, size_t er
 
 typedef struct http_health http_health;
 
-/* NULL without memory. */
+/* Starts the refresher thread (fn runs on it). NULL without memory or a
+ * thread. destroy waits for a round trip in progress. */
 http_health *http_health_new(http_status_fn fn, void *user);
 void http_health_destroy(http_health **h);
 

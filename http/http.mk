@@ -26,7 +26,7 @@ $(BUILD)/man/qwen35-http.1: $(BUILD)/bin/qwen35-http
 
 # The request parser, tool calls, metrics and options as an archive for
 # tests/test_http.c and the fuzz target.
-HTTP_LIB_SRCS := http/conns.c http/framing.c http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c
+HTTP_LIB_SRCS := http/conns.c http/health.c http/framing.c http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c
 LIBHTTP := $(BUILD)/libqwen35http.a
 $(LIBHTTP): $(call obj,$(HTTP_LIB_SRCS))
 	@mkdir -p $(@D)
@@ -35,3 +35,5 @@ $(BUILD)/tests/test_http: $(LIBHTTP)
 $(BUILD)/tests/test_http: TEST_LIBS += $(LIBHTTP) $(LIBNET) $(LIBMODEL) -lmicrohttpd -ljansson
 $(BUILD)/tests/test_http_conns: $(LIBHTTP)
 $(BUILD)/tests/test_http_conns: TEST_LIBS += $(LIBHTTP) $(LIBMODEL)
+$(BUILD)/tests/test_http_health: $(LIBHTTP)
+$(BUILD)/tests/test_http_health: TEST_LIBS += $(LIBHTTP) $(LIBNET) $(LIBMODEL) -ljansson

@@ -397,6 +397,9 @@ static enum MHD_Result begin(conn *k, const char *url, const char *method, bool 
         return fail_close(k, 400, "invalid_request", msg);
     }
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    /* a GET has arrived whole with its headers: its answer (/v1/models may
+     * ask the coordinator) is not the client's time to send */
+    if (get) http_conns_serving(k->srv->conns, k->watch);
     if (!strcmp(method, "OPTIONS")) {
         char *e = strdup("");
         return e ? send_buf(k, 204, "text/plain", e, 0, NULL, NULL) : MHD_NO;
@@ -535,9 +538,9 @@ static void srv_free(http_srv *s)
     http_listener_destroy(&s->listener);
     if (s->d) MHD_stop_daemon(s->d);
     http_conns_destroy(&s->conns);
+    http_health_destroy(&s->health);     /* its thread uses st_client */
     q35c_destroy(&s->st_client);
     http_pool_destroy(&s->pool);
-    http_health_destroy(&s->health);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->st_mu);
     free(s);
