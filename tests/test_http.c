@@ -37,10 +37,11 @@ static void test_chat_fields(void **state)
         &g, &e), 0);
     assert_true(g.stream && g.include_usage && g.logprobs);
     assert_int_equal(g.r.max_tokens, 7);
-    assert_true(g.r.temperature == 0.5f && g.r.top_p == 0.9f && g.r.top_k == 20);
-    assert_true(g.r.min_p == 0.1f && g.r.presence_penalty == 0.5f && g.r.frequency_penalty == -0.5f);
-    assert_true(g.r.repeat_penalty == 1.1f);
-    assert_int_equal(g.r.seed, 42);
+    const smp_params *sp = &g.r.sampling;
+    assert_true(sp->temp == 0.5f && sp->top_p == 0.9f && sp->top_k == 20);
+    assert_true(sp->min_p == 0.1f && sp->presence_penalty == 0.5f && sp->frequency_penalty == -0.5f);
+    assert_true(sp->repeat_penalty == 1.1f);
+    assert_int_equal(sp->seed, 42);
     assert_int_equal(g.r.n_stop, 2);
     assert_string_equal(g.r.stop[1], "yy");
     assert_int_equal(g.r.n_logprobs, 3);

@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,41 +22,79 @@ struct smp {
 
 smp_params smp_defaults(void)
 {
-    return (smp_params){ .temp = 0.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                         .repeat_penalty = 1.0f, .penalty_window = 64 };
+    return (smp_params){
+#define X(field, T, def, ...) .field = def,
+        SMP_FIELDS(X)
+#undef X
+    };
 }
+
+/* snprintf at buf[*len] that keeps counting past n, as snprintf does. */
+static void put(char *buf, size_t n, int *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t n, int *len, const char *fmt, ...)
+{
+    size_t at = (size_t)*len < n ? (size_t)*len : n;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(n ? buf + at : NULL, n - at, fmt, ap);
+    va_end(ap);
+    *len += k > 0 ? k : 0;
+}
+
+#define DESCRIBE_F(flag, v) put(buf, n, &len, "%s%s %g", len ? " " : "", flag, (double)(v))
+#define DESCRIBE_I(flag, v) put(buf, n, &len, "%s%s %d", len ? " " : "", flag, (int)(v))
+#define DESCRIBE_U(flag, v) put(buf, n, &len, "%s%s %llu", len ? " " : "", flag, (unsigned long long)(v))
 
 int smp_describe(const smp_params *p, char *buf, size_t n)
 {
-    return snprintf(buf, n, "--temp %g --top-k %d --top-p %g --min-p %g --repeat-penalty %g "
-                    "--presence-penalty %g --frequency-penalty %g --penalty-window %d --seed %llu",
-                    (double)p->temp, p->top_k, (double)p->top_p, (double)p->min_p,
-                    (double)p->repeat_penalty, (double)p->presence_penalty,
-                    (double)p->frequency_penalty, p->penalty_window, (unsigned long long)p->seed);
+    int len = 0;
+    if (n) buf[0] = 0;
+#define X(field, T, def, lo, hi, open, off, pb, wire0, cli, meta, flag, ...) DESCRIBE_##T(flag, p->field);
+    SMP_FIELDS(X)
+#undef X
+    return len;
 }
 
-static bool in(float x, float lo, float hi) { return isfinite(x) && x >= lo && x <= hi; }
+static int check_f(const char *prefix, const char *name, float v, double lo, double hi, int open,
+                   const char *off, char *err, size_t errsz)
+{
+    if (isfinite(v) && (open == SMP_LO_OPEN ? v > lo : v >= lo) && v <= hi) return 0;
+    return q35_err(err, errsz, Q35_EINVAL, "%s%s = %g (expected %g %s %s <= %g%s%s)", prefix, name,
+                   (double)v, lo, open == SMP_LO_OPEN ? "<" : "<=", name, hi, *off ? "; " : "", off);
+}
+
+static int check_i(const char *prefix, const char *name, int32_t v, long long lo, long long hi,
+                   int open, const char *off, char *err, size_t errsz)
+{
+    if ((open == SMP_LO_OPEN ? v > lo : v >= lo) && v <= hi) return 0;
+    const char *op = open == SMP_LO_OPEN ? ">" : ">=", *sep = *off ? "; " : "";
+    if (hi == INT32_MAX)
+        return q35_err(err, errsz, Q35_EINVAL, "%s%s = %d (expected %s %s %lld%s%s)", prefix, name, v,
+                       name, op, lo, sep, off);
+    return q35_err(err, errsz, Q35_EINVAL, "%s%s = %d (expected %lld %s %s <= %lld%s%s)", prefix,
+                   name, v, lo, open == SMP_LO_OPEN ? "<" : "<=", name, hi, sep, off);
+}
+
+#define CHECK_F(v, lo, hi, open, off, name) check_f(prefix, name, v, lo, hi, open, off, err, errsz)
+#define CHECK_I(v, lo, hi, open, off, name) check_i(prefix, name, v, lo, hi, open, off, err, errsz)
+#define CHECK_U(v, lo, hi, open, off, name) 0   /* every value is a seed */
+
+int smp_check_fields(const smp_params *p, const char *prefix, const char **field, char *err,
+                     size_t errsz)
+{
+    int rc = 0;
+#define X(f, T, def, lo, hi, open, off, pb, ...) \
+    if (!rc && (rc = CHECK_##T(p->f, lo, hi, open, off, #pb)) && field) *field = #pb;
+    SMP_FIELDS(X)
+#undef X
+    return rc;
+}
 
 int smp_check(const smp_params *p, int32_t n_vocab, char *err, size_t errsz)
 {
     if (n_vocab <= 0) return q35_err(err, errsz, Q35_EINVAL, "sampler: n_vocab = %d", n_vocab);
-    if (!in(p->temp, 0, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: temp = %g (expected 0 <= temp <= 100; 0 is greedy)", p->temp);
-    if (p->top_k < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: top_k = %d (expected >= 0; 0 is off)", p->top_k);
-    if (!in(p->top_p, 0, 1) || p->top_p == 0)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: top_p = %g (expected 0 < top_p <= 1; 1 is off)", p->top_p);
-    if (!in(p->min_p, 0, 1))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: min_p = %g (expected 0 <= min_p <= 1; 0 is off)", p->min_p);
-    if (!in(p->repeat_penalty, 0, 100) || p->repeat_penalty == 0)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: repeat_penalty = %g (expected 0 < repeat_penalty <= 100; 1 is off)",
-                       p->repeat_penalty);
-    if (!in(p->presence_penalty, -100, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: presence_penalty = %g (expected -100..100)", p->presence_penalty);
-    if (!in(p->frequency_penalty, -100, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: frequency_penalty = %g (expected -100..100)", p->frequency_penalty);
-    if (p->penalty_window < 0 || p->penalty_window > (1 << 20))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: penalty_window = %d (expected 0..%d)", p->penalty_window, 1 << 20);
+    int rc = smp_check_fields(p, "sampler: ", NULL, err, errsz);
+    if (rc) return rc;
     if (p->n_top < 0 || p->n_top > SMP_MAX_TOP_N)
         return q35_err(err, errsz, Q35_EINVAL, "sampler: n_top = %d (expected 0..%d)", p->n_top, SMP_MAX_TOP_N);
     if (p->n_bias < 0 || (p->n_bias && !p->bias))
