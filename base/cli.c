@@ -99,7 +99,7 @@ static const foreign foreign_flags[] = {
     { "-hf, --hf-repo, -mu, --model-url", "model download", "download the GGUF yourself and pass -m FILE" },
     { "--lora, --lora-scaled, --control-vector", "adapters", "not supported" },
     { "--grammar, --grammar-file, -j, --json-schema", "constrained output", "not supported" },
-    { "--mirostat, --mirostat-lr, --mirostat-ent, --typical, --tfs, --xtc-probability, "
+    { "--mirostat, --mirostat-lr, --mirostat-ent, --tfs, --xtc-probability, "
       "--xtc-threshold, --dry-multiplier, --dry-base, --top-nsigma, --dynatemp-range, "
       "--samplers, --sampling-seq", "sampler", "--temp, --top-k, --top-p, --min-p and the penalties" },
     { "-l, --logit-bias", "logit bias", "not on the command line" },

@@ -1,5 +1,6 @@
-/* sampler.c — bias, penalties, greedy / top-k / top-p / min-p /
- * temperature, counter-based draws, logprobs. No full sort: see sampler.h. */
+/* sampler.c — bias, penalties, greedy / top-k / typical / top-p / min-p /
+ * temperature, counter-based draws, logprobs. No full sort but typical's: see
+ * sampler.h. */
 #include "sampler.h"
 #include "common.h"
 
@@ -304,12 +305,51 @@ static size_t select_mass_hist(cand *c, size_t m, double need, float mx, float l
     return kept + select_mass(c + kept, mid, need - before);
 }
 
+/* Typical order: nearer the entropy first (the score is in w), then the
+ * candidate order, so ties resolve alike everywhere. */
+static int cmp_typical(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->w != y->w) return x->w < y->w ? -1 : 1;
+    return BEFORE(*x, *y) ? -1 : BEFORE(*y, *x);
+}
+
+/* Locally typical sampling (Meister et al. 2022; llama.cpp's typical
+ * sampler): over the distribution of c[0..m) at temperature 1, with
+ * entropy H, the candidates are ordered by |-log p - H| and the shortest
+ * such prefix whose mass reaches `need` is kept (at least one). The only
+ * step that sorts, and only when on. Returns the count; *mx becomes the
+ * highest kept logit (the top token may be dropped: min-p and the weights
+ * are relative to what is left, as in llama.cpp's chain). */
+static size_t typical(cand *c, size_t m, double need, float *mx)
+{
+    float top = c[0].l;
+    for (size_t i = 1; i < m; i++) top = c[i].l > top ? c[i].l : top;
+    double z = 0, h = 0;
+    for (size_t i = 0; i < m; i++) z += exp((double)c[i].l - top);
+    double logz = log(z);
+    for (size_t i = 0; i < m; i++) {
+        double lp = (double)c[i].l - top - logz;
+        h -= exp(lp) * lp;
+    }
+    for (size_t i = 0; i < m; i++) c[i].w = (float)fabs(-((double)c[i].l - top - logz) - h);
+    qsort(c, m, sizeof *c, cmp_typical);
+    double mass = 0;
+    size_t k = 0;
+    while (k < m && (k == 0 || mass < need)) mass += exp((double)c[k++].l - top - logz);
+    *mx = c[0].l;
+    for (size_t i = 1; i < k; i++) *mx = c[i].l > *mx ? c[i].l : *mx;
+    return k;
+}
+
 /* Runs bias, penalties and truncation; leaves the kept candidates in
  * s->c[0..*m) with w = exp((l - max) / temp). Greedy gives one.
  * top-p and min-p keep best-first prefixes of the candidate order, so the
- * result is the shorter one; without top-k, only logits that can be in it
- * are gathered: those above the min-p threshold and above the point where
- * even n tokens together could not hold the (1 - p) mass top-p drops. */
+ * result is the shorter one; without top-k (and typical off), only logits
+ * that can be in it are gathered: those above the min-p threshold and above
+ * the point where even n tokens together could not hold the (1 - p) mass
+ * top-p drops. Typical (on) comes between top-k and top-p and needs every
+ * candidate. */
 static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, size_t *m,
                   char *err, size_t errsz)
 {
@@ -327,6 +367,7 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
     size_t k = p->top_k > 0 && p->top_k < n ? (size_t)p->top_k : (size_t)n, mm = 0;
     float lmin_p = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
     double z = -1;                         /* top-p normalizer over the top-k set */
+    bool typ = p->typical_p < 1;
     if (k <= 256) {                        /* small k: one scan, already sorted */
         mm = (size_t)top_n(logits, n, (int)k, s->topk);
         for (size_t i = 0; i < mm; i++) s->c[i] = (cand){ logits[s->topk[i]], s->topk[i], 0 };
@@ -338,8 +379,8 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
         }
         if (k < mm) { select_k(s->c, mm, k); mm = k; }
     } else {
-        float lmin = lmin_p;
-        if (p->top_p < 1) {
+        float lmin = typ ? -INFINITY : lmin_p;
+        if (p->top_p < 1 && !typ) {
             z = smp_expsum(logits, (size_t)n, mx, 1);
             float cut = mx + logf((float)(0.5 * (1 - p->top_p) * z / n));
             lmin = cut > lmin ? cut : lmin;
@@ -348,6 +389,10 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
             s->c[mm] = (cand){ logits[i], i, 0 };
             mm += (logits[i] >= lmin) & (logits[i] > -INFINITY);
         }
+    }
+    if (typ) {
+        mm = typical(s->c, mm, p->typical_p, &mx);
+        lmin_p = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
     }
     if (p->top_p < 1) {
         double zc = 0;

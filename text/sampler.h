@@ -3,11 +3,13 @@
  * Order (the GGUF ecosystem's default chain): logit bias, penalties over the
  * last `penalty_window` tokens (repetition: positive logits divided, negative
  * multiplied; presence: minus once; frequency: minus per occurrence), then
- * greedy (temp <= 0: argmax, lowest id on ties) or: top-k, top-p, min-p (on
- * temperature-1 probabilities), temperature, and a draw.
+ * greedy (temp <= 0: argmax, lowest id on ties) or: top-k, typical, top-p,
+ * min-p (on temperature-1 probabilities of what the step before kept),
+ * temperature, and a draw: llama.cpp's default order.
  *
  * Candidates are ordered by (logit desc, id asc); no step sorts the whole
- * vocabulary: top-k and top-p use selection, min-p a threshold.
+ * vocabulary but typical (when on): top-k and top-p use selection, min-p a
+ * threshold.
  *
  * Reproducible: the draw for position `pos` is u = hash(seed, pos) in [0,1)
  * (a counter-based generator), so the same seed, logits and history give the
@@ -45,7 +47,7 @@ typedef struct smp_params {
 smp_params smp_defaults(void);
 
 /* The table's fields of p as the tools' flags name them, into buf (always
- * NUL-terminated): "--temp 0 --top-k 40 --top-p 0.95 --min-p 0.05
+ * NUL-terminated): "--temp 0 --top-k 40 --typical 1 --top-p 0.95 --min-p 0.05
  * --repeat-penalty 1 --presence-penalty 0 --frequency-penalty 0
  * --penalty-window 64 --seed 0". For --help texts and logs. Returns the
  * length it needed (snprintf). */
@@ -87,7 +89,7 @@ int smp_sample(smp *s, float *logits, const int32_t *hist, size_t n_hist, int64_
                smp_result *out, char *err, size_t errsz);
 
 /* The candidate set smp_sample would draw from (after bias, penalties,
- * top-k, top-p, min-p; one id when greedy), ids ascending into
+ * top-k, typical, top-p, min-p; one id when greedy), ids ascending into
  * ids[0..*n) (room for n_vocab). For tests and diagnostics. */
 int smp_candidates(smp *s, float *logits, const int32_t *hist, size_t n_hist,
                    int32_t *ids, size_t *n, char *err, size_t errsz);

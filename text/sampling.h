@@ -54,6 +54,10 @@
     X(top_k, I, 40, 0, INT32_MAX, SMP_CLOSED, "0 is off", top_k, 0,                                \
       "--top-k", "K", "--top-k", "top_k", -1, 1 << 20, NAN,                                         \
       "keep the K most likely tokens; 0 = off")                                                    \
+    X(typical_p, F, 1.0f, 0, 1, SMP_LO_OPEN, "1 is off", typical_p, 1,                             \
+      "--typical", "P", "--typical", "typical_p", 0, 1, NAN,                          \
+      "locally typical sampling: keep the tokens whose surprise is nearest the entropy, up to "    \
+      "probability P; 1 = off")                                                                    \
     X(top_p, F, 0.95f, 0, 1, SMP_LO_OPEN, "1 is off", top_p, 1,                                    \
       "--top-p", "P", "--top-p", "top_p", 0, 1, NAN,                                             \
       "keep the most likely tokens up to probability P; 1 = off")                                  \
