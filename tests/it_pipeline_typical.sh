@@ -7,13 +7,9 @@
 set -eu
 P35_ME=it_pipeline_typical
 . "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-TOK=$G/tokens64.txt
-N=24
+M=${QWEN35_GOLDEN:?}/models/tiny-Q8_0.gguf TOK=$QWEN35_GOLDEN/tokens64.txt N=24
 p35_init
-[ -x "$BIN/qwen35-run" ] || p35_die "$BIN/qwen35-run missing"
-[ -x "$BIN/qwen35-http" ] || p35_die "$BIN/qwen35-http missing"
+for b in qwen35-run qwen35-http; do [ -x "$BIN/$b" ] || p35_die "$BIN/$b missing"; done
 for c in curl jq; do command -v $c >/dev/null || p35_die "$c missing (make deps installs it)"; done
 
 # every truncation but typical off, so typical alone decides
