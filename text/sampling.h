@@ -24,14 +24,16 @@
  *   wire0  what a 0 on the wire means (proto3 cannot tell an absent field
  *          from 0: an older sender's Sampling has 0 in the fields it does
  *          not know, so a field whose 0 is not its off value maps 0 there)
- *   cli    every command-line spelling, ", " separated (llama.cpp's first)
+ *   cli    every command-line spelling, ", " separated (llama.cpp's first;
+ *          an integer's range is lo..hi there too: llama.cpp's window -1,
+ *          the whole context, is refused)
  *   meta   the flag's value name in --help
  *   flag   the spelling smp_describe prints
  *   json   the HTTP / OpenAI body's key (NULL: not in the body)
  *   jlo jhi  the range the HTTP body accepts (OpenAI's, narrower); a value
  *          below lo there is the off value lo (llama-server's top_k -1)
  *   jdef   the HTTP default when the body does not say: OpenAI's
- *          temperature 1; NAN: the sampler's (def)
+ *          temperature 1; NAN (math.h where expanded): the sampler's def
  *   help   the flag's one-line help
  * No parameter has a key in an INI file: the daemons take sampling from
  * each request, not from configuration.
@@ -52,32 +54,32 @@
       "--temp, --temperature", "T", "--temp", "temperature", 0, 2, 1.0,                            \
       "temperature; 0 = greedy")                                                                   \
     X(top_k, I, 40, 0, INT32_MAX, SMP_CLOSED, "0 is off", top_k, 0,                                \
-      "--top-k", "K", "--top-k", "top_k", -1, 1 << 20, NAN,                                         \
+      "--top-k", "K", "--top-k", "top_k", -1, 1 << 20, NAN,                                        \
       "keep the K most likely tokens; 0 = off")                                                    \
     X(typical_p, F, 1.0f, 0, 1, SMP_LO_OPEN, "1 is off", typical_p, 1,                             \
-      "--typical", "P", "--typical", "typical_p", 0, 1, NAN,                          \
+      "--typical", "P", "--typical", "typical_p", 0, 1, NAN,                                       \
       "locally typical sampling: keep the tokens whose surprise is nearest the entropy, up to "    \
       "probability P; 1 = off")                                                                    \
     X(top_p, F, 0.95f, 0, 1, SMP_LO_OPEN, "1 is off", top_p, 1,                                    \
-      "--top-p", "P", "--top-p", "top_p", 0, 1, NAN,                                             \
+      "--top-p", "P", "--top-p", "top_p", 0, 1, NAN,                                               \
       "keep the most likely tokens up to probability P; 1 = off")                                  \
     X(min_p, F, 0.05f, 0, 1, SMP_CLOSED, "0 is off", min_p, 0,                                     \
-      "--min-p", "P", "--min-p", "min_p", 0, 1, NAN,                                             \
+      "--min-p", "P", "--min-p", "min_p", 0, 1, NAN,                                               \
       "drop tokens less likely than P times the top one; 0 = off")                                 \
     X(repeat_penalty, F, 1.0f, 0, 100, SMP_LO_OPEN, "1 is off", repeat_penalty, 1,                 \
-      "--repeat-penalty", "R", "--repeat-penalty", "repetition_penalty", 0.01, 10, NAN,              \
+      "--repeat-penalty", "R", "--repeat-penalty", "repetition_penalty", 0.01, 10, NAN,            \
       "divide the logits of recent tokens by R; 1 = off")                                          \
     X(presence_penalty, F, 0.0f, -100, 100, SMP_CLOSED, "0 is off", presence_penalty, 0,           \
-      "--presence-penalty", "X", "--presence-penalty", "presence_penalty", -2, 2, NAN,               \
+      "--presence-penalty", "X", "--presence-penalty", "presence_penalty", -2, 2, NAN,             \
       "subtract X once from each recent token; 0 = off")                                           \
     X(frequency_penalty, F, 0.0f, -100, 100, SMP_CLOSED, "0 is off", frequency_penalty, 0,         \
-      "--frequency-penalty", "X", "--frequency-penalty", "frequency_penalty", -2, 2, NAN,            \
+      "--frequency-penalty", "X", "--frequency-penalty", "frequency_penalty", -2, 2, NAN,          \
       "subtract X per occurrence of each recent token; 0 = off")                                   \
     X(penalty_window, I, 64, 0, 1 << 20, SMP_CLOSED, "0: no penalties", repeat_last_n, 64,         \
-      "--repeat-last-n, --penalty-window", "N", "--penalty-window", NULL, 0, 0, NAN,                \
+      "--repeat-last-n, --penalty-window", "N", "--penalty-window", NULL, 0, 0, NAN,               \
       "how many recent tokens the three penalties look at")                                        \
     X(seed, U, 0, 0, 0, SMP_CLOSED, "", seed, 0,                                                   \
-      "-s, --seed", "S", "--seed", "seed", INT64_MIN, INT64_MAX, NAN,                                \
+      "-s, --seed", "S", "--seed", "seed", INT64_MIN, INT64_MAX, NAN,                              \
       "seed of the draws (the same seed gives the same answer)")
 
 /* The C type of a T column. */
