@@ -149,8 +149,8 @@ static void min_p_keeps_exactly_above_threshold(void **st)
 }
 
 /* A plain reference of locally typical sampling on the top-k set (all
- * when k = 0): softmax, entropy H, candidates by |-log p - H| (ties: logit
- * desc, id asc), the shortest prefix whose mass reaches tp, at least one.
+ * when k = 0): softmax, entropy H, candidates by |-log p - H| (ties: the
+ * lower id), the shortest prefix whose mass reaches tp, at least one.
  * Ids ascending into ids; returns the count. */
 static const float *ref_l;
 static const double *ref_score;
@@ -165,7 +165,7 @@ static int ref_by_score(const void *a, const void *b)
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     float sx = (float)ref_score[x], sy = (float)ref_score[y];
     if (sx != sy) return sx < sy ? -1 : 1;
-    return ref_by_logit(a, b);
+    return x < y ? -1 : x > y;
 }
 static int ref_by_id(const void *a, const void *b)
 {
@@ -242,11 +242,12 @@ static void typical_keeps_the_tokens_nearest_the_entropy(void **st)
 }
 
 /* Against the reference on irregular logits (small and large vocabularies,
- * with and without top-k); typical_p 1 keeps the whole top-k set. */
+ * with and without top-k); typical_p 1 keeps the whole top-k set, as
+ * without typical. */
 static void typical_matches_the_reference(void **st)
 {
     (void)st;
-    enum { N = 3000 };
+    enum { N = 6000 };
     float *l = malloc(N * sizeof *l);
     int32_t *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
     uint32_t x = 12345;
@@ -255,9 +256,9 @@ static void typical_matches_the_reference(void **st)
         l[i] = (float)(x >> 8) / (float)(1 << 24) * 9.0f - 4.5f;   /* [-4.5, 4.5) */
         if (i % 7 == 0) l[i] = 2.0f;                               /* ties */
     }
-    const int32_t sizes[] = { 9, 64, N }, ks[] = { 0, 10, 300 };
+    const int32_t sizes[] = { 9, 64, 3000, N }, ks[] = { 0, 10, 300 };   /* N: the histogram path */
     const float tps[] = { 0.05f, 0.3f, 0.5f, 0.9f, 0.99f, 1.0f };
-    for (size_t a = 0; a < 3; a++)
+    for (size_t a = 0; a < sizeof sizes / sizeof sizes[0]; a++)
         for (size_t b = 0; b < 3; b++)
             for (size_t c = 0; c < sizeof tps / sizeof tps[0]; c++) {
                 smp_params p = plain();

@@ -1,6 +1,5 @@
 /* sampler.c — bias, penalties, greedy / top-k / typical / top-p / min-p /
- * temperature, counter-based draws, logprobs. No full sort but typical's: see
- * sampler.h. */
+ * temperature, counter-based draws, logprobs. No full sort: see sampler.h. */
 #include "sampler.h"
 #include "common.h"
 
@@ -305,40 +304,37 @@ static size_t select_mass_hist(cand *c, size_t m, double need, float mx, float l
     return kept + select_mass(c + kept, mid, need - before);
 }
 
-/* Typical order: nearer the entropy first (the score is in w), then the
- * candidate order, so ties resolve alike everywhere. */
-static int cmp_typical(const void *a, const void *b)
-{
-    const cand *x = a, *y = b;
-    if (x->w != y->w) return x->w < y->w ? -1 : 1;
-    return BEFORE(*x, *y) ? -1 : BEFORE(*y, *x);
-}
-
 /* Locally typical sampling (Meister et al. 2022; llama.cpp's typical
  * sampler): over the distribution of c[0..m) at temperature 1, with
- * entropy H, the candidates are ordered by |-log p - H| and the shortest
- * such prefix whose mass reaches `need` is kept (at least one). The only
- * step that sorts, and only when on. Returns the count; *mx becomes the
- * highest kept logit (the top token may be dropped: min-p and the weights
- * are relative to what is left, as in llama.cpp's chain). */
-static size_t typical(cand *c, size_t m, double need, float *mx)
+ * entropy H, the candidates nearest H in surprise (|-log p - H|; ties: the
+ * lower id) are kept, the fewest whose mass reaches `need` (at least one).
+ * No sort: the score becomes the selection key (l = -score, w = p) for the
+ * weighted quickselect top-p uses, then the logits come back from
+ * `logits`. Returns the count; *mx becomes the highest kept logit (the top
+ * token may go: min-p and the weights are relative to what is left, as in
+ * llama.cpp's chain). */
+static size_t typical(cand *c, size_t m, const float *logits, double need, float *mx)
 {
-    float top = c[0].l;
+    float top = c[0].l, klo = INFINITY, khi = -INFINITY;
     for (size_t i = 1; i < m; i++) top = c[i].l > top ? c[i].l : top;
     double z = 0, h = 0;
-    for (size_t i = 0; i < m; i++) z += exp((double)c[i].l - top);
+    for (size_t i = 0; i < m; i++) z += c[i].w = expf(c[i].l - top);
     double logz = log(z);
     for (size_t i = 0; i < m; i++) {
-        double lp = (double)c[i].l - top - logz;
-        h -= exp(lp) * lp;
+        c[i].w = (float)(c[i].w / z);
+        h -= c[i].w * ((double)c[i].l - top - logz);
     }
-    for (size_t i = 0; i < m; i++) c[i].w = (float)fabs(-((double)c[i].l - top - logz) - h);
-    qsort(c, m, sizeof *c, cmp_typical);
-    double mass = 0;
-    size_t k = 0;
-    while (k < m && (k == 0 || mass < need)) mass += exp((double)c[k++].l - top - logz);
-    *mx = c[0].l;
-    for (size_t i = 1; i < k; i++) *mx = c[i].l > *mx ? c[i].l : *mx;
+    for (size_t i = 0; i < m; i++) {
+        c[i].l = -(float)fabs(-((double)c[i].l - top - logz) - h);
+        klo = c[i].l < klo ? c[i].l : klo;
+        khi = c[i].l > khi ? c[i].l : khi;
+    }
+    size_t k = m > 4096 ? select_mass_hist(c, m, need, khi, klo) : select_mass(c, m, need);
+    *mx = -INFINITY;
+    for (size_t i = 0; i < k; i++) {
+        c[i].l = logits[c[i].id];
+        *mx = c[i].l > *mx ? c[i].l : *mx;
+    }
     return k;
 }
 
@@ -349,7 +345,7 @@ static size_t typical(cand *c, size_t m, double need, float *mx)
  * that can be in it are gathered: those above the min-p threshold and above
  * the point where even n tokens together could not hold the (1 - p) mass
  * top-p drops. Typical (on) comes between top-k and top-p and needs every
- * candidate. */
+ * candidate of the top-k set. */
 static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, size_t *m,
                   char *err, size_t errsz)
 {
@@ -391,7 +387,7 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
         }
     }
     if (typ) {
-        mm = typical(s->c, mm, p->typical_p, &mx);
+        mm = typical(s->c, mm, logits, p->typical_p, &mx);
         lmin_p = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
     }
     if (p->top_p < 1) {

@@ -8,8 +8,7 @@
  * temperature, and a draw: llama.cpp's default order.
  *
  * Candidates are ordered by (logit desc, id asc); no step sorts the whole
- * vocabulary but typical (when on): top-k and top-p use selection, min-p a
- * threshold.
+ * vocabulary: top-k, typical and top-p use selection, min-p a threshold.
  *
  * Reproducible: the draw for position `pos` is u = hash(seed, pos) in [0,1)
  * (a counter-based generator), so the same seed, logits and history give the
