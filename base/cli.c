@@ -15,18 +15,12 @@
 
 /* --- the shared sampling group --------------------------------------------- */
 
+/* One row per SMP_FIELDS row (text/sampling.h). */
 static const cli_opt sampling_opts[] = {
-    { CLI_TEMP, "--temp, --temperature", "T", "temperature; 0 = greedy" },
-    { CLI_TOP_K, "--top-k", "K", "keep the K most likely tokens; 0 = off" },
-    { CLI_TOP_P, "--top-p", "P", "keep the most likely tokens up to probability P; 1 = off" },
-    { CLI_MIN_P, "--min-p", "P", "drop tokens less likely than P times the top one; 0 = off" },
-    { CLI_REPEAT, "--repeat-penalty", "R", "divide the logits of recent tokens by R; 1 = off" },
-    { CLI_LAST_N, "--repeat-last-n, --penalty-window", "N",
-      "how many recent tokens the three penalties look at" },
-    { CLI_PRESENCE, "--presence-penalty", "X", "subtract X once from each recent token; 0 = off" },
-    { CLI_FREQUENCY, "--frequency-penalty", "X",
-      "subtract X per occurrence of each recent token; 0 = off" },
-    { CLI_SEED, "-s, --seed", "S", "seed of the draws (the same seed gives the same answer)" },
+#define X(field, T, def, lo, hi, open, off, pb, wire0, cli, meta, flag, json, jlo, jhi, jdef, help) \
+    { CLI_SMP_##field, cli, meta, help },
+    SMP_FIELDS(X)
+#undef X
 };
 const cli_group cli_sampling = { "sampling (defaults: the sampler's, the same in every tool)",
                                  sampling_opts, sizeof sampling_opts / sizeof sampling_opts[0] };
@@ -41,34 +35,40 @@ int cli_float(const char *name, const char *val, float *out, char *err, size_t e
     return q35_parse_float(name, val, out, err, errsz);
 }
 
+static int set_i(const char *name, const char *val, long lo, long hi, int32_t *out, char *err,
+                 size_t errsz)
+{
+    long v;
+    int rc = cli_int(name, val, lo, hi, &v, err, errsz);
+    if (!rc) *out = (int32_t)v;
+    return rc;
+}
+
+static int set_u(const char *name, const char *val, uint64_t *out, char *err, size_t errsz)
+{
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(val, &end, 10);
+    if (errno || end == val || *end || val[0] == '-')
+        return q35_err(err, errsz, Q35_EINVAL, "%s: '%s' is not an unsigned integer", name, val);
+    *out = s;
+    return 0;
+}
+
+/* Floats are only parsed here: smp_check decides their range. Integers
+ * are bounded by the table (the window too: llama.cpp's -1, the whole
+ * context, has no meaning for a bounded window). */
+#define SET_F(f, lo, hi) cli_float(name, val, &p->f, err, errsz)
+#define SET_I(f, lo, hi) set_i(name, val, lo, hi, &p->f, err, errsz)
+#define SET_U(f, lo, hi) set_u(name, val, &p->f, err, errsz)
+
 int cli_sampling_set(smp_params *p, int id, const char *name, const char *val, char *err,
                      size_t errsz)
 {
-    long v = 0;
-    int rc = 0;
     switch (id) {
-    case CLI_TEMP: return cli_float(name, val, &p->temp, err, errsz);
-    case CLI_TOP_P: return cli_float(name, val, &p->top_p, err, errsz);
-    case CLI_MIN_P: return cli_float(name, val, &p->min_p, err, errsz);
-    case CLI_REPEAT: return cli_float(name, val, &p->repeat_penalty, err, errsz);
-    case CLI_PRESENCE: return cli_float(name, val, &p->presence_penalty, err, errsz);
-    case CLI_FREQUENCY: return cli_float(name, val, &p->frequency_penalty, err, errsz);
-    case CLI_TOP_K:
-        if (!(rc = cli_int(name, val, 0, INT32_MAX, &v, err, errsz))) p->top_k = (int32_t)v;
-        return rc;
-    case CLI_LAST_N:
-        /* llama.cpp: -1 = the whole context; here the window is bounded */
-        if (!(rc = cli_int(name, val, 0, 1 << 20, &v, err, errsz))) p->penalty_window = (int32_t)v;
-        return rc;
-    case CLI_SEED: {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(val, &end, 10);
-        if (errno || end == val || *end || val[0] == '-')
-            return q35_err(err, errsz, Q35_EINVAL, "%s: '%s' is not an unsigned integer", name, val);
-        p->seed = s;
-        return 0;
-    }
+#define X(field, T, def, lo, hi, ...) case CLI_SMP_##field: return SET_##T(field, lo, hi);
+    SMP_FIELDS(X)
+#undef X
     }
     return q35_err(err, errsz, Q35_EINVAL, "%s: not a sampling option", name);
 }
@@ -99,7 +99,7 @@ static const foreign foreign_flags[] = {
     { "-hf, --hf-repo, -mu, --model-url", "model download", "download the GGUF yourself and pass -m FILE" },
     { "--lora, --lora-scaled, --control-vector", "adapters", "not supported" },
     { "--grammar, --grammar-file, -j, --json-schema", "constrained output", "not supported" },
-    { "--mirostat, --mirostat-lr, --mirostat-ent, --typical, --tfs, --xtc-probability, "
+    { "--mirostat, --mirostat-lr, --mirostat-ent, --tfs, --xtc-probability, "
       "--xtc-threshold, --dry-multiplier, --dry-base, --top-nsigma, --dynatemp-range, "
       "--samplers, --sampling-seq", "sampler", "--temp, --top-k, --top-p, --min-p and the penalties" },
     { "-l, --logit-bias", "logit bias", "not on the command line" },

@@ -53,10 +53,13 @@ enum {
     CLI_ARG = 0,       /* a positional argument in *val */
 };
 
-/* Ids of the shared sampling group; a program's own ids stay below. */
+/* Ids of the shared sampling group, CLI_SMP_<field> for each row of
+ * SMP_FIELDS (text/sampling.h) from 900 on; a program's own ids stay below. */
 enum {
-    CLI_TEMP = 900, CLI_TOP_K, CLI_TOP_P, CLI_MIN_P, CLI_REPEAT, CLI_LAST_N, CLI_PRESENCE,
-    CLI_FREQUENCY, CLI_SEED,
+    CLI_SMP_BEFORE_ = 899,
+#define CLI_SMP_ID_(field, ...) CLI_SMP_##field,
+    SMP_FIELDS(CLI_SMP_ID_)
+#undef CLI_SMP_ID_
 };
 extern const cli_group cli_sampling;
 

@@ -89,21 +89,12 @@ const char *q35c_finish_name(q35c_finish f)
 
 void q35c_request_init(q35c_request *r)
 {
-    /* the proto cannot tell an unset field from 0 (= off), so every
-     * request carries the sampler's defaults explicitly */
-    smp_params d = smp_defaults();
+    /* the proto cannot tell an unset field from 0, so every request
+     * carries the sampler's defaults explicitly */
     memset(r, 0, sizeof *r);
     r->think = true;
     r->max_tokens = 256;
-    r->temperature = d.temp;
-    r->top_k = d.top_k;
-    r->top_p = d.top_p;
-    r->min_p = d.min_p;
-    r->repeat_penalty = d.repeat_penalty;
-    r->repeat_last_n = d.penalty_window;
-    r->presence_penalty = d.presence_penalty;
-    r->frequency_penalty = d.frequency_penalty;
-    r->seed = d.seed;
+    r->sampling = smp_defaults();
 }
 
 /* --- connection ------------------------------------------------------- */
@@ -288,22 +279,8 @@ static int check_request(const q35c_request *r, char *err, size_t errsz)
     for (int i = 0; i < r->n_stop; i++)
         if (!r->stop[i] || !r->stop[i][0])
             return q35_err(err, errsz, Q35_EINVAL, "request: stop[%d]: empty", i);
-    if (!isfinite(r->temperature) || r->temperature < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "request: temperature: %g (want >= 0)", r->temperature);
-    if (r->top_k < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "request: top_k: %d (want >= 0)", r->top_k);
-    if (!(r->top_p >= 0 && r->top_p <= 1))
-        return q35_err(err, errsz, Q35_EINVAL, "request: top_p: %g (want 0..1)", r->top_p);
-    if (!(r->min_p >= 0 && r->min_p <= 1))
-        return q35_err(err, errsz, Q35_EINVAL, "request: min_p: %g (want 0..1)", r->min_p);
-    if (!isfinite(r->repeat_penalty) || r->repeat_penalty < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "request: repeat_penalty: %g (want >= 0)",
-                       r->repeat_penalty);
-    if (!isfinite(r->presence_penalty) || !isfinite(r->frequency_penalty))
-        return q35_err(err, errsz, Q35_EINVAL, "request: presence/frequency penalty not finite");
-    if (r->repeat_last_n < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "request: repeat_last_n: %d (want >= 0)",
-                       r->repeat_last_n);
+    int rc = smp_check_fields(&r->sampling, "request: ", NULL, err, errsz);
+    if (rc) return rc;
     if (r->n_logprobs < 0 || r->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
         return q35_err(err, errsz, Q35_EINVAL, "request: n_logprobs: %d (want 0..%d)", r->n_logprobs,
                        Q35_WIRE_MAX_LOGPROBS);
@@ -397,15 +374,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
         gen.prompt_case = Q35__GENERATE__PROMPT_CHAT;
         gen.chat = &chat;
     }
-    samp.temperature = r->temperature;
-    samp.top_k = r->top_k;
-    samp.top_p = r->top_p;
-    samp.min_p = r->min_p;
-    samp.repeat_penalty = r->repeat_penalty;
-    samp.repeat_last_n = r->repeat_last_n;
-    samp.presence_penalty = r->presence_penalty;
-    samp.frequency_penalty = r->frequency_penalty;
-    samp.seed = r->seed;
+    q35_wire_sampling_put(&r->sampling, &samp);
     gen.sampling = &samp;
     gen.max_tokens = (uint32_t)r->max_tokens;
     gen.ctx_size = (uint32_t)r->ctx_size;

@@ -291,7 +291,6 @@ static const cli_spec spec = {
 
 static int parse_args(cli *c, int argc, char **argv)
 {
-    smp_params sp = smp_defaults();
     const char *val, *name;
     char err[Q35_ERRSZ];
     long v;
@@ -358,22 +357,13 @@ static int parse_args(cli *c, int argc, char **argv)
             }
             c->stop[c->n_stop++] = val;
             break;
-        default: rc = cli_sampling_set(&sp, id, name, val, err, sizeof err); break;
+        default: rc = cli_sampling_set(&c->req.sampling, id, name, val, err, sizeof err); break;
         }
         if (rc) {
             fprintf(stderr, "qwen35-client: %s\n", err);
             return -1;
         }
     }
-    c->req.temperature = sp.temp;
-    c->req.top_k = sp.top_k;
-    c->req.top_p = sp.top_p;
-    c->req.min_p = sp.min_p;
-    c->req.repeat_penalty = sp.repeat_penalty;
-    c->req.repeat_last_n = sp.penalty_window;
-    c->req.presence_penalty = sp.presence_penalty;
-    c->req.frequency_penalty = sp.frequency_penalty;
-    c->req.seed = sp.seed;
     int n_inputs = (c->prompt != NULL) + (c->prompt_file != NULL) + (c->prompt_ids_file != NULL);
     if (n_pos > 1 || n_inputs > 1 || (c->chat && c->prompt_ids_file)) {
         fprintf(stderr, "qwen35-client: give one of \"prompt\" (-p), -f FILE, --prompt-ids FILE"

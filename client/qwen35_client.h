@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "common.h"
+#include "sampler.h"
 
 typedef struct q35c_client q35c_client;
 
@@ -86,16 +87,11 @@ typedef struct q35c_request {
 
     /* sampling: q35c_request_init sets the sampler's defaults (smp_defaults
      * in text/sampler.h, the same as qwen35-run's): greedy, top-k 40,
-     * top-p 0.95, min-p 0.05 (they act once temperature > 0), window 64 */
-    float temperature;            /* 0 = greedy */
-    int top_k;                    /* 0 = off */
-    float top_p;                  /* 1 = off */
-    float min_p;                  /* 0 = off */
-    float repeat_penalty;         /* 1 = off */
-    int repeat_last_n;            /* window of the penalties; 0 = 64 */
-    float presence_penalty;       /* 0 = off; minus once per token in the window */
-    float frequency_penalty;      /* 0 = off; minus per occurrence in the window */
-    uint64_t seed;
+     * top-p 0.95, min-p 0.05 (they act once temperature > 0), window 64.
+     * Every parameter of the table (text/sampling.h) goes to the wire and
+     * is checked by its one check; n_top, logprobs and bias are not sent
+     * (n_logprobs below asks for logprobs). */
+    smp_params sampling;
 
     uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */
     int n_logprobs;               /* 0 = none; else each chosen token's logprob and

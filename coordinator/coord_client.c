@@ -79,30 +79,17 @@ static req *find_req(coord *c, const uint8_t *ident, size_t ident_len, const cha
     return NULL;
 }
 
-static bool in_range(float v, float lo, float hi) { return isfinite(v) && v >= lo && v <= hi; }
-
-/* Sampling checks, as the last stage will apply them. */
-static int check_sampling(const Q35__Sampling *s, int max_ctx, char *err, size_t errsz)
+/* Sampling as the last stage will apply it (the wire's 0s mapped): the
+ * table's one range check (text/sampling.h), and a window the context
+ * holds. The default window (what every client sends) is fine on a
+ * shorter context: it then covers the whole history. */
+static int check_sampling(const smp_params *p, int max_ctx, char *err, size_t errsz)
 {
-    if (!in_range(s->temperature, 0, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.temperature: %g, expected 0 .. 100", s->temperature);
-    if (s->top_k < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.top_k: %d, expected >= 0", s->top_k);
-    if (!in_range(s->top_p, 0, 1))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.top_p: %g, expected 0 .. 1", s->top_p);
-    if (!in_range(s->min_p, 0, 1))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.min_p: %g, expected 0 .. 1", s->min_p);
-    if (!in_range(s->repeat_penalty, 0, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_penalty: %g, expected 0 .. 100", s->repeat_penalty);
-    if (!in_range(s->presence_penalty, -100, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.presence_penalty: %g, expected -100 .. 100", s->presence_penalty);
-    if (!in_range(s->frequency_penalty, -100, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.frequency_penalty: %g, expected -100 .. 100", s->frequency_penalty);
-    /* the default window (what every client sends) is fine on a shorter
-     * context: it then covers the whole history */
+    int rc = smp_check_fields(p, "generate.sampling.", NULL, err, errsz);
+    if (rc) return rc;
     int max_win = max_ctx > smp_defaults().penalty_window ? max_ctx : smp_defaults().penalty_window;
-    if (s->repeat_last_n < 0 || s->repeat_last_n > max_win)
-        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_last_n: %d, expected 0 .. %d", s->repeat_last_n, max_win);
+    if (p->penalty_window > max_win)
+        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.repeat_last_n: %d, expected 0 .. %d", p->penalty_window, max_win);
     return 0;
 }
 
@@ -247,31 +234,9 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     int max_ctx = c->chain_known ? c->max_ctx : c->o.max_ctx;
     if (g->ctx_size && (int64_t)g->ctx_size < max_ctx)   /* the client's -c */
         max_ctx = (int)g->ctx_size;
-    Q35__Sampling sp = Q35__SAMPLING__INIT;
-    if (g->sampling) {
-        sp.temperature = g->sampling->temperature;
-        sp.top_k = g->sampling->top_k;
-        sp.top_p = g->sampling->top_p;
-        sp.min_p = g->sampling->min_p;
-        sp.repeat_penalty = g->sampling->repeat_penalty;
-        sp.repeat_last_n = g->sampling->repeat_last_n;
-        sp.presence_penalty = g->sampling->presence_penalty;
-        sp.frequency_penalty = g->sampling->frequency_penalty;
-        sp.seed = g->sampling->seed;
-    } else {
-        /* no sampling message: the sampler's defaults, as the client
-         * library and qwen35-run use (a present message's 0s mean off) */
-        smp_params d = smp_defaults();
-        sp.temperature = d.temp;
-        sp.top_k = d.top_k;
-        sp.top_p = d.top_p;
-        sp.min_p = d.min_p;
-        sp.repeat_penalty = d.repeat_penalty;
-        sp.repeat_last_n = d.penalty_window;
-        sp.presence_penalty = d.presence_penalty;
-        sp.frequency_penalty = d.frequency_penalty;
-        sp.seed = d.seed;
-    }
+    /* no sampling message: the sampler's defaults, as the client library
+     * and qwen35-run use (a present message's 0s: q35_wire_sampling_get) */
+    smp_params sp = g->sampling ? q35_wire_sampling_get(g->sampling) : smp_defaults();
     Q35__Code code = Q35__CODE__INVALID_ARGUMENT;
     req *r = calloc(1, sizeof *r);
     if (!r) {
@@ -303,7 +268,8 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     memcpy(r->ident, ident, ident_len);
     r->ident_len = ident_len;
     snprintf(r->rid, sizeof r->rid, "%s", rid);
-    r->sp = sp;
+    q35__sampling__init(&r->sp);
+    q35_wire_sampling_put(&sp, &r->sp);
     r->n_logprobs = (int)g->n_logprobs;
     r->want_logits = g->logits;
     r->ignore_eos = g->ignore_eos;

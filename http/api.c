@@ -333,38 +333,51 @@ static int parse_prompt(http_gen *g, json_t *root, http_err *e)
     return 0;
 }
 
+/* One body key per SMP_FIELDS row that has one (text/sampling.h), in the
+ * row's HTTP range (OpenAI's, narrower than the sampler's): a value at an
+ * open lower end is refused, one below the sampler's range (top_k -1) is
+ * the off value there; absent, the row's HTTP default or the sampler's. */
+static int json_f(json_t *root, const char *k, double jlo, double jhi, double jdef, double lo,
+                  int open, float *out, http_err *e)
+{
+    double d = isnan(jdef) ? (double)*out : jdef;
+    if (get_num(root, k, jlo, jhi, &d, e)) return -1;
+    if (open == SMP_LO_OPEN && d <= lo) return http_fail(e, 400, k, "invalid_value", "%s must be > %g", k, lo);
+    *out = (float)(d < lo ? lo : d);
+    return 0;
+}
+
+static int json_i(json_t *root, const char *k, long long jlo, long long jhi, double jdef, long long lo,
+                  int open, int32_t *out, http_err *e)
+{
+    long long x = isnan(jdef) ? *out : (long long)jdef;
+    if (get_int(root, k, jlo, jhi, &x, e)) return -1;
+    if (open == SMP_LO_OPEN && x <= lo) return http_fail(e, 400, k, "invalid_value", "%s must be > %lld", k, lo);
+    *out = (int32_t)(x < lo ? lo : x);
+    return 0;
+}
+
+static int json_u(json_t *root, const char *k, long long jlo, long long jhi, double jdef, uint64_t *out,
+                  http_err *e)
+{
+    long long x = isnan(jdef) ? (long long)*out : (long long)jdef;
+    if (get_int(root, k, jlo, jhi, &x, e)) return -1;
+    *out = (uint64_t)x;   /* a negative seed is a seed too */
+    return 0;
+}
+
+#define JSON_F(k, f, jlo, jhi, jdef, lo, open) json_f(root, k, jlo, jhi, jdef, lo, open, &r->sampling.f, e)
+#define JSON_I(k, f, jlo, jhi, jdef, lo, open) json_i(root, k, jlo, jhi, jdef, lo, open, &r->sampling.f, e)
+#define JSON_U(k, f, jlo, jhi, jdef, lo, open) json_u(root, k, jlo, jhi, jdef, &r->sampling.f, e)
+
 static int parse_sampling(http_gen *g, json_t *root, const http_limits *lim, http_err *e)
 {
     q35c_request *r = &g->r;
-    double d;
     long long x;
-    /* OpenAI's default temperature is 1; top-k/top-p/min-p stay the
-     * sampler's defaults (smp_defaults) unless given */
-    d = 1.0;
-    if (get_num(root, "temperature", 0, 2, &d, e)) return -1;
-    r->temperature = (float)d;
-    d = r->top_p;
-    if (get_num(root, "top_p", 0, 1, &d, e)) return -1;
-    if (d <= 0) return http_fail(e, 400, "top_p", "invalid_value", "top_p must be > 0");
-    r->top_p = (float)d;
-    x = r->top_k;
-    if (get_int(root, "top_k", -1, 1 << 20, &x, e)) return -1;
-    r->top_k = x < 0 ? 0 : (int)x;
-    d = r->min_p;
-    if (get_num(root, "min_p", 0, 1, &d, e)) return -1;
-    r->min_p = (float)d;
-    d = 0;
-    if (get_num(root, "presence_penalty", -2, 2, &d, e)) return -1;
-    r->presence_penalty = (float)d;
-    d = 0;
-    if (get_num(root, "frequency_penalty", -2, 2, &d, e)) return -1;
-    r->frequency_penalty = (float)d;
-    d = 1;
-    if (get_num(root, "repetition_penalty", 0.01, 10, &d, e)) return -1;
-    r->repeat_penalty = (float)d;
-    x = 0;
-    if (get_int(root, "seed", INT64_MIN, INT64_MAX, &x, e)) return -1;
-    r->seed = (uint64_t)x;
+#define X(field, T, def, lo, hi, open, off, pb, wire0, cli, meta, flag, json, jlo, jhi, jdef, help) \
+    if (json && JSON_##T(json, field, jlo, jhi, jdef, lo, open)) return -1;
+    SMP_FIELDS(X)
+#undef X
     x = 0;
     const char *mt = json_object_get(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (get_int(root, mt, 1, lim->max_tokens_cap, &x, e)) return -1;

@@ -22,6 +22,7 @@
 #include <zmq.h>
 #include <protobuf-c/protobuf-c.h>
 #include "qwen35.pb-c.h"
+#include "sampler.h"
 
 typedef struct gguf_file gguf_file;     /* gguf.h */
 typedef struct q35_config q35_config;   /* config.h */
@@ -134,6 +135,15 @@ const char *q35_wire_dtype_name(int dtype);
  * bf16/f16 round to nearest even). */
 void q35_wire_encode(int dtype, const float *x, size_t n, void *out);
 void q35_wire_decode(int dtype, const void *in, size_t n, float *x);
+
+/* Sampling <-> smp_params, one field per SMP_FIELDS row (text/sampling.h).
+ * To the wire every field is copied as is (w initialized by the caller).
+ * From the wire a 0 is the row's wire0 (proto3 cannot tell an absent field
+ * from 0; an older sender leaves new fields 0) and any other value is
+ * copied, an out-of-range one too: smp_check_fields refuses it. w NULL
+ * reads as every field 0. n_top, logprobs and bias stay smp_defaults'. */
+void q35_wire_sampling_put(const smp_params *p, Q35__Sampling *w);
+smp_params q35_wire_sampling_get(const Q35__Sampling *w);
 
 /* gRPC-style wire code for a Q35_E* code. */
 Q35__Code q35_wire_code(int q35code);

@@ -453,8 +453,6 @@ static void on_ckpt_drop(stage *s, const Q35__CkptDrop *m, reply *rp, ckpt_out *
     rp->r.ckpt_dropped = &o->dropped;
 }
 
-static bool finite_in(float v, float lo, float hi) { return isfinite(v) && v >= lo && v <= hi; }
-
 /* Checks everything the last stage reads of one sequence. */
 static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *rp)
 {
@@ -486,26 +484,19 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     const Q35__Sampling *sp = c->sampling;
     if (!sp)
         return 0;
-    if (!finite_in(sp->temperature, 0, 100))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.temperature"),
-                    "%s: %g, expected 0 (greedy) .. 100", f, sp->temperature);
-    if (sp->top_k < 0)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.top_k"),
-                    "%s: %d, expected >= 0", f, sp->top_k);
-    if (!finite_in(sp->top_p, 0, 1))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.top_p"),
-                    "%s: %g, expected 0 .. 1", f, sp->top_p);
-    if (!finite_in(sp->min_p, 0, 1))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.min_p"),
-                    "%s: %g, expected 0 .. 1", f, sp->min_p);
-    if (!finite_in(sp->repeat_penalty, 0, 100))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_penalty"),
-                    "%s: %g, expected 0 .. 100", f, sp->repeat_penalty);
-    if (sp->repeat_last_n < 0 || sp->repeat_last_n > s->max_ctx)
+    /* the wire's 0s mapped as the sampler will get them, then the one
+     * range check of the sampling table (text/sampling.h) */
+    smp_params p = stage_sample_params(c);
+    char err[Q35_ERRSZ], pre[64];
+    const char *bad = "";
+    snprintf(pre, sizeof pre, "forward.seqs[%zu].sampling.", i);
+    if (smp_check_fields(&p, pre, &bad, err, sizeof err)) {
+        snprintf(f, sizeof f, "%s%s", pre, bad);
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s", err);
+    }
+    if (sp->repeat_last_n > s->max_ctx)
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_last_n"),
                     "%s: %d, expected 0 .. %d", f, sp->repeat_last_n, s->max_ctx);
-    smp_params p = stage_sample_params(c);
-    char err[Q35_ERRSZ];
     if (smp_check(&p, (int32_t)s->cfg->n_vocab, err, sizeof err))
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling"), "%s: %s", f, err);
     return 0;

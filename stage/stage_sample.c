@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "stage_sample.h"
+#include "wire.h"
 
 struct stage_sampler {
     uint32_t n_vocab;
@@ -41,17 +42,7 @@ void stage_sampler_destroy(stage_sampler **ps)
 
 smp_params stage_sample_params(const Q35__SeqChunk *c)
 {
-    const Q35__Sampling *sp = c->sampling;
-    smp_params p = smp_defaults();
-    p.temp = sp ? sp->temperature : 0;
-    p.top_k = sp ? sp->top_k : 0;
-    p.top_p = sp && sp->top_p > 0 ? sp->top_p : 1;
-    p.min_p = sp ? sp->min_p : 0;
-    p.repeat_penalty = sp && sp->repeat_penalty > 0 ? sp->repeat_penalty : 1;
-    p.presence_penalty = sp ? sp->presence_penalty : 0;
-    p.frequency_penalty = sp ? sp->frequency_penalty : 0;
-    p.penalty_window = sp && sp->repeat_last_n > 0 ? sp->repeat_last_n : 64;
-    p.seed = sp ? sp->seed : 0;
+    smp_params p = q35_wire_sampling_get(c->sampling);   /* wire 0s: wire.h */
     p.n_top = (int32_t)c->n_logprobs;
     p.logprobs = true;
     return p;

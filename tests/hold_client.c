@@ -108,7 +108,7 @@ int main(int argc, char **argv)
         r.n_prompt_ids = n_ids;
         r.max_tokens = n;
         r.ignore_eos = true;
-        r.temperature = 0;
+        r.sampling.temp = 0;
         r.logits = logits;
         uint64_t id;
         if (q35c_submit(c, &r, on_event, &out[i], &id, err, sizeof err)) {

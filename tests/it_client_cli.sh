@@ -28,7 +28,7 @@ expect 2 "--logprobs" -- --logprobs 99 hi
 expect 2 "--seed" -- --seed -1 hi
 expect 2 "--temp" -- --temp abc hi
 expect 2 "give one of" -- --prompt-ids x --chat
-expect 1 "top_p: 2" -- --endpoint "$EP" --top-p 2 hi
+expect 1 "top_p = 2 (expected 0 < top_p <= 1" -- --endpoint "$EP" --top-p 2 hi
 expect 1 "temperature" -- --endpoint "$EP" --temp -1 hi
 expect 1 "endpoint 'tcp://nohost'" -- --endpoint tcp://nohost hi
 printf '1 2 x3 4' >"$D/bad.ids"

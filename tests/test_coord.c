@@ -418,8 +418,8 @@ static void logprobs_are_log_softmax(void **state)
     r.n_prompt_ids = 8;
     r.max_tokens = 12;
     r.ignore_eos = true;
-    r.temperature = 1;
-    r.seed = 7;
+    r.sampling.temp = 1;
+    r.sampling.seed = 7;
     r.n_logprobs = 3;
     r.logits = true;
     lp_seen s = { 0 };

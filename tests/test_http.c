@@ -32,15 +32,16 @@ static void test_chat_fields(void **state)
         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
         "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"max_completion_tokens\":7,"
         "\"temperature\":0.5,\"top_p\":0.9,\"top_k\":20,\"min_p\":0.1,\"presence_penalty\":0.5,"
-        "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"seed\":42,\"stop\":[\"x\",\"yy\"],"
+        "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"typical_p\":0.5,\"seed\":42,\"stop\":[\"x\",\"yy\"],"
         "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"chat_template_kwargs\":{\"enable_thinking\":false}}",
         &g, &e), 0);
     assert_true(g.stream && g.include_usage && g.logprobs);
     assert_int_equal(g.r.max_tokens, 7);
-    assert_true(g.r.temperature == 0.5f && g.r.top_p == 0.9f && g.r.top_k == 20);
-    assert_true(g.r.min_p == 0.1f && g.r.presence_penalty == 0.5f && g.r.frequency_penalty == -0.5f);
-    assert_true(g.r.repeat_penalty == 1.1f);
-    assert_int_equal(g.r.seed, 42);
+    const smp_params *sp = &g.r.sampling;
+    assert_true(sp->temp == 0.5f && sp->top_p == 0.9f && sp->top_k == 20);
+    assert_true(sp->min_p == 0.1f && sp->presence_penalty == 0.5f && sp->frequency_penalty == -0.5f);
+    assert_true(sp->repeat_penalty == 1.1f && sp->typical_p == 0.5f);
+    assert_int_equal(sp->seed, 42);
     assert_int_equal(g.r.n_stop, 2);
     assert_string_equal(g.r.stop[1], "yy");
     assert_int_equal(g.r.n_logprobs, 3);
@@ -67,6 +68,8 @@ static void test_chat_errors(void **state)
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "n" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400, "temperature" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":9}", 400, "temperature" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"typical_p\":0}", 400, "typical_p" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"typical_p\":1.5}", 400, "typical_p" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400, "max_tokens" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", 400, "max_tokens" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream" },

@@ -148,6 +148,131 @@ static void min_p_keeps_exactly_above_threshold(void **st)
     assert_int_equal(cands(&p, l, 12, NULL, 0, ids), 1);
 }
 
+/* A plain reference of locally typical sampling on the top-k set (all
+ * when k = 0): softmax, entropy H, candidates by |-log p - H| (ties: the
+ * lower id), the shortest prefix whose mass reaches tp, at least one.
+ * Ids ascending into ids; returns the count. */
+static const float *ref_l;
+static const double *ref_score;
+static int ref_by_logit(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (ref_l[x] != ref_l[y]) return ref_l[x] > ref_l[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+static int ref_by_score(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float sx = (float)ref_score[x], sy = (float)ref_score[y];
+    if (sx != sy) return sx < sy ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+static int ref_by_id(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+static size_t ref_typical(const float *l, int32_t n, int32_t top_k, double tp, int32_t *ids)
+{
+    int32_t *ix = malloc((size_t)n * sizeof *ix);
+    double *pr = malloc((size_t)n * sizeof *pr), *sc = malloc((size_t)n * sizeof *sc);
+    for (int32_t i = 0; i < n; i++) ix[i] = i;
+    ref_l = l;
+    qsort(ix, (size_t)n, sizeof *ix, ref_by_logit);
+    size_t m = top_k > 0 && top_k < n ? (size_t)top_k : (size_t)n;
+    double z = 0, h = 0;
+    for (size_t i = 0; i < m; i++) z += exp((double)l[ix[i]] - l[ix[0]]);
+    for (size_t i = 0; i < m; i++) {
+        pr[ix[i]] = exp((double)l[ix[i]] - l[ix[0]]) / z;
+        h -= pr[ix[i]] * log(pr[ix[i]]);
+    }
+    for (size_t i = 0; i < m; i++) sc[ix[i]] = fabs(-log(pr[ix[i]]) - h);
+    ref_score = sc;
+    qsort(ix, m, sizeof *ix, ref_by_score);
+    double mass = 0;
+    size_t k = 0;
+    while (k < m && (k == 0 || mass < tp)) mass += pr[ix[k++]];
+    memcpy(ids, ix, k * sizeof *ids);
+    qsort(ids, k, sizeof *ids, ref_by_id);
+    free(ix); free(pr); free(sc);
+    return k;
+}
+
+/* Probabilities 1/8, 1/2, 1/4, 1/8 (ids 0..3): entropy 1.75 bits,
+ * surprises 3, 1, 2, 3 bits, so the order by |surprise - H| is id 2
+ * (0.25 off), id 1 (0.75), ids 0 and 3 (1.25; the lower id first). */
+static void typical_keeps_the_tokens_nearest_the_entropy(void **st)
+{
+    (void)st;
+    float l[4] = { logf(0.125f), logf(0.5f), logf(0.25f), logf(0.125f) };
+    int32_t ids[8];
+    smp_params p = plain();
+    p.typical_p = 0.2f;                /* id 2 alone: the most likely token goes */
+    assert_int_equal(cands(&p, l, 4, NULL, 0, ids), 1);
+    assert_int_equal(ids[0], 2);
+    p.typical_p = 0.5f;                /* 0.25 + 0.5 */
+    assert_int_equal(cands(&p, l, 4, NULL, 0, ids), 2);
+    assert_int_equal(ids[0], 1); assert_int_equal(ids[1], 2);
+    p.typical_p = 0.8f;                /* + id 0 (0.875), not id 3 */
+    assert_int_equal(cands(&p, l, 4, NULL, 0, ids), 3);
+    assert_int_equal(ids[0], 0); assert_int_equal(ids[1], 1); assert_int_equal(ids[2], 2);
+    p.typical_p = 0.9f;
+    assert_int_equal(cands(&p, l, 4, NULL, 0, ids), 4);
+    /* min-p after typical is relative to what typical kept (id 2), as in
+     * llama.cpp's chain: min-p 1 keeps it instead of leaving nothing */
+    p.typical_p = 0.2f; p.min_p = 1;
+    assert_int_equal(cands(&p, l, 4, NULL, 0, ids), 1);
+    assert_int_equal(ids[0], 2);
+    /* top-p after typical: over the kept {1, 2} renormalized (2/3, 1/3) */
+    p.typical_p = 0.5f; p.min_p = 0; p.top_p = 0.6f;
+    assert_int_equal(cands(&p, l, 4, NULL, 0, ids), 1);
+    assert_int_equal(ids[0], 1);
+    /* a draw from typical's set: id 2 whatever the position */
+    p = plain(); p.typical_p = 0.2f;
+    char err[Q35_ERRSZ];
+    smp *s = smp_new(&p, 4, err, sizeof err);
+    for (int64_t pos = 0; pos < 16; pos++) {
+        float w[4];
+        memcpy(w, l, sizeof w);
+        smp_result r;
+        assert_int_equal(smp_sample(s, w, NULL, 0, pos, &r, err, sizeof err), 0);
+        assert_int_equal(r.id, 2);
+    }
+    smp_destroy(&s);
+}
+
+/* Against the reference on irregular logits (small and large vocabularies,
+ * with and without top-k); typical_p 1 keeps the whole top-k set, as
+ * without typical. */
+static void typical_matches_the_reference(void **st)
+{
+    (void)st;
+    enum { N = 6000 };
+    float *l = malloc(N * sizeof *l);
+    int32_t *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
+    uint32_t x = 12345;
+    for (int32_t i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        l[i] = (float)(x >> 8) / (float)(1 << 24) * 9.0f - 4.5f;   /* [-4.5, 4.5) */
+        if (i % 7 == 0) l[i] = 2.0f;                               /* ties */
+    }
+    const int32_t sizes[] = { 9, 64, 3000, N }, ks[] = { 0, 10, 300 };   /* N: the histogram path */
+    const float tps[] = { 0.05f, 0.3f, 0.5f, 0.9f, 0.99f, 1.0f };
+    for (size_t a = 0; a < sizeof sizes / sizeof sizes[0]; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < sizeof tps / sizeof tps[0]; c++) {
+                smp_params p = plain();
+                p.top_k = ks[b];
+                p.typical_p = tps[c];
+                size_t m = cands(&p, l, sizes[a], NULL, 0, got);
+                size_t r = ref_typical(l, sizes[a], ks[b], tps[c] < 1 ? tps[c] : 2, want);
+                if (m != r || memcmp(got, want, m * sizeof *got))
+                    fail_msg("n %d top-k %d typical %g: %zu candidates, the reference %zu",
+                             sizes[a], ks[b], (double)tps[c], m, r);
+            }
+    free(l); free(got); free(want);
+}
+
 static void penalties_change_exactly_the_right_logits(void **st)
 {
     (void)st;
@@ -303,6 +428,11 @@ static void absurd_parameters_are_rejected(void **st)
     assert_non_null(strstr(err, "bias[0].id = 10"));
     p = smp_defaults(); p.penalty_window = -1;
     assert_int_equal(smp_check(&p, 10, err, sizeof err), Q35_EINVAL);
+    p = smp_defaults(); p.typical_p = 0;
+    assert_int_equal(smp_check(&p, 10, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "sampler: typical_p = 0 (expected 0 < typical_p <= 1; 1 is off)"));
+    p.typical_p = 1.5f;
+    assert_int_equal(smp_check(&p, 10, err, sizeof err), Q35_EINVAL);
 }
 
 /* One set of defaults, as documented in sampler.h; qwen35-run starts from
@@ -320,11 +450,12 @@ static void defaults_documented_and_used_by_qwen35_run(void **st)
     assert_true(d.presence_penalty == 0 && d.frequency_penalty == 0);
     assert_int_equal(d.penalty_window, 64);
     assert_true(d.seed == 0);
+    assert_true(d.typical_p == 1);
     assert_true(d.n_top == 0 && !d.logprobs && !d.bias && d.n_bias == 0);
     char sd[256], err[Q35_ERRSZ];
     assert_int_equal(smp_check(&d, 10, err, sizeof err), 0);
     smp_describe(&d, sd, sizeof sd);
-    assert_string_equal(sd, "--temp 0 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1 "
+    assert_string_equal(sd, "--temp 0 --top-k 40 --typical 1 --top-p 0.95 --min-p 0.05 --repeat-penalty 1 "
                             "--presence-penalty 0 --frequency-penalty 0 --penalty-window 64 --seed 0");
 
     int shown = ts_help_shows("qwen35-run", sd);
@@ -340,6 +471,8 @@ int main(void)
         cmocka_unit_test(top_p_keeps_smallest_prefix_reaching_p),
         cmocka_unit_test(top_p_over_a_flat_vocabulary),
         cmocka_unit_test(min_p_keeps_exactly_above_threshold),
+        cmocka_unit_test(typical_keeps_the_tokens_nearest_the_entropy),
+        cmocka_unit_test(typical_matches_the_reference),
         cmocka_unit_test(penalties_change_exactly_the_right_logits),
         cmocka_unit_test(bias_bans_and_all_banned_is_an_error),
         cmocka_unit_test(same_seed_same_tokens_and_replay_from_middle),

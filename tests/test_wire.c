@@ -223,6 +223,42 @@ static uint64_t data_hash_of(const uint8_t *img, size_t n)
  * the old sampled hash never read (1500 bytes into the largest tensor,
  * between its first and second 1 KiB windows); the header hash does not
  * see those bytes, the identity holds both. */
+/* Sampling <-> smp_params: every table field both ways; a 0 (or no
+ * message) reads as each field's "0 means" (an older sender's absent
+ * typical_p is off, its window 0 is 64); other values pass as sent. */
+static void sampling_round_trips_and_zero_means(void **state)
+{
+    (void)state;
+    smp_params p = smp_defaults();
+    p.temp = 0.7f; p.top_k = 12; p.typical_p = 0.5f; p.top_p = 0.9f; p.min_p = 0.1f;
+    p.repeat_penalty = 1.2f; p.presence_penalty = -1; p.frequency_penalty = 0.5f;
+    p.penalty_window = 9; p.seed = 1ull << 40;
+    Q35__Sampling w = Q35__SAMPLING__INIT;
+    q35_wire_sampling_put(&p, &w);
+    assert_true(w.typical_p == 0.5f && w.temperature == 0.7f && w.repeat_last_n == 9);
+    smp_params q = q35_wire_sampling_get(&w);
+    assert_true(q.temp == p.temp && q.top_k == p.top_k && q.typical_p == p.typical_p &&
+                q.top_p == p.top_p && q.min_p == p.min_p && q.repeat_penalty == p.repeat_penalty &&
+                q.presence_penalty == p.presence_penalty && q.frequency_penalty == p.frequency_penalty &&
+                q.penalty_window == p.penalty_window && q.seed == p.seed);
+    Q35__Sampling zero = Q35__SAMPLING__INIT;
+    const Q35__Sampling *ws[2] = { &zero, NULL };
+    for (int i = 0; i < 2; i++) {
+        q = q35_wire_sampling_get(ws[i]);
+        assert_true(q.temp == 0 && q.top_k == 0 && q.typical_p == 1 && q.top_p == 1 && q.min_p == 0);
+        assert_true(q.repeat_penalty == 1 && q.presence_penalty == 0 && q.frequency_penalty == 0);
+        assert_int_equal(q.penalty_window, 64);
+        assert_true(q.seed == 0);
+    }
+    zero.top_p = -1;   /* not 0: passed on for the check to refuse */
+    q = q35_wire_sampling_get(&zero);
+    char err[Q35_ERRSZ];
+    const char *field = NULL;
+    assert_int_equal(smp_check_fields(&q, "generate.sampling.", &field, err, sizeof err), Q35_EINVAL);
+    assert_string_equal(field, "top_p");
+    assert_string_equal(err, "generate.sampling.top_p = -1 (expected 0 < top_p <= 1; 1 is off)");
+}
+
 static void identity_covers_tensor_data(void **state)
 {
     (void)state;
@@ -284,6 +320,7 @@ int main(void)
         cmocka_unit_test(validation_helpers),
         cmocka_unit_test(dtypes_round_trip),
         cmocka_unit_test(identity_covers_tensor_data),
+        cmocka_unit_test(sampling_round_trips_and_zero_means),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
-/* sampler.c — bias, penalties, greedy / top-k / top-p / min-p /
+/* sampler.c — bias, penalties, greedy / top-k / typical / top-p / min-p /
  * temperature, counter-based draws, logprobs. No full sort: see sampler.h. */
 #include "sampler.h"
 #include "common.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,41 +22,79 @@ struct smp {
 
 smp_params smp_defaults(void)
 {
-    return (smp_params){ .temp = 0.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                         .repeat_penalty = 1.0f, .penalty_window = 64 };
+    return (smp_params){
+#define X(field, T, def, ...) .field = def,
+        SMP_FIELDS(X)
+#undef X
+    };
 }
+
+/* snprintf at buf[*len] that keeps counting past n, as snprintf does. */
+static void put(char *buf, size_t n, int *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t n, int *len, const char *fmt, ...)
+{
+    size_t at = (size_t)*len < n ? (size_t)*len : n;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(n ? buf + at : NULL, n - at, fmt, ap);
+    va_end(ap);
+    *len += k > 0 ? k : 0;
+}
+
+#define DESCRIBE_F(flag, v) put(buf, n, &len, "%s%s %g", len ? " " : "", flag, (double)(v))
+#define DESCRIBE_I(flag, v) put(buf, n, &len, "%s%s %d", len ? " " : "", flag, (int)(v))
+#define DESCRIBE_U(flag, v) put(buf, n, &len, "%s%s %llu", len ? " " : "", flag, (unsigned long long)(v))
 
 int smp_describe(const smp_params *p, char *buf, size_t n)
 {
-    return snprintf(buf, n, "--temp %g --top-k %d --top-p %g --min-p %g --repeat-penalty %g "
-                    "--presence-penalty %g --frequency-penalty %g --penalty-window %d --seed %llu",
-                    (double)p->temp, p->top_k, (double)p->top_p, (double)p->min_p,
-                    (double)p->repeat_penalty, (double)p->presence_penalty,
-                    (double)p->frequency_penalty, p->penalty_window, (unsigned long long)p->seed);
+    int len = 0;
+    if (n) buf[0] = 0;
+#define X(field, T, def, lo, hi, open, off, pb, wire0, cli, meta, flag, ...) DESCRIBE_##T(flag, p->field);
+    SMP_FIELDS(X)
+#undef X
+    return len;
 }
 
-static bool in(float x, float lo, float hi) { return isfinite(x) && x >= lo && x <= hi; }
+static int check_f(const char *prefix, const char *name, float v, double lo, double hi, int open,
+                   const char *off, char *err, size_t errsz)
+{
+    if (isfinite(v) && (open == SMP_LO_OPEN ? v > lo : v >= lo) && v <= hi) return 0;
+    return q35_err(err, errsz, Q35_EINVAL, "%s%s = %g (expected %g %s %s <= %g%s%s)", prefix, name,
+                   (double)v, lo, open == SMP_LO_OPEN ? "<" : "<=", name, hi, *off ? "; " : "", off);
+}
+
+static int check_i(const char *prefix, const char *name, int32_t v, long long lo, long long hi,
+                   int open, const char *off, char *err, size_t errsz)
+{
+    if ((open == SMP_LO_OPEN ? v > lo : v >= lo) && v <= hi) return 0;
+    const char *op = open == SMP_LO_OPEN ? ">" : ">=", *sep = *off ? "; " : "";
+    if (hi == INT32_MAX)
+        return q35_err(err, errsz, Q35_EINVAL, "%s%s = %d (expected %s %s %lld%s%s)", prefix, name, v,
+                       name, op, lo, sep, off);
+    return q35_err(err, errsz, Q35_EINVAL, "%s%s = %d (expected %lld %s %s <= %lld%s%s)", prefix,
+                   name, v, lo, open == SMP_LO_OPEN ? "<" : "<=", name, hi, sep, off);
+}
+
+#define CHECK_F(v, lo, hi, open, off, name) check_f(prefix, name, v, lo, hi, open, off, err, errsz)
+#define CHECK_I(v, lo, hi, open, off, name) check_i(prefix, name, v, lo, hi, open, off, err, errsz)
+#define CHECK_U(v, lo, hi, open, off, name) 0   /* every value is a seed */
+
+int smp_check_fields(const smp_params *p, const char *prefix, const char **field, char *err,
+                     size_t errsz)
+{
+    int rc = 0;
+#define X(f, T, def, lo, hi, open, off, pb, ...) \
+    if (!rc && (rc = CHECK_##T(p->f, lo, hi, open, off, #pb)) && field) *field = #pb;
+    SMP_FIELDS(X)
+#undef X
+    return rc;
+}
 
 int smp_check(const smp_params *p, int32_t n_vocab, char *err, size_t errsz)
 {
     if (n_vocab <= 0) return q35_err(err, errsz, Q35_EINVAL, "sampler: n_vocab = %d", n_vocab);
-    if (!in(p->temp, 0, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: temp = %g (expected 0 <= temp <= 100; 0 is greedy)", p->temp);
-    if (p->top_k < 0)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: top_k = %d (expected >= 0; 0 is off)", p->top_k);
-    if (!in(p->top_p, 0, 1) || p->top_p == 0)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: top_p = %g (expected 0 < top_p <= 1; 1 is off)", p->top_p);
-    if (!in(p->min_p, 0, 1))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: min_p = %g (expected 0 <= min_p <= 1; 0 is off)", p->min_p);
-    if (!in(p->repeat_penalty, 0, 100) || p->repeat_penalty == 0)
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: repeat_penalty = %g (expected 0 < repeat_penalty <= 100; 1 is off)",
-                       p->repeat_penalty);
-    if (!in(p->presence_penalty, -100, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: presence_penalty = %g (expected -100..100)", p->presence_penalty);
-    if (!in(p->frequency_penalty, -100, 100))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: frequency_penalty = %g (expected -100..100)", p->frequency_penalty);
-    if (p->penalty_window < 0 || p->penalty_window > (1 << 20))
-        return q35_err(err, errsz, Q35_EINVAL, "sampler: penalty_window = %d (expected 0..%d)", p->penalty_window, 1 << 20);
+    int rc = smp_check_fields(p, "sampler: ", NULL, err, errsz);
+    if (rc) return rc;
     if (p->n_top < 0 || p->n_top > SMP_MAX_TOP_N)
         return q35_err(err, errsz, Q35_EINVAL, "sampler: n_top = %d (expected 0..%d)", p->n_top, SMP_MAX_TOP_N);
     if (p->n_bias < 0 || (p->n_bias && !p->bias))
@@ -265,12 +304,48 @@ static size_t select_mass_hist(cand *c, size_t m, double need, float mx, float l
     return kept + select_mass(c + kept, mid, need - before);
 }
 
+/* Locally typical sampling (Meister et al. 2022; llama.cpp's typical
+ * sampler): over the distribution of c[0..m) at temperature 1, with
+ * entropy H, the candidates nearest H in surprise (|-log p - H|; ties: the
+ * lower id) are kept, the fewest whose mass reaches `need` (at least one).
+ * No sort: the score becomes the selection key (l = -score, w = p) for the
+ * weighted quickselect top-p uses, then the logits come back from
+ * `logits`. Returns the count; *mx becomes the highest kept logit (the top
+ * token may go: min-p and the weights are relative to what is left, as in
+ * llama.cpp's chain). */
+static size_t typical(cand *c, size_t m, const float *logits, double need, float *mx)
+{
+    float top = c[0].l, klo = INFINITY, khi = -INFINITY;
+    for (size_t i = 1; i < m; i++) top = c[i].l > top ? c[i].l : top;
+    double z = 0, h = 0;
+    for (size_t i = 0; i < m; i++) z += c[i].w = expf(c[i].l - top);
+    double logz = log(z);
+    for (size_t i = 0; i < m; i++) {
+        c[i].w = (float)(c[i].w / z);
+        h -= c[i].w * ((double)c[i].l - top - logz);
+    }
+    for (size_t i = 0; i < m; i++) {
+        c[i].l = -(float)fabs(-((double)c[i].l - top - logz) - h);
+        klo = c[i].l < klo ? c[i].l : klo;
+        khi = c[i].l > khi ? c[i].l : khi;
+    }
+    size_t k = m > 4096 ? select_mass_hist(c, m, need, khi, klo) : select_mass(c, m, need);
+    *mx = -INFINITY;
+    for (size_t i = 0; i < k; i++) {
+        c[i].l = logits[c[i].id];
+        *mx = c[i].l > *mx ? c[i].l : *mx;
+    }
+    return k;
+}
+
 /* Runs bias, penalties and truncation; leaves the kept candidates in
  * s->c[0..*m) with w = exp((l - max) / temp). Greedy gives one.
  * top-p and min-p keep best-first prefixes of the candidate order, so the
- * result is the shorter one; without top-k, only logits that can be in it
- * are gathered: those above the min-p threshold and above the point where
- * even n tokens together could not hold the (1 - p) mass top-p drops. */
+ * result is the shorter one; without top-k (and typical off), only logits
+ * that can be in it are gathered: those above the min-p threshold and above
+ * the point where even n tokens together could not hold the (1 - p) mass
+ * top-p drops. Typical (on) comes between top-k and top-p and needs every
+ * candidate of the top-k set. */
 static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, size_t *m,
                   char *err, size_t errsz)
 {
@@ -288,6 +363,7 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
     size_t k = p->top_k > 0 && p->top_k < n ? (size_t)p->top_k : (size_t)n, mm = 0;
     float lmin_p = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
     double z = -1;                         /* top-p normalizer over the top-k set */
+    bool typ = p->typical_p < 1;
     if (k <= 256) {                        /* small k: one scan, already sorted */
         mm = (size_t)top_n(logits, n, (int)k, s->topk);
         for (size_t i = 0; i < mm; i++) s->c[i] = (cand){ logits[s->topk[i]], s->topk[i], 0 };
@@ -299,8 +375,8 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
         }
         if (k < mm) { select_k(s->c, mm, k); mm = k; }
     } else {
-        float lmin = lmin_p;
-        if (p->top_p < 1) {
+        float lmin = typ ? -INFINITY : lmin_p;
+        if (p->top_p < 1 && !typ) {
             z = smp_expsum(logits, (size_t)n, mx, 1);
             float cut = mx + logf((float)(0.5 * (1 - p->top_p) * z / n));
             lmin = cut > lmin ? cut : lmin;
@@ -309,6 +385,10 @@ static int filter(smp *s, float *logits, const int32_t *hist, size_t n_hist, siz
             s->c[mm] = (cand){ logits[i], i, 0 };
             mm += (logits[i] >= lmin) & (logits[i] > -INFINITY);
         }
+    }
+    if (typ) {
+        mm = typical(s->c, mm, logits, p->typical_p, &mx);
+        lmin_p = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
     }
     if (p->top_p < 1) {
         double zc = 0;

@@ -3,11 +3,12 @@
  * Order (the GGUF ecosystem's default chain): logit bias, penalties over the
  * last `penalty_window` tokens (repetition: positive logits divided, negative
  * multiplied; presence: minus once; frequency: minus per occurrence), then
- * greedy (temp <= 0: argmax, lowest id on ties) or: top-k, top-p, min-p (on
- * temperature-1 probabilities), temperature, and a draw.
+ * greedy (temp <= 0: argmax, lowest id on ties) or: top-k, typical, top-p,
+ * min-p (on temperature-1 probabilities of what the step before kept),
+ * temperature, and a draw: llama.cpp's default order.
  *
  * Candidates are ordered by (logit desc, id asc); no step sorts the whole
- * vocabulary: top-k and top-p use selection, min-p a threshold.
+ * vocabulary: top-k, typical and top-p use selection, min-p a threshold.
  *
  * Reproducible: the draw for position `pos` is u = hash(seed, pos) in [0,1)
  * (a counter-based generator), so the same seed, logits and history give the
@@ -21,37 +22,42 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sampling.h"
+
 #define SMP_MAX_TOP_N 64
 
 typedef struct smp_bias { int32_t id; float bias; } smp_bias;   /* bias -INFINITY bans */
 
 /* The defaults (smp_defaults) are the ONE source of the sampling defaults:
  * qwen35-run, the client library's q35c_request_init (so qwen35-client)
- * and the coordinator (a request without sampling) all start from them. */
+ * and the coordinator (a request without sampling) all start from them.
+ * The parameters, their defaults and ranges are the rows of SMP_FIELDS
+ * (sampling.h); what follows them is what a caller asks to be reported. */
 typedef struct smp_params {
-    float temp;               /* <= 0: greedy. default 0 (greedy) */
-    int32_t top_k;            /* 0: off. default 40 */
-    float top_p;              /* 1: off. default 0.95 */
-    float min_p;              /* 0: off. default 0.05 */
-    float repeat_penalty;     /* 1: off. default 1 */
-    float presence_penalty;   /* 0: off. default 0 */
-    float frequency_penalty;  /* 0: off. default 0 */
-    int32_t penalty_window;   /* last N tokens of the history; default 64 */
-    uint64_t seed;            /* default 0 */
+#define SMP_FIELD_(field, T, ...) SMP_CTYPE_##T field;
+    SMP_FIELDS(SMP_FIELD_)
+#undef SMP_FIELD_
     int32_t n_top;            /* report the n most likely alternatives (0..SMP_MAX_TOP_N) */
     bool logprobs;            /* report the chosen token's logprob */
     const smp_bias *bias; int32_t n_bias;   /* borrowed for the sampler's life */
 } smp_params;
 
-/* Defaults as documented above (no logprobs, no bias). */
+/* The table's defaults (no logprobs, no bias). */
 smp_params smp_defaults(void);
 
-/* The sampling fields of p as the tools' flags name them, into buf (always
- * NUL-terminated): "--temp 0 --top-k 40 --top-p 0.95 --min-p 0.05
+/* The table's fields of p as the tools' flags name them, into buf (always
+ * NUL-terminated): "--temp 0 --top-k 40 --typical 1 --top-p 0.95 --min-p 0.05
  * --repeat-penalty 1 --presence-penalty 0 --frequency-penalty 0
  * --penalty-window 64 --seed 0". For --help texts and logs. Returns the
  * length it needed (snprintf). */
 int smp_describe(const smp_params *p, char *buf, size_t n);
+
+/* The range check of the table's fields, the one every layer uses: 0, or
+ * Q35_EINVAL with "<prefix><name> = <value> (expected <range>[; <off>])"
+ * in err, <name> the field's wire name ("top_p = 1.5 (expected 0 < top_p
+ * <= 1; 1 is off)"), and that name in *field when field is not NULL. */
+int smp_check_fields(const smp_params *p, const char *prefix, const char **field, char *err,
+                     size_t errsz);
 
 /* Logprobs are over the distribution after bias and penalties, before
  * temperature and truncation (the model's view). */
@@ -65,8 +71,9 @@ typedef struct smp_result {
 
 typedef struct smp smp;
 
-/* Validates params against the vocabulary size (a clear error naming the
- * field and value: "sampler: top_p = 1.5 (expected 0 < top_p <= 1)") and
+/* Validates params against the vocabulary size (smp_check: the table's
+ * ranges, n_top, the bias entries; a clear error naming the field and
+ * value: "sampler: top_p = 1.5 (expected 0 < top_p <= 1; 1 is off)") and
  * allocates scratch for n_vocab candidates. */
 smp *smp_new(const smp_params *p, int32_t n_vocab, char *err, size_t errsz);
 void smp_destroy(smp **s);
@@ -81,7 +88,7 @@ int smp_sample(smp *s, float *logits, const int32_t *hist, size_t n_hist, int64_
                smp_result *out, char *err, size_t errsz);
 
 /* The candidate set smp_sample would draw from (after bias, penalties,
- * top-k, top-p, min-p; one id when greedy), ids ascending into
+ * top-k, typical, top-p, min-p; one id when greedy), ids ascending into
  * ids[0..*n) (room for n_vocab). For tests and diagnostics. */
 int smp_candidates(smp *s, float *logits, const int32_t *hist, size_t n_hist,
                    int32_t *ids, size_t *n, char *err, size_t errsz);

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     }
     int32_t hist[256];
     for (int i = 0; i < 256; i++) hist[i] = (int32_t)((i * 7919) % NV);
-    struct { const char *name; smp_params p; } cfg[6];
+    struct { const char *name; smp_params p; } cfg[8];
     smp_params d = smp_defaults();
     d.temp = 0.8f;                /* the defaults are greedy: time the truncation chain */
     cfg[0].name = "greedy"; cfg[0].p = d; cfg[0].p.temp = 0;
@@ -44,8 +44,11 @@ int main(int argc, char **argv)
     cfg[4].p.repeat_penalty = 1.1f; cfg[4].p.presence_penalty = 0.5f; cfg[4].p.frequency_penalty = 0.1f;
     cfg[5].name = "greedy + logprob + top-5"; cfg[5].p = d; cfg[5].p.temp = 0;
     cfg[5].p.logprobs = true; cfg[5].p.n_top = 5;
+    cfg[6].name = "defaults + typical 0.9 (on the top-k 40)"; cfg[6].p = d; cfg[6].p.typical_p = 0.9f;
+    cfg[7].name = "typical 0.9 only (over the whole vocabulary)"; cfg[7].p = d; cfg[7].p.top_k = 0;
+    cfg[7].p.top_p = 1; cfg[7].p.min_p = 0; cfg[7].p.typical_p = 0.9f;
     char err[Q35_ERRSZ];
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < (int)(sizeof cfg / sizeof cfg[0]); c++) {
         smp *s = smp_new(&cfg[c].p, NV, err, sizeof err);
         if (!s) { fprintf(stderr, "bench-sampler: %s\n", err); return 1; }
         double t = 0, tc = 0;

@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         case O_VOCAB: if (!(rc = cli_int(name, val, 261, 1 << 22, &v, err, sizeof err))) o.n_vocab = (int)v; break;
         case O_SEED: {
             smp_params p = smp_defaults();
-            if (!(rc = cli_sampling_set(&p, CLI_SEED, name, val, err, sizeof err))) o.seed = p.seed;
+            if (!(rc = cli_sampling_set(&p, CLI_SMP_seed, name, val, err, sizeof err))) o.seed = p.seed;
             break;
         }
         }

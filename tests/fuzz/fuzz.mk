@@ -46,11 +46,13 @@ FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base
 FUZZ_gguf_LIBS :=
 FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
 FUZZ_tok_LIBS  := -lpcre2-8
-FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c tests/fuzz/fuzz_wire.c) \
+FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c \
+                  tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash
 FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c text/sampler.c \
-                  text/sampler_math.c base/common.c base/log.c proto/wire.c tests/fuzz/fuzz_http.c) \
+                  text/sampler_math.c base/common.c base/log.c proto/wire.c proto/wire_sampling.c \
+                  tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
 
@@ -67,7 +69,7 @@ $(FUZZ_DIR)/gen/%.pb-c.c $(FUZZ_DIR)/gen/%.pb-c.h: proto/%.proto
 	protoc-c --proto_path=proto --c_out=$(FUZZ_DIR)/gen $<
 
 # Sources that include the generated header wait for it.
-$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c tests/fuzz/fuzz_wire.c client/client.c client/json.c http/api.c \
+$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c tests/fuzz/fuzz_wire.c client/client.c client/json.c http/api.c \
                  tests/fuzz/fuzz_http.c): | $(FUZZ_GEN:.c=.h)
 
 $(FUZZ_DIR)/plain/%.o: %.c
