@@ -50,17 +50,19 @@ static const char *closest(const opts_spec *s, const char *name)
     return best;
 }
 
-static bool choice_ok(const char *choices, const char *v)
+/* The index of v in "a|b|c", -1 when it is none of them. */
+static int choice_index(const char *choices, const char *v)
 {
     size_t n = strlen(v);
-    for (const char *p = choices; *p;) {
+    int k = 0;
+    for (const char *p = choices; *p; k++) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && !strncmp(p, v, n)) return true;
+        if (len == n && !strncmp(p, v, n)) return k;
         if (!bar) break;
         p = bar + 1;
     }
-    return false;
+    return -1;
 }
 
 static int parse_int(const opt_def *d, const char *v, int *out, char *err, size_t errsz)
@@ -73,6 +75,24 @@ static int parse_int(const opt_def *d, const char *v, int *out, char *err, size_
     if (has_bounds(d) && (x < d->min || x > d->max))
         return q35_err(err, errsz, Q35_ERANGE, "%lld is out of range [%.0f, %.0f]", x, d->min, d->max);
     *out = (int)x;
+    return 0;
+}
+
+static int parse_enum(const opt_def *d, const char *v, int *out, char *err, size_t errsz)
+{
+    int k = choice_index(d->choices, v);
+    if (k < 0) return q35_err(err, errsz, Q35_EINVAL, "'%s' is not one of %s", v, d->choices);
+    *out = k;
+    return 0;
+}
+
+/* MiB into bytes; negative values are sentinels, kept as they are. */
+static int parse_mib(const opt_def *d, const char *v, int64_t *out, char *err, size_t errsz)
+{
+    int mib;
+    int rc = parse_int(d, v, &mib, err, errsz);
+    if (rc) return rc;
+    *out = mib < 0 ? mib : (int64_t)mib << 20;
     return 0;
 }
 
@@ -183,7 +203,7 @@ static int set_value(const opts_spec *s, void *cfg, int i, const char *v, const 
     switch (d->type) {
     case OPT_STR:
         if (!*v) return q35_err(msg, msgsz, Q35_EINVAL, "empty value");
-        if (d->choices && !choice_ok(d->choices, v))
+        if (d->choices && choice_index(d->choices, v) < 0)
             return q35_err(msg, msgsz, Q35_EINVAL, "'%s' is not one of %s", v, d->choices);
         {
             char *copy = xstrdup(v);
@@ -197,6 +217,9 @@ static int set_value(const opts_spec *s, void *cfg, int i, const char *v, const 
     case OPT_BOOL:   rc = parse_bool(v, (bool *)f, msg, msgsz); break;
     case OPT_RANGE:  rc = parse_range(d, v, (opt_range *)f, msg, msgsz); break;
     case OPT_LIST:   rc = list_add((opt_list *)f, v, where, msg, msgsz); break;
+    case OPT_ENUM:   rc = parse_enum(d, v, (int *)f, msg, msgsz); break;
+    case OPT_MIB:    rc = parse_mib(d, v, (int64_t *)f, msg, msgsz); break;
+    case OPT_PARSE:  rc = d->parse(d, v, f, msg, msgsz); break;
     }
     if (rc) return rc;
     opts_base *b = base_of(cfg);

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 enum opt_type {
@@ -32,6 +33,10 @@ enum opt_type {
     OPT_RANGE,   /* opt_range         "A:B" = layers [A, B), min <= A < B <= max; A, B
                   *                   a layer L or L.5 (after layer L's mixer) */
     OPT_LIST,    /* opt_list          repeatable; each item a string */
+    OPT_ENUM,    /* int               the index of the value in choices "a|b|c" */
+    OPT_MIB,     /* int64_t           given in MiB [min, max], kept in bytes; a negative
+                  *                   value (a sentinel: -1 = auto) is kept as it is */
+    OPT_PARSE,   /* any               opt_def.parse converts the text and stores it */
 };
 
 /* [begin, end) in cuts (gguf/config.h: half-layers, 2L before layer L,
@@ -51,6 +56,10 @@ typedef struct opt_def opt_def;
  * (without location: the caller prefixes "where: name: "). */
 typedef int (*opt_check_fn)(const opt_def *d, const void *field, char *err, size_t errsz);
 
+/* OPT_PARSE: converts text `v` into the member at `field`. 0, or non-zero
+ * with a message as for opt_check_fn. */
+typedef int (*opt_parse_fn)(const opt_def *d, const char *v, void *field, char *err, size_t errsz);
+
 struct opt_def {
     const char *name;      /* long flag without "--", and INI key */
     enum opt_type type;
@@ -62,7 +71,43 @@ struct opt_def {
     bool required;         /* must be set by the file or a flag */
     opt_check_fn check;    /* NULL: none */
     const char *help;      /* one or two sentences */
+    opt_parse_fn parse;    /* OPT_PARSE only */
 };
+
+/* Typed rows: each names a member of the config struct T, which may be
+ * nested (stage.eng.be.pass_rows), and fails to compile unless the
+ * member has the row's C type, so a table cannot write an int into a
+ * bool. Use these rather than spelling out opt_def. */
+#define OPT_AT(T, m, ty) _Generic(((T *)0)->m, ty: offsetof(T, m))
+#define OPT_STR_ROW(T, nm, m, mv, dflt, ch, req, chk, hlp)                                        \
+    { .name = nm, .type = OPT_STR, .metavar = mv, .def = dflt, .min = 1, .max = 0, .choices = ch, \
+      .required = req, .check = chk, .help = hlp,                                                 \
+      .offset = _Generic(((T *)0)->m, char *: offsetof(T, m), const char *: offsetof(T, m)) }
+#define OPT_INT_ROW(T, nm, m, mv, dflt, lo, hi, hlp)                                              \
+    { .name = nm, .type = OPT_INT, .offset = OPT_AT(T, m, int), .metavar = mv, .def = dflt,       \
+      .min = lo, .max = hi, .help = hlp }
+#define OPT_DOUBLE_ROW(T, nm, m, mv, dflt, lo, hi, hlp)                                           \
+    { .name = nm, .type = OPT_DOUBLE, .offset = OPT_AT(T, m, double), .metavar = mv, .def = dflt, \
+      .min = lo, .max = hi, .help = hlp }
+#define OPT_BOOL_ROW(T, nm, m, dflt, hlp)                                                         \
+    { .name = nm, .type = OPT_BOOL, .offset = OPT_AT(T, m, bool), .def = dflt, .min = 0, .max = 0, \
+      .help = hlp }
+#define OPT_RANGE_ROW(T, nm, m, lo, hi, req, hlp)                                                 \
+    { .name = nm, .type = OPT_RANGE, .offset = OPT_AT(T, m, opt_range), .metavar = "A:B",         \
+      .min = lo, .max = hi, .required = req, .help = hlp }
+#define OPT_LIST_ROW(T, nm, m, mv, req, chk, hlp)                                                 \
+    { .name = nm, .type = OPT_LIST, .offset = OPT_AT(T, m, opt_list), .metavar = mv, .min = 1,    \
+      .max = 0, .required = req, .check = chk, .help = hlp }
+/* metavar and choices are the same text: "exact|f32|q8" */
+#define OPT_ENUM_ROW(T, nm, m, dflt, ch, hlp)                                                     \
+    { .name = nm, .type = OPT_ENUM, .offset = OPT_AT(T, m, int), .metavar = ch, .def = dflt,      \
+      .min = 1, .max = 0, .choices = ch, .help = hlp }
+#define OPT_MIB_ROW(T, nm, m, mv, dflt, lo, hi, hlp)                                              \
+    { .name = nm, .type = OPT_MIB, .offset = OPT_AT(T, m, int64_t), .metavar = mv, .def = dflt,   \
+      .min = lo, .max = hi, .help = hlp }
+#define OPT_PARSE_ROW(T, nm, m, ty, mv, dflt, fn, hlp)                                            \
+    { .name = nm, .type = OPT_PARSE, .offset = OPT_AT(T, m, ty), .metavar = mv, .def = dflt,      \
+      .min = 1, .max = 0, .parse = fn, .help = hlp }
 
 #define OPTS_MAX 48        /* options per program */
 

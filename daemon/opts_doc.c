@@ -28,7 +28,7 @@ static void facts(const opt_def *d, char *buf, size_t n)
     if (d->def) ADD("%sdefault %s", len ? "; " : "", d->def);
     if (d->choices) ADD("%sone of %s", len ? "; " : "", d->choices);
     if (d->min <= d->max) {
-        if (d->type == OPT_INT || d->type == OPT_RANGE)
+        if (d->type == OPT_INT || d->type == OPT_RANGE || d->type == OPT_MIB)
             ADD("%s%.0f..%.0f", len ? "; " : "", d->min, d->max);
         else if (d->type == OPT_DOUBLE)
             ADD("%s%g..%g", len ? "; " : "", d->min, d->max);

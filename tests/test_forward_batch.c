@@ -211,10 +211,10 @@ static void test_pass_rows(void **s)
 {
     (void)s;
     char err[Q35_ERRSZ] = "";
-    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .max_seqs = 3,
-                          .max_ctx = 64, .n_threads = 2, .backend = "cpu" };
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .be.max_seqs = 3,
+                          .be.max_ctx = 64, .be.n_threads = 2, .backend = "cpu" };
     q35_engine *one = q35_engine_open(&o, err, sizeof err);
-    o.pass_rows = 3;
+    o.be.pass_rows = 3;
     q35_engine *small = q35_engine_open(&o, err, sizeof err);
     assert_non_null(one);
     assert_non_null(small);
@@ -324,21 +324,21 @@ static void test_bad_ranges(void **s)
         char err[Q35_ERRSZ] = "";
         q35_engine_opts o = { .model_path = model, .layer_begin = r[i][0], .layer_end = r[i][1],
                               .begin_half = r[i][2], .end_half = r[i][3],
-                              .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "cpu" };
+                              .be.max_seqs = 1, .be.max_ctx = 8, .be.n_threads = 1, .backend = "cpu" };
         assert_null(q35_engine_open(&o, err, sizeof err));
         assert_non_null(strstr(err, "layer range"));
     }
     char err[Q35_ERRSZ] = "";
     q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1,
-                          .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "tpu" };
+                          .be.max_seqs = 1, .be.max_ctx = 8, .be.n_threads = 1, .backend = "tpu" };
     assert_null(q35_engine_open(&o, err, sizeof err));
     assert_non_null(strstr(err, "backend 'tpu'"));
     o.backend = "cpu";
-    o.max_ctx = 1 << 30;
+    o.be.max_ctx = 1 << 30;
     assert_null(q35_engine_open(&o, err, sizeof err));
     assert_non_null(strstr(err, "context_length"));
     o.model_path = "/nonexistent/model.gguf";
-    o.max_ctx = 8;
+    o.be.max_ctx = 8;
     assert_null(q35_engine_open(&o, err, sizeof err));
     assert_non_null(strstr(err, "/nonexistent/model.gguf"));
 }

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "log.h"
+#include "quant_act.h"
 #include "../daemon/cfg.h"
 #include "support.h"
 
@@ -85,20 +86,20 @@ static void stage_file_and_defaults(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
-    assert_string_equal(c.model, g_model);
+    assert_string_equal(c.stage.eng.model_path, g_model);
     assert_int_equal(c.layers.begin, 0);
     assert_int_equal(c.layers.end, 16);         /* cuts: half-layers */
     assert_string_equal(c.bind, "ipc:///tmp/x.sock");
-    assert_int_equal(c.max_seqs, 8);
-    assert_int_equal(c.max_ctx, 4096);          /* default */
-    assert_string_equal(c.backend, "cpu");
+    assert_int_equal(c.stage.eng.be.max_seqs, 8);
+    assert_int_equal(c.stage.eng.be.max_ctx, 4096);          /* default */
+    assert_string_equal(c.stage.eng.backend, "cpu");
     assert_string_equal(c.log_level, "info");
     char where[320];
     snprintf(where, sizeof where, "%s:6", conf);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), where);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-ctx"), "default");
     stage_cfg_free(&c);
-    assert_null(c.model);
+    assert_null(c.stage.eng.model_path);
 }
 
 static void cli_overrides_file(void **state)
@@ -111,7 +112,7 @@ static void cli_overrides_file(void **state)
     /* --config after the flags: the file still comes first */
     assert_int_equal(load_stage(&c, ts_args_of("--max-seqs", "32", "--layers=5:7",
                                            "--log-level", "debug", "--config", conf, NULL), err), 0);
-    assert_int_equal(c.max_seqs, 32);
+    assert_int_equal(c.stage.eng.be.max_seqs, 32);
     assert_int_equal(c.layers.begin, 10);
     assert_int_equal(c.layers.end, 14);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), "--max-seqs");
@@ -415,8 +416,8 @@ static void bools_and_doubles(void **state)
     /* a private table exercising the types the daemons do not use yet */
     typedef struct { opts_base base; bool fast; double temp; } t_cfg;
     static const opt_def defs[] = {
-        { "fast", OPT_BOOL, offsetof(t_cfg, fast), NULL, "false", 1, 0, NULL, false, NULL, "fast" },
-        { "temp", OPT_DOUBLE, offsetof(t_cfg, temp), NULL, "0.7", 0, 2, NULL, false, NULL, "temp" },
+        OPT_BOOL_ROW(t_cfg, "fast", fast, "false", "fast"),
+        OPT_DOUBLE_ROW(t_cfg, "temp", temp, NULL, "0.7", 0, 2, "temp"),
     };
     static const opts_spec spec = { .prog = "t", .section = "t", .summary = "t", .description = "t",
                                     .defs = defs, .n_defs = 2 };
@@ -520,6 +521,62 @@ static void examples_parse(void **state)
 /* host-stages 0 (the default) counts the stage-*.conf files beside the
  * stage's own /etc/qwen35/stage-N.conf-style file; a flag or key wins;
  * any other config name, or none, is one stage. */
+/* The rows write the engine's and the backend's options in place, and
+ * stage_cfg_load completes what stage_new needs: nothing is copied after. */
+static void stage_rows_reach_the_backend(void **state)
+{
+    (void)state;
+    const char *conf = write_conf("nested.conf",
+        "[stage]\nmodel = %M\nlayers = 1.5:6\nbind = ipc:///tmp/x.sock\nthreads = 3\n"
+        "pass-rows = 7\ncuda-graphs = off\nactivations = q8\ndevice = emu\ncache-mb = 5\n"
+        "cpu-affinity = on\nsim-profile = /p\nmax-msg-mb = 2\nlease-ms = 900\n");
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, "--max-ctx", "64", NULL), err), 0);
+    const stage_opts *o = &c.stage;
+    assert_string_equal(o->eng.model_path, g_model);
+    assert_int_equal(o->eng.layer_begin, 1);
+    assert_true(o->eng.begin_half);
+    assert_int_equal(o->eng.layer_end, 6);
+    assert_false(o->eng.end_half);
+    assert_int_equal(o->eng.be.n_threads, 3);
+    assert_int_equal(o->eng.be.max_ctx, 64);
+    assert_int_equal(o->eng.be.pass_rows, 7);
+    assert_int_equal(o->eng.be.no_graphs, 1);
+    assert_int_equal(o->eng.be.activations, QUANT_ACT_Q8);
+    assert_int_equal(o->eng.be.device, Q35_DEVICE_EMU);
+    assert_true(o->eng.be.cpu_affinity);
+    assert_string_equal(o->eng.be.sim_profile, "/p");
+    assert_int_equal(o->eng.cache_bytes, (int64_t)5 << 20);
+    assert_int_equal(o->max_msg, (size_t)2 << 20);
+    assert_int_equal(o->lease_ms, 900);
+    assert_null(o->curve_secret);
+    stage_cfg_free(&c);
+    assert_null(c.stage.eng.be.sim_profile);
+    /* defaults: graphs on, exact activations, device 0, threads resolved */
+    assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:8", "--bind",
+                                               "ipc:///tmp/x.sock", NULL), err), 0);
+    assert_int_equal(c.stage.eng.be.no_graphs, 0);
+    assert_int_equal(c.stage.eng.be.activations, QUANT_ACT_EXACT);
+    assert_int_equal(c.stage.eng.be.device, 0);
+    assert_true(c.stage.eng.be.n_threads >= 1);
+    stage_cfg_free(&c);
+    /* the typed rows' errors: one line naming the flag or the file's line */
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, "--activations", "q7", NULL), err), 0);
+    assert_string_equal(err, "--activations: 'q7' is not one of exact|f32|q8");
+    stage_cfg_free(&c);
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, "--device", "emu2", NULL), err), 0);
+    assert_non_null(strstr(err, "--device: device 'emu2': expected a CUDA device index 0..63 or emu"));
+    stage_cfg_free(&c);
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, "--cache-mb", "-2", NULL), err), 0);
+    assert_string_equal(err, "--cache-mb: -2 is out of range [-1, 16777216]");
+    stage_cfg_free(&c);
+    conf = write_conf("bad-graphs.conf", "[stage]\nmodel = %M\ncuda-graphs = maybe\n");
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
+    assert_err_at(err, conf, 3, "cuda-graphs: 'maybe' is not one of on|off");
+    stage_cfg_free(&c);
+}
+
 static void host_stages_default(void **state)
 {
     (void)state;
@@ -535,20 +592,20 @@ static void host_stages_default(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
-    assert_int_equal(c.host_stages, 3);
-    assert_int_equal(c.cache_mb, -1);                   /* auto: their share of free memory */
+    assert_int_equal(c.stage.eng.cache_share, 3);
+    assert_int_equal(c.stage.eng.cache_bytes, Q35_CACHE_AUTO);   /* their share of free memory */
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "host-stages"), "default");
     stage_cfg_free(&c);
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, "--host-stages", "2", NULL), err), 0);
-    assert_int_equal(c.host_stages, 2);
+    assert_int_equal(c.stage.eng.cache_share, 2);
     stage_cfg_free(&c);
     const char *other = write_conf("etc/mystage.conf", body);
     assert_int_equal(load_stage(&c, ts_args_of("--config", other, NULL), err), 0);
-    assert_int_equal(c.host_stages, 1);
+    assert_int_equal(c.stage.eng.cache_share, 1);
     stage_cfg_free(&c);
     assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:4", "--bind",
                                                "ipc:///tmp/x.sock", NULL), err), 0);
-    assert_int_equal(c.host_stages, 1);
+    assert_int_equal(c.stage.eng.cache_share, 1);
     stage_cfg_free(&c);
 }
 
@@ -567,6 +624,7 @@ int main(void)
         cmocka_unit_test(bools_and_doubles),
         cmocka_unit_test(examples_parse),
         cmocka_unit_test(host_stages_default),
+        cmocka_unit_test(stage_rows_reach_the_backend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

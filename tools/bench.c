@@ -49,8 +49,8 @@ static q35_engine *open_engine(const bench_opts *o, int threads, int act, char *
                               size_t errsz)
 {
     q35_engine_opts eo = { .model_path = o->model, .layer_begin = 0, .layer_end = -1,
-                           .max_seqs = N_BATCH, .max_ctx = N_PREFILL + o->n_decode + 8,
-                           .n_threads = threads, .backend = "cpu", .activations = act };
+                           .be.max_seqs = N_BATCH, .be.max_ctx = N_PREFILL + o->n_decode + 8,
+                           .be.n_threads = threads, .backend = "cpu", .be.activations = act };
     return q35_engine_open(&eo, err, errsz);
 }
 
@@ -152,9 +152,9 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
         return q35_err(err, errsz, Q35_EIO, "%s: %s", o->model, strerror(errno));
     double base = q35_rss_mib();
     q35_engine_opts eo = { .model_path = o->model, .layer_begin = 0, .layer_end = 0,
-                           .max_seqs = 1, .max_ctx = N_PREFILL, .n_threads = 1, .backend = "cpu" };
+                           .be.max_seqs = 1, .be.max_ctx = N_PREFILL, .be.n_threads = 1, .backend = "cpu" };
     q35_engine *probe = q35_engine_open(&(q35_engine_opts){ .model_path = o->model, .layer_end = -1,
-                                            .max_seqs = 1, .max_ctx = 1, .n_threads = 1,
+                                            .be.max_seqs = 1, .be.max_ctx = 1, .be.n_threads = 1,
                                             .backend = "cpu" }, err, errsz);
     if (!probe)
         return Q35_EINVAL;

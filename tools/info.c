@@ -308,8 +308,8 @@ static int time_layers(const char *model, int n, bool half, const measure_opts *
         int a = il * w, b = a + w;
         q35_engine_opts eo = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
                                .layer_end = b / 2, .end_half = b & 1,
-                               .max_seqs = B, .max_ctx = MEASURE_WARM + MEASURE_STEPS + 1,
-                               .n_threads = mo->threads, .backend = mo->backend };
+                               .be.max_seqs = B, .be.max_ctx = MEASURE_WARM + MEASURE_STEPS + 1,
+                               .be.n_threads = mo->threads, .backend = mo->backend };
         if (!(e[il] = q35_engine_open(&eo, err, errsz)))
             rc = Q35_EIO;
     }

@@ -60,9 +60,9 @@ int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
         int rc = run_preload(o->model, bounds[i], bounds[i + 1], &weights, err, errsz);
         q35_engine_opts eo = {
             .model_path = o->model, .layer_begin = bounds[i], .layer_end = bounds[i + 1],
-            .max_seqs = 1, .max_ctx = ctx, .n_threads = o->threads, .backend = o->backend,
-            .device = o->device,
-            .activations = o->activations, .cpu_affinity = o->cpu_affinity,
+            .be.max_seqs = 1, .be.max_ctx = ctx, .be.n_threads = o->threads, .backend = o->backend,
+            .be.device = o->device,
+            .be.activations = o->activations, .be.cpu_affinity = o->cpu_affinity,
         };
         if (rc || !(ch->e[i] = q35_engine_open(&eo, err, errsz))) {
             chain_close(ch);
