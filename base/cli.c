@@ -83,7 +83,7 @@ static const foreign foreign_flags[] = {
       "--device N (qwen35-info MODEL --plan N writes the configs); qwen35-run --backend cuda" },
     { "-fa, --flash-attn", "flash attention", "the engine's attention needs no switch" },
     { "--mlock", "lock the model in RAM",
-      "the stage preloads its weights (LimitMEMLOCK in its unit if you need it locked)" },
+      "qwen35-stage --mlock (mlock = yes in its config; the unit has LimitMEMLOCK=infinity)" },
     { "--no-mmap, --mmap", "mmap control", "weights are read into the backend's memory; nothing to set" },
     { "-sm, --split-mode, -ts, --tensor-split, -mg, --main-gpu", "multi-GPU split",
       "one qwen35-stage per GPU, each with its --layers and --device" },

@@ -75,6 +75,11 @@ static const opt_def stage_defs[] = {
     OPT_BOOL_ROW(stage_cfg, "cpu-affinity", stage.eng.be.cpu_affinity, "off",
       "CPU: pin worker thread i (the stage's own thread first) to the i-th CPU the stage may "
       "run on (its systemd CPUAffinity= or taskset set), so each keeps its caches across passes."),
+    OPT_BOOL_ROW(stage_cfg, "mlock", stage.eng.be.mlock, "off",
+      "CPU: lock the layers' weight pages in RAM (mlock; llama.cpp's --mlock), so that memory "
+      "pressure never evicts them to be read from the disk again mid-decode (token_embd, of "
+      "which a step reads only its tokens' rows, is not locked). Needs RLIMIT_MEMLOCK above "
+      "their size (the unit's LimitMEMLOCK=infinity); a lock that fails stops the start."),
     CFG_ROW_MAX_MSG_MB(stage_cfg),
     OPT_INT_ROW(stage_cfg, "step-timeout-ms", step_timeout_ms, "N", "60000", 100, 3600000,
       "Deadline for one forward step. A compute that hangs cannot be interrupted: past it the "

@@ -46,6 +46,7 @@ typedef struct q35_backend_opts {
     int activations;              /* CPU matmul activations: enum quant_act (quant_act.h);
                                    * 0 = exact (the default) */
     const char *sim_profile;      /* backend "sim": its timing profile file (sim_backend.c) */
+    bool mlock;                   /* CPU: lock the range's weight pages in RAM (mlock) */
 } q35_backend_opts;
 
 typedef struct q35_engine_opts {

@@ -2,7 +2,7 @@
  * each sequence alone; one batch of one token from m sequences equals one
  * sequence at a time; mixed batches (several sequences of several tokens)
  * too; bad slots, positions, sizes and a full context are clear errors
- * that change no state; reset slots start over. */
+ * that change no state; reset slots start over; mlock locks the range. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
 
 #include "common.h"
 #include "engine.h"
@@ -236,6 +241,64 @@ static void test_pass_rows(void **s)
     free(la); free(lb);
 }
 
+/* VmLck of this process, in kB (/proc/self/status); -1 if unreadable. */
+static long vm_locked_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* mlock (the stage's mlock option): the range's weights are locked while
+ * the engine is open, unlocked when it closes; a
+ * lock past RLIMIT_MEMLOCK is an error naming the limit. One layer of
+ * the Q4_K_M model (without head and embeddings: a few MiB) fits the
+ * default 8 MiB limit. */
+static void test_mlock(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "";
+    q35_engine_opts o = { .model_path = model, .layer_begin = 1, .layer_end = 2, .be.max_seqs = 1,
+                          .be.max_ctx = 16, .be.n_threads = 1, .backend = "cpu", .be.mlock = true };
+    long before = vm_locked_kb();
+    assert_true(before >= 0);
+    q35_engine *e = q35_engine_open(&o, err, sizeof err);
+    if (!e)
+        fail_msg("mlock of one layer: %s", err);
+    long held = vm_locked_kb();
+    print_message("mlock: %ld kB locked for layer 1\n", held - before);
+    assert_true(held - before >= 512);
+    q35_engine_close(&e);
+    assert_int_equal(vm_locked_kb(), before);
+
+    /* the limit at 0 and CAP_IPC_LOCK (root's, which ignores it) out of
+     * the effective set, both put back after */
+    struct rlimit rl, none;
+    assert_int_equal(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    none = rl;
+    none.rlim_cur = 0;
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &none), 0);
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct caps[2], dropped[2];
+    assert_int_equal(syscall(SYS_capget, &hdr, caps), 0);
+    memcpy(dropped, caps, sizeof caps);
+    dropped[0].effective &= ~(1u << CAP_IPC_LOCK);
+    assert_int_equal(syscall(SYS_capset, &hdr, dropped), 0);
+    e = q35_engine_open(&o, err, sizeof err);
+    assert_int_equal(syscall(SYS_capset, &hdr, caps), 0);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    assert_null(e);
+    if (!strstr(err, "cpu backend: mlock of the layers' weights") || !strstr(err, "RLIMIT_MEMLOCK 0.0 MiB"))
+        fail_msg("mlock refusal: %s", err);
+    assert_int_equal(vm_locked_kb(), before);
+}
+
 static void expect_error(q35_engine *e, q35_batch *b, int code, const char *needle)
 {
     char err[Q35_ERRSZ] = "";
@@ -419,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_big_batch_chunks),
         cmocka_unit_test(test_pass_rows),
+        cmocka_unit_test(test_mlock),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bad_ranges),
         cmocka_unit_test(test_state_bytes),
