@@ -83,7 +83,7 @@ void cli_help(const cli_spec *s, FILE *out);
 void cli_man(const cli_spec *s, FILE *out);
 
 /* roff text: backslashes, dashes and a leading dot or quote escaped
- * (shared with daemon/opts_doc.c). */
+ * (shared with base/opts_doc.c). */
 void cli_roff(FILE *out, const char *t);
 void cli_roff_paragraphs(FILE *out, const char *t);
 /* ".SH SEE ALSO" with every qwen35 page but prog's, then extra (roff as

@@ -1,6 +1,6 @@
-/* cfg.c — qwen35-http's option table (daemon/opts.h: INI keys, flags,
+/* cfg.c — qwen35-http's option table (base/opts.h: INI keys, flags,
  * --help and the man page from one place) and the API key file. */
-#include "cfg.h"
+#include "http_cfg.h"
 
 #include <ctype.h>
 #include <errno.h>
