@@ -113,8 +113,7 @@ static const foreign foreign_flags[] = {
       "stats go to stderr; redirect it" },
 };
 
-/* name is one of the ", " separated spellings of list. */
-static bool spelled(const char *list, const char *name, size_t len)
+bool cli_spelled(const char *list, const char *name, size_t len)
 {
     for (const char *p = list; p && *p;) {
         const char *e = strstr(p, ", ");
@@ -125,11 +124,22 @@ static bool spelled(const char *list, const char *name, size_t len)
     return false;
 }
 
+int cli_foreign(const char *prog, const char *arg, size_t len, char *err, size_t errsz)
+{
+    for (size_t k = 0; k < sizeof foreign_flags / sizeof foreign_flags[0]; k++)
+        if (cli_spelled(foreign_flags[k].names, arg, len)) {
+            snprintf(err, errsz, "%.*s: llama.cpp's %s is not a %s option; %s", (int)len, arg,
+                     foreign_flags[k].what, prog, foreign_flags[k].instead);
+            return 1;
+        }
+    return 0;
+}
+
 static const cli_opt *find_opt(const cli_spec *s, const char *name, size_t len)
 {
     for (int g = 0; g < s->n_groups; g++)
         for (int k = 0; k < s->groups[g]->n; k++)
-            if (spelled(s->groups[g]->opts[k].names, name, len)) return &s->groups[g]->opts[k];
+            if (cli_spelled(s->groups[g]->opts[k].names, name, len)) return &s->groups[g]->opts[k];
     return NULL;
 }
 
@@ -214,9 +224,8 @@ int cli_next(const cli_spec *s, int argc, char **argv, int *i, const char **val,
     }
     const cli_opt *o = find_opt(s, a, len);
     if (!o) {
-        for (size_t k = 0; k < sizeof foreign_flags / sizeof foreign_flags[0]; k++)
-            if (spelled(foreign_flags[k].names, a, len))
-                return fail(err, errsz, "%.*s: llama.cpp's %s is not a %s option; %s", (int)len, a, foreign_flags[k].what, s->prog, foreign_flags[k].instead);
+        if (cli_foreign(s->prog, a, len, err, errsz))
+            return CLI_ERROR;
         char near[64];
         const char *c = closest(s, a, len, near, sizeof near);
         return fail(err, errsz, "%.*s: unknown option%s%s%s (see --help)", (int)len, a,
@@ -243,9 +252,7 @@ static void spelling_with_value(const cli_opt *o, char *buf, size_t n)
     snprintf(buf, n, "%s%s%s", o->names, o->metavar ? " " : "", o->metavar ? o->metavar : "");
 }
 
-/* Prints t from column `at` on, wrapped at `width`, continuation lines
- * indented to `at`. */
-static void wrap(FILE *out, const char *t, int at, int width)
+void cli_wrap(FILE *out, const char *t, int at, int width)
 {
     int col = at;
     while (*t) {
@@ -275,7 +282,7 @@ void cli_help(const cli_spec *s, FILE *out)
         p = e ? e + 1 : NULL;
     }
     fprintf(out, "%s\n", s->summary);
-    if (!s->n_groups && s->description) wrap(out, s->description, 0, 79);   /* nothing else says it */
+    if (!s->n_groups && s->description) cli_wrap(out, s->description, 0, 79);   /* nothing else says it */
     for (int g = 0; g < s->n_groups; g++) {
         fprintf(out, "%s:\n", s->groups[g]->heading);
         for (int k = 0; k < s->groups[g]->n; k++) {
@@ -286,7 +293,7 @@ void cli_help(const cli_spec *s, FILE *out)
                 fprintf(out, "  %s\n%29s", sp, "");
             else
                 fprintf(out, "  %-26s ", sp);
-            wrap(out, o->help, 29, 79);
+            cli_wrap(out, o->help, 29, 79);
         }
     }
     fprintf(out, "  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)");

@@ -72,12 +72,22 @@ int cli_next(const cli_spec *s, int argc, char **argv, int *i, const char **val,
 int cli_sampling_set(smp_params *p, int id, const char *name, const char *val, char *err,
                      size_t errsz);
 
+/* name[0, len) is one of the ", " separated spellings of list. */
+bool cli_spelled(const char *list, const char *name, size_t len);
+/* 1 when arg[0, len) is a llama.cpp flag qwen35 has no use for ("-ngl"),
+ * with one line in err saying what to use instead; else 0. */
+int cli_foreign(const char *prog, const char *arg, size_t len, char *err, size_t errsz);
+
 /* Values with the flag's name in the message: "-n: 'x' is not an integer". */
 int cli_int(const char *name, const char *val, long lo, long hi, long *out, char *err, size_t errsz);
 int cli_float(const char *name, const char *val, float *out, char *err, size_t errsz);
 
 /* Edit distance of two short strings (99 past 63 bytes): "did you mean". */
 int cli_distance(const char *a, size_t la, const char *b, size_t lb);
+
+/* Prints t from column `at` on, wrapped at `width`, continuation lines
+ * indented to `at` (--help texts). */
+void cli_wrap(FILE *out, const char *t, int at, int width);
 
 void cli_help(const cli_spec *s, FILE *out);
 void cli_man(const cli_spec *s, FILE *out);

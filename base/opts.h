@@ -14,6 +14,15 @@
  * integer". Validators run on the final values, then the program's
  * cross-check; both name the file and line (or flag) the value came from.
  *
+ * The tools (qwen35-run, qwen35-client, ...) use the same tables without
+ * a config file (spec.section NULL): their rows carry llama.cpp's
+ * spellings (opt_def.names: "-c, --ctx-size", single-dash long forms
+ * such as "-cnv"), matched whole ("--long=VALUE" too; getopt would read
+ * "-ngl 99" as "-n gl"); a llama.cpp flag qwen35 has no use for gets one
+ * line saying what to use instead (cli.h); OPT_ARG rows take positional
+ * arguments; OPT_HEADING rows group the --help and man page; the shared
+ * sampling group comes in as one OPT_SAMPLING row (cli_sampling).
+ *
  * Ownership: strings and lists in the config struct are heap copies owned
  * by it; opts_free() releases them. Nothing here logs or exits.
  */
@@ -37,6 +46,13 @@ enum opt_type {
     OPT_MIB,     /* int64_t           given in MiB [min, max], kept in bytes; a negative
                   *                   value (a sentinel: -1 = auto) is kept as it is */
     OPT_PARSE,   /* any               opt_def.parse converts the text and stores it */
+    OPT_FLAG,    /* bool              takes no value: stores opt_def.value (tools) */
+    OPT_SET,     /* int or an enum    takes no value: stores opt_def.value (tools) */
+    OPT_ARG,     /* char *            the next positional argument (tools) */
+    OPT_SAMPLING,/* smp_params        the rows of opt_def.group (cli_sampling), set by
+                  *                   cli_sampling_set: one row, the whole group */
+    OPT_HEADING, /* nothing           starts a group of --help / the man page: help is
+                  *                   its heading */
 };
 
 /* [begin, end) in cuts (gguf/config.h: half-layers, 2L before layer L,
@@ -72,6 +88,11 @@ struct opt_def {
     opt_check_fn check;    /* NULL: none */
     const char *help;      /* one or two sentences */
     opt_parse_fn parse;    /* OPT_PARSE only */
+    /* A tool's spellings, ", " separated ("-c, --ctx-size"); NULL: "--name"
+     * (and "--no-name" for an OPT_BOOL). name then only labels the row. */
+    const char *names;
+    int value;             /* OPT_FLAG, OPT_SET: what the flag stores */
+    const struct cli_group *group;   /* OPT_SAMPLING: cli_sampling */
 };
 
 /* Typed rows: each names a member of the config struct T, which may be
@@ -105,11 +126,37 @@ struct opt_def {
 #define OPT_MIB_ROW(T, nm, m, mv, dflt, lo, hi, hlp)                                              \
     { .name = nm, .type = OPT_MIB, .offset = OPT_AT(T, m, int64_t), .metavar = mv, .def = dflt,   \
       .min = lo, .max = hi, .help = hlp }
+/* The tools' rows: spellings sp ("-m, --model"), no INI key. */
+#define OPT_TOOL_STR(T, sp, m, mv, hlp)                                                           \
+    { .name = sp, .names = sp, .type = OPT_STR, .metavar = mv, .min = 1, .max = 0, .help = hlp,  \
+      .offset = _Generic(((T *)0)->m, char *: offsetof(T, m), const char *: offsetof(T, m)) }
+#define OPT_TOOL_INT(T, sp, m, mv, lo, hi, hlp)                                                   \
+    { .name = sp, .names = sp, .type = OPT_INT, .offset = OPT_AT(T, m, int), .metavar = mv,       \
+      .min = lo, .max = hi, .help = hlp }
+#define OPT_TOOL_FLAG(T, sp, m, v, hlp)                                                           \
+    { .name = sp, .names = sp, .type = OPT_FLAG, .offset = OPT_AT(T, m, bool), .value = v,        \
+      .min = 1, .max = 0, .help = hlp }
+#define OPT_TOOL_SET(T, sp, m, ty, v, hlp)                                                        \
+    { .name = sp, .names = sp, .type = OPT_SET, .offset = OPT_AT(T, m, ty) + 0 * sizeof(char[sizeof(ty) == sizeof(int) ? 1 : -1]), \
+      .value = v, .min = 1, .max = 0, .help = hlp }
+#define OPT_TOOL_PARSE(T, sp, m, ty, mv, fn, hlp)                                                 \
+    { .name = sp, .names = sp, .type = OPT_PARSE, .offset = OPT_AT(T, m, ty), .metavar = mv,      \
+      .min = 1, .max = 0, .parse = fn, .help = hlp }
+#define OPT_TOOL_LIST(T, sp, m, mv, hlp)                                                          \
+    { .name = sp, .names = sp, .type = OPT_LIST, .offset = OPT_AT(T, m, opt_list), .metavar = mv, \
+      .min = 1, .max = 0, .help = hlp }
+#define OPT_TOOL_ARG(T, nm, m)                                                                    \
+    { .name = nm, .type = OPT_ARG, .metavar = nm, .min = 1, .max = 0,                             \
+      .offset = _Generic(((T *)0)->m, char *: offsetof(T, m), const char *: offsetof(T, m)) }
+#define OPT_TOOL_SAMPLING(T, m)                                                                   \
+    { .name = "sampling", .type = OPT_SAMPLING, .offset = OPT_AT(T, m, smp_params),              \
+      .group = &cli_sampling, .min = 1, .max = 0 }
+#define OPT_HEADING_ROW(heading) { .name = heading, .type = OPT_HEADING, .help = heading, .min = 1, .max = 0 }
 #define OPT_PARSE_ROW(T, nm, m, ty, mv, dflt, fn, hlp)                                            \
     { .name = nm, .type = OPT_PARSE, .offset = OPT_AT(T, m, ty), .metavar = mv, .def = dflt,      \
       .min = 1, .max = 0, .parse = fn, .help = hlp }
 
-#define OPTS_MAX 48        /* options per program */
+#define OPTS_MAX 64        /* options per program (rows) */
 
 /* First member of every config struct that opts fills. */
 typedef struct opts_base {
@@ -124,6 +171,11 @@ typedef struct opts_spec {
     const char *description;   /* paragraphs separated by "\n\n" (man DESCRIPTION) */
     const char *files;         /* man FILES text, may be NULL */
     const char *example;       /* an example config file, may be NULL */
+    /* tools (section NULL): usage lines ("\n" separated, without the
+     * program's name), "$ command\nwhat it does\n\n..." examples, and
+     * what to say of a positional argument no OPT_ARG row takes ("the
+     * prompt goes after -p"); NULL: options only */
+    const char *synopsis, *examples, *arg_hint;
     const opt_def *defs;
     int n_defs;
     /* After every value is set and validated; name locations with
@@ -132,6 +184,8 @@ typedef struct opts_spec {
 } opts_spec;
 
 enum { OPTS_RUN = 0, OPTS_EXIT = 1 };
+
+struct cli_group;
 
 /* Parses defaults, --config FILE and the command line into cfg (which the
  * caller zeroed). Returns OPTS_RUN, OPTS_EXIT after printing --help /

@@ -1,9 +1,11 @@
 /* --help and man pages generated from an option table. See opts.h. */
 #include "opts.h"
+#include "opts_int.h"
 
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *type_metavar(const opt_def *d)
@@ -39,6 +41,10 @@ static void facts(const opt_def *d, char *buf, size_t n)
 
 void opts_help(const opts_spec *s, FILE *out)
 {
+    if (!s->section) {
+        opts_tool_help(s, out);
+        return;
+    }
     fprintf(out, "Usage: %s [--config FILE] [--OPTION VALUE]...\n%s\n\n", s->prog, s->summary);
     fprintf(out, "Options (each is also a key 'OPTION = VALUE' in the [%s] section of the\n"
                  "--config file; the command line overrides the file):\n", s->section);
@@ -58,6 +64,10 @@ void opts_help(const opts_spec *s, FILE *out)
 
 void opts_man(const opts_spec *s, FILE *out)
 {
+    if (!s->section) {
+        opts_tool_man(s, out);
+        return;
+    }
     char upper[64];
     size_t i = 0;
     for (; s->prog[i] && i < sizeof upper - 1; i++)
@@ -102,4 +112,175 @@ void opts_man(const opts_spec *s, FILE *out)
         fputs("\n.fi\n", out);
     }
     cli_see_also(out, s->prog, "\\fBsystemd.service\\fR(5), \\fBsd_notify\\fR(3)");
+}
+
+/* --- the tools' pages: groups of rows with llama.cpp's spellings ----------- */
+
+/* One option of a tool: its spellings, value name (NULL: a flag), help. */
+typedef struct tool_opt { const char *names, *metavar, *help; } tool_opt;
+
+/* Calls f for every heading (o NULL) and option of s, in table order,
+ * the sampling group's rows in place of its OPT_SAMPLING row. */
+static void each_option(const opts_spec *s, void (*f)(void *, const char *, const tool_opt *), void *ud)
+{
+    for (int i = 0; i < s->n_defs; i++) {
+        const opt_def *d = &s->defs[i];
+        if (d->type == OPT_HEADING) {
+            f(ud, d->help, NULL);
+        } else if (d->type == OPT_SAMPLING) {
+            f(ud, d->group->heading, NULL);
+            for (int k = 0; k < d->group->n; k++) {
+                const cli_opt *o = &d->group->opts[k];
+                f(ud, NULL, &(tool_opt){ o->names, o->metavar, o->help });
+            }
+        } else if (d->type != OPT_ARG) {
+            f(ud, NULL, &(tool_opt){ d->names, opts_no_value(d) ? NULL : d->metavar, d->help });
+        }
+    }
+}
+
+static bool has_sampling(const opts_spec *s)
+{
+    for (int i = 0; i < s->n_defs; i++)
+        if (s->defs[i].type == OPT_SAMPLING) return true;
+    return false;
+}
+
+static bool has_options(const opts_spec *s)
+{
+    for (int i = 0; i < s->n_defs; i++)
+        if (s->defs[i].type != OPT_ARG) return true;
+    return false;
+}
+
+static void help_line(void *ud, const char *heading, const tool_opt *o)
+{
+    FILE *out = ud;
+    if (heading) {
+        fprintf(out, "%s:\n", heading);
+        return;
+    }
+    char sp[128];
+    snprintf(sp, sizeof sp, "%s%s%s", o->names, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    if (strlen(sp) > 26)
+        fprintf(out, "  %s\n%29s", sp, "");
+    else
+        fprintf(out, "  %-26s ", sp);
+    cli_wrap(out, o->help, 29, 79);
+}
+
+void opts_tool_help(const opts_spec *s, FILE *out)
+{
+    const char *p = s->synopsis;
+    for (int first = 1; p && *p; first = 0) {
+        const char *e = strchr(p, '\n');
+        int n = e ? (int)(e - p) : (int)strlen(p);
+        fprintf(out, "%s %s %.*s\n", first ? "usage:" : "      ", s->prog, n, p);
+        p = e ? e + 1 : NULL;
+    }
+    fprintf(out, "%s\n", s->summary);
+    if (!has_options(s) && s->description) cli_wrap(out, s->description, 0, 79);   /* nothing else says it */
+    each_option(s, help_line, out);
+    fprintf(out, "  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)");
+    if (has_sampling(s)) {
+        char d[256];
+        smp_params dp = smp_defaults();
+        smp_describe(&dp, d, sizeof d);
+        fprintf(out, "sampling defaults (the same in qwen35-run and qwen35-client):\n  %s\n", d);
+    }
+}
+
+static void roff_bold_names(FILE *out, const char *names)
+{
+    fputs("\\fB", out);
+    for (const char *p = names; *p; p++) {
+        if (p[0] == ',' && p[1] == ' ') {
+            fputs("\\fR, \\fB", out);
+            p++;
+        } else if (*p == '-') {
+            fputs("\\-", out);
+        } else {
+            fputc(*p, out);
+        }
+    }
+    fputs("\\fR", out);
+}
+
+static void man_entry(void *ud, const char *heading, const tool_opt *o)
+{
+    FILE *out = ud;
+    if (heading) {
+        fputs(".SS ", out);
+        cli_roff(out, heading);
+        fputc('\n', out);
+        return;
+    }
+    fputs(".TP\n", out);
+    roff_bold_names(out, o->names);
+    if (o->metavar) {
+        fputs(" \\fI", out);
+        cli_roff(out, o->metavar);
+        fputs("\\fR", out);
+    }
+    fputc('\n', out);
+    cli_roff(out, o->help);
+    fputc('\n', out);
+}
+
+/* "$ command\nwhat it does" pairs, separated by blank lines. */
+static void man_examples(FILE *out, const char *examples)
+{
+    fputs(".SH EXAMPLES\n", out);
+    for (const char *p = examples; p && *p;) {
+        const char *e = strstr(p, "\n\n");
+        char *ex = strndup(p, e ? (size_t)(e - p) : strlen(p));
+        char *nl = ex ? strchr(ex, '\n') : NULL;
+        if (nl) *nl = 0;
+        fputs(".PP\n.nf\n", out);
+        if (ex) cli_roff(out, ex);
+        fputs("\n.fi\n", out);
+        if (nl) {
+            fputs(".RS\n", out);
+            cli_roff(out, nl + 1);
+            fputs("\n.RE\n", out);
+        }
+        free(ex);
+        p = e ? e + 2 : NULL;
+    }
+}
+
+void opts_tool_man(const opts_spec *s, FILE *out)
+{
+    char upper[64];
+    size_t i = 0;
+    for (; s->prog[i] && i < sizeof upper - 1; i++)
+        upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
+    upper[i] = 0;
+    fprintf(out, ".\\\" Generated from the option table of %s (base/opts.h); do not edit.\n", s->prog);
+    fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n.SH NAME\n", upper);
+    cli_roff(out, s->prog);
+    fputs(" \\- ", out);
+    cli_roff(out, s->summary);
+    fputs("\n.SH SYNOPSIS\n", out);
+    for (const char *p = s->synopsis; p && *p;) {
+        const char *e = strchr(p, '\n');
+        char *line = strndup(p, e ? (size_t)(e - p) : strlen(p));
+        fputs(".B ", out);
+        cli_roff(out, s->prog);
+        fputc('\n', out);
+        if (line) cli_roff(out, line);
+        fputs("\n.br\n", out);
+        free(line);
+        p = e ? e + 1 : NULL;
+    }
+    fputs(".SH DESCRIPTION\n", out);
+    cli_roff_paragraphs(out, s->description);
+    fputs(".SH OPTIONS\n", out);
+    each_option(s, man_entry, out);
+    fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n"
+          ".TP\n\\fB\\-\\-man\\fR\nPrint this page (roff) and exit.\n", out);
+    fputs(".PP\nA llama.cpp flag that has no meaning here (\\fB\\-ngl\\fR, \\fB\\-fa\\fR, "
+          "\\fB\\-\\-mlock\\fR, ...) is refused with one line saying what to use instead.\n", out);
+    if (s->examples) man_examples(out, s->examples);
+    cli_see_also(out, s->prog, NULL);
 }

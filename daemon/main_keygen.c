@@ -4,12 +4,20 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
 #include "common.h"
 #include "curve.h"
+#include "opts.h"
 
-static const cli_group *const groups[] = { NULL };
-static const cli_spec spec = {
+typedef struct keygen_cfg {
+    opts_base base;
+    char *prefix;
+} keygen_cfg;
+
+static const opt_def defs[] = {
+    OPT_TOOL_ARG(keygen_cfg, "OUT_PREFIX", prefix),
+};
+
+static const opts_spec spec = {
     .prog = "qwen35-keygen",
     .summary = "write a CURVE keypair for a stage or a coordinator",
     .synopsis = "OUT_PREFIX",
@@ -19,31 +27,33 @@ static const cli_spec spec = {
                    "overwritten. See deploy/README.md (authentication between hosts).",
     .examples = "qwen35-keygen /etc/qwen35/keys/stage-0\n"
                 "Keys for stage 0: stage-0.key stays on its host, stage-0.pub goes to the coordinator.",
-    .groups = groups,
-    .n_groups = 0,
+    .arg_hint = "one OUT_PREFIX expected",
+    .defs = defs,
+    .n_defs = 1,
 };
 
 int main(int argc, char **argv)
 {
     char err[Q35_ERRSZ];
-    const char *val, *name, *prefix = NULL;
-    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
-        if (id == CLI_EXIT) return 0;
-        if (id == CLI_ERROR || prefix) {
-            fprintf(stderr, "qwen35-keygen: %s (usage: qwen35-keygen OUT_PREFIX)\n",
-                    id == CLI_ERROR ? err : "one OUT_PREFIX expected");
-            return 2;
-        }
-        prefix = val;
+    keygen_cfg c = { 0 };
+    int rc = opts_parse(&spec, &c, argc, argv, err, sizeof err);
+    if (rc == OPTS_EXIT) return 0;
+    if (rc) {
+        fprintf(stderr, "qwen35-keygen: %s (usage: qwen35-keygen OUT_PREFIX)\n", err);
+        opts_free(&spec, &c);
+        return 2;
     }
-    if (!prefix || !prefix[0]) {
+    const char *prefix = c.prefix;
+    if (!prefix) {
         fprintf(stderr, "usage: qwen35-keygen OUT_PREFIX (see --help)\n");
         return 2;
     }
     if (curve_keygen(prefix, err, sizeof err)) {
         fprintf(stderr, "qwen35-keygen: %s\n", err);
+        opts_free(&spec, &c);
         return 1;
     }
     printf("wrote %s.key (secret, mode 0600) and %s.pub\n", prefix, prefix);
+    opts_free(&spec, &c);
     return 0;
 }
