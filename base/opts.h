@@ -133,6 +133,10 @@ struct opt_def {
 #define OPT_TOOL_INT(T, sp, m, mv, lo, hi, hlp)                                                   \
     { .name = sp, .names = sp, .type = OPT_INT, .offset = OPT_AT(T, m, int), .metavar = mv,       \
       .min = lo, .max = hi, .help = hlp }
+/* metavar and choices are the same text: "exact|f32|q8" */
+#define OPT_TOOL_ENUM(T, sp, m, ch, hlp)                                                          \
+    { .name = sp, .names = sp, .type = OPT_ENUM, .offset = OPT_AT(T, m, int), .metavar = ch,      \
+      .choices = ch, .min = 1, .max = 0, .help = hlp }
 #define OPT_TOOL_FLAG(T, sp, m, v, hlp)                                                           \
     { .name = sp, .names = sp, .type = OPT_FLAG, .offset = OPT_AT(T, m, bool), .value = v,        \
       .min = 1, .max = 0, .help = hlp }
