@@ -116,6 +116,28 @@ void opts_man(const opts_spec *s, FILE *out)
 
 /* --- the tools' pages: groups of rows with llama.cpp's spellings ----------- */
 
+/* Prints t from column `at` on, wrapped at `width`, continuation lines
+ * indented to `at`. */
+static void wrap(FILE *out, const char *t, int at, int width)
+{
+    int col = at;
+    while (*t) {
+        size_t w = strcspn(t, " ");
+        if (col > at && col + 1 + (int)w > width) {
+            fprintf(out, "\n%*s", at, "");
+            col = at;
+        } else if (col > at) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(t, 1, w, out);
+        col += (int)w;
+        t += w;
+        while (*t == ' ') t++;
+    }
+    fputc('\n', out);
+}
+
 /* One option of a tool: its spellings, value name (NULL: a flag), help. */
 typedef struct tool_opt { const char *names, *metavar, *help; } tool_opt;
 
@@ -166,7 +188,7 @@ static void help_line(void *ud, const char *heading, const tool_opt *o)
         fprintf(out, "  %s\n%29s", sp, "");
     else
         fprintf(out, "  %-26s ", sp);
-    cli_wrap(out, o->help, 29, 79);
+    wrap(out, o->help, 29, 79);
 }
 
 void opts_tool_help(const opts_spec *s, FILE *out)
@@ -179,7 +201,7 @@ void opts_tool_help(const opts_spec *s, FILE *out)
         p = e ? e + 1 : NULL;
     }
     fprintf(out, "%s\n", s->summary);
-    if (!has_options(s) && s->description) cli_wrap(out, s->description, 0, 79);   /* nothing else says it */
+    if (!has_options(s) && s->description) wrap(out, s->description, 0, 79);   /* nothing else says it */
     each_option(s, help_line, out);
     fprintf(out, "  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)");
     if (has_sampling(s)) {

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "log.h"
+#include "cli.h"
 #include "quant_act.h"
 #include "../daemon/cfg.h"
 #include "support.h"
@@ -577,6 +578,94 @@ static void stage_rows_reach_the_backend(void **state)
     stage_cfg_free(&c);
 }
 
+/* A tool's table: llama.cpp's spellings matched whole, flags, a
+ * positional, the sampling group as one row, the refusals. */
+typedef struct t_tool {
+    opts_base base;
+    char *model, *arg;
+    int ctx;
+    bool chat, raw;
+    int think;
+    opt_list stop;
+    smp_params sp;
+} t_tool;
+
+static const opt_def tool_defs[] = {
+    OPT_TOOL_ARG(t_tool, "PROMPT", arg),
+    OPT_HEADING_ROW("input"),
+    OPT_TOOL_STR(t_tool, "-m, --model", model, "FILE", "the model"),
+    OPT_TOOL_INT(t_tool, "-c, --ctx-size", ctx, "N", 0, 100, "context"),
+    OPT_TOOL_FLAG(t_tool, "-cnv, --conversation", chat, true, "chat"),
+    OPT_TOOL_FLAG(t_tool, "-no-cnv, --raw", raw, true, "raw"),
+    OPT_TOOL_SET(t_tool, "--show-think", think, int, 2, "show"),
+    OPT_TOOL_LIST(t_tool, "--stop, -r", stop, "S", "stop"),
+    OPT_TOOL_SAMPLING(t_tool, sp),
+};
+static const opts_spec tool_spec = { .prog = "t-tool", .summary = "a tool", .description = "t",
+                                     .synopsis = "-m FILE [PROMPT]", .arg_hint = "one PROMPT",
+                                     .defs = tool_defs, .n_defs = sizeof tool_defs / sizeof tool_defs[0] };
+
+static int parse_tool(t_tool *c, ts_args a, char *err)
+{
+    memset(c, 0, sizeof *c);
+    c->sp = smp_defaults();
+    return opts_parse(&tool_spec, c, a.argc, a.argv, err, Q35_ERRSZ);
+}
+
+static void tool_spellings(void **state)
+{
+    (void)state;
+    t_tool c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(parse_tool(&c, ts_args_of("-m", "m.gguf", "--ctx-size=7", "-cnv", "-no-cnv", "--show-think",
+                                               "-r", "a", "--stop", "b", "--temp", "0.5", "-s", "3", "hi", NULL), err), 0);
+    assert_string_equal(c.model, "m.gguf");
+    assert_int_equal(c.ctx, 7);
+    assert_true(c.chat && c.raw);
+    assert_int_equal(c.think, 2);
+    assert_int_equal(c.stop.n, 2);
+    assert_string_equal(c.stop.v[1], "b");
+    assert_true(c.sp.temp == 0.5f);
+    assert_int_equal(c.sp.seed, 3);
+    assert_string_equal(c.arg, "hi");
+    assert_string_equal(opts_where(&tool_spec, &c, "-c, --ctx-size"), "--ctx-size");
+    opts_free(&tool_spec, &c);
+    assert_null(c.model);
+    /* "--" ends the options; "-" alone is an argument */
+    assert_int_equal(parse_tool(&c, ts_args_of("--", "-c", NULL), err), 0);
+    assert_string_equal(c.arg, "-c");
+    opts_free(&tool_spec, &c);
+    static const struct { const char *a[4]; const char *want; } bad[] = {
+        { { "-ngl", "99" }, "-ngl: llama.cpp's GPU layer count is not a t-tool option; " },
+        { { "--tmep", "1" }, "--tmep: unknown option (did you mean --temp?) (see --help)" },
+        { { "--conversation=1" }, "--conversation: takes no value" },
+        { { "-cnv=1" }, "-cnv=1: unknown option (did you mean -cnv?)" },
+        { { "-c" }, "-c: missing value N" },
+        { { "-c", "x" }, "-c: 'x' is not an integer" },
+        { { "-c", "101" }, "-c: 101 is out of range [0, 100]" },
+        { { "--top-k", "x" }, "--top-k: 'x' is not an integer in [0, 2147483647]" },
+        { { "a", "b" }, "unexpected argument 'b' (one PROMPT)" },
+        { { "-ctx", "1" }, "-ctx: unknown option" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ts_args a = ts_args_of(bad[i].a[0], bad[i].a[1], NULL);
+        assert_int_not_equal(parse_tool(&c, a, err), 0);
+        if (strncmp(err, bad[i].want, strlen(bad[i].want)))
+            fail_msg("%s: '%s', expected '%s...'", bad[i].a[0], err, bad[i].want);
+        opts_free(&tool_spec, &c);
+    }
+    /* --help: the groups in table order, the sampling group in its row's place */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    opts_help(&tool_spec, f);
+    fclose(f);
+    const char *in = strstr(text, "input:\n  -m, --model FILE"), *smp = strstr(text, "\nsampling (");
+    if (!in || !smp || smp < in || !strstr(text, "  -cnv, --conversation") || !strstr(text, "usage: t-tool -m FILE [PROMPT]"))
+        fail_msg("tool --help:\n%s", text);
+    free(text);
+}
+
 static void host_stages_default(void **state)
 {
     (void)state;
@@ -625,6 +714,7 @@ int main(void)
         cmocka_unit_test(examples_parse),
         cmocka_unit_test(host_stages_default),
         cmocka_unit_test(stage_rows_reach_the_backend),
+        cmocka_unit_test(tool_spellings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
