@@ -208,6 +208,12 @@ int opts_set(const opts_spec *s, void *cfg, const char *name, const char *value,
              const char *where, char *err, size_t errsz);
 int opts_finish(const opts_spec *s, void *cfg, char *err, size_t errsz);
 
+/* A tool's main(): opts_parse into cfg (zeroed but for the tool's own
+ * presets), then run(cfg); cfg's strings and lists freed after. Returns
+ * the exit status: 0 after --help / --man, 2 after printing "PROG: ERROR"
+ * on stderr for bad usage (the one place this file prints), else run's. */
+int opts_main(const opts_spec *s, void *cfg, int argc, char **argv, int (*run)(void *cfg));
+
 /* Frees the strings and lists in cfg and its locations; cfg stays zeroed. */
 void opts_free(const opts_spec *s, void *cfg);
 

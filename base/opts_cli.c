@@ -5,6 +5,7 @@
 #include "opts.h"
 #include "opts_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,4 +206,15 @@ int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, 
         if (rc) return q35_err(err, errsz, rc, "%s: %s", it.spelling, msg);
     }
     return opts_finish(s, cfg, err, errsz);
+}
+
+int opts_main(const opts_spec *s, void *cfg, int argc, char **argv, int (*run)(void *cfg))
+{
+    char err[Q35_ERRSZ];
+    int rc = opts_parse(s, cfg, argc, argv, err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "%s: %s\n", s->prog, err);
+    rc = rc == OPTS_EXIT ? 0 : rc < 0 ? 2 : run(cfg);
+    opts_free(s, cfg);
+    return rc;
 }

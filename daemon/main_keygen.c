@@ -27,33 +27,29 @@ static const opts_spec spec = {
                    "overwritten. See deploy/README.md (authentication between hosts).",
     .examples = "qwen35-keygen /etc/qwen35/keys/stage-0\n"
                 "Keys for stage 0: stage-0.key stays on its host, stage-0.pub goes to the coordinator.",
-    .arg_hint = "one OUT_PREFIX expected",
+    .arg_hint = "one OUT_PREFIX expected; usage: qwen35-keygen OUT_PREFIX",
     .defs = defs,
     .n_defs = 1,
 };
 
-int main(int argc, char **argv)
+static int keygen(void *cfg)
 {
+    const char *prefix = ((keygen_cfg *)cfg)->prefix;
     char err[Q35_ERRSZ];
-    keygen_cfg c = { 0 };
-    int rc = opts_parse(&spec, &c, argc, argv, err, sizeof err);
-    if (rc == OPTS_EXIT) return 0;
-    if (rc) {
-        fprintf(stderr, "qwen35-keygen: %s (usage: qwen35-keygen OUT_PREFIX)\n", err);
-        opts_free(&spec, &c);
-        return 2;
-    }
-    const char *prefix = c.prefix;
     if (!prefix) {
         fprintf(stderr, "usage: qwen35-keygen OUT_PREFIX (see --help)\n");
         return 2;
     }
     if (curve_keygen(prefix, err, sizeof err)) {
         fprintf(stderr, "qwen35-keygen: %s\n", err);
-        opts_free(&spec, &c);
         return 1;
     }
     printf("wrote %s.key (secret, mode 0600) and %s.pub\n", prefix, prefix);
-    opts_free(&spec, &c);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    keygen_cfg c = { 0 };
+    return opts_main(&spec, &c, argc, argv, keygen);
 }

@@ -541,8 +541,9 @@ static bool given(const info_cfg *c, const char *sp)
     return strcmp(opts_where(&spec, c, sp), "default") != 0;
 }
 
-static int info(const info_cfg *ic)
+static int info(void *cfg)
 {
+    const info_cfg *ic = cfg;
     const char *model = ic->model;
     int plan = ic->plan;
     measure_opts mo = ic->mo;
@@ -613,11 +614,5 @@ static int info(const info_cfg *ic)
 int main(int argc, char **argv)
 {
     info_cfg c = { .mo = { .batch = 1, .threads = 1 }, .po = { .max_seqs = 16, .max_ctx = 4096, .max_batch = 256 } };
-    char err[Q35_ERRSZ];
-    int rc = opts_parse(&spec, &c, argc, argv, err, sizeof err);
-    if (rc == OPTS_EXIT) return 0;
-    if (rc) fprintf(stderr, "qwen35-info: %s\n", err);
-    rc = rc ? 2 : info(&c);
-    opts_free(&spec, &c);
-    return rc;
+    return opts_main(&spec, &c, argc, argv, info);
 }

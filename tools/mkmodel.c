@@ -68,15 +68,20 @@ static const opts_spec spec = {
     .n_defs = sizeof defs / sizeof defs[0],
 };
 
-static int write_model(const mkmodel_opts *o, const char *out)
+static int write_model(void *cfg)
 {
+    const mk_cfg *c = cfg;
+    mkmodel_opts mk = c->mk;
+    const char *out = c->out;
+    if (!mk.preset) mk.preset = "tiny";
+    if (!mk.types) mk.types = "q4_k_m";
     char err[Q35_ERRSZ];
     if (!out) {
         fprintf(stderr, "qwen35-mkmodel: -o OUT.gguf is required (see --help)\n");
         return 2;
     }
     double t0 = q35_now();
-    if (mkmodel_write(o, out, err, sizeof err)) {
+    if (mkmodel_write(&mk, out, err, sizeof err)) {
         fprintf(stderr, "qwen35-mkmodel: %s\n", err);
         return 1;
     }
@@ -91,14 +96,5 @@ static int write_model(const mkmodel_opts *o, const char *out)
 int main(int argc, char **argv)
 {
     mk_cfg c = { .mk = { .seed = 1 } };
-    char err[Q35_ERRSZ];
-    int rc = opts_parse(&spec, &c, argc, argv, err, sizeof err);
-    if (rc == OPTS_EXIT) return 0;
-    if (rc) fprintf(stderr, "qwen35-mkmodel: %s\n", err);
-    mkmodel_opts o = c.mk;
-    if (!o.preset) o.preset = "tiny";
-    if (!o.types) o.types = "q4_k_m";
-    rc = rc ? 2 : write_model(&o, c.out);
-    opts_free(&spec, &c);
-    return rc;
+    return opts_main(&spec, &c, argc, argv, write_model);
 }

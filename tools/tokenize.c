@@ -144,8 +144,9 @@ static int decode(tok *t, unsigned flags)
     return rc;
 }
 
-static int tokenize(const tok_cfg *c)
+static int tokenize(void *cfg)
 {
+    const tok_cfg *c = cfg;
     unsigned flags = c->no_special ? 0 : TOK_PARSE_SPECIAL;
     char err[Q35_ERRSZ];
     if (!c->model) { fprintf(stderr, "qwen35-tokenize: -m GGUF is required (see --help)\n"); return 2; }
@@ -169,11 +170,5 @@ static int tokenize(const tok_cfg *c)
 int main(int argc, char **argv)
 {
     tok_cfg c = { 0 };
-    char err[Q35_ERRSZ];
-    int rc = opts_parse(&spec, &c, argc, argv, err, sizeof err);
-    if (rc == OPTS_EXIT) return 0;
-    if (rc) fprintf(stderr, "qwen35-tokenize: %s\n", err);
-    rc = rc ? 2 : tokenize(&c);
-    opts_free(&spec, &c);
-    return rc;
+    return opts_main(&spec, &c, argc, argv, tokenize);
 }
