@@ -8,6 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* pre, t as roff text, post. */
+static void roff_in(FILE *out, const char *pre, const char *t, const char *post)
+{
+    fputs(pre, out);
+    cli_roff(out, t);
+    fputs(post, out);
+}
+
 static const char *type_metavar(const opt_def *d)
 {
     if (d->metavar) return d->metavar;
@@ -106,11 +114,8 @@ void opts_man(const opts_spec *s, FILE *out)
         fputs(".SH FILES\n", out);
         cli_roff_paragraphs(out, s->files);
     }
-    if (s->example) {
-        fputs(".SH EXAMPLES\n.PP\n.nf\n", out);
-        cli_roff(out, s->example);
-        fputs("\n.fi\n", out);
-    }
+    if (s->example)
+        roff_in(out, ".SH EXAMPLES\n.PP\n.nf\n", s->example, "\n.fi\n");
     cli_see_also(out, s->prog, "\\fBsystemd.service\\fR(5), \\fBsd_notify\\fR(3)");
 }
 
@@ -232,18 +237,13 @@ static void man_entry(void *ud, const char *heading, const tool_opt *o)
 {
     FILE *out = ud;
     if (heading) {
-        fputs(".SS ", out);
-        cli_roff(out, heading);
-        fputc('\n', out);
+        roff_in(out, ".SS ", heading, "\n");
         return;
     }
     fputs(".TP\n", out);
     roff_bold_names(out, o->names);
-    if (o->metavar) {
-        fputs(" \\fI", out);
-        cli_roff(out, o->metavar);
-        fputs("\\fR", out);
-    }
+    if (o->metavar)
+        roff_in(out, " \\fI", o->metavar, "\\fR");
     fputc('\n', out);
     cli_roff(out, o->help);
     fputc('\n', out);
@@ -258,14 +258,9 @@ static void man_examples(FILE *out, const char *examples)
         char *ex = strndup(p, e ? (size_t)(e - p) : strlen(p));
         char *nl = ex ? strchr(ex, '\n') : NULL;
         if (nl) *nl = 0;
-        fputs(".PP\n.nf\n", out);
-        if (ex) cli_roff(out, ex);
-        fputs("\n.fi\n", out);
-        if (nl) {
-            fputs(".RS\n", out);
-            cli_roff(out, nl + 1);
-            fputs("\n.RE\n", out);
-        }
+        roff_in(out, ".PP\n.nf\n", ex ? ex : "", "\n.fi\n");
+        if (nl)
+            roff_in(out, ".RS\n", nl + 1, "\n.RE\n");
         free(ex);
         p = e ? e + 2 : NULL;
     }
