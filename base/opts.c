@@ -372,6 +372,12 @@ const char *opts_where(const opts_spec *s, const void *cfg, const char *name)
     return b->where[i] ? b->where[i] : "default";
 }
 
+bool opts_given(const opts_spec *s, const void *cfg, const char *name)
+{
+    int i = find_def(s, name);
+    return i >= 0 && ((const opts_base *)cfg)->where[i] != NULL;
+}
+
 static bool is_set(const opts_spec *s, const void *cfg, int i)
 {
     const opt_def *d = &s->defs[i];

@@ -221,6 +221,9 @@ void opts_free(const opts_spec *s, void *cfg);
  * "default". */
 const char *opts_where(const opts_spec *s, const void *cfg, const char *name);
 
+/* True when a file or a flag set `name` (not only its default). */
+bool opts_given(const opts_spec *s, const void *cfg, const char *name);
+
 /* --help text and a man(7) page generated from the table. */
 void opts_help(const opts_spec *s, FILE *out);
 void opts_man(const opts_spec *s, FILE *out);

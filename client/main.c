@@ -306,11 +306,6 @@ static const opts_spec spec = {
     .n_defs = sizeof defs / sizeof defs[0],
 };
 
-static bool given(const cli *c, const char *sp)
-{
-    return strcmp(opts_where(&spec, c, sp), "default") != 0;
-}
-
 /* 0: run; 1: --help / --man printed; -1: bad usage (reported). */
 static int parse_args(cli *c, int argc, char **argv)
 {
@@ -326,7 +321,7 @@ static int parse_args(cli *c, int argc, char **argv)
         fprintf(stderr, "qwen35-client: --stop: at most %d stop strings\n", MAX_STOP);
         return -1;
     }
-    int n_pos = given(c, "prompt") + given(c, "-p, --prompt");
+    int n_pos = opts_given(&spec, c, "prompt") + opts_given(&spec, c, "-p, --prompt");
     if (c->req.max_tokens < 0) c->req.max_tokens = 0;   /* llama.cpp's -1 (no limit): up to the context */
     c->req.logits = c->logits_out != NULL;
     const smp_params sp = c->sp;

@@ -629,6 +629,9 @@ static void tool_spellings(void **state)
     assert_int_equal(c.sp.seed, 3);
     assert_string_equal(c.arg, "hi");
     assert_string_equal(opts_where(&tool_spec, &c, "-c, --ctx-size"), "--ctx-size");
+    assert_true(opts_given(&tool_spec, &c, "-c, --ctx-size"));
+    assert_true(opts_given(&tool_spec, &c, "PROMPT"));
+    assert_false(opts_given(&tool_spec, &c, "sampling"));   /* the group's values are smp_params' */
     opts_free(&tool_spec, &c);
     assert_null(c.model);
     /* "--" ends the options; "-" alone is an argument */

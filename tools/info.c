@@ -535,12 +535,6 @@ static const opts_spec spec = {
     .n_defs = sizeof defs / sizeof defs[0],
 };
 
-/* Whether the row spelled sp was given. */
-static bool given(const info_cfg *c, const char *sp)
-{
-    return strcmp(opts_where(&spec, c, sp), "default") != 0;
-}
-
 static int info(void *cfg)
 {
     const info_cfg *ic = cfg;
@@ -548,8 +542,8 @@ static int info(void *cfg)
     int plan = ic->plan;
     measure_opts mo = ic->mo;
     plan_opts po = ic->po;
-    bool threads_set = given(ic, "--threads");
-    po.seqs_auto = !given(ic, "--max-seqs");
+    bool threads_set = opts_given(&spec, ic, "--threads");
+    po.seqs_auto = !opts_given(&spec, ic, "--max-seqs");
     if (!po.backend) po.backend = "cuda";
     if (!po.host) po.host = "127.0.0.1";
     char err[Q35_ERRSZ];
