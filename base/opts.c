@@ -416,6 +416,9 @@ int opts_finish(const opts_spec *s, void *cfg, char *err, size_t errsz)
                     return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s",
                                    l->where[k] ? l->where[k] : "default", d->name, msg);
         } else if (is_set(s, cfg, i) && d->check(d, f, msg, sizeof msg)) {
+            /* a tool's location is its spelling already: "--only: ..." */
+            if (d->names)
+                return q35_err(err, errsz, Q35_EINVAL, "%s: %s", b->where[i] ? b->where[i] : d->name, msg);
             return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s",
                            b->where[i] ? b->where[i] : "default", d->name, msg);
         }
