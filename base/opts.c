@@ -445,6 +445,18 @@ void opts_free(const opts_spec *s, void *cfg)
     b->config_path = NULL;
 }
 
+int opts_parse_u64(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)d;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-')
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not an unsigned integer", v);
+    *(uint64_t *)field = x;
+    return 0;
+}
+
 /* --- validators ------------------------------------------------------------- */
 
 int opts_check_readable_file(const opt_def *d, const void *field, char *err, size_t errsz)

@@ -137,6 +137,9 @@ struct opt_def {
 #define OPT_TOOL_ENUM(T, sp, m, ch, hlp)                                                          \
     { .name = sp, .names = sp, .type = OPT_ENUM, .offset = OPT_AT(T, m, int), .metavar = ch,      \
       .choices = ch, .min = 1, .max = 0, .help = hlp }
+#define OPT_TOOL_DOUBLE(T, sp, m, mv, lo, hi, hlp)                                                \
+    { .name = sp, .names = sp, .type = OPT_DOUBLE, .offset = OPT_AT(T, m, double), .metavar = mv, \
+      .min = lo, .max = hi, .help = hlp }
 #define OPT_TOOL_FLAG(T, sp, m, v, hlp)                                                           \
     { .name = sp, .names = sp, .type = OPT_FLAG, .offset = OPT_AT(T, m, bool), .value = v,        \
       .min = 1, .max = 0, .help = hlp }
@@ -227,6 +230,9 @@ bool opts_given(const opts_spec *s, const void *cfg, const char *name);
 /* --help text and a man(7) page generated from the table. */
 void opts_help(const opts_spec *s, FILE *out);
 void opts_man(const opts_spec *s, FILE *out);
+
+/* For OPT_PARSE rows: any unsigned 64-bit integer into a uint64_t (seeds). */
+int opts_parse_u64(const opt_def *d, const char *v, void *field, char *err, size_t errsz);
 
 /* Validators for opt_def.check. */
 int opts_check_readable_file(const opt_def *d, const void *field, char *err, size_t errsz);
