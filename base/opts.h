@@ -24,7 +24,12 @@
  * sampling group comes in as one OPT_SAMPLING row (cli_sampling).
  *
  * Ownership: strings and lists in the config struct are heap copies owned
- * by it; opts_free() releases them. Nothing here logs or exits.
+ * by it; opts_free() releases them. Nothing here logs or exits (opts_main,
+ * a tool's whole main(), prints its usage error).
+ *
+ * Adding an option is one row naming the member it sets (typed rows,
+ * below, check the member's C type); for a stage option that reaches the
+ * backend see daemon/cfg.h.
  */
 #ifndef Q35_OPTS_H
 #define Q35_OPTS_H

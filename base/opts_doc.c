@@ -81,7 +81,7 @@ void opts_man(const opts_spec *s, FILE *out)
     for (; s->prog[i] && i < sizeof upper - 1; i++)
         upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
     upper[i] = 0;
-    fprintf(out, ".\\\" Generated from the option table in daemon/; do not edit.\n");
+    fprintf(out, ".\\\" Generated from the option table of %s (base/opts.h); do not edit.\n", s->prog);
     fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n", upper);
     fprintf(out, ".SH NAME\n%s \\- ", s->prog);
     cli_roff(out, s->summary);
