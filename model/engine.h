@@ -28,9 +28,9 @@
 int q35_device_parse(const char *s, int *device, char *err, size_t errsz);
 
 /* What the backend gets (q35_backend_ops.init), as the caller set it:
- * qwen35-stage's rows write these members directly (daemon/cfg_stage.c),
- * so a backend option is a member here, its row there, and its use in
- * the backend. */
+ * qwen35-stage's rows write these members directly (daemon/cfg_stage.c;
+ * qwen35-run's too, tools/run_opts.c), so a backend option is a member
+ * here, its row there, and its use in the backend. */
 typedef struct q35_backend_opts {
     int max_seqs;                 /* sequence slots */
     int max_ctx;                  /* positions per slot */
