@@ -445,6 +445,25 @@ void opts_free(const opts_spec *s, void *cfg)
     b->config_path = NULL;
 }
 
+int opts_int_list(const char *v, int (*lookup)(const char *item), int *out, int cap, int *n,
+                  const char *what, char *err, size_t errsz)
+{
+    *n = 0;
+    for (const char *p = v; *p;) {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        int x = len < sizeof item ? lookup(item) : -1;
+        if (x < 0)
+            return q35_err(err, errsz, Q35_EINVAL, "'%.*s' %s", (int)len, p, what);
+        if (*n == cap)
+            return q35_err(err, errsz, Q35_EINVAL, "'%s': at most %d items", v, cap);
+        out[(*n)++] = x;
+        p += len + (p[len] == ',');
+    }
+    return *n ? 0 : q35_err(err, errsz, Q35_EINVAL, "'%s' %s", v, what);
+}
+
 int opts_parse_u64(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
 {
     (void)d;

@@ -195,6 +195,9 @@ typedef struct opts_spec {
     int (*cross_check)(const struct opts_spec *s, void *cfg, char *err, size_t errsz);
 } opts_spec;
 
+/* .defs and .n_defs of an opts_spec from one array. */
+#define OPTS_DEFS(d) .defs = d, .n_defs = (int)(sizeof d / sizeof d[0])
+
 enum { OPTS_RUN = 0, OPTS_EXIT = 1 };
 
 struct cli_group;
@@ -238,6 +241,12 @@ void opts_man(const opts_spec *s, FILE *out);
 
 /* For OPT_PARSE rows: any unsigned 64-bit integer into a uint64_t (seeds). */
 int opts_parse_u64(const opt_def *d, const char *v, void *field, char *err, size_t errsz);
+
+/* For OPT_PARSE rows taking "a,b,c": each item through lookup (its value,
+ * or -1 when it is not one) into out[0 .. cap), *n of them; else
+ * Q35_EINVAL with "'ITEM' WHAT" ("'q7' is not exact, f32 or q8"). */
+int opts_int_list(const char *v, int (*lookup)(const char *item), int *out, int cap, int *n,
+                  const char *what, char *err, size_t errsz);
 
 /* Validators for opt_def.check. */
 int opts_check_readable_file(const opt_def *d, const void *field, char *err, size_t errsz);

@@ -8,6 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The page's first lines: where it comes from, .TH with the name in capitals. */
+static void man_head(FILE *out, const char *prog)
+{
+    char upper[64];
+    size_t i = 0;
+    for (; prog[i] && i < sizeof upper - 1; i++)
+        upper[i] = (char)(prog[i] >= 'a' && prog[i] <= 'z' ? prog[i] - 32 : prog[i]);
+    upper[i] = 0;
+    fprintf(out, ".\\\" Generated from the option table of %s (base/opts.h); do not edit.\n", prog);
+    fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n", upper);
+}
+
 /* pre, t as roff text, post. */
 static void roff_in(FILE *out, const char *pre, const char *t, const char *post)
 {
@@ -76,13 +88,7 @@ void opts_man(const opts_spec *s, FILE *out)
         opts_tool_man(s, out);
         return;
     }
-    char upper[64];
-    size_t i = 0;
-    for (; s->prog[i] && i < sizeof upper - 1; i++)
-        upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
-    upper[i] = 0;
-    fprintf(out, ".\\\" Generated from the option table of %s (base/opts.h); do not edit.\n", s->prog);
-    fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n", upper);
+    man_head(out, s->prog);
     fprintf(out, ".SH NAME\n%s \\- ", s->prog);
     cli_roff(out, s->summary);
     fprintf(out, "\n.SH SYNOPSIS\n.B %s\n[\\fB\\-\\-config\\fR \\fIFILE\\fR] [\\fB\\-\\-\\fIOPTION\\fR \\fIVALUE\\fR]...\n",
@@ -268,13 +274,8 @@ static void man_examples(FILE *out, const char *examples)
 
 void opts_tool_man(const opts_spec *s, FILE *out)
 {
-    char upper[64];
-    size_t i = 0;
-    for (; s->prog[i] && i < sizeof upper - 1; i++)
-        upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
-    upper[i] = 0;
-    fprintf(out, ".\\\" Generated from the option table of %s (base/opts.h); do not edit.\n", s->prog);
-    fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n.SH NAME\n", upper);
+    man_head(out, s->prog);
+    fputs(".SH NAME\n", out);
     cli_roff(out, s->prog);
     fputs(" \\- ", out);
     cli_roff(out, s->summary);

@@ -302,8 +302,7 @@ static const opts_spec spec = {
         "qwen35-client --json --logprobs 3 -n 16 \"Hi\"\n"
         "Events as JSON lines, each token with its 3 most likely alternatives.",
     .arg_hint = "one prompt argument expected: quote it",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 /* 0: run; 1: --help / --man printed; -1: bad usage (reported). */

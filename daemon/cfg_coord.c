@@ -334,8 +334,7 @@ const opts_spec coord_cfg_spec = {
                "[coordinator]\nmodel = /srv/qwen35/models/qwen35moe.gguf\n"
                "listen = tcp://127.0.0.1:5700\nstage = tcp://127.0.0.1:5701\n"
                "stage = tcp://127.0.0.1:5702\nmax-seqs = 16\nmax-ctx = 4096",
-    .defs = coord_defs,
-    .n_defs = (int)(sizeof coord_defs / sizeof coord_defs[0]),
+    OPTS_DEFS(coord_defs),
     .cross_check = coord_cross_check,
 };
 

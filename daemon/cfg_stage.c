@@ -165,8 +165,7 @@ const opts_spec stage_cfg_spec = {
                "# needs curve-secret-key and curve-clients (deploy/README.md)\n"
                "[stage]\nmodel = /srv/qwen35/models/qwen35moe.gguf\nlayers = 0:20\n"
                "bind = ipc:///run/qwen35/stage-0.sock\nbackend = cuda\ndevice = 0\nmax-seqs = 16\nmax-ctx = 4096",
-    .defs = stage_defs,
-    .n_defs = (int)(sizeof stage_defs / sizeof stage_defs[0]),
+    OPTS_DEFS(stage_defs),
     .cross_check = stage_cross_check,
 };
 

@@ -28,8 +28,7 @@ static const opts_spec spec = {
     .examples = "qwen35-keygen /etc/qwen35/keys/stage-0\n"
                 "Keys for stage 0: stage-0.key stays on its host, stage-0.pub goes to the coordinator.",
     .arg_hint = "one OUT_PREFIX expected; usage: qwen35-keygen OUT_PREFIX",
-    .defs = defs,
-    .n_defs = 1,
+    OPTS_DEFS(defs),
 };
 
 static int keygen(void *cfg)

@@ -98,8 +98,7 @@ const opts_spec http_cfg_spec = {
     .files = "/etc/qwen35/http.conf: the configuration of qwen35-http.service.",
     .example = "[http]\nlisten = 127.0.0.1:8080\ncoordinator = ipc:///run/qwen35/coordinator.sock\n"
                "api-key-file = /etc/qwen35/api-keys\nmax-body = 4194304",
-    .defs = http_defs,
-    .n_defs = (int)(sizeof http_defs / sizeof http_defs[0]),
+    OPTS_DEFS(http_defs),
 };
 
 static int load_keys(http_cfg *c, char *err, size_t errsz)

@@ -669,6 +669,30 @@ static void tool_spellings(void **state)
     free(text);
 }
 
+static int lookup_ab(const char *item) { return !strcmp(item, "a") ? 1 : !strcmp(item, "b") ? 2 : -1; }
+
+/* The helpers of OPT_PARSE rows: lists of names, unsigned 64-bit seeds. */
+static void parse_helpers(void **state)
+{
+    (void)state;
+    int v[3], n;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(opts_int_list("b,a,b", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_true(v[0] == 2 && v[1] == 1 && v[2] == 2);
+    assert_int_not_equal(opts_int_list("a,c", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    assert_string_equal(err, "'c' is not a or b");
+    assert_int_not_equal(opts_int_list("a,a,a,a", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    assert_string_equal(err, "'a,a,a,a': at most 3 items");
+    assert_int_not_equal(opts_int_list("", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    uint64_t x = 0;
+    assert_int_equal(opts_parse_u64(NULL, "18446744073709551615", &x, err, sizeof err), 0);
+    assert_true(x == UINT64_MAX);
+    assert_int_not_equal(opts_parse_u64(NULL, "-1", &x, err, sizeof err), 0);
+    assert_string_equal(err, "'-1' is not an unsigned integer");
+    assert_int_not_equal(opts_parse_u64(NULL, "18446744073709551616", &x, err, sizeof err), 0);
+}
+
 static void host_stages_default(void **state)
 {
     (void)state;
@@ -718,6 +742,7 @@ int main(void)
         cmocka_unit_test(host_stages_default),
         cmocka_unit_test(stage_rows_reach_the_backend),
         cmocka_unit_test(tool_spellings),
+        cmocka_unit_test(parse_helpers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -194,18 +194,7 @@ static int parse_acts(const opt_def *d, const char *v, void *field, char *err, s
 {
     (void)d;
     bench_acts *a = field;
-    a->n = 0;
-    for (const char *p = v; *p;) {
-        size_t n = strcspn(p, ",");
-        char tok[16];
-        snprintf(tok, sizeof tok, "%.*s", (int)n, p);
-        int m = n < sizeof tok ? quant_act_parse(tok) : -1;
-        if (m < 0 || a->n == QUANT_ACT_COUNT)
-            return q35_err(err, errsz, Q35_EINVAL, "'%.*s' is not exact, f32 or q8", (int)n, p);
-        a->v[a->n++] = m;
-        p += n + (p[n] == ',');
-    }
-    return a->n ? 0 : q35_err(err, errsz, Q35_EINVAL, "no mode given");
+    return opts_int_list(v, quant_act_parse, a->v, QUANT_ACT_COUNT, &a->n, "is not exact, f32 or q8", err, errsz);
 }
 
 static int check_only(const opt_def *d, const void *field, char *err, size_t errsz)
@@ -242,8 +231,7 @@ static const opts_spec spec = {
                    "bandwidth measured in the same run allows; batched decode and prefill at the "
                    "most threads. RESULT lines are for scripts (tools/bench_peer.sh).",
     .arg_hint = "options only; see --help",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 /* One mode at one thread count: decode (and at the most threads the

@@ -58,24 +58,21 @@ typedef struct bq_cfg {
     type_list types;
 } bq_cfg;
 
-/* --types q4_K,q6_K: names of quant.h's table, in order. */
+/* A decoded type by its name (quant.h's table), -1 if none. */
+static int type_named(const char *name)
+{
+    for (int i = 0; i < NTYPES; i++)
+        if (!strcmp(quant_type_of(all_types[i])->name, name))
+            return all_types[i];
+    return -1;
+}
+
+/* --types q4_K,q6_K: in order. */
 static int parse_types(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
 {
     (void)d;
     type_list *l = field;
-    l->n = 0;
-    for (const char *p = v; *p;) {
-        size_t n = strcspn(p, ",");
-        int found = -1;
-        for (int i = 0; i < NTYPES; i++)
-            if (strlen(quant_type_of(all_types[i])->name) == n && !strncmp(quant_type_of(all_types[i])->name, p, n))
-                found = all_types[i];
-        if (found < 0 || l->n == NTYPES)
-            return q35_err(err, errsz, Q35_EINVAL, "unknown type '%.*s'", (int)n, p);
-        l->v[l->n++] = found;
-        p += n + (p[n] == ',');
-    }
-    return l->n ? 0 : q35_err(err, errsz, Q35_EINVAL, "no type given");
+    return opts_int_list(v, type_named, l->v, NTYPES, &l->n, "is not a decoded type", err, errsz);
 }
 
 static const opt_def defs[] = {
@@ -99,8 +96,7 @@ static const opts_spec spec = {
                    "read bandwidth measured in the same run; and what a matmul over nx vectors "
                    "saves against nx matvecs.",
     .arg_hint = "options only; see --help",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 /* Seconds for the best of `passes` matmuls of every row by nx vectors

@@ -37,8 +37,7 @@ static const opts_spec spec = {
     .synopsis = "[-n ITERS]",
     .description = "Times the sampler on random logits shaped like real ones.",
     .arg_hint = "options only; see --help",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 static int bench(void *opts)

@@ -116,8 +116,7 @@ static const opts_spec spec = {
     .synopsis = "-m VOCAB.gguf [--mb N] [--seed S]",
     .description = "Tokenizes megabytes of generated mixed text with a GGUF's vocabulary, one thread.",
     .arg_hint = "options only; see --help",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 static int bench(void *cfg)

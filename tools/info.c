@@ -531,8 +531,7 @@ static const opts_spec spec = {
         "qwen35-info /srv/qwen35/models/qwen35moe.gguf --plan 4 --batch 4 --measure --threads 8\n"
         "A split balanced by the measured time of each layer for micro-batches of 4.",
     .arg_hint = "one MODEL expected",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 static int info(void *cfg)

@@ -50,8 +50,7 @@ static const opts_spec spec = {
                 "qwen35-mkmodel --preset mini --layers 4 -o /tmp/mini.gguf\n"
                 "A small model with the real per-layer sizes.",
     .arg_hint = "the output goes after -o",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 static int write_model(void *cfg)

@@ -91,8 +91,7 @@ static const opts_spec spec = {
         "qwen35-run -m /srv/qwen35/models/qwen35moe.gguf --tokens ids.txt -n 16 --split 20\n"
         "Greedy ids through two engines split at layer 20, as two stages would run them.",
     .arg_hint = "the prompt goes after -p",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 static int bad(const char *fmt, const char *a)

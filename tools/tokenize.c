@@ -44,8 +44,7 @@ static const opts_spec spec = {
                 "echo '9707 1879' | qwen35-tokenize -m /srv/qwen35/models/qwen35moe.gguf --decode\n"
                 "The text of ids.",
     .arg_hint = "the text comes on stdin",
-    .defs = defs,
-    .n_defs = sizeof defs / sizeof defs[0],
+    OPTS_DEFS(defs),
 };
 
 static char *read_all(FILE *f, const char *name, size_t *len)
