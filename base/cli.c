@@ -1,6 +1,6 @@
-/* The user-facing tools' command line: table-driven parsing with
- * llama.cpp's spellings, --help, man pages, line input, marked reasoning.
- * See cli.h. */
+/* What the user-facing tools share beyond their option tables: the
+ * sampling group, llama.cpp's flags we do not have, roff, sizes, progress,
+ * line input, marked reasoning. See cli.h. */
 #include "cli.h"
 
 #include <errno.h>
@@ -83,7 +83,7 @@ static const foreign foreign_flags[] = {
       "--device N (qwen35-info MODEL --plan N writes the configs); qwen35-run --backend cuda" },
     { "-fa, --flash-attn", "flash attention", "the engine's attention needs no switch" },
     { "--mlock", "lock the model in RAM",
-      "the stage preloads its weights (LimitMEMLOCK in its unit if you need it locked)" },
+      "qwen35-stage --mlock (mlock = yes in its config; the unit has LimitMEMLOCK=infinity)" },
     { "--no-mmap, --mmap", "mmap control", "weights are read into the backend's memory; nothing to set" },
     { "-sm, --split-mode, -ts, --tensor-split, -mg, --main-gpu", "multi-GPU split",
       "one qwen35-stage per GPU, each with its --layers and --device" },
@@ -113,8 +113,7 @@ static const foreign foreign_flags[] = {
       "stats go to stderr; redirect it" },
 };
 
-/* name is one of the ", " separated spellings of list. */
-static bool spelled(const char *list, const char *name, size_t len)
+bool cli_spelled(const char *list, const char *name, size_t len)
 {
     for (const char *p = list; p && *p;) {
         const char *e = strstr(p, ", ");
@@ -125,12 +124,15 @@ static bool spelled(const char *list, const char *name, size_t len)
     return false;
 }
 
-static const cli_opt *find_opt(const cli_spec *s, const char *name, size_t len)
+int cli_foreign(const char *prog, const char *arg, size_t len, char *err, size_t errsz)
 {
-    for (int g = 0; g < s->n_groups; g++)
-        for (int k = 0; k < s->groups[g]->n; k++)
-            if (spelled(s->groups[g]->opts[k].names, name, len)) return &s->groups[g]->opts[k];
-    return NULL;
+    for (size_t k = 0; k < sizeof foreign_flags / sizeof foreign_flags[0]; k++)
+        if (cli_spelled(foreign_flags[k].names, arg, len)) {
+            snprintf(err, errsz, "%.*s: llama.cpp's %s is not a %s option; %s", (int)len, arg,
+                     foreign_flags[k].what, prog, foreign_flags[k].instead);
+            return 1;
+        }
+    return 0;
 }
 
 int cli_distance(const char *a, size_t la, const char *b, size_t lb)
@@ -149,156 +151,7 @@ int cli_distance(const char *a, size_t la, const char *b, size_t lb)
     return prev[lb];
 }
 
-/* The closest spelling of the table to name, within 2 edits; into buf. */
-static const char *closest(const cli_spec *s, const char *name, size_t len, char *buf, size_t n)
-{
-    int best = 3;
-    buf[0] = 0;
-    for (int g = 0; g < s->n_groups; g++)
-        for (int k = 0; k < s->groups[g]->n; k++)
-            for (const char *p = s->groups[g]->opts[k].names; p && *p;) {
-                const char *e = strstr(p, ", ");
-                size_t l = e ? (size_t)(e - p) : strlen(p);
-                int d = cli_distance(name, len, p, l);
-                if (d < best && l > 2) {
-                    best = d;
-                    snprintf(buf, n, "%.*s", (int)l, p);
-                }
-                p = e ? e + 2 : NULL;
-            }
-    return buf[0] ? buf : NULL;
-}
-
-/* q35_err's codes are negative like CLI_END: the parser's errors are CLI_ERROR. */
-static int fail(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-    return CLI_ERROR;
-}
-
-int cli_next(const cli_spec *s, int argc, char **argv, int *i, const char **val,
-             const char **name, char *err, size_t errsz)
-{
-    static bool rest;   /* after "--" */
-    if (*i == 1) rest = false;
-    *val = NULL;
-    if (*i >= argc) return CLI_END;
-    const char *a = argv[(*i)++];
-    *name = a;
-    if (rest || a[0] != '-' || !a[1]) {      /* "-" alone is stdin, an argument */
-        *val = a;
-        return CLI_ARG;
-    }
-    if (!strcmp(a, "--")) {
-        rest = true;
-        return cli_next(s, argc, argv, i, val, name, err, errsz);
-    }
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-        cli_help(s, stdout);
-        return CLI_EXIT;
-    }
-    if (!strcmp(a, "--man")) {
-        cli_man(s, stdout);
-        return CLI_EXIT;
-    }
-    const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
-    size_t len = eq ? (size_t)(eq - a) : strlen(a);
-    static char spelling[64];   /* "--temp" of "--temp=x", for the caller's messages */
-    if (eq) {
-        snprintf(spelling, sizeof spelling, "%.*s", (int)len, a);
-        *name = spelling;
-    }
-    const cli_opt *o = find_opt(s, a, len);
-    if (!o) {
-        for (size_t k = 0; k < sizeof foreign_flags / sizeof foreign_flags[0]; k++)
-            if (spelled(foreign_flags[k].names, a, len))
-                return fail(err, errsz, "%.*s: llama.cpp's %s is not a %s option; %s", (int)len, a, foreign_flags[k].what, s->prog, foreign_flags[k].instead);
-        char near[64];
-        const char *c = closest(s, a, len, near, sizeof near);
-        return fail(err, errsz, "%.*s: unknown option%s%s%s (see --help)", (int)len, a,
-                       c ? " (did you mean " : "", c ? c : "", c ? "?)" : "");
-    }
-    if (!o->metavar) {
-        if (eq) return fail(err, errsz, "%.*s: takes no value", (int)len, a);
-        return o->id;
-    }
-    if (eq) {
-        *val = eq + 1;
-    } else {
-        if (*i >= argc)
-            return fail(err, errsz, "%s: missing value %s", a, o->metavar);
-        *val = argv[(*i)++];
-    }
-    return o->id;
-}
-
 /* --- --help and the man page ------------------------------------------------ */
-
-static void spelling_with_value(const cli_opt *o, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s%s%s", o->names, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-}
-
-/* Prints t from column `at` on, wrapped at `width`, continuation lines
- * indented to `at`. */
-static void wrap(FILE *out, const char *t, int at, int width)
-{
-    int col = at;
-    while (*t) {
-        size_t w = strcspn(t, " ");
-        if (col > at && col + 1 + (int)w > width) {
-            fprintf(out, "\n%*s", at, "");
-            col = at;
-        } else if (col > at) {
-            fputc(' ', out);
-            col++;
-        }
-        fwrite(t, 1, w, out);
-        col += (int)w;
-        t += w;
-        while (*t == ' ') t++;
-    }
-    fputc('\n', out);
-}
-
-void cli_help(const cli_spec *s, FILE *out)
-{
-    const char *p = s->synopsis;
-    for (int first = 1; p && *p; first = 0) {
-        const char *e = strchr(p, '\n');
-        int n = e ? (int)(e - p) : (int)strlen(p);
-        fprintf(out, "%s %s %.*s\n", first ? "usage:" : "      ", s->prog, n, p);
-        p = e ? e + 1 : NULL;
-    }
-    fprintf(out, "%s\n", s->summary);
-    if (!s->n_groups && s->description) wrap(out, s->description, 0, 79);   /* nothing else says it */
-    for (int g = 0; g < s->n_groups; g++) {
-        fprintf(out, "%s:\n", s->groups[g]->heading);
-        for (int k = 0; k < s->groups[g]->n; k++) {
-            const cli_opt *o = &s->groups[g]->opts[k];
-            char sp[128];
-            spelling_with_value(o, sp, sizeof sp);
-            if (strlen(sp) > 26)
-                fprintf(out, "  %s\n%29s", sp, "");
-            else
-                fprintf(out, "  %-26s ", sp);
-            wrap(out, o->help, 29, 79);
-        }
-    }
-    fprintf(out, "  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)");
-    if (s->groups == NULL || s->n_groups == 0) return;
-    for (int g = 0; g < s->n_groups; g++)
-        if (s->groups[g] == &cli_sampling) {
-            char d[256];
-            smp_params dp = smp_defaults();
-            smp_describe(&dp, d, sizeof d);
-            fprintf(out, "sampling defaults (the same in qwen35-run and qwen35-client):\n  %s\n", d);
-        }
-}
 
 void cli_roff(FILE *out, const char *t)
 {
@@ -346,93 +199,6 @@ void cli_see_also(FILE *out, const char *prog, const char *extra)
     if (extra)
         fprintf(out, ", %s", extra);
     fputc('\n', out);
-}
-
-static void roff_bold_names(FILE *out, const char *names)
-{
-    fputs("\\fB", out);
-    for (const char *p = names; *p; p++) {
-        if (p[0] == ',' && p[1] == ' ') {
-            fputs("\\fR, \\fB", out);
-            p++;
-        } else if (*p == '-') {
-            fputs("\\-", out);
-        } else {
-            fputc(*p, out);
-        }
-    }
-    fputs("\\fR", out);
-}
-
-void cli_man(const cli_spec *s, FILE *out)
-{
-    char upper[64];
-    size_t i = 0;
-    for (; s->prog[i] && i < sizeof upper - 1; i++)
-        upper[i] = (char)(s->prog[i] >= 'a' && s->prog[i] <= 'z' ? s->prog[i] - 32 : s->prog[i]);
-    upper[i] = 0;
-    fprintf(out, ".\\\" Generated from the option table of %s (base/cli.c); do not edit.\n", s->prog);
-    fprintf(out, ".TH %s 1 \"\" \"qwen35\" \"qwen35 manual\"\n.SH NAME\n", upper);
-    cli_roff(out, s->prog);
-    fputs(" \\- ", out);
-    cli_roff(out, s->summary);
-    fputs("\n.SH SYNOPSIS\n", out);
-    for (const char *p = s->synopsis; p && *p;) {
-        const char *e = strchr(p, '\n');
-        char *line = strndup(p, e ? (size_t)(e - p) : strlen(p));
-        fputs(".B ", out);
-        cli_roff(out, s->prog);
-        fputc('\n', out);
-        if (line) cli_roff(out, line);
-        fputs("\n.br\n", out);
-        free(line);
-        p = e ? e + 1 : NULL;
-    }
-    fputs(".SH DESCRIPTION\n", out);
-    cli_roff_paragraphs(out, s->description);
-    fputs(".SH OPTIONS\n", out);
-    for (int g = 0; g < s->n_groups; g++) {
-        fputs(".SS ", out);
-        cli_roff(out, s->groups[g]->heading);
-        fputc('\n', out);
-        for (int k = 0; k < s->groups[g]->n; k++) {
-            const cli_opt *o = &s->groups[g]->opts[k];
-            fputs(".TP\n", out);
-            roff_bold_names(out, o->names);
-            if (o->metavar) {
-                fputs(" \\fI", out);
-                cli_roff(out, o->metavar);
-                fputs("\\fR", out);
-            }
-            fputc('\n', out);
-            cli_roff(out, o->help);
-            fputc('\n', out);
-        }
-    }
-    fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n"
-          ".TP\n\\fB\\-\\-man\\fR\nPrint this page (roff) and exit.\n", out);
-    fputs(".PP\nA llama.cpp flag that has no meaning here (\\fB\\-ngl\\fR, \\fB\\-fa\\fR, "
-          "\\fB\\-\\-mlock\\fR, ...) is refused with one line saying what to use instead.\n", out);
-    if (s->examples) {
-        fputs(".SH EXAMPLES\n", out);
-        for (const char *p = s->examples; p && *p;) {
-            const char *e = strstr(p, "\n\n");
-            char *ex = strndup(p, e ? (size_t)(e - p) : strlen(p));
-            char *nl = ex ? strchr(ex, '\n') : NULL;
-            if (nl) *nl = 0;
-            fputs(".PP\n.nf\n", out);
-            if (ex) cli_roff(out, ex);
-            fputs("\n.fi\n", out);
-            if (nl) {
-                fputs(".RS\n", out);
-                cli_roff(out, nl + 1);
-                fputs("\n.RE\n", out);
-            }
-            free(ex);
-            p = e ? e + 2 : NULL;
-        }
-    }
-    cli_see_also(out, s->prog, NULL);
 }
 
 const char *cli_size(uint64_t bytes, char *buf, size_t n)

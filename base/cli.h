@@ -1,14 +1,9 @@
-/* cli.h — the command line of the user-facing tools (qwen35-run,
- * qwen35-client, qwen35-info, ...): one option table per program drives the
- * parser, --help and the man page.
- *
- * Spellings follow llama.cpp, whose users type them by habit: "-c",
- * "--ctx-size", and its single-dash long forms "-sys", "-cnv", "-no-cnv".
- * getopt cannot parse those ("-ngl 99" would read as "-n gl"), so an
- * argument is matched whole against the table: an option is one of its
- * spellings exactly, or "--long=VALUE"; anything else starting with '-'
- * is an error. A llama.cpp flag qwen35 has no use for ("-ngl", "-fa",
- * "--mlock", ...) gets one line naming it and what to use instead.
+/* cli.h — what the user-facing tools (qwen35-run, qwen35-client,
+ * qwen35-info, ...) share beyond their option tables (base/opts.h, which
+ * parses their llama.cpp spellings): the llama.cpp flags qwen35 has no use
+ * for ("-ngl", "-fa", "--mlock", ...: one line naming what to use
+ * instead), roff helpers for the man pages, sizes and progress, line
+ * input, marked reasoning.
  *
  * The sampling flags are one shared group (cli_sampling) parsed into
  * smp_params by cli_sampling_set, so every tool spells them alike.
@@ -23,10 +18,12 @@
 
 #include "sampler.h"
 
+/* One option of the shared sampling group (the option tables of the
+ * tools include it as one OPT_SAMPLING row, opts.h). */
 typedef struct cli_opt {
-    int id;                 /* > 0, returned by cli_next */
-    const char *names;      /* every spelling, ", " separated: "-c, --ctx-size" */
-    const char *metavar;    /* the value's name ("N", "FILE"); NULL: a flag */
+    int id;                 /* > 0: the option cli_sampling_set sets */
+    const char *names;      /* every spelling, ", " separated: "--temp, --temperature" */
+    const char *metavar;    /* the value's name ("T", "K"); NULL: a flag */
     const char *help;       /* one or two sentences, defaults included */
 } cli_opt;
 
@@ -35,23 +32,6 @@ typedef struct cli_group {
     const cli_opt *opts;
     int n;
 } cli_group;
-
-typedef struct cli_spec {
-    const char *prog;          /* "qwen35-run" */
-    const char *summary;       /* one line: man NAME */
-    const char *synopsis;      /* usage lines, "\n" separated, without the program name */
-    const char *description;   /* paragraphs separated by "\n\n" */
-    const char *examples;      /* "$ command\nwhat it does\n\n..." pairs; may be NULL */
-    const cli_group *const *groups;   /* [n_groups]: the program's and cli_sampling */
-    int n_groups;
-} cli_spec;
-
-enum {
-    CLI_END = -1,      /* no arguments left */
-    CLI_ERROR = -2,    /* err holds one line naming the argument */
-    CLI_EXIT = -3,     /* --help or --man printed to stdout: exit 0 */
-    CLI_ARG = 0,       /* a positional argument in *val */
-};
 
 /* Ids of the shared sampling group, CLI_SMP_<field> for each row of
  * SMP_FIELDS (text/sampling.h) from 900 on; a program's own ids stay below. */
@@ -63,17 +43,16 @@ enum {
 };
 extern const cli_group cli_sampling;
 
-/* Next argument of argv from *i (start at 1). Returns an option's id with
- * its value in *val (NULL for a flag) and the spelling used in *name, a
- * positional argument (CLI_ARG), CLI_END, CLI_EXIT after "--help" /
- * "--man", or CLI_ERROR. After "--" everything is positional. */
-int cli_next(const cli_spec *s, int argc, char **argv, int *i, const char **val,
-             const char **name, char *err, size_t errsz);
-
 /* Sets the sampling field of option id from val. Returns 0, or non-zero
  * with "NAME: ..." in err. */
 int cli_sampling_set(smp_params *p, int id, const char *name, const char *val, char *err,
                      size_t errsz);
+
+/* name[0, len) is one of the ", " separated spellings of list. */
+bool cli_spelled(const char *list, const char *name, size_t len);
+/* 1 when arg[0, len) is a llama.cpp flag qwen35 has no use for ("-ngl"),
+ * with one line in err saying what to use instead; else 0. */
+int cli_foreign(const char *prog, const char *arg, size_t len, char *err, size_t errsz);
 
 /* Values with the flag's name in the message: "-n: 'x' is not an integer". */
 int cli_int(const char *name, const char *val, long lo, long hi, long *out, char *err, size_t errsz);
@@ -82,11 +61,8 @@ int cli_float(const char *name, const char *val, float *out, char *err, size_t e
 /* Edit distance of two short strings (99 past 63 bytes): "did you mean". */
 int cli_distance(const char *a, size_t la, const char *b, size_t lb);
 
-void cli_help(const cli_spec *s, FILE *out);
-void cli_man(const cli_spec *s, FILE *out);
-
 /* roff text: backslashes, dashes and a leading dot or quote escaped
- * (shared with daemon/opts_doc.c). */
+ * (shared with base/opts_doc.c). */
 void cli_roff(FILE *out, const char *t);
 void cli_roff_paragraphs(FILE *out, const char *t);
 /* ".SH SEE ALSO" with every qwen35 page but prog's, then extra (roff as

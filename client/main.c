@@ -11,6 +11,8 @@
  * usage.
  */
 #include "cli.h"
+#include "common.h"
+#include "opts.h"
 #include "qwen35_client.h"
 #include "sampler.h"
 
@@ -26,12 +28,13 @@
 #define MAX_STOP 16
 
 typedef struct cli {
-    const char *endpoint;
+    opts_base base;               /* first: the option table's (parse_args) */
+    const char *endpoint;         /* NULL after parsing: $QWEN35_ENDPOINT or the default */
     bool chat, json, ids, status, stats;
     enum cli_think think;
     const char *prompt_ids_file, *logits_out, *system, *prompt, *prompt_file;
-    const char *stop[MAX_STOP];
-    int n_stop;
+    opt_list stop;                /* --stop, at most MAX_STOP */
+    smp_params sp;
     q35c_request req;
     q35c_opts opts;
     /* per request */
@@ -205,66 +208,79 @@ static int run_status(q35c_client *qc, const cli *c)
     return 0;
 }
 
-enum {
-    O_ENDPOINT = 1, O_CONNECT_TIMEOUT, O_TIMEOUT, O_PROMPT, O_FILE, O_PROMPT_IDS, O_SYSTEM, O_CNV,
-    O_RAW, O_NO_THINK, O_N, O_CTX, O_STOP, O_IGNORE_EOS, O_DEADLINE, O_IDS, O_JSON, O_HIDE_THINK,
-    O_SHOW_THINK, O_LOGPROBS, O_LOGITS_OUT, O_STATS, O_STATUS, O_THREADS, O_BATCH,
-};
+/* -t and -b: llama.cpp's, and a likely habit, but a pipeline's threads
+ * and batches are the daemons'; the rows only say so (nothing is stored). */
+static int refuse(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)v;
+    (void)field;
+    return q35_err(err, errsz, Q35_EINVAL, "not a qwen35-client option: %s",
+                   strstr(d->names, "-t") == d->names ? "threads are the stage's (qwen35-stage --threads N)"
+                   : "the coordinator batches requests (qwen35-coordinator --micro-batches, "
+                     "qwen35-stage --max-seqs)");
+}
 
-static const cli_opt conn_opts[] = {
-    { O_ENDPOINT, "--endpoint", "E", "the coordinator (env QWEN35_ENDPOINT; default " DEFAULT_ENDPOINT ")" },
-    { O_CONNECT_TIMEOUT, "--connect-timeout", "MS", "give up when there is no connection after MS (3000)" },
-    { O_TIMEOUT, "--timeout", "MS", "an error when the coordinator is silent for MS (15000)" },
-    { O_STATUS, "--status", NULL, "print the pipeline's state (stages, spares, slots, warnings) and exit" },
-};
+/* --deadline MS: 1 .. 2^32 - 1 (the wire's uint32). */
+static int parse_ms(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)d;
+    long x;
+    char msg[Q35_ERRSZ];
+    if (q35_parse_long("MS", v, 1, UINT32_MAX, &x, msg, sizeof msg))
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not an integer in [1, %u]", v, UINT32_MAX);
+    *(uint32_t *)field = (uint32_t)x;
+    return 0;
+}
 
-static const cli_opt input_opts[] = {
-    { O_PROMPT, "-p, --prompt", "TEXT", "the prompt (or as the one argument; \"-\" reads stdin)" },
-    { O_FILE, "-f, --file", "FILE", "read the prompt from FILE" },
-    { O_PROMPT_IDS, "--prompt-ids", "FILE", "raw token ids, whitespace separated (\"-\" = stdin)" },
-    { O_SYSTEM, "-sys, --system-prompt, --system", "TEXT", "system message" },
-    { O_CNV, "-cnv, --conversation, --chat", NULL,
+static const opt_def defs[] = {
+    OPT_TOOL_ARG(cli, "prompt", prompt),
+    OPT_HEADING_ROW("connection"),
+    OPT_TOOL_STR(cli, "--endpoint", endpoint, "E", "the coordinator (env QWEN35_ENDPOINT; default " DEFAULT_ENDPOINT ")"),
+    OPT_TOOL_INT(cli, "--connect-timeout", opts.connect_timeout_ms, "MS", 1, INT_MAX,
+                 "give up when there is no connection after MS (3000)"),
+    OPT_TOOL_INT(cli, "--timeout", opts.idle_timeout_ms, "MS", 1, INT_MAX,
+                 "an error when the coordinator is silent for MS (15000)"),
+    OPT_TOOL_FLAG(cli, "--status", status, true, "print the pipeline's state (stages, spares, slots, warnings) and exit"),
+    OPT_HEADING_ROW("input"),
+    OPT_TOOL_STR(cli, "-p, --prompt", prompt, "TEXT", "the prompt (or as the one argument; \"-\" reads stdin)"),
+    OPT_TOOL_STR(cli, "-f, --file", prompt_file, "FILE", "read the prompt from FILE"),
+    OPT_TOOL_STR(cli, "--prompt-ids", prompt_ids_file, "FILE", "raw token ids, whitespace separated (\"-\" = stdin)"),
+    OPT_TOOL_STR(cli, "-sys, --system-prompt, --system", system, "TEXT", "system message"),
+    OPT_TOOL_FLAG(cli, "-cnv, --conversation, --chat", chat, true,
       "conversation: after the prompt (if any) one user turn per line of stdin, with line "
-      "editing on a terminal; Ctrl-C cancels an answer, at the prompt it quits" },
-    { O_RAW, "-no-cnv, --no-conversation, --raw", NULL,
-      "plain text: the prompt is tokenized as written, no chat template (applied by default)" },
-    { O_NO_THINK, "--no-think", NULL, "reasoning off (an empty think block opens the answer)" },
-};
-
-static const cli_opt gen_opts[] = {
-    { O_N, "-n, --n-predict, --predict", "N", "tokens to generate (default 256; 0 or -1: up to the context)" },
-    { O_CTX, "-c, --ctx-size", "N",
+      "editing on a terminal; Ctrl-C cancels an answer, at the prompt it quits"),
+    OPT_TOOL_FLAG(cli, "-no-cnv, --no-conversation, --raw", req.raw_prompt, true,
+      "plain text: the prompt is tokenized as written, no chat template (applied by default)"),
+    OPT_TOOL_FLAG(cli, "--no-think", req.think, false, "reasoning off (an empty think block opens the answer)"),
+    OPT_HEADING_ROW("generation"),
+    OPT_TOOL_INT(cli, "-n, --n-predict, --predict", req.max_tokens, "N", -1, INT_MAX,
+                 "tokens to generate (default 256; 0 or -1: up to the context)"),
+    OPT_TOOL_INT(cli, "-c, --ctx-size", req.ctx_size, "N", 0, INT_MAX,
       "this request's context: prompt plus answer within N positions (default and most: the "
-      "pipeline's max-ctx)" },
-    { O_STOP, "--stop, -r, --reverse-prompt", "S", "stop before the text S (repeatable, up to 16)" },
-    { O_IGNORE_EOS, "--ignore-eos", NULL, "keep generating past end-of-sequence tokens" },
-    { O_DEADLINE, "--deadline", "MS", "end the request after MS" },
-    { O_THREADS, "-t, --threads", "N", "refused here: threads are the stage's (qwen35-stage --threads)" },
-    { O_BATCH, "-b, --batch-size, -ub, --ubatch-size", "N",
-      "refused here: the coordinator batches (qwen35-stage --max-batch, coordinator --micro-batches)" },
-};
-
-static const cli_opt out_opts[] = {
-    { O_IDS, "--ids", NULL, "print the generated token ids (one line) instead of text" },
-    { O_JSON, "--json", NULL, "one JSON event per line" },
-    { O_HIDE_THINK, "--hide-think", NULL, "do not print the reasoning" },
-    { O_SHOW_THINK, "--show-think", NULL,
+      "pipeline's max-ctx)"),
+    OPT_TOOL_LIST(cli, "--stop, -r, --reverse-prompt", stop, "S", "stop before the text S (repeatable, up to 16)"),
+    OPT_TOOL_FLAG(cli, "--ignore-eos", req.ignore_eos, true, "keep generating past end-of-sequence tokens"),
+    OPT_TOOL_PARSE(cli, "--deadline", req.deadline_ms, uint32_t, "MS", parse_ms, "end the request after MS"),
+    OPT_TOOL_PARSE(cli, "-t, --threads", req.max_tokens, int, "N", refuse,
+                   "refused here: threads are the stage's (qwen35-stage --threads)"),
+    OPT_TOOL_PARSE(cli, "-b, --batch-size, -ub, --ubatch-size", req.max_tokens, int, "N", refuse,
+      "refused here: the coordinator batches (qwen35-stage --max-batch, coordinator --micro-batches)"),
+    OPT_TOOL_SAMPLING(cli, sp),
+    OPT_HEADING_ROW("output"),
+    OPT_TOOL_FLAG(cli, "--ids", ids, true, "print the generated token ids (one line) instead of text"),
+    OPT_TOOL_FLAG(cli, "--json", json, true, "one JSON event per line"),
+    OPT_TOOL_SET(cli, "--hide-think", think, enum cli_think, CLI_THINK_HIDE, "do not print the reasoning"),
+    OPT_TOOL_SET(cli, "--show-think", think, enum cli_think, CLI_THINK_SHOW,
       "print the reasoning plain (default: dimmed on a terminal, between <think> and </think> "
-      "lines otherwise)" },
-    { O_LOGPROBS, "--logprobs", "N",
-      "each chosen token's logprob and its N (1..20) most likely alternatives (--json)" },
-    { O_LOGITS_OUT, "--logits-out", "FILE",
-      "write float32 logits [positions][n_vocab]: every prompt position, then every generated token" },
-    { O_STATS, "--stats", NULL, "print usage (tokens, time to first token, tokens/s) to stderr" },
+      "lines otherwise)"),
+    OPT_TOOL_INT(cli, "--logprobs", req.n_logprobs, "N", 1, 20,
+                 "each chosen token's logprob and its N (1..20) most likely alternatives (--json)"),
+    OPT_TOOL_STR(cli, "--logits-out", logits_out, "FILE",
+      "write float32 logits [positions][n_vocab]: every prompt position, then every generated token"),
+    OPT_TOOL_FLAG(cli, "--stats", stats, true, "print usage (tokens, time to first token, tokens/s) to stderr"),
 };
 
-static const cli_group g_conn = { "connection", conn_opts, sizeof conn_opts / sizeof conn_opts[0] };
-static const cli_group g_input = { "input", input_opts, sizeof input_opts / sizeof input_opts[0] };
-static const cli_group g_gen = { "generation", gen_opts, sizeof gen_opts / sizeof gen_opts[0] };
-static const cli_group g_out = { "output", out_opts, sizeof out_opts / sizeof out_opts[0] };
-static const cli_group *const groups[] = { &g_conn, &g_input, &g_gen, &cli_sampling, &g_out };
-
-static const cli_spec spec = {
+static const opts_spec spec = {
     .prog = "qwen35-client",
     .summary = "ask a qwen35 pipeline (the coordinator): answers, conversations, status",
     .synopsis = "[options] \"prompt\"\n[options] -f FILE\n[options] -cnv\n[options] --status",
@@ -285,85 +301,29 @@ static const cli_spec spec = {
         "The state of a coordinator listening on loopback: stages, spares, slots, warnings.\n\n"
         "qwen35-client --json --logprobs 3 -n 16 \"Hi\"\n"
         "Events as JSON lines, each token with its 3 most likely alternatives.",
-    .groups = groups,
-    .n_groups = sizeof groups / sizeof groups[0],
+    .arg_hint = "one prompt argument expected: quote it",
+    OPTS_DEFS(defs),
 };
 
+/* 0: run; 1: --help / --man printed; -1: bad usage (reported). */
 static int parse_args(cli *c, int argc, char **argv)
 {
-    const char *val, *name;
     char err[Q35_ERRSZ];
-    long v;
-    int n_pos = 0;
-    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
-        int rc = 0;
-        switch (id) {
-        case CLI_EXIT: exit(0);
-        case CLI_ERROR: rc = -1; break;
-        case CLI_ARG:
-            if (n_pos++) {
-                fprintf(stderr, "qwen35-client: one prompt argument expected, got '%s' too (quote it)\n", val);
-                return -1;
-            }
-            c->prompt = val;
-            break;
-        case O_ENDPOINT: c->endpoint = val; break;
-        case O_PROMPT: c->prompt = val; n_pos++; break;
-        case O_FILE: c->prompt_file = val; break;
-        case O_PROMPT_IDS: c->prompt_ids_file = val; break;
-        case O_SYSTEM: c->system = val; break;
-        case O_CNV: c->chat = true; break;
-        case O_RAW: c->req.raw_prompt = true; break;
-        case O_NO_THINK: c->req.think = false; break;
-        case O_IGNORE_EOS: c->req.ignore_eos = true; break;
-        case O_IDS: c->ids = true; break;
-        case O_JSON: c->json = true; break;
-        case O_STATUS: c->status = true; break;
-        case O_STATS: c->stats = true; break;
-        case O_HIDE_THINK: c->think = CLI_THINK_HIDE; break;
-        case O_SHOW_THINK: c->think = CLI_THINK_SHOW; break;
-        case O_LOGITS_OUT: c->logits_out = val; c->req.logits = true; break;
-        case O_THREADS:
-        case O_BATCH:
-            q35_err(err, sizeof err, Q35_EINVAL, "%s: not a qwen35-client option: %s", name,
-                    id == O_THREADS ? "threads are the stage's (qwen35-stage --threads N)"
-                                    : "the coordinator batches requests (qwen35-coordinator "
-                                      "--micro-batches, qwen35-stage --max-seqs)");
-            rc = -1;
-            break;
-        case O_LOGPROBS:
-            if (!(rc = cli_int(name, val, 1, 20, &v, err, sizeof err))) c->req.n_logprobs = (int)v;
-            break;
-        case O_DEADLINE:
-            if (!(rc = cli_int(name, val, 1, UINT32_MAX, &v, err, sizeof err))) c->req.deadline_ms = (uint32_t)v;
-            break;
-        case O_N:   /* llama.cpp's -1 (no limit) is 0 here: up to the context */
-            if (!(rc = cli_int(name, val, -1, INT_MAX, &v, err, sizeof err))) c->req.max_tokens = v < 0 ? 0 : (int)v;
-            break;
-        case O_CTX:
-            if (!(rc = cli_int(name, val, 0, INT_MAX, &v, err, sizeof err))) c->req.ctx_size = (int)v;
-            break;
-        case O_CONNECT_TIMEOUT:
-            if (!(rc = cli_int(name, val, 1, INT_MAX, &v, err, sizeof err))) c->opts.connect_timeout_ms = (int)v;
-            break;
-        case O_TIMEOUT:
-            if (!(rc = cli_int(name, val, 1, INT_MAX, &v, err, sizeof err))) c->opts.idle_timeout_ms = (int)v;
-            break;
-        case O_STOP:
-            if (c->n_stop == MAX_STOP) {
-                q35_err(err, sizeof err, Q35_EINVAL, "%s: at most %d stop strings", name, MAX_STOP);
-                rc = -1;
-                break;
-            }
-            c->stop[c->n_stop++] = val;
-            break;
-        default: rc = cli_sampling_set(&c->req.sampling, id, name, val, err, sizeof err); break;
-        }
-        if (rc) {
-            fprintf(stderr, "qwen35-client: %s\n", err);
-            return -1;
-        }
+    c->sp = smp_defaults();
+    int rc = opts_parse(&spec, c, argc, argv, err, sizeof err);
+    if (rc == OPTS_EXIT) return 1;
+    if (rc) {
+        fprintf(stderr, "qwen35-client: %s\n", err);
+        return -1;
     }
+    if (c->stop.n > MAX_STOP) {
+        fprintf(stderr, "qwen35-client: --stop: at most %d stop strings\n", MAX_STOP);
+        return -1;
+    }
+    int n_pos = opts_given(&spec, c, "prompt") + opts_given(&spec, c, "-p, --prompt");
+    if (c->req.max_tokens < 0) c->req.max_tokens = 0;   /* llama.cpp's -1 (no limit): up to the context */
+    c->req.logits = c->logits_out != NULL;
+    c->req.sampling = c->sp;
     int n_inputs = (c->prompt != NULL) + (c->prompt_file != NULL) + (c->prompt_ids_file != NULL);
     if (n_pos > 1 || n_inputs > 1 || (c->chat && c->prompt_ids_file)) {
         fprintf(stderr, "qwen35-client: give one of \"prompt\" (-p), -f FILE, --prompt-ids FILE"
@@ -381,18 +341,24 @@ int main(int argc, char **argv)
 {
     cli c = { 0 };
     q35c_request_init(&c.req);
-    c.endpoint = getenv("QWEN35_ENDPOINT") ? getenv("QWEN35_ENDPOINT") : DEFAULT_ENDPOINT;
     c.think = CLI_THINK_MARK;
-    if (parse_args(&c, argc, argv)) return 2;
+    int prc = parse_args(&c, argc, argv);
+    if (prc) {
+        opts_free(&spec, &c);
+        return prc < 0 ? 2 : 0;
+    }
+    const char *endpoint = c.endpoint ? c.endpoint
+                         : getenv("QWEN35_ENDPOINT") ? getenv("QWEN35_ENDPOINT") : DEFAULT_ENDPOINT;
     cli_out_init(&c.out, stdout, c.think);
     c.req.system = c.system;
-    c.req.stop = c.stop;
-    c.req.n_stop = c.n_stop;
+    c.req.stop = (const char *const *)c.stop.v;
+    c.req.n_stop = c.stop.n;
 
     char err[Q35_ERRSZ];
-    q35c_client *qc = q35c_new(c.endpoint, &c.opts, err, sizeof err);
+    q35c_client *qc = q35c_new(endpoint, &c.opts, err, sizeof err);
     if (!qc) {
         fprintf(stderr, "qwen35-client: %s\n", err);
+        opts_free(&spec, &c);
         return 1;
     }
     g_client = qc;
@@ -447,5 +413,6 @@ done:
     free(stdin_prompt);
     free(ids);
     free(c.answer);
+    opts_free(&spec, &c);
     return rc;
 }

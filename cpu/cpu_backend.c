@@ -2,12 +2,16 @@
  * the per-token loop of DESIGN.md §1 over a whole batch of rows, the LM
  * head. The blocks live in cpu_attn.c, cpu_ssm.c and cpu_moe.c. */
 #include "cpu.h"
+#include "cli.h"
 #include "common.h"
 #include "quant.h"
 #include "quant_act.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* ---- helpers shared by the blocks ---------------------------------------- */
@@ -167,6 +171,54 @@ static int scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
     return 0;
 }
 
+/* mlock / munlock the page-aligned span of t. */
+static int lock_tensor(const q35_tensor *t, bool lock)
+{
+    if (!t->data || !t->nbytes)
+        return 0;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)t->data & ~(pg - 1), e = (uintptr_t)t->data + t->nbytes;
+    return lock ? mlock((void *)a, e - a) : munlock((void *)a, e - a);
+}
+
+/* Every tensor of the range but token_embd (a step reads only its
+ * tokens' rows: locking it would read and pin the whole vocabulary);
+ * the first failure's errno, 0 when all are done. */
+static int lock_all(const q35_weights *w, bool lock, uint64_t *bytes)
+{
+    int rc = 0;
+    *bytes = 0;
+    if (w->has_head) {
+        rc = lock_tensor(&w->output_norm, lock) || lock_tensor(&w->output, lock) ? errno : 0;
+        *bytes += w->output_norm.nbytes + w->output.nbytes;
+    }
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
+        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
+#define LOCK(field, ...) \
+        if (l->field.data) { *bytes += l->field.nbytes; if (!rc && lock_tensor(&l->field, lock)) rc = errno; }
+        Q35_LAYER_TENSORS(LOCK)
+#undef LOCK
+    }
+    return rc;
+}
+
+/* The lock of the mlock option; on failure nothing stays locked. */
+static int lock_weights(const q35_weights *w, char *err, size_t errsz)
+{
+    uint64_t bytes;
+    int e = lock_all(w, true, &bytes);
+    if (!e)
+        return 0;
+    lock_all(w, false, &bytes);
+    struct rlimit rl;
+    char lim[32] = "unknown", sz[32];
+    if (!getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur != RLIM_INFINITY)
+        cli_size((uint64_t)rl.rlim_cur, lim, sizeof lim);
+    return q35_err(err, errsz, Q35_ERANGE, "cpu backend: mlock of the layers' weights (%s): %s "
+                   "(RLIMIT_MEMLOCK %s: raise LimitMEMLOCK= in the unit or ulimit -l, or drop mlock)",
+                   cli_size(bytes, sz, sizeof sz), strerror(e), lim);
+}
+
 static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
                              char *err, size_t errsz)
 {
@@ -242,8 +294,12 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
      * than at the first steps' page faults, when they fit in 90% of the
      * host's memory (past that, the page cache could not keep them anyway). */
     long pages = sysconf(_SC_PHYS_PAGES), pgsz = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && pgsz > 0)
+    if (o->mlock) {
+        if (lock_weights(w, err, errsz))   /* mlock maps every page it locks */
+            goto fail;
+    } else if (pages > 0 && pgsz > 0) {
         q35_weights_populate(w, (uint64_t)pages * (uint64_t)pgsz / 10 * 9);
+    }
     return b;
 fail:
     cpu_destroy(&b);
@@ -255,6 +311,9 @@ static void cpu_destroy(q35_backend **pb)
     if (!pb || !*pb)
         return;
     q35_backend *b = *pb;
+    uint64_t bytes;
+    if (b->o.mlock)
+        lock_all(b->w, false, &bytes);   /* the engine may open another backend on the mapping */
     pool_destroy(&b->pool);
     scratch_free(&b->s);
     free(b->state);

@@ -21,8 +21,8 @@ int gc_chain_open(gc_chain *ch, const char *model, const char *backend, int spli
         q35_engine_opts o = {
             .model_path = model, .layer_begin = ch->n == 2 ? bounds[i] : 0,
             .layer_end = ch->n == 2 ? bounds[i + 1] : layer_end,
-            .max_seqs = max_seqs, .max_ctx = ctx, .n_threads = 2, .backend = backend,
-            .device = gc_device, .no_graphs = gc_no_graphs,
+            .be.max_seqs = max_seqs, .be.max_ctx = ctx, .be.n_threads = 2, .backend = backend,
+            .be.device = gc_device, .be.no_graphs = gc_no_graphs,
         };
         ch->e[i] = q35_engine_open(&o, err, errsz);
         if (!ch->e[i]) { gc_chain_close(ch); return Q35_EINVAL; }
@@ -185,9 +185,9 @@ static int slot_forward(q35_engine *e, int slot, const int32_t *tok, int pos, in
 static bool ckpt_case(const char *model, const char *backend, const int32_t *tok, float *out,
                       char *err, size_t errsz)
 {
-    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .max_seqs = 4,
-                          .max_ctx = 128, .n_threads = 2, .backend = backend,
-                          .device = gc_device, .cache_bytes = 64 << 20 };
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .be.max_seqs = 4,
+                          .be.max_ctx = 128, .be.n_threads = 2, .backend = backend,
+                          .be.device = gc_device, .cache_bytes = 64 << 20 };
     q35_engine *e = q35_engine_open(&o, err, errsz);
     if (!e)
         return false;

@@ -14,8 +14,13 @@
  * (*_cfg_check_model), so every config problem stops the start with the
  * file and line that caused it.
  *
- * To add an option: a member here, a row in the table in cfg_stage.c /
- * cfg_coord.c (the help text, --help, man page and INI key follow).
+ * To add an option: a row in the table in cfg_stage.c / cfg_coord.c (its
+ * help text; --help, the man page and the INI key follow) and the member
+ * it names. A backend option is one row in cfg_stage.c naming
+ * stage.eng.be.MEMBER, the member in q35_backend_opts (model/engine.h),
+ * and its use in the backend (cpu/cpu_backend.c, cuda/backend.cu): three
+ * files, nothing copied in between, since stage_cfg holds the stage's
+ * options, which hold the engine's, which hold the backend's.
  */
 #ifndef Q35_CFG_H
 #define Q35_CFG_H
@@ -24,6 +29,7 @@
 
 #include "curve.h"
 #include "opts.h"
+#include "../stage/stage.h"
 
 /* Exit status for a bad configuration (EX_CONFIG): the units list it in
  * RestartPreventExitStatus=, since restarting cannot fix a config file. */
@@ -34,11 +40,11 @@
 
 /* Rows both daemons share, spelled once (T: the config struct). */
 #define CFG_ROW_MAX_MSG_MB(T) \
-    { "max-msg-mb", OPT_INT, offsetof(T, max_msg_mb), "N", "256", 1, 4096, NULL, false, NULL, \
-      "Largest message accepted from the wire, in MiB (ZMQ_MAXMSGSIZE)." }
+    OPT_INT_ROW(T, "max-msg-mb", max_msg_mb, "N", "256", 1, 4096, \
+                "Largest message accepted from the wire, in MiB (ZMQ_MAXMSGSIZE).")
 #define CFG_ROW_LOG_LEVEL(T) \
-    { "log-level", OPT_STR, offsetof(T, log_level), "LEVEL", "info", 1, 0, "error|warn|info|debug", \
-      false, opts_check_log_level, "Least severe messages logged (debug adds per-step lines)." }
+    OPT_STR_ROW(T, "log-level", log_level, "LEVEL", "info", "error|warn|info|debug", false, \
+                opts_check_log_level, "Least severe messages logged (debug adds per-step lines).")
 
 /* The identity-cache option's text, the same on stage and coordinator. */
 #define CFG_IDENTITY_CACHE_DOC \
@@ -50,25 +56,15 @@
 
 typedef struct stage_cfg {
     opts_base base;          /* first: locations for error messages */
-    char *model;             /* GGUF path */
-    opt_range layers;        /* [begin, end) of the main stack */
+    /* What stage_new() takes. The rows write the engine's and the
+     * backend's options in place (stage.eng.be.pass_rows ...), and
+     * stage_cfg_load() completes the rest (the range in layers, threads
+     * 0, the CURVE keys), so main() hands c.stage over as it is. */
+    stage_opts stage;
+    opt_range layers;        /* [begin, end) of the main stack, in cuts */
     char *bind;              /* ZeroMQ endpoint to bind */
-    int threads;             /* 0 = one per online CPU */
-    int max_seqs;
-    int max_ctx;
-    char *backend;           /* "auto" | "cpu" | "cuda" | "sim" */
-    char *sim_profile;       /* backend sim: the timing profile */
-    char *device;            /* "N" | "emu" (q35_device_parse) */
-    int pass_rows;           /* rows per backend pass; 0 = the backend's default */
-    char *cuda_graphs;       /* "on" | "off": CUDA decode through captured graphs */
-    char *activations;       /* "exact" | "f32" | "q8": CPU matmul activations (quant_act.h) */
-    bool cpu_affinity;       /* pin the CPU worker threads */
     int max_msg_mb;          /* ZMQ_MAXMSGSIZE in MiB */
     int step_timeout_ms;     /* deadline for one forward step */
-    int lease_ms;            /* the owning coordinator silent this long: lease ends */
-    char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
-    int cache_mb;            /* checkpoint store budget in MiB; -1 = auto */
-    int host_stages;         /* stages sharing this host's RAM (>= 1 once loaded) */
     char *log_level;
     char *curve_secret_key;  /* path; NULL: plaintext (no authentication) */
     char *curve_clients;     /* path of the allowed client public keys */

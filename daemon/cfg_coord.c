@@ -9,8 +9,6 @@
 #include "config.h"
 #include "log.h"
 
-#define F(m) offsetof(coord_cfg, m)
-
 /* An opt_range (cuts: half-layers) as "layers A:B". */
 #define RANGE_FMT "layers " Q35_CUT_FMT ":" Q35_CUT_FMT
 #define RANGE_ARGS(r) Q35_CUT_ARGS((r).begin), Q35_CUT_ARGS((r).end)
@@ -63,100 +61,100 @@ static int check_stage(const opt_def *d, const void *field, char *err, size_t er
 }
 
 static const opt_def coord_defs[] = {
-    { "model", OPT_STR, F(model), "PATH", NULL, 1, 0, NULL, true, opts_check_readable_file,
+    OPT_STR_ROW(coord_cfg, "model", model, "PATH", NULL, NULL, true, opts_check_readable_file,
       "GGUF model file the stages serve: the coordinator reads its tokenizer, chat template "
-      "and layer count." },
-    { "listen", OPT_STR, F(listen), "ENDPOINT", NULL, 1, 0, NULL, true, opts_check_endpoint,
-      "ZeroMQ endpoint clients connect to: tcp://HOST:PORT or ipc:///PATH." },
-    { "stage", OPT_LIST, F(stage_list), "'ENDPOINT [A:B]'", NULL, 1, 0, NULL, true, check_stage,
+      "and layer count."),
+    OPT_STR_ROW(coord_cfg, "listen", listen, "ENDPOINT", NULL, NULL, true, opts_check_endpoint,
+      "ZeroMQ endpoint clients connect to: tcp://HOST:PORT or ipc:///PATH."),
+    OPT_LIST_ROW(coord_cfg, "stage", stage_list, "'ENDPOINT [A:B]'", true, check_stage,
       "A stage; repeat once per stage, in layer order. Its layer range is learned from its "
       "handshake; 'ENDPOINT A:B' also states the layers [A, B) it must hold (an end may be a "
       "half-layer, L.5: after layer L's mixer). The ranges must "
       "start at layer 0, follow each other without gap or overlap and end at the model's last "
-      "layer; the first stage holds the embeddings, the last the head." },
-    { "spare", OPT_LIST, F(spare_list), "'ENDPOINT [A:B]'", NULL, 1, 0, NULL, false, check_stage,
+      "layer; the first stage holds the embeddings, the last the head."),
+    OPT_LIST_ROW(coord_cfg, "spare", spare_list, "'ENDPOINT [A:B]'", false, check_stage,
       "A spare: a qwen35-stage serving the same layer range as one of the stages (learned from "
       "its handshake; 'ENDPOINT A:B' also states it), e.g. '--stage EP --spare EP2'. It is "
       "handshaken (the model checked like any stage's) and probed, and idles; when the stage "
       "of its range is lost (killed, hung, leaving on SIGTERM) the coordinator routes to the "
       "spare at once, rebuilding the sequences there, instead of waiting for a restart; the "
-      "lost stage, once back, is the spare. Repeatable, several per range." },
-    { "max-queue", OPT_INT, F(max_queue), "N", "64", 0, 100000, NULL, false, NULL,
-      "Requests that may wait for a slot; past it new requests get RESOURCE_EXHAUSTED." },
-    { "max-seqs", OPT_INT, F(max_seqs), "N", "16", 1, 4096, NULL, false, NULL,
-      "Sequences decoded at once (at most the stages' max-seqs)." },
-    { "max-ctx", OPT_INT, F(max_ctx), "N", "4096", 16, 1 << 20, NULL, false, NULL,
-      "Longest sequence (prompt + generated tokens)." },
-    { "micro-batches", OPT_INT, F(micro_batches), "N", "0", 0, 64, NULL, false, NULL,
-      "Micro-batches kept in flight through the pipeline; 0 = one per stage." },
-    { "step-target-ms", OPT_INT, F(step_target_ms), "MS", "0", 0, 600000, NULL, false, NULL,
+      "lost stage, once back, is the spare. Repeatable, several per range."),
+    OPT_INT_ROW(coord_cfg, "max-queue", max_queue, "N", "64", 0, 100000,
+      "Requests that may wait for a slot; past it new requests get RESOURCE_EXHAUSTED."),
+    OPT_INT_ROW(coord_cfg, "max-seqs", max_seqs, "N", "16", 1, 4096,
+      "Sequences decoded at once (at most the stages' max-seqs)."),
+    OPT_INT_ROW(coord_cfg, "max-ctx", max_ctx, "N", "4096", 16, 1 << 20,
+      "Longest sequence (prompt + generated tokens)."),
+    OPT_INT_ROW(coord_cfg, "micro-batches", micro_batches, "N", "0", 0, 64,
+      "Micro-batches kept in flight through the pipeline; 0 = one per stage."),
+    OPT_INT_ROW(coord_cfg, "step-target-ms", step_target_ms, "MS", "0", 0, 600000,
       "Target time of one forward step: prefill chunks fill each micro-batch, after its "
       "decode rows, only up to the rows the slowest stage runs in about this time (from "
       "each stage's measured step times, fitted as fixed + per-row cost), so a long prompt "
       "stalls running decodes by at most about this; a quarter of the budget always goes to "
-      "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch." },
-    { "identity-cache", OPT_STR, F(identity_cache), "DIR", NULL, 0, 0, NULL, false, NULL,
-      CFG_IDENTITY_CACHE_DOC },
-    { "trace", OPT_STR, F(trace), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch."),
+    OPT_STR_ROW(coord_cfg, "identity-cache", identity_cache, "DIR", NULL, NULL, false, NULL,
+      CFG_IDENTITY_CACHE_DOC),
+    OPT_STR_ROW(coord_cfg, "trace", trace, "FILE", NULL, NULL, false, NULL,
       "Write every forward step of every stage to FILE as Chrome trace-event JSON (one track "
       "per stage, one slice per step with its micro-batch, rows and sequences; open it in "
-      "Perfetto or chrome://tracing). The file is complete when the coordinator stops." },
-    { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
+      "Perfetto or chrome://tracing). The file is complete when the coordinator stops."),
+    OPT_INT_ROW(coord_cfg, "step-timeout-ms", step_timeout_ms, "N", "60000", 100, 3600000,
       "Longest a stage may take to answer one step; past it the stage is treated as lost. "
       "The deadline applied is adaptive: 10x the stage's measured time for a step of that "
-      "many rows, at least 5 s (or this value when smaller), at most this value." },
-    { "max-client-requests", OPT_INT, F(max_client_requests), "N", "1024", 0, 100000, NULL, false,
-      NULL, "Requests one client connection may have active or queued; past it its new requests "
+      "many rows, at least 5 s (or this value when smaller), at most this value."),
+    OPT_INT_ROW(coord_cfg, "max-client-requests", max_client_requests, "N", "1024", 0, 100000,
+      "Requests one client connection may have active or queued; past it its new requests "
       "get RESOURCE_EXHAUSTED, so one connection cannot hold an unbounded number. The default is "
       "above what a real client has at once (an HTTP front serves many users over one "
-      "connection: qwen35-http's max-connections is 256); 0 = no limit." },
-    { "max-unread-mb", OPT_INT, F(max_unread_mb), "N", "64", 1, 65536, NULL, false, NULL,
+      "connection: qwen35-http's max-connections is 256); 0 = no limit."),
+    OPT_INT_ROW(coord_cfg, "max-unread-mb", max_unread_mb, "N", "64", 1, 65536,
       "Output of one request sent to its client and not read yet, in MiB (clients acknowledge "
       "what they read); past it the request ends with RESOURCE_EXHAUSTED, so a client that asks "
-      "for logits and does not read cannot make the coordinator hold unbounded memory." },
-    { "max-unread-conn-mb", OPT_INT, F(max_unread_conn_mb), "N", "128", 1, 65536, NULL, false,
-      NULL, "Output sent on one client connection and not read yet, over all its requests (and "
+      "for logits and does not read cannot make the coordinator hold unbounded memory."),
+    OPT_INT_ROW(coord_cfg, "max-unread-conn-mb", max_unread_conn_mb, "N", "128", 1, 65536,
+      "Output sent on one client connection and not read yet, over all its requests (and "
       "the unread rest of those that ended), in MiB; past it the connection's request holding "
-      "the most ends with RESOURCE_EXHAUSTED." },
-    { "max-unread-total-mb", OPT_INT, F(max_unread_total_mb), "N", "256", 1, 1048576, NULL, false,
-      NULL, "Output sent to all clients and not read yet, in MiB: the memory slow readers can make "
+      "the most ends with RESOURCE_EXHAUSTED."),
+    OPT_INT_ROW(coord_cfg, "max-unread-total-mb", max_unread_total_mb, "N", "256", 1, 1048576,
+      "Output sent to all clients and not read yet, in MiB: the memory slow readers can make "
       "the coordinator hold. Past it the largest request of the connection holding the most ends "
-      "with RESOURCE_EXHAUSTED." },
-    { "takeover", OPT_BOOL, F(takeover), NULL, "false", 0, 0, NULL, false, NULL,
+      "with RESOURCE_EXHAUSTED."),
+    OPT_BOOL_ROW(coord_cfg, "takeover", takeover, "false",
       "Take over stages another coordinator owns (fencing it out: its steps are refused from "
       "then on). Without it a stage owned by a live coordinator refuses this one, naming the "
-      "owner." },
-    { "replay-wait-ms", OPT_INT, F(replay_wait_ms), "N", "30000", 1, 3600000, NULL, false, NULL,
+      "owner."),
+    OPT_INT_ROW(coord_cfg, "replay-wait-ms", replay_wait_ms, "N", "30000", 1, 3600000,
       "When a stage is lost, its requests wait this long for its layer range to be served "
       "again (the stage restarted; with a spare of its range, no wait); then each sequence is rebuilt on every stage from its "
-      "tokens and goes on. Past it they end with an error naming the last token delivered." },
-    { "wire-dtype", OPT_STR, F(wire_dtype), "TYPE", "f32", 0, 0, "f32|bf16|f16", false, NULL,
+      "tokens and goes on. Past it they end with an error naming the last token delivered."),
+    OPT_STR_ROW(coord_cfg, "wire-dtype", wire_dtype, "TYPE", "f32", "f32|bf16|f16", false, NULL,
       "Element type of the hidden rows sent between stages (agreed in the handshake): f32 is "
-      "exact; bf16 and f16 halve the bytes on the wire at some precision." },
-    { "prefix-cache", OPT_STR, F(prefix_cache), "on|off", "on", 1, 0, "on|off", false, NULL,
+      "exact; bf16 and f16 halve the bytes on the wire at some precision."),
+    OPT_STR_ROW(coord_cfg, "prefix-cache", prefix_cache, "on|off", "on", "on|off", false, NULL,
       "Reuse computed prompt prefixes: restore the longest prefix of a prompt checkpointed "
       "on every stage (their cache-mb budgets) and prefill only the rest; checkpoints are "
       "left at message boundaries, every 1024 prompt tokens, a prompt's end and a "
-      "request's end. Off also when any stage has cache-mb 0." },
+      "request's end. Off also when any stage has cache-mb 0."),
     CFG_ROW_MAX_MSG_MB(coord_cfg),
     CFG_ROW_LOG_LEVEL(coord_cfg),
-    { "curve-secret-key", OPT_STR, F(curve_secret_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+    OPT_STR_ROW(coord_cfg, "curve-secret-key", curve_secret_key, "FILE", NULL, NULL, false, NULL,
       "Authenticate to the stages with CURVE: this coordinator's secret key (one Z85 key, "
       "from qwen35-keygen; mode 0600). Its public key must be in each stage's curve-clients. "
-      "Needs one stage-key per stage. The client-facing socket is not affected." },
-    { "stage-key", OPT_LIST, F(stage_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "Needs one stage-key per stage. The client-facing socket is not affected."),
+    OPT_LIST_ROW(coord_cfg, "stage-key", stage_key, "FILE", false, NULL,
       "With curve-secret-key: the public key file (.pub) of a stage's curve-secret-key; repeat "
       "once per stage, in the order of the stage lines (the first stage-key goes with the "
-      "first stage)." },
-    { "spare-key", OPT_LIST, F(spare_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "first stage)."),
+    OPT_LIST_ROW(coord_cfg, "spare-key", spare_key, "FILE", false, NULL,
       "With curve-secret-key: the public key file (.pub) of a spare's curve-secret-key; repeat "
-      "once per spare, in the order of the spare lines." },
-    { "insecure", OPT_BOOL, F(insecure), NULL, "no", 0, 0, NULL, false, NULL,
+      "once per spare, in the order of the spare lines."),
+    OPT_BOOL_ROW(coord_cfg, "insecure", insecure, "no",
       "Allow plaintext tcp:// endpoints: a stage or spare without curve-secret-key (a process "
       "that takes over its port is routed to and sees every hidden state), and a tcp:// listen "
       "(the client socket has no CURVE: anyone who reaches it may submit). Without it those "
       "stop the start; on one host use ipc:// sockets in /run/qwen35. With it a WARN at start "
-      "and in status." },
+      "and in status."),
 };
 
 /* Secure by default: plaintext TCP only with insecure = yes. */
@@ -336,8 +334,7 @@ const opts_spec coord_cfg_spec = {
                "[coordinator]\nmodel = /srv/qwen35/models/qwen35moe.gguf\n"
                "listen = tcp://127.0.0.1:5700\nstage = tcp://127.0.0.1:5701\n"
                "stage = tcp://127.0.0.1:5702\nmax-seqs = 16\nmax-ctx = 4096",
-    .defs = coord_defs,
-    .n_defs = (int)(sizeof coord_defs / sizeof coord_defs[0]),
+    OPTS_DEFS(coord_defs),
     .cross_check = coord_cross_check,
 };
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "common.h"
@@ -14,94 +15,95 @@
 #include "gguf.h"
 #include "log.h"
 
-#define F(m) offsetof(stage_cfg, m)
-
-static int check_device(const opt_def *d, const void *field, char *err, size_t errsz)
+static int parse_device(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
 {
     (void)d;
-    int dev;
-    return q35_device_parse(*(char *const *)field, &dev, err, errsz);
+    return q35_device_parse(v, field, err, errsz);
 }
 
 static const opt_def stage_defs[] = {
-    { "model", OPT_STR, F(model), "PATH", NULL, 1, 0, NULL, true, opts_check_readable_file,
-      "GGUF model file (qwen35moe); only the tensors of this stage's layers are read." },
-    { "layers", OPT_RANGE, F(layers), "A:B", NULL, 0, Q35_MAX_LAYERS, NULL, true, NULL,
+    OPT_STR_ROW(stage_cfg, "model", stage.eng.model_path, "PATH", NULL, NULL, true, opts_check_readable_file,
+      "GGUF model file (qwen35moe); only the tensors of this stage's layers are read."),
+    OPT_RANGE_ROW(stage_cfg, "layers", layers, 0, Q35_MAX_LAYERS, true,
       "Layers [A, B) of the main stack this stage runs; the stage holding layer 0 also "
       "embeds tokens, the one ending at the last layer also applies the LM head. An end may "
       "be a half-layer, L.5: after layer L's mixer (attention or SSM), before its FFN (e.g. "
       "0:5.5 and 5.5:11); the stage running a layer's mixer keeps that layer's state. Only "
-      "the cpu and sim backends run half-layers." },
-    { "bind", OPT_STR, F(bind), "ENDPOINT", NULL, 1, 0, NULL, true, opts_check_endpoint,
-      "ZeroMQ endpoint to serve on: tcp://HOST:PORT or ipc:///PATH." },
-    { "threads", OPT_INT, F(threads), "N", "0", 0, 1024, NULL, false, NULL,
-      "CPU worker threads; 0 = one per online CPU." },
-    { "max-seqs", OPT_INT, F(max_seqs), "N", "16", 1, 4096, NULL, false, NULL,
-      "Sequence slots (concurrent sequences) this stage keeps state for." },
-    { "max-ctx", OPT_INT, F(max_ctx), "N", "4096", 16, 1 << 20, NULL, false, NULL,
-      "Positions per sequence slot (KV cache length)." },
-    { "backend", OPT_STR, F(backend), "NAME", "auto", 1, 0, "auto|cpu|cuda|sim", false, NULL,
+      "the cpu and sim backends run half-layers."),
+    OPT_STR_ROW(stage_cfg, "bind", bind, "ENDPOINT", NULL, NULL, true, opts_check_endpoint,
+      "ZeroMQ endpoint to serve on: tcp://HOST:PORT or ipc:///PATH."),
+    OPT_INT_ROW(stage_cfg, "threads", stage.eng.be.n_threads, "N", "0", 0, 1024,
+      "CPU worker threads; 0 = one per online CPU."),
+    OPT_INT_ROW(stage_cfg, "max-seqs", stage.eng.be.max_seqs, "N", "16", 1, 4096,
+      "Sequence slots (concurrent sequences) this stage keeps state for."),
+    OPT_INT_ROW(stage_cfg, "max-ctx", stage.eng.be.max_ctx, "N", "4096", 16, 1 << 20,
+      "Positions per sequence slot (KV cache length)."),
+    OPT_STR_ROW(stage_cfg, "backend", stage.eng.backend, "NAME", "auto", "auto|cpu|cuda|sim", false, NULL,
       "Compute backend; auto = cuda when built with it and a device is present, else cpu. "
       "An explicit cuda that cannot start is an error, never a fall-back. sim: a SIMULATOR "
       "for testing the scheduler, never chosen by auto: each step takes the time sim-profile "
-      "gives and yields deterministic rows and tokens, not the model's." },
-    { "sim-profile", OPT_STR, F(sim_profile), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "gives and yields deterministic rows and tokens, not the model's."),
+    OPT_STR_ROW(stage_cfg, "sim-profile", stage.eng.be.sim_profile, "FILE", NULL, NULL, false, NULL,
       "With backend sim: the timing profile (microseconds per layer kind: 'ssm FIXED ROW SEQ', "
-      "'attn FIXED ROW SEQ', 'embd FIXED ROW', 'head FIXED ROW'; deploy/examples/sim-*.profile)." },
-    { "device", OPT_STR, F(device), "N|emu", "0", 1, 0, NULL, false, check_device,
+      "'attn FIXED ROW SEQ', 'embd FIXED ROW', 'head FIXED ROW'; deploy/examples/sim-*.profile)."),
+    OPT_PARSE_ROW(stage_cfg, "device", stage.eng.be.device, int, "N|emu", "0", parse_device,
       "CUDA device index (one die per stage); emu: the CUDA backend on the SIMT emulator "
-      "(its kernels run on the CPU under memory and race checks: slow, for testing)." },
-    { "pass-rows", OPT_INT, F(pass_rows), "N", "0", 0, 4096, NULL, false, NULL,
+      "(its kernels run on the CPU under memory and race checks: slow, for testing)."),
+    OPT_INT_ROW(stage_cfg, "pass-rows", stage.eng.be.pass_rows, "N", "0", 0, 4096,
       "Rows the backend runs per pass (a longer prompt runs in chunks of this many; the "
-      "CUDA backend sizes its scratch for it); 0 = the backend's default, 256." },
-    { "cuda-graphs", OPT_STR, F(cuda_graphs), "on|off", "on", 1, 0, "on|off", false, NULL,
+      "CUDA backend sizes its scratch for it); 0 = the backend's default, 256."),
+    OPT_ENUM_ROW(stage_cfg, "cuda-graphs", stage.eng.be.no_graphs, "on", "on|off",
       "CUDA: replay decode steps through captured CUDA graphs (off: launch every kernel "
-      "each step, for profiling and comparison)." },
-    { "cache-mb", OPT_INT, F(cache_mb), "N", "-1", -1, 1 << 24, NULL, false, NULL,
+      "each step, for profiling and comparison)."),
+    OPT_MIB_ROW(stage_cfg, "cache-mb", stage.eng.cache_bytes, "N", "-1", -1, 1 << 24,
       "Budget of the checkpoint store (prefix cache: saved sequence states the coordinator "
       "restores instead of recomputing a prompt's prefix), in MiB; least recently used "
       "checkpoints are evicted past it. -1 = a quarter of the memory free at start (host RAM "
       "for cpu, divided among host-stages; device memory for cuda), printed at start; 0 = no "
-      "prefix cache." },
-    { "host-stages", OPT_INT, F(host_stages), "N", "0", 0, 4096, NULL, false, NULL,
+      "prefix cache."),
+    OPT_INT_ROW(stage_cfg, "host-stages", stage.eng.cache_share, "N", "0", 0, 4096,
       "Stages on this host sharing its RAM: with cache-mb -1 on the cpu backend, each gets "
       "1/N of the quarter of free memory, so that together they never promise more than "
       "exists. 0 = the number of stage-*.conf files beside --config when it is one of them "
-      "(the systemd layout: /etc/qwen35/stage-N.conf, one per stage of this host), else 1." },
-    { "activations", OPT_STR, F(activations), "exact|f32|q8", "exact", 1, 0, "exact|f32|q8", false,
-      NULL,
+      "(the systemd layout: /etc/qwen35/stage-N.conf, one per stage of this host), else 1."),
+    OPT_ENUM_ROW(stage_cfg, "activations", stage.eng.be.activations, "exact", "exact|f32|q8",
       "CPU matmul activations. exact: within the golden tolerance (q6_K uses "
       "int16 dot products where the CPU has AVX-512 VNNI, error ~2e-8 of the row's scale); "
       "f32: float32 activations everywhere (the reference); q8: int8 activations for q4_K "
       "and q6_K (vpdpbusd), as the reference engine does: faster, not exact (logits drift "
-      "by 1-3 on the chaotic golden models)." },
-    { "cpu-affinity", OPT_BOOL, F(cpu_affinity), NULL, "off", 0, 0, NULL, false, NULL,
+      "by 1-3 on the chaotic golden models)."),
+    OPT_BOOL_ROW(stage_cfg, "cpu-affinity", stage.eng.be.cpu_affinity, "off",
       "CPU: pin worker thread i (the stage's own thread first) to the i-th CPU the stage may "
-      "run on (its systemd CPUAffinity= or taskset set), so each keeps its caches across passes." },
+      "run on (its systemd CPUAffinity= or taskset set), so each keeps its caches across passes."),
+    OPT_BOOL_ROW(stage_cfg, "mlock", stage.eng.be.mlock, "off",
+      "CPU: lock the layers' weight pages in RAM (mlock; llama.cpp's --mlock), so that memory "
+      "pressure never evicts them to be read from the disk again mid-decode (token_embd, of "
+      "which a step reads only its tokens' rows, is not locked). Needs RLIMIT_MEMLOCK above "
+      "their size (the unit's LimitMEMLOCK=infinity); a lock that fails stops the start."),
     CFG_ROW_MAX_MSG_MB(stage_cfg),
-    { "step-timeout-ms", OPT_INT, F(step_timeout_ms), "N", "60000", 100, 3600000, NULL, false, NULL,
+    OPT_INT_ROW(stage_cfg, "step-timeout-ms", step_timeout_ms, "N", "60000", 100, 3600000,
       "Deadline for one forward step. A compute that hangs cannot be interrupted: past it the "
       "stage exits (status 70) so that its service manager restarts it, and the coordinator "
-      "rebuilds its sequences there." },
-    { "identity-cache", OPT_STR, F(identity_cache), "DIR", NULL, 0, 0, NULL, false, NULL,
-      CFG_IDENTITY_CACHE_DOC },
-    { "lease-ms", OPT_INT, F(lease_ms), "N", "10000", 500, 3600000, NULL, false, NULL,
+      "rebuilds its sequences there."),
+    OPT_STR_ROW(stage_cfg, "identity-cache", stage.identity_cache, "DIR", NULL, NULL, false, NULL,
+      CFG_IDENTITY_CACHE_DOC),
+    OPT_INT_ROW(stage_cfg, "lease-ms", stage.lease_ms, "N", "10000", 500, 3600000,
       "This stage serves one coordinator at a time (the first Hello takes the lease). When it "
       "sends nothing for this long (it polls every 0.5 s), its sequences are freed and another "
-      "coordinator may take the stage." },
+      "coordinator may take the stage."),
     CFG_ROW_LOG_LEVEL(stage_cfg),
-    { "curve-secret-key", OPT_STR, F(curve_secret_key), "FILE", NULL, 1, 0, NULL, false, NULL,
+    OPT_STR_ROW(stage_cfg, "curve-secret-key", curve_secret_key, "FILE", NULL, NULL, false, NULL,
       "Authenticate peers with CURVE: this stage's secret key (one Z85 key, from "
       "qwen35-keygen; mode 0600). Only the clients listed in curve-clients get through. "
-      "Unset: plaintext, reachable by anyone who can connect (single host only)." },
-    { "curve-clients", OPT_STR, F(curve_clients), "FILE", NULL, 1, 0, NULL, false, NULL,
+      "Unset: plaintext, reachable by anyone who can connect (single host only)."),
+    OPT_STR_ROW(stage_cfg, "curve-clients", curve_clients, "FILE", NULL, NULL, false, NULL,
       "With curve-secret-key: the client (coordinator) public keys allowed in, one Z85 key per "
-      "line, '# ' comments. Others are refused, each key logged once." },
-    { "insecure", OPT_BOOL, F(insecure), NULL, "no", 0, 0, NULL, false, NULL,
+      "line, '# ' comments. Others are refused, each key logged once."),
+    OPT_BOOL_ROW(stage_cfg, "insecure", insecure, "no",
       "Allow a plaintext tcp:// bind (no curve-secret-key): anyone who can reach the port can "
       "take this stage over (wipe its sequences, fence out its coordinator). Without it a "
       "tcp:// bind needs curve-secret-key and curve-clients; on one host use ipc:// (a socket "
-      "in /run/qwen35, mode 0770, group qwen35). With it a WARN at start and in STATUS." },
+      "in /run/qwen35, mode 0770, group qwen35). With it a WARN at start and in STATUS."),
 };
 
 /* Both CURVE options or neither; the key files are read here, so a bad
@@ -110,7 +112,7 @@ static int stage_cross_check(const opts_spec *s, void *cfgp, char *err, size_t e
 {
     stage_cfg *c = cfgp;
     char msg[Q35_ERRSZ - 64];
-    if (!strcmp(c->backend, "cuda") && ((c->layers.begin | c->layers.end) & 1))
+    if (!strcmp(c->stage.eng.backend, "cuda") && ((c->layers.begin | c->layers.end) & 1))
         return q35_err(err, errsz, Q35_EINVAL, "%s: layers: " Q35_CUT_FMT ":" Q35_CUT_FMT ": the cuda "
                        "backend runs whole layers only (a half-layer end needs backend cpu; %s: "
                        "backend cuda)", opts_where(s, c, "layers"), Q35_CUT_ARGS(c->layers.begin),
@@ -163,8 +165,7 @@ const opts_spec stage_cfg_spec = {
                "# needs curve-secret-key and curve-clients (deploy/README.md)\n"
                "[stage]\nmodel = /srv/qwen35/models/qwen35moe.gguf\nlayers = 0:20\n"
                "bind = ipc:///run/qwen35/stage-0.sock\nbackend = cuda\ndevice = 0\nmax-seqs = 16\nmax-ctx = 4096",
-    .defs = stage_defs,
-    .n_defs = (int)(sizeof stage_defs / sizeof stage_defs[0]),
+    OPTS_DEFS(stage_defs),
     .cross_check = stage_cross_check,
 };
 
@@ -188,12 +189,35 @@ static int host_stages_of(const char *config_path)
     return n > 0 ? n : 1;
 }
 
+/* What the rows do not write in place: the range as layers and halves,
+ * threads 0 as the online CPUs, the message cap in bytes, the keys read
+ * by the cross-check. */
+static void complete_stage_opts(stage_cfg *c)
+{
+    stage_opts *o = &c->stage;
+    o->eng.layer_begin = c->layers.begin / 2;
+    o->eng.begin_half = c->layers.begin & 1;
+    o->eng.layer_end = c->layers.end / 2;
+    o->eng.end_half = c->layers.end & 1;
+    if (o->eng.be.n_threads == 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        o->eng.be.n_threads = ncpu > 0 ? (int)ncpu : 1;
+    }
+    if (o->eng.cache_share == 0)
+        o->eng.cache_share = host_stages_of(c->base.config_path);
+    o->max_batch = 256;
+    o->max_msg = (size_t)c->max_msg_mb << 20;
+    o->curve_secret = c->curve ? &c->curve_secret : NULL;
+    o->curve_allowed = c->curve_allowed;
+    o->n_curve_allowed = c->n_curve_allowed;
+}
+
 int stage_cfg_load(stage_cfg *c, int argc, char **argv, char *err, size_t errsz)
 {
     q35_log_set_ident(stage_cfg_spec.prog);
     int rc = opts_parse(&stage_cfg_spec, c, argc, argv, err, errsz);
-    if (rc == 0 && c->host_stages == 0)
-        c->host_stages = host_stages_of(c->base.config_path);
+    if (rc == 0)
+        complete_stage_opts(c);
     if (rc == 0) rc = stage_cfg_check_model(c, err, errsz);
     if (rc == 0) q35_log_set_level(q35_log_parse_level(c->log_level));
     return rc;
@@ -214,7 +238,7 @@ int stage_cfg_check_layers(const stage_cfg *c, int n_layer, char *err, size_t er
     if (c->layers.end > 2 * n_layer)
         return q35_err(err, errsz, Q35_ERANGE, "%s: layers: " Q35_CUT_FMT ":" Q35_CUT_FMT " end past "
                        "the model's %d layers (%s)", opts_where(&stage_cfg_spec, c, "layers"),
-                       Q35_CUT_ARGS(c->layers.begin), Q35_CUT_ARGS(c->layers.end), n_layer, c->model);
+                       Q35_CUT_ARGS(c->layers.begin), Q35_CUT_ARGS(c->layers.end), n_layer, c->stage.eng.model_path);
     return 0;
 }
 
@@ -223,16 +247,16 @@ int stage_cfg_check_model(const stage_cfg *c, char *err, size_t errsz)
     const char *where = opts_where(&stage_cfg_spec, c, "model");
     char msg[Q35_ERRSZ - 64];
     q35_config cfg;
-    gguf_file *f = gguf_open(c->model, msg, sizeof msg);
+    gguf_file *f = gguf_open(c->stage.eng.model_path, msg, sizeof msg);
     int rc = f ? q35_config_load(f, &cfg, msg, sizeof msg) : Q35_EINVAL;
     if (rc) {
         gguf_close(&f);
         return q35_err(err, errsz, rc, "%s: model: %s", where, msg);
     }
     rc = stage_cfg_check_layers(c, (int)cfg.n_layer, err, errsz);
-    if (!rc && cfg.n_ctx_train > 0 && (uint32_t)c->max_ctx > cfg.n_ctx_train)
+    if (!rc && cfg.n_ctx_train > 0 && (uint32_t)c->stage.eng.be.max_ctx > cfg.n_ctx_train)
         rc = q35_err(err, errsz, Q35_ERANGE, "%s: max-ctx: %d is past the model's context_length %u (%s)",
-                     opts_where(&stage_cfg_spec, c, "max-ctx"), c->max_ctx, cfg.n_ctx_train, c->model);
+                     opts_where(&stage_cfg_spec, c, "max-ctx"), c->stage.eng.be.max_ctx, cfg.n_ctx_train, c->stage.eng.model_path);
     /* every tensor of the range, by name, shape and type (the header
      * only: no weight page is read), so a model missing one stops here */
     q35_weights w = {0};

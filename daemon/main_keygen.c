@@ -4,12 +4,20 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
 #include "common.h"
 #include "curve.h"
+#include "opts.h"
 
-static const cli_group *const groups[] = { NULL };
-static const cli_spec spec = {
+typedef struct keygen_cfg {
+    opts_base base;
+    char *prefix;
+} keygen_cfg;
+
+static const opt_def defs[] = {
+    OPT_TOOL_ARG(keygen_cfg, "OUT_PREFIX", prefix),
+};
+
+static const opts_spec spec = {
     .prog = "qwen35-keygen",
     .summary = "write a CURVE keypair for a stage or a coordinator",
     .synopsis = "OUT_PREFIX",
@@ -19,24 +27,15 @@ static const cli_spec spec = {
                    "overwritten. See deploy/README.md (authentication between hosts).",
     .examples = "qwen35-keygen /etc/qwen35/keys/stage-0\n"
                 "Keys for stage 0: stage-0.key stays on its host, stage-0.pub goes to the coordinator.",
-    .groups = groups,
-    .n_groups = 0,
+    .arg_hint = "one OUT_PREFIX expected; usage: qwen35-keygen OUT_PREFIX",
+    OPTS_DEFS(defs),
 };
 
-int main(int argc, char **argv)
+static int keygen(void *cfg)
 {
+    const char *prefix = ((keygen_cfg *)cfg)->prefix;
     char err[Q35_ERRSZ];
-    const char *val, *name, *prefix = NULL;
-    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
-        if (id == CLI_EXIT) return 0;
-        if (id == CLI_ERROR || prefix) {
-            fprintf(stderr, "qwen35-keygen: %s (usage: qwen35-keygen OUT_PREFIX)\n",
-                    id == CLI_ERROR ? err : "one OUT_PREFIX expected");
-            return 2;
-        }
-        prefix = val;
-    }
-    if (!prefix || !prefix[0]) {
+    if (!prefix) {
         fprintf(stderr, "usage: qwen35-keygen OUT_PREFIX (see --help)\n");
         return 2;
     }
@@ -46,4 +45,10 @@ int main(int argc, char **argv)
     }
     printf("wrote %s.key (secret, mode 0600) and %s.pub\n", prefix, prefix);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    keygen_cfg c = { 0 };
+    return opts_main(&spec, &c, argc, argv, keygen);
 }

@@ -1,6 +1,6 @@
-/* cfg.c — qwen35-http's option table (daemon/opts.h: INI keys, flags,
+/* cfg.c — qwen35-http's option table (base/opts.h: INI keys, flags,
  * --help and the man page from one place) and the API key file. */
-#include "cfg.h"
+#include "http_cfg.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,8 +11,6 @@
 #include "common.h"
 #include "log.h"
 #include "qwen35_client.h"
-
-#define F(m) offsetof(http_cfg, m)
 
 /* "ADDR:PORT", an IPv4 address and a port 0..65535. */
 int http_parse_listen(const char *s, char *host, size_t hostsz, int *port, char *err, size_t errsz)
@@ -44,36 +42,35 @@ static int check_listen(const opt_def *d, const void *field, char *err, size_t e
 }
 
 static const opt_def http_defs[] = {
-    { "listen", OPT_STR, F(listen), "ADDR:PORT", "127.0.0.1:8080", 1, 0, NULL, false, check_listen,
-      "IPv4 address and TCP port to serve HTTP on; port 0 picks a free one (logged)." },
-    { "coordinator", OPT_STR, F(coordinator), "ENDPOINT", "ipc:///run/qwen35/coordinator.sock", 1, 0, NULL,
-      false, opts_check_endpoint,
-      "ZeroMQ endpoint of qwen35-coordinator(1): tcp://HOST:PORT or ipc:///PATH." },
-    { "api-key-file", OPT_STR, F(api_key_file), "FILE", NULL, 1, 0, NULL, false, opts_check_readable_file,
+    OPT_STR_ROW(http_cfg, "listen", listen, "ADDR:PORT", "127.0.0.1:8080", NULL, false, check_listen,
+      "IPv4 address and TCP port to serve HTTP on; port 0 picks a free one (logged)."),
+    OPT_STR_ROW(http_cfg, "coordinator", coordinator, "ENDPOINT", "ipc:///run/qwen35/coordinator.sock", NULL, false, opts_check_endpoint,
+      "ZeroMQ endpoint of qwen35-coordinator(1): tcp://HOST:PORT or ipc:///PATH."),
+    OPT_STR_ROW(http_cfg, "api-key-file", api_key_file, "FILE", NULL, NULL, false, opts_check_readable_file,
       "File of API keys, one per line (blank lines and lines starting with # are skipped). When "
-      "set, every /v1/ request needs 'Authorization: Bearer KEY' with one of them, else 401." },
-    { "cors-origin", OPT_STR, F(cors_origin), "ORIGIN", NULL, 1, 0, NULL, false, NULL,
+      "set, every /v1/ request needs 'Authorization: Bearer KEY' with one of them, else 401."),
+    OPT_STR_ROW(http_cfg, "cors-origin", cors_origin, "ORIGIN", NULL, NULL, false, NULL,
       "Value of Access-Control-Allow-Origin (e.g. https://chat.example.org or *); unset: no CORS "
-      "headers, so browsers only call from the served page itself." },
-    { "max-body", OPT_INT, F(max_body), "BYTES", "4194304", 1024, 1 << 30, NULL, false, NULL,
-      "Largest request body accepted; a larger one gets 413." },
-    { "max-messages", OPT_INT, F(max_messages), "N", Q35C_MAX_MESSAGES_STR, 1, Q35C_MAX_MESSAGES,
-      NULL, false, NULL, "Most messages in one chat request (a longer history gets 400); at most "
-      "what the coordinator takes (" Q35C_MAX_MESSAGES_STR ")." },
-    { "max-connections", OPT_INT, F(max_connections), "N", "256", 1, 65536, NULL, false, NULL,
+      "headers, so browsers only call from the served page itself."),
+    OPT_INT_ROW(http_cfg, "max-body", max_body, "BYTES", "4194304", 1024, 1 << 30,
+      "Largest request body accepted; a larger one gets 413."),
+    OPT_INT_ROW(http_cfg, "max-messages", max_messages, "N", Q35C_MAX_MESSAGES_STR, 1, Q35C_MAX_MESSAGES,
+      "Most messages in one chat request (a longer history gets 400); at most "
+      "what the coordinator takes (" Q35C_MAX_MESSAGES_STR ")."),
+    OPT_INT_ROW(http_cfg, "max-connections", max_connections, "N", "256", 1, 65536,
       "Connections served at once (one thread each; fewer where RLIMIT_NOFILE leaves no room for "
       "5 file descriptors each, said at start). A few more are accepted to make room (see "
-      "read-timeout-s); a request past what is served gets 429 or 503, never a reset." },
-    { "request-timeout-s", OPT_INT, F(request_timeout_s), "SECONDS", "15", 1, 3600, NULL, false, NULL,
+      "read-timeout-s); a request past what is served gets 429 or 503, never a reset."),
+    OPT_INT_ROW(http_cfg, "request-timeout-s", request_timeout_s, "SECONDS", "15", 1, 3600,
       "A connection that sends no byte of its request headers or body for this long is closed "
-      "(slow or stuck clients). Waiting for a slot and generating are not limited by it." },
-    { "read-timeout-s", OPT_INT, F(read_timeout_s), "SECONDS", "30", 1, 3600, NULL, false, NULL,
+      "(slow or stuck clients). Waiting for a slot and generating are not limited by it."),
+    OPT_INT_ROW(http_cfg, "read-timeout-s", read_timeout_s, "SECONDS", "30", 1, 3600,
       "The longest a connection may take to send a whole request (headers and body), however "
       "slowly it trickles in, counted from its start or the end of its previous response; past "
       "it the connection is closed. When max-connections are open, a new one closes the one that "
-      "has been sending its request the longest (or gets 503 when every one is being answered)." },
-    { "drain-timeout-s", OPT_INT, F(drain_timeout_s), "SECONDS", "30", 0, 3600, NULL, false, NULL,
-      "On SIGTERM, how long requests in flight may go on before they end with an error event." },
+      "has been sending its request the longest (or gets 503 when every one is being answered)."),
+    OPT_INT_ROW(http_cfg, "drain-timeout-s", drain_timeout_s, "SECONDS", "30", 0, 3600,
+      "On SIGTERM, how long requests in flight may go on before they end with an error event."),
     CFG_ROW_LOG_LEVEL(http_cfg),
 };
 
@@ -101,8 +98,7 @@ const opts_spec http_cfg_spec = {
     .files = "/etc/qwen35/http.conf: the configuration of qwen35-http.service.",
     .example = "[http]\nlisten = 127.0.0.1:8080\ncoordinator = ipc:///run/qwen35/coordinator.sock\n"
                "api-key-file = /etc/qwen35/api-keys\nmax-body = 4194304",
-    .defs = http_defs,
-    .n_defs = (int)(sizeof http_defs / sizeof http_defs[0]),
+    OPTS_DEFS(http_defs),
 };
 
 static int load_keys(http_cfg *c, char *err, size_t errsz)

@@ -9,7 +9,7 @@
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/signals.h"
-#include "cfg.h"
+#include "http_cfg.h"
 #include "common.h"
 #include "log.h"
 #include "serve.h"

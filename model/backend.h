@@ -167,16 +167,7 @@ uint64_t q35_weights_decode_bytes(const q35_weights *w);
  * rate, not the memory's. */
 uint64_t q35_weights_populate(const q35_weights *w, uint64_t max_bytes);
 
-typedef struct q35_backend_opts {
-    int max_seqs, max_ctx;
-    int n_threads;                     /* CPU workers (the CUDA backend may ignore) */
-    int device;                        /* CUDA device index */
-    int pass_rows;                     /* rows per pass (prefill chunk); 0 = the backend's default */
-    bool no_graphs;                    /* CUDA: launch decode passes directly, no captured graphs */
-    bool cpu_affinity;                 /* CPU: pin thread i to the i-th allowed CPU (pool_pin) */
-    int activations;                   /* enum quant_act (quant_act.h); 0 = exact */
-    const char *sim_profile;           /* sim: the timing profile (sim_backend.c) */
-} q35_backend_opts;
+/* q35_backend_opts: engine.h (a member of the engine's options). */
 
 /* The CUDA backend's attention (cuda/ops.cu) cuts a row's positions into
  * chunks of at least Q35_CUDA_ATT_CHUNK_MIN, at most Q35_CUDA_ATT_SPLITS_MAX

@@ -208,9 +208,9 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
         q35_err(err, errsz, Q35_EINVAL, "engine: no model path");
         return NULL;
     }
-    if (o->max_seqs < 1 || o->max_seqs > 65536 || o->max_ctx < 1) {
+    if (o->be.max_seqs < 1 || o->be.max_seqs > 65536 || o->be.max_ctx < 1) {
         q35_err(err, errsz, Q35_EINVAL, "engine: max_seqs %d / max_ctx %d, expected >= 1 (max_seqs <= 65536)",
-                o->max_seqs, o->max_ctx);
+                o->be.max_seqs, o->be.max_ctx);
         return NULL;
     }
     q35_engine *e = calloc(1, sizeof *e);
@@ -231,9 +231,9 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
                 Q35_CUT_ARGS(b), nl);
         goto fail;
     }
-    if ((uint32_t)o->max_ctx > e->cfg.n_ctx_train && e->cfg.n_ctx_train > 0) {
+    if ((uint32_t)o->be.max_ctx > e->cfg.n_ctx_train && e->cfg.n_ctx_train > 0) {
         q35_err(err, errsz, Q35_EINVAL, "%s: max_ctx %d exceeds the model's context_length %u",
-                o->model_path, o->max_ctx, e->cfg.n_ctx_train);
+                o->model_path, o->be.max_ctx, e->cfg.n_ctx_train);
         goto fail;
     }
     if (e->cfg.head_dim_v != e->cfg.head_dim) {
@@ -244,28 +244,27 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (q35_weights_bind(e->f, &e->cfg, a, b, &e->w, err, errsz))
         goto fail;
-    const bool emu = o->device == Q35_DEVICE_EMU && (!o->backend || !strcmp(o->backend, "cuda"));
-    e->ops = emu ? emu_backend(err, errsz) : q35_backend_find(o->backend, err, errsz);
+    /* "auto" is the config file's spelling of none named */
+    const char *name = o->backend && strcmp(o->backend, "auto") ? o->backend : NULL;
+    const bool emu = o->be.device == Q35_DEVICE_EMU && (!name || !strcmp(name, "cuda"));
+    e->ops = emu ? emu_backend(err, errsz) : q35_backend_find(name, err, errsz);
     if (!e->ops)
         goto fail;
-    e->max_seqs = o->max_seqs;
-    e->max_ctx = o->max_ctx;
-    e->slot_len = calloc((size_t)o->max_seqs, sizeof *e->slot_len);
-    e->seen = calloc((size_t)o->max_seqs, 1);
+    e->max_seqs = o->be.max_seqs;
+    e->max_ctx = o->be.max_ctx;
+    e->slot_len = calloc((size_t)o->be.max_seqs, sizeof *e->slot_len);
+    e->seen = calloc((size_t)o->be.max_seqs, 1);
     if (!e->slot_len || !e->seen) {
         q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
         goto fail;
     }
-    q35_backend_opts bo = {
-        .max_seqs = o->max_seqs, .max_ctx = o->max_ctx,
-        .n_threads = o->n_threads > 0 ? o->n_threads : 1, .device = emu ? 0 : o->device,
-        .pass_rows = o->pass_rows, .no_graphs = o->no_graphs, .cpu_affinity = o->cpu_affinity,
-        .activations = o->activations, .sim_profile = o->sim_profile,
-    };
+    q35_backend_opts bo = o->be;
+    if (bo.n_threads < 1) bo.n_threads = 1;
+    if (emu) bo.device = 0;
     e->be = e->ops->init(&e->w, &bo, err, errsz);
     /* "auto": the next backend of the table when one cannot start (cuda
      * built in but no usable device). */
-    for (int i = emu ? 0 : 1; !e->be && !o->backend && i < N_AUTO; i++) {
+    for (int i = emu ? 0 : 1; !e->be && !name && i < N_AUTO; i++) {
 #ifdef Q35_HAVE_CUDA
         if (backends[i] == &q35_backend_cuda)
             continue;       /* device = emu names the emulator, not a real die */

@@ -27,6 +27,28 @@
  * otherwise. */
 int q35_device_parse(const char *s, int *device, char *err, size_t errsz);
 
+/* What the backend gets (q35_backend_ops.init), as the caller set it:
+ * qwen35-stage's rows write these members directly (daemon/cfg_stage.c;
+ * qwen35-run's too, tools/run_opts.c), so a backend option is a member
+ * here, its row there, and its use in the backend. */
+typedef struct q35_backend_opts {
+    int max_seqs;                 /* sequence slots */
+    int max_ctx;                  /* positions per slot */
+    int n_threads;                /* CPU worker threads (the CUDA backend may ignore); the
+                                   * engine makes 0 one */
+    int device;                   /* CUDA device index, or Q35_DEVICE_EMU (the engine hands
+                                   * the emulator's backend 0) */
+    int pass_rows;                /* rows per pass (prefill chunk); 0 = the backend's default (256) */
+    int no_graphs;                /* CUDA: 0 = decode passes through captured graphs, 1 =
+                                   * launched directly (cuda-graphs = on|off, by index) */
+    bool cpu_affinity;            /* CPU: pin thread i (the caller first) to the i-th
+                                   * allowed CPU (pool_pin) */
+    int activations;              /* CPU matmul activations: enum quant_act (quant_act.h);
+                                   * 0 = exact (the default) */
+    const char *sim_profile;      /* backend "sim": its timing profile file (sim_backend.c) */
+    bool mlock;                   /* CPU: lock the range's weight pages in RAM (mlock) */
+} q35_backend_opts;
+
 typedef struct q35_engine_opts {
     const char *model_path;
     int layer_begin, layer_end;   /* [a, b); b = -1 means n_layer */
@@ -34,16 +56,9 @@ typedef struct q35_engine_opts {
      * layer a's FFN ("a.5": a's mixer belongs to the stage before);
      * end_half, it ends after layer b's mixer ("b.5", b < n_layer). */
     bool begin_half, end_half;
-    int max_seqs;                 /* sequence slots */
-    int max_ctx;                  /* positions per slot */
-    int n_threads;                /* CPU worker threads */
-    const char *backend;          /* "cpu", "cuda", "sim" (a simulator), or NULL = cuda
-                                   * if available else cpu */
-    const char *sim_profile;      /* backend "sim": its timing profile file */
-    int device;                   /* CUDA device index, or Q35_DEVICE_EMU */
-    int pass_rows;                /* rows per backend pass (prefill chunk); 0 = default (256) */
-    bool no_graphs;               /* CUDA: no captured graphs for decode passes */
-    bool cpu_affinity;            /* CPU: pin the worker threads (and the caller) */
+    const char *backend;          /* "cpu", "cuda", "sim" (a simulator), or NULL / "auto" =
+                                   * cuda if available else cpu */
+    q35_backend_opts be;
     /* Checkpoint store (prefix cache) budget in bytes: 0 = no store (saves
      * refused), Q35_CACHE_AUTO = a quarter of the memory free where the
      * backend keeps checkpoints (host RAM for cpu, device memory for cuda)
@@ -53,8 +68,6 @@ typedef struct q35_engine_opts {
      * stages sharing this host's memory, among which that quarter is
      * divided; <= 1: not shared. (cuda: each die's memory is its own.) */
     int cache_share;
-    int activations;              /* CPU matmul activations: enum quant_act
-                                   * (quant_act.h); 0 = exact (the default) */
 } q35_engine_opts;
 
 #define Q35_CACHE_AUTO ((int64_t)-1)

@@ -10,20 +10,12 @@
 #include "common.h"
 #include "engine.h"
 #include "log.h"
-#include "quant_act.h"
 #include "../daemon/endpoint.h"
 #include "../daemon/limits.h"
 #include "../daemon/notify.h"
 #include "../daemon/preload.h"
 #include "../daemon/signals.h"
 #include "stage.h"
-
-/* The device option, validated at load (cfg_stage.c's check_device). */
-static int stage_device(const char *s)
-{
-    int dev = 0;
-    return q35_device_parse(s, &dev, NULL, 0) ? 0 : dev;
-}
 
 #define STATUS_EVERY_S 2.0
 #define EXIT_STEP_HUNG 70   /* EX_SOFTWARE: a restart is the fix */
@@ -94,40 +86,23 @@ int main(int argc, char **argv)
         stage_cfg_free(&c);
         return 1;
     }
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    stage_opts o = {
-        .model_path = c.model, .layer_begin = c.layers.begin / 2, .begin_half = c.layers.begin & 1,
-        .layer_end = c.layers.end / 2, .end_half = c.layers.end & 1,
-        .n_threads = c.threads > 0 ? c.threads : (int)(ncpu > 0 ? ncpu : 1),
-        .max_seqs = c.max_seqs, .max_ctx = c.max_ctx, .max_batch = 256,
-        .backend = strcmp(c.backend, "auto") ? c.backend : NULL, .sim_profile = c.sim_profile,
-        .device = stage_device(c.device),
-        .pass_rows = c.pass_rows, .no_graphs = !strcmp(c.cuda_graphs, "off"),
-        .activations = quant_act_parse(c.activations), .cpu_affinity = c.cpu_affinity,
-        .max_msg = (size_t)c.max_msg_mb << 20, .lease_ms = c.lease_ms,
-        .identity_cache = c.identity_cache,
-        .cache_bytes = c.cache_mb < 0 ? Q35_CACHE_AUTO : (int64_t)c.cache_mb << 20,
-        .cache_share = c.host_stages,
-        .curve_secret = c.curve ? &c.curve_secret : NULL,
-        .curve_allowed = c.curve_allowed, .n_curve_allowed = c.n_curve_allowed,
-    };
     /* Read the range's weights before READY=1 (progress in STATUS), so
      * "ready" means loaded, not merely mapped. */
     q35_log_info("loading layers " Q35_CUT_FMT ":" Q35_CUT_FMT " of %s", Q35_CUT_ARGS(c.layers.begin),
-                 Q35_CUT_ARGS(c.layers.end), c.model);
+                 Q35_CUT_ARGS(c.layers.end), c.stage.eng.model_path);
     double t_load = q35_now();
     uint64_t bytes = 0;
     stage *s = NULL;
     /* the simulator reads no weights: nothing to load */
-    rc = !strcmp(c.backend, "sim") ? 0
-       : preload_cuts(c.model, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
+    rc = !strcmp(c.stage.eng.backend, "sim") ? 0
+       : preload_cuts(c.stage.eng.model_path, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
                        sizeof err);
     if (rc && sig_stop_requested()) {   /* SIGTERM while loading: a clean stop */
         q35_log_info("stop requested while loading");
         stage_cfg_free(&c);
         return 0;
     }
-    if (rc == 0 && (s = stage_new(&o, err, sizeof err))) {
+    if (rc == 0 && (s = stage_new(&c.stage, err, sizeof err))) {
         const q35_engine *e = stage_engine(s);
         char w[24], st[24];
         q35_log_info("loaded layers " Q35_CUT_FMT ":" Q35_CUT_FMT ": weights %s resident, slot state %s "

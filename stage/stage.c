@@ -91,14 +91,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
         q35_err(err, errsz, Q35_ENOMEM, "out of memory");
         return NULL;
     }
-    q35_engine_opts eo = {
-        .model_path = o->model_path, .layer_begin = o->layer_begin, .layer_end = o->layer_end,
-        .begin_half = o->begin_half, .end_half = o->end_half, .max_seqs = o->max_seqs, .max_ctx = o->max_ctx, .n_threads = o->n_threads,
-        .backend = o->backend, .sim_profile = o->sim_profile, .device = o->device,
-        .cache_bytes = o->cache_bytes, .cache_share = o->cache_share, .pass_rows = o->pass_rows, .no_graphs = o->no_graphs,
-        .activations = o->activations, .cpu_affinity = o->cpu_affinity,
-    };
-    s->eng = q35_engine_open(&eo, err, errsz);
+    s->eng = q35_engine_open(&o->eng, err, errsz);
     if (!s->eng)
         goto fail;
     s->cfg = q35_engine_config(s->eng);
@@ -106,8 +99,8 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->cut_end = q35_engine_cut_end(s->eng);
     s->first = q35_engine_has_embd(s->eng);
     s->last = q35_engine_has_head(s->eng);
-    s->max_seqs = o->max_seqs;
-    s->max_ctx = o->max_ctx;
+    s->max_seqs = o->eng.be.max_seqs;
+    s->max_ctx = o->eng.be.max_ctx;
     s->max_batch = o->max_batch > 0 ? o->max_batch : 256;
     /* full-logits rows per batch: what fits 64 MiB, at least one per slot */
     uint64_t rows = (64u << 20) / ((uint64_t)s->cfg->n_vocab * 4);
@@ -116,7 +109,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     if (rows > (uint64_t)s->max_batch)
         rows = (uint64_t)s->max_batch;
     s->max_logit_rows = (int)rows;
-    if (load_identity(s, o->model_path, o->identity_cache, err, errsz))
+    if (load_identity(s, o->eng.model_path, o->identity_cache, err, errsz))
         goto fail;
     size_t hid = (size_t)s->max_batch * s->cfg->n_embd;
     s->x_in = malloc(hid * sizeof(float));
@@ -151,7 +144,7 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     char how[128] = "", among[64] = "";
     if (share > 1)
         snprintf(among, sizeof among, ", divided among %d stages on this host", share);
-    if (o->cache_bytes == Q35_CACHE_AUTO)
+    if (o->eng.cache_bytes == Q35_CACHE_AUTO)
         snprintf(how, sizeof how, " (auto: a quarter of the %.0f MiB free%s)",
                  (double)mem_free / (1 << 20), among);
     snprintf(s->desc, sizeof s->desc, "%slayers " Q35_CUT_FMT ":" Q35_CUT_FMT " of %s%s%s, %s, %d slots x %d ctx, batch %d, "

@@ -18,25 +18,12 @@
 #include "../daemon/curve.h"
 
 typedef struct stage_opts {
-    const char *model_path;
-    int layer_begin, layer_end;   /* [a, b); b = -1: to the last main layer */
-    bool begin_half, end_half;    /* a + 0.5, b + 0.5 (engine.h) */
-    int n_threads;
-    int max_seqs, max_ctx;
+    q35_engine_opts eng;          /* the range, the backend and its options, the store */
     int max_batch;                /* rows per forward batch */
-    const char *backend;          /* "cpu" / "cuda" / "sim" / NULL = auto */
-    const char *sim_profile;      /* backend sim: its timing profile */
-    int device;
-    int pass_rows;                /* rows per backend pass; 0 = default */
-    bool no_graphs;               /* CUDA: no captured graphs */
-    int activations;              /* enum quant_act; 0 = exact */
-    bool cpu_affinity;            /* pin the CPU worker threads */
     size_t max_msg;               /* cap on request bytes (0: derived only) */
     const char *identity_cache;   /* q35_wire_ident_cache_dir's opt */
     int lease_ms;                 /* the owning coordinator silent this long: its
                                      sequences are freed (0: 10000) */
-    int64_t cache_bytes;          /* checkpoint store budget: 0 off, Q35_CACHE_AUTO */
-    int cache_share;              /* auto: stages sharing the host's RAM (engine.h) */
     /* CURVE (daemon/curve.h): NULL = plaintext. Otherwise the socket is a
      * CURVE server with this secret key and only the n_curve_allowed
      * client keys get through (a ZAP handler in the stage's context).

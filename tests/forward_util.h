@@ -51,10 +51,10 @@ static FU_UNUSED q35_engine *fu_open_cuts(const char *model, int a, int b, int m
     char err[Q35_ERRSZ] = "";
     q35_engine_opts o = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
                           .layer_end = b < 0 ? -1 : b / 2, .end_half = b > 0 && (b & 1),
-                          .max_seqs = max_seqs, .max_ctx = max_ctx, .n_threads = threads,
-                          .backend = fu_backend ? fu_backend : "cpu", .activations = fu_activations,
-                          .cache_bytes = fu_cache_bytes, .device = fu_device,
-                          .no_graphs = fu_no_graphs };
+                          .be.max_seqs = max_seqs, .be.max_ctx = max_ctx, .be.n_threads = threads,
+                          .backend = fu_backend ? fu_backend : "cpu", .be.activations = fu_activations,
+                          .cache_bytes = fu_cache_bytes, .be.device = fu_device,
+                          .be.no_graphs = fu_no_graphs };
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     if (!e)
         fail_msg("open %s cuts [%d,%d): %s", model, a, b, err);

@@ -195,7 +195,7 @@ grep -q '^# plan: 2 stages, measured time per decode step of a micro-batch of 4 
     sed -n 's/^layers = //p' "$T/m.txt" | tail -n 1 | grep -q '^[1-7]:8$' || bad "--measure: ranges $(grep '^layers' "$T/m.txt")"
 # bad flags: one line naming the flag
 "$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --batch 0 > /dev/null 2> "$T/err" && bad "--batch 0 accepted"
-grep -q "^qwen35-info: --batch: '0' is not an integer in \[1, 4096\]" "$T/err" || bad "--batch 0 message: $(cat "$T/err")"
+grep -q "^qwen35-info: --batch: 0 is out of range \[1, 4096\]" "$T/err" || bad "--batch 0 message: $(cat "$T/err")"
 "$BIN/qwen35-info" "$T/moe.gguf" --measure > /dev/null 2> "$T/err" && bad "--measure without --plan accepted"
 grep -q "^qwen35-info: --measure needs --plan N$" "$T/err" || bad "--measure message: $(cat "$T/err")"
 "$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --threads 2 > /dev/null 2> "$T/err" && bad "--threads without --measure accepted"

@@ -20,14 +20,14 @@
  * other fields (lease, cache budget). The caller owns the stage. */
 static SU_UNUSED stage *su_open_stage(const char *model, int a, int b, stage_opts o)
 {
-    o.model_path = model;
-    o.layer_begin = a;
-    o.layer_end = b;
-    o.n_threads = 1;
-    o.max_seqs = 4;
-    o.max_ctx = 128;
+    o.eng.model_path = model;
+    o.eng.layer_begin = a;
+    o.eng.layer_end = b;
+    o.eng.be.n_threads = 1;
+    o.eng.be.max_seqs = 4;
+    o.eng.be.max_ctx = 128;
     o.max_batch = 64;
-    o.backend = "cpu";
+    o.eng.backend = "cpu";
     char err[Q35_ERRSZ];
     stage *s = stage_new(&o, err, sizeof err);
     if (!s)

@@ -91,9 +91,9 @@ static st_thread *stage_start_cuts(const char *model, int a, int b, const char *
 {
     st_thread *t = calloc(1, sizeof *t);
     snprintf(t->ep, sizeof t->ep, "ipc://%s/%s", g_dir, name);
-    stage_opts o = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
-                     .layer_end = b / 2, .end_half = b & 1, .n_threads = 1,
-                     .max_seqs = max_seqs, .max_ctx = 256, .max_batch = 64, .backend = "cpu" };
+    stage_opts o = { .eng.model_path = model, .eng.layer_begin = a / 2, .eng.begin_half = a & 1,
+                     .eng.layer_end = b / 2, .eng.end_half = b & 1, .eng.be.n_threads = 1,
+                     .eng.be.max_seqs = max_seqs, .eng.be.max_ctx = 256, .max_batch = 64, .eng.backend = "cpu" };
     char err[Q35_ERRSZ];
     t->s = stage_new(&o, err, sizeof err);
     if (!t->s || stage_bind(t->s, t->ep, err, sizeof err))

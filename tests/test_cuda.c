@@ -26,8 +26,8 @@ static q35_engine *open_tiny(const char *backend, int device, char *err)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/tiny-Q8_0.gguf", ts_golden_dir());
-    q35_engine_opts o = { .model_path = path, .layer_begin = 0, .layer_end = -1, .max_seqs = 2,
-                          .max_ctx = 80, .n_threads = 1, .backend = backend, .device = device };
+    q35_engine_opts o = { .model_path = path, .layer_begin = 0, .layer_end = -1, .be.max_seqs = 2,
+                          .be.max_ctx = 80, .be.n_threads = 1, .backend = backend, .be.device = device };
     return q35_engine_open(&o, err, Q35_ERRSZ);
 }
 

@@ -359,8 +359,8 @@ static void test_arch_and_profiles(void **state)
     (void)state;
     char p[1024], err[Q35_ERRSZ] = "";
     if (q35_emu_configure("sm30", Q35_EMU_ALL, 0, err, sizeof err)) fail_msg("%s", err);
-    q35_engine_opts o = { .model_path = model_path(p, sizeof p, "tiny-Q8_0"), .layer_end = -1, .max_seqs = 2,
-                          .max_ctx = 16, .n_threads = 1, .backend = "cuda", .device = Q35_DEVICE_EMU };
+    q35_engine_opts o = { .model_path = model_path(p, sizeof p, "tiny-Q8_0"), .layer_end = -1, .be.max_seqs = 2,
+                          .be.max_ctx = 16, .be.n_threads = 1, .backend = "cuda", .be.device = Q35_DEVICE_EMU };
     const uint64_t up0 = q35_emu_uploaded();
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     assert_null(e);
@@ -400,8 +400,8 @@ static void test_not_built(void **state)
 {
     (void)state;
     char p[1024], err[Q35_ERRSZ] = "";
-    q35_engine_opts o = { .model_path = model_path(p, sizeof p, "tiny-Q8_0"), .layer_end = -1, .max_seqs = 1,
-                          .max_ctx = 16, .n_threads = 1, .backend = "cuda", .device = Q35_DEVICE_EMU };
+    q35_engine_opts o = { .model_path = model_path(p, sizeof p, "tiny-Q8_0"), .layer_end = -1, .be.max_seqs = 1,
+                          .be.max_ctx = 16, .be.n_threads = 1, .backend = "cuda", .be.device = Q35_DEVICE_EMU };
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     assert_null(e);
     assert_non_null(strstr(err, "emulator is not built"));

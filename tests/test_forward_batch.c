@@ -2,7 +2,7 @@
  * each sequence alone; one batch of one token from m sequences equals one
  * sequence at a time; mixed batches (several sequences of several tokens)
  * too; bad slots, positions, sizes and a full context are clear errors
- * that change no state; reset slots start over. */
+ * that change no state; reset slots start over; mlock locks the range. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
 
 #include "common.h"
 #include "engine.h"
@@ -211,10 +216,10 @@ static void test_pass_rows(void **s)
 {
     (void)s;
     char err[Q35_ERRSZ] = "";
-    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .max_seqs = 3,
-                          .max_ctx = 64, .n_threads = 2, .backend = "cpu" };
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .be.max_seqs = 3,
+                          .be.max_ctx = 64, .be.n_threads = 2, .backend = "cpu" };
     q35_engine *one = q35_engine_open(&o, err, sizeof err);
-    o.pass_rows = 3;
+    o.be.pass_rows = 3;
     q35_engine *small = q35_engine_open(&o, err, sizeof err);
     assert_non_null(one);
     assert_non_null(small);
@@ -234,6 +239,64 @@ static void test_pass_rows(void **s)
     q35_engine_close(&one);
     q35_engine_close(&small);
     free(la); free(lb);
+}
+
+/* VmLck of this process, in kB (/proc/self/status); -1 if unreadable. */
+static long vm_locked_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* mlock (the stage's mlock option): the range's weights are locked while
+ * the engine is open, unlocked when it closes; a
+ * lock past RLIMIT_MEMLOCK is an error naming the limit. One layer of
+ * the Q4_K_M model (without head and embeddings: a few MiB) fits the
+ * default 8 MiB limit. */
+static void test_mlock(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "";
+    q35_engine_opts o = { .model_path = model, .layer_begin = 1, .layer_end = 2, .be.max_seqs = 1,
+                          .be.max_ctx = 16, .be.n_threads = 1, .backend = "cpu", .be.mlock = true };
+    long before = vm_locked_kb();
+    assert_true(before >= 0);
+    q35_engine *e = q35_engine_open(&o, err, sizeof err);
+    if (!e)
+        fail_msg("mlock of one layer: %s", err);
+    long held = vm_locked_kb();
+    print_message("mlock: %ld kB locked for layer 1\n", held - before);
+    assert_true(held - before >= 512);
+    q35_engine_close(&e);
+    assert_int_equal(vm_locked_kb(), before);
+
+    /* the limit at 0 and CAP_IPC_LOCK (root's, which ignores it) out of
+     * the effective set, both put back after */
+    struct rlimit rl, none;
+    assert_int_equal(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    none = rl;
+    none.rlim_cur = 0;
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &none), 0);
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct caps[2], dropped[2];
+    assert_int_equal(syscall(SYS_capget, &hdr, caps), 0);
+    memcpy(dropped, caps, sizeof caps);
+    dropped[0].effective &= ~(1u << CAP_IPC_LOCK);
+    assert_int_equal(syscall(SYS_capset, &hdr, dropped), 0);
+    e = q35_engine_open(&o, err, sizeof err);
+    assert_int_equal(syscall(SYS_capset, &hdr, caps), 0);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    assert_null(e);
+    if (!strstr(err, "cpu backend: mlock of the layers' weights") || !strstr(err, "RLIMIT_MEMLOCK 0.0 MiB"))
+        fail_msg("mlock refusal: %s", err);
+    assert_int_equal(vm_locked_kb(), before);
 }
 
 static void expect_error(q35_engine *e, q35_batch *b, int code, const char *needle)
@@ -324,21 +387,21 @@ static void test_bad_ranges(void **s)
         char err[Q35_ERRSZ] = "";
         q35_engine_opts o = { .model_path = model, .layer_begin = r[i][0], .layer_end = r[i][1],
                               .begin_half = r[i][2], .end_half = r[i][3],
-                              .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "cpu" };
+                              .be.max_seqs = 1, .be.max_ctx = 8, .be.n_threads = 1, .backend = "cpu" };
         assert_null(q35_engine_open(&o, err, sizeof err));
         assert_non_null(strstr(err, "layer range"));
     }
     char err[Q35_ERRSZ] = "";
     q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1,
-                          .max_seqs = 1, .max_ctx = 8, .n_threads = 1, .backend = "tpu" };
+                          .be.max_seqs = 1, .be.max_ctx = 8, .be.n_threads = 1, .backend = "tpu" };
     assert_null(q35_engine_open(&o, err, sizeof err));
     assert_non_null(strstr(err, "backend 'tpu'"));
     o.backend = "cpu";
-    o.max_ctx = 1 << 30;
+    o.be.max_ctx = 1 << 30;
     assert_null(q35_engine_open(&o, err, sizeof err));
     assert_non_null(strstr(err, "context_length"));
     o.model_path = "/nonexistent/model.gguf";
-    o.max_ctx = 8;
+    o.be.max_ctx = 8;
     assert_null(q35_engine_open(&o, err, sizeof err));
     assert_non_null(strstr(err, "/nonexistent/model.gguf"));
 }
@@ -419,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_big_batch_chunks),
         cmocka_unit_test(test_pass_rows),
+        cmocka_unit_test(test_mlock),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bad_ranges),
         cmocka_unit_test(test_state_bytes),

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../http/cfg.h"
+#include "../http/http_cfg.h"
 #include "../http/http.h"
 #include "../http/respond.h"
 #include "../proto/wire.h"

@@ -13,6 +13,8 @@
 
 #include "common.h"
 #include "log.h"
+#include "cli.h"
+#include "quant_act.h"
 #include "../daemon/cfg.h"
 #include "support.h"
 
@@ -85,20 +87,20 @@ static void stage_file_and_defaults(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
-    assert_string_equal(c.model, g_model);
+    assert_string_equal(c.stage.eng.model_path, g_model);
     assert_int_equal(c.layers.begin, 0);
     assert_int_equal(c.layers.end, 16);         /* cuts: half-layers */
     assert_string_equal(c.bind, "ipc:///tmp/x.sock");
-    assert_int_equal(c.max_seqs, 8);
-    assert_int_equal(c.max_ctx, 4096);          /* default */
-    assert_string_equal(c.backend, "cpu");
+    assert_int_equal(c.stage.eng.be.max_seqs, 8);
+    assert_int_equal(c.stage.eng.be.max_ctx, 4096);          /* default */
+    assert_string_equal(c.stage.eng.backend, "cpu");
     assert_string_equal(c.log_level, "info");
     char where[320];
     snprintf(where, sizeof where, "%s:6", conf);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), where);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-ctx"), "default");
     stage_cfg_free(&c);
-    assert_null(c.model);
+    assert_null(c.stage.eng.model_path);
 }
 
 static void cli_overrides_file(void **state)
@@ -111,7 +113,7 @@ static void cli_overrides_file(void **state)
     /* --config after the flags: the file still comes first */
     assert_int_equal(load_stage(&c, ts_args_of("--max-seqs", "32", "--layers=5:7",
                                            "--log-level", "debug", "--config", conf, NULL), err), 0);
-    assert_int_equal(c.max_seqs, 32);
+    assert_int_equal(c.stage.eng.be.max_seqs, 32);
     assert_int_equal(c.layers.begin, 10);
     assert_int_equal(c.layers.end, 14);
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "max-seqs"), "--max-seqs");
@@ -415,8 +417,8 @@ static void bools_and_doubles(void **state)
     /* a private table exercising the types the daemons do not use yet */
     typedef struct { opts_base base; bool fast; double temp; } t_cfg;
     static const opt_def defs[] = {
-        { "fast", OPT_BOOL, offsetof(t_cfg, fast), NULL, "false", 1, 0, NULL, false, NULL, "fast" },
-        { "temp", OPT_DOUBLE, offsetof(t_cfg, temp), NULL, "0.7", 0, 2, NULL, false, NULL, "temp" },
+        OPT_BOOL_ROW(t_cfg, "fast", fast, "false", "fast"),
+        OPT_DOUBLE_ROW(t_cfg, "temp", temp, NULL, "0.7", 0, 2, "temp"),
     };
     static const opts_spec spec = { .prog = "t", .section = "t", .summary = "t", .description = "t",
                                     .defs = defs, .n_defs = 2 };
@@ -520,6 +522,177 @@ static void examples_parse(void **state)
 /* host-stages 0 (the default) counts the stage-*.conf files beside the
  * stage's own /etc/qwen35/stage-N.conf-style file; a flag or key wins;
  * any other config name, or none, is one stage. */
+/* The rows write the engine's and the backend's options in place, and
+ * stage_cfg_load completes what stage_new needs: nothing is copied after. */
+static void stage_rows_reach_the_backend(void **state)
+{
+    (void)state;
+    const char *conf = write_conf("nested.conf",
+        "[stage]\nmodel = %M\nlayers = 1.5:6\nbind = ipc:///tmp/x.sock\nthreads = 3\n"
+        "pass-rows = 7\ncuda-graphs = off\nactivations = q8\ndevice = emu\ncache-mb = 5\n"
+        "cpu-affinity = on\nsim-profile = /p\nmax-msg-mb = 2\nlease-ms = 900\n");
+    stage_cfg c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(load_stage(&c, ts_args_of("--config", conf, "--max-ctx", "64", NULL), err), 0);
+    const stage_opts *o = &c.stage;
+    assert_string_equal(o->eng.model_path, g_model);
+    assert_int_equal(o->eng.layer_begin, 1);
+    assert_true(o->eng.begin_half);
+    assert_int_equal(o->eng.layer_end, 6);
+    assert_false(o->eng.end_half);
+    assert_int_equal(o->eng.be.n_threads, 3);
+    assert_int_equal(o->eng.be.max_ctx, 64);
+    assert_int_equal(o->eng.be.pass_rows, 7);
+    assert_int_equal(o->eng.be.no_graphs, 1);
+    assert_int_equal(o->eng.be.activations, QUANT_ACT_Q8);
+    assert_int_equal(o->eng.be.device, Q35_DEVICE_EMU);
+    assert_true(o->eng.be.cpu_affinity);
+    assert_string_equal(o->eng.be.sim_profile, "/p");
+    assert_int_equal(o->eng.cache_bytes, (int64_t)5 << 20);
+    assert_int_equal(o->max_msg, (size_t)2 << 20);
+    assert_int_equal(o->lease_ms, 900);
+    assert_null(o->curve_secret);
+    stage_cfg_free(&c);
+    assert_null(c.stage.eng.be.sim_profile);
+    /* defaults: graphs on, exact activations, device 0, threads resolved */
+    assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:8", "--bind",
+                                               "ipc:///tmp/x.sock", NULL), err), 0);
+    assert_int_equal(c.stage.eng.be.no_graphs, 0);
+    assert_int_equal(c.stage.eng.be.activations, QUANT_ACT_EXACT);
+    assert_int_equal(c.stage.eng.be.device, 0);
+    assert_true(c.stage.eng.be.n_threads >= 1);
+    stage_cfg_free(&c);
+    /* the typed rows' errors: one line naming the flag or the file's line */
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, "--activations", "q7", NULL), err), 0);
+    assert_string_equal(err, "--activations: 'q7' is not one of exact|f32|q8");
+    stage_cfg_free(&c);
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, "--device", "emu2", NULL), err), 0);
+    assert_non_null(strstr(err, "--device: device 'emu2': expected a CUDA device index 0..63 or emu"));
+    stage_cfg_free(&c);
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, "--cache-mb", "-2", NULL), err), 0);
+    assert_string_equal(err, "--cache-mb: -2 is out of range [-1, 16777216]");
+    stage_cfg_free(&c);
+    conf = write_conf("bad-graphs.conf", "[stage]\nmodel = %M\ncuda-graphs = maybe\n");
+    assert_int_not_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
+    assert_err_at(err, conf, 3, "cuda-graphs: 'maybe' is not one of on|off");
+    stage_cfg_free(&c);
+}
+
+/* A tool's table: llama.cpp's spellings matched whole, flags, a
+ * positional, the sampling group as one row, the refusals. */
+typedef struct t_tool {
+    opts_base base;
+    char *model, *arg;
+    int ctx;
+    bool chat, raw;
+    int think;
+    opt_list stop;
+    smp_params sp;
+} t_tool;
+
+static const opt_def tool_defs[] = {
+    OPT_TOOL_ARG(t_tool, "PROMPT", arg),
+    OPT_HEADING_ROW("input"),
+    OPT_TOOL_STR(t_tool, "-m, --model", model, "FILE", "the model"),
+    OPT_TOOL_INT(t_tool, "-c, --ctx-size", ctx, "N", 0, 100, "context"),
+    OPT_TOOL_FLAG(t_tool, "-cnv, --conversation", chat, true, "chat"),
+    OPT_TOOL_FLAG(t_tool, "-no-cnv, --raw", raw, true, "raw"),
+    OPT_TOOL_SET(t_tool, "--show-think", think, int, 2, "show"),
+    OPT_TOOL_LIST(t_tool, "--stop, -r", stop, "S", "stop"),
+    OPT_TOOL_SAMPLING(t_tool, sp),
+};
+static const opts_spec tool_spec = { .prog = "t-tool", .summary = "a tool", .description = "t",
+                                     .synopsis = "-m FILE [PROMPT]", .arg_hint = "one PROMPT",
+                                     .defs = tool_defs, .n_defs = sizeof tool_defs / sizeof tool_defs[0] };
+
+static int parse_tool(t_tool *c, ts_args a, char *err)
+{
+    memset(c, 0, sizeof *c);
+    c->sp = smp_defaults();
+    return opts_parse(&tool_spec, c, a.argc, a.argv, err, Q35_ERRSZ);
+}
+
+static void tool_spellings(void **state)
+{
+    (void)state;
+    t_tool c;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(parse_tool(&c, ts_args_of("-m", "m.gguf", "--ctx-size=7", "-cnv", "-no-cnv", "--show-think",
+                                               "-r", "a", "--stop", "b", "--temp", "0.5", "-s", "3", "hi", NULL), err), 0);
+    assert_string_equal(c.model, "m.gguf");
+    assert_int_equal(c.ctx, 7);
+    assert_true(c.chat && c.raw);
+    assert_int_equal(c.think, 2);
+    assert_int_equal(c.stop.n, 2);
+    assert_string_equal(c.stop.v[1], "b");
+    assert_true(c.sp.temp == 0.5f);
+    assert_int_equal(c.sp.seed, 3);
+    assert_string_equal(c.arg, "hi");
+    assert_string_equal(opts_where(&tool_spec, &c, "-c, --ctx-size"), "--ctx-size");
+    assert_true(opts_given(&tool_spec, &c, "-c, --ctx-size"));
+    assert_true(opts_given(&tool_spec, &c, "PROMPT"));
+    assert_false(opts_given(&tool_spec, &c, "sampling"));   /* the group's values are smp_params' */
+    opts_free(&tool_spec, &c);
+    assert_null(c.model);
+    /* "--" ends the options; "-" alone is an argument */
+    assert_int_equal(parse_tool(&c, ts_args_of("--", "-c", NULL), err), 0);
+    assert_string_equal(c.arg, "-c");
+    opts_free(&tool_spec, &c);
+    static const struct { const char *a[4]; const char *want; } bad[] = {
+        { { "-ngl", "99" }, "-ngl: llama.cpp's GPU layer count is not a t-tool option; " },
+        { { "--tmep", "1" }, "--tmep: unknown option (did you mean --temp?) (see --help)" },
+        { { "--conversation=1" }, "--conversation: takes no value" },
+        { { "-cnv=1" }, "-cnv=1: unknown option (did you mean -cnv?)" },
+        { { "-c" }, "-c: missing value N" },
+        { { "-c", "x" }, "-c: 'x' is not an integer" },
+        { { "-c", "101" }, "-c: 101 is out of range [0, 100]" },
+        { { "--top-k", "x" }, "--top-k: 'x' is not an integer in [0, 2147483647]" },
+        { { "a", "b" }, "unexpected argument 'b' (one PROMPT)" },
+        { { "-ctx", "1" }, "-ctx: unknown option" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ts_args a = ts_args_of(bad[i].a[0], bad[i].a[1], NULL);
+        assert_int_not_equal(parse_tool(&c, a, err), 0);
+        if (strncmp(err, bad[i].want, strlen(bad[i].want)))
+            fail_msg("%s: '%s', expected '%s...'", bad[i].a[0], err, bad[i].want);
+        opts_free(&tool_spec, &c);
+    }
+    /* --help: the groups in table order, the sampling group in its row's place */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    opts_help(&tool_spec, f);
+    fclose(f);
+    const char *in = strstr(text, "input:\n  -m, --model FILE"), *smp = strstr(text, "\nsampling (");
+    if (!in || !smp || smp < in || !strstr(text, "  -cnv, --conversation") || !strstr(text, "usage: t-tool -m FILE [PROMPT]"))
+        fail_msg("tool --help:\n%s", text);
+    free(text);
+}
+
+static int lookup_ab(const char *item) { return !strcmp(item, "a") ? 1 : !strcmp(item, "b") ? 2 : -1; }
+
+/* The helpers of OPT_PARSE rows: lists of names, unsigned 64-bit seeds. */
+static void parse_helpers(void **state)
+{
+    (void)state;
+    int v[3], n;
+    char err[Q35_ERRSZ] = "";
+    assert_int_equal(opts_int_list("b,a,b", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_true(v[0] == 2 && v[1] == 1 && v[2] == 2);
+    assert_int_not_equal(opts_int_list("a,c", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    assert_string_equal(err, "'c' is not a or b");
+    assert_int_not_equal(opts_int_list("a,a,a,a", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    assert_string_equal(err, "'a,a,a,a': at most 3 items");
+    assert_int_not_equal(opts_int_list("", lookup_ab, v, 3, &n, "is not a or b", err, sizeof err), 0);
+    uint64_t x = 0;
+    assert_int_equal(opts_parse_u64(NULL, "18446744073709551615", &x, err, sizeof err), 0);
+    assert_true(x == UINT64_MAX);
+    assert_int_not_equal(opts_parse_u64(NULL, "-1", &x, err, sizeof err), 0);
+    assert_string_equal(err, "'-1' is not an unsigned integer");
+    assert_int_not_equal(opts_parse_u64(NULL, "18446744073709551616", &x, err, sizeof err), 0);
+}
+
 static void host_stages_default(void **state)
 {
     (void)state;
@@ -535,20 +708,20 @@ static void host_stages_default(void **state)
     stage_cfg c;
     char err[Q35_ERRSZ] = "";
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, NULL), err), 0);
-    assert_int_equal(c.host_stages, 3);
-    assert_int_equal(c.cache_mb, -1);                   /* auto: their share of free memory */
+    assert_int_equal(c.stage.eng.cache_share, 3);
+    assert_int_equal(c.stage.eng.cache_bytes, Q35_CACHE_AUTO);   /* their share of free memory */
     assert_string_equal(opts_where(&stage_cfg_spec, &c, "host-stages"), "default");
     stage_cfg_free(&c);
     assert_int_equal(load_stage(&c, ts_args_of("--config", conf, "--host-stages", "2", NULL), err), 0);
-    assert_int_equal(c.host_stages, 2);
+    assert_int_equal(c.stage.eng.cache_share, 2);
     stage_cfg_free(&c);
     const char *other = write_conf("etc/mystage.conf", body);
     assert_int_equal(load_stage(&c, ts_args_of("--config", other, NULL), err), 0);
-    assert_int_equal(c.host_stages, 1);
+    assert_int_equal(c.stage.eng.cache_share, 1);
     stage_cfg_free(&c);
     assert_int_equal(load_stage(&c, ts_args_of("--model", g_model, "--layers", "0:4", "--bind",
                                                "ipc:///tmp/x.sock", NULL), err), 0);
-    assert_int_equal(c.host_stages, 1);
+    assert_int_equal(c.stage.eng.cache_share, 1);
     stage_cfg_free(&c);
 }
 
@@ -567,6 +740,9 @@ int main(void)
         cmocka_unit_test(bools_and_doubles),
         cmocka_unit_test(examples_parse),
         cmocka_unit_test(host_stages_default),
+        cmocka_unit_test(stage_rows_reach_the_backend),
+        cmocka_unit_test(tool_spellings),
+        cmocka_unit_test(parse_helpers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

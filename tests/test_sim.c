@@ -35,8 +35,8 @@ static q35_engine *open_sim_half(const char *profile, int a, bool a_half, int b,
                                  char *err, size_t errsz)
 {
     q35_engine_opts o = { .model_path = g_model, .layer_begin = a, .begin_half = a_half,
-                          .layer_end = b, .end_half = b_half, .max_seqs = 4,
-                          .max_ctx = 64, .n_threads = 1, .backend = "sim", .sim_profile = profile };
+                          .layer_end = b, .end_half = b_half, .be.max_seqs = 4,
+                          .be.max_ctx = 64, .be.n_threads = 1, .backend = "sim", .be.sim_profile = profile };
     return q35_engine_open(&o, err, errsz);
 }
 
@@ -72,7 +72,7 @@ static void test_sim_bad_profiles(void **state)
         assert_non_null(strstr(err, ":6: mixer: expected two shares in 0..1"));
     }
     /* auto is never the simulator */
-    q35_engine_opts o = { .model_path = g_model, .layer_end = -1, .max_seqs = 1, .max_ctx = 16, .n_threads = 1 };
+    q35_engine_opts o = { .model_path = g_model, .layer_end = -1, .be.max_seqs = 1, .be.max_ctx = 16, .be.n_threads = 1 };
     q35_engine *e = q35_engine_open(&o, err, sizeof err);
     assert_non_null(e);
     assert_string_not_equal(q35_engine_backend(e), "sim");

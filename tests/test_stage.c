@@ -91,7 +91,7 @@ static void handshake_names_the_range(void **state)
     su_expect_error(su_call(s, &r), Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version");
     stage_destroy(&s);
     /* 2.5:8: from layer 2's FFN (layer_begin 2 + begin_half), with the head */
-    s = su_open_stage(g_model, 2, -1, (stage_opts){ .begin_half = true });
+    s = su_open_stage(g_model, 2, -1, (stage_opts){ .eng.begin_half = true });
     h.protocol_version = 1;
     rep = su_call(s, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);

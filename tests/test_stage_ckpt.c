@@ -48,7 +48,7 @@ static void expect_mem_available_near(uint64_t got)
 
 static stage *open_stage_shared(int a, int b, int64_t cache_bytes, int share)
 {
-    return su_open_stage(g_model, a, b, (stage_opts){ .cache_bytes = cache_bytes, .cache_share = share });
+    return su_open_stage(g_model, a, b, (stage_opts){ .eng.cache_bytes = cache_bytes, .eng.cache_share = share });
 }
 
 static stage *open_stage(int a, int b, int64_t cache_bytes)

@@ -8,6 +8,7 @@
  *
  *   qwen35-bench -m MODEL [--threads T] [--tokens N] [--membw-mb MB]
  *                [--activations exact,q8,f32 (default exact,q8)] [--only decode|prefill|prefill512]
+ *   (its option table below; --help)
  *
  * Lines starting "RESULT" (what, threads, mode, tok/s) are for scripts
  * (tools/bench_peer.sh).
@@ -15,12 +16,12 @@
 #include "common.h"
 #include "engine.h"
 #include "membw.h"
+#include "opts.h"
 #include "quant.h"
 #include "quant_act.h"
 #include "sampler.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,13 @@
 static const int batches[] = { 8, 32 };
 static const int prefills[] = { 64, 512 };
 
+typedef struct bench_acts { int v[QUANT_ACT_COUNT], n; } bench_acts;
+
 typedef struct bench_opts {
+    opts_base base;               /* first: the option table's (parse_args) */
     const char *model;
     int max_threads, n_decode, membw_mb;
-    int acts[QUANT_ACT_COUNT], n_acts;
+    bench_acts acts;
     const char *only;             /* NULL, "decode", "prefill" (64) or "prefill512" */
 } bench_opts;
 
@@ -49,8 +53,8 @@ static q35_engine *open_engine(const bench_opts *o, int threads, int act, char *
                               size_t errsz)
 {
     q35_engine_opts eo = { .model_path = o->model, .layer_begin = 0, .layer_end = -1,
-                           .max_seqs = N_BATCH, .max_ctx = N_PREFILL + o->n_decode + 8,
-                           .n_threads = threads, .backend = "cpu", .activations = act };
+                           .be.max_seqs = N_BATCH, .be.max_ctx = N_PREFILL + o->n_decode + 8,
+                           .be.n_threads = threads, .backend = "cpu", .be.activations = act };
     return q35_engine_open(&eo, err, errsz);
 }
 
@@ -152,9 +156,9 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
         return q35_err(err, errsz, Q35_EIO, "%s: %s", o->model, strerror(errno));
     double base = q35_rss_mib();
     q35_engine_opts eo = { .model_path = o->model, .layer_begin = 0, .layer_end = 0,
-                           .max_seqs = 1, .max_ctx = N_PREFILL, .n_threads = 1, .backend = "cpu" };
+                           .be.max_seqs = 1, .be.max_ctx = N_PREFILL, .be.n_threads = 1, .backend = "cpu" };
     q35_engine *probe = q35_engine_open(&(q35_engine_opts){ .model_path = o->model, .layer_end = -1,
-                                            .max_seqs = 1, .max_ctx = 1, .n_threads = 1,
+                                            .be.max_seqs = 1, .be.max_ctx = 1, .be.n_threads = 1,
                                             .backend = "cpu" }, err, errsz);
     if (!probe)
         return Q35_EINVAL;
@@ -185,60 +189,50 @@ static int half_model_rss(const bench_opts *o, char *err, size_t errsz)
     return rc;
 }
 
-static int parse_args(int argc, char **argv, bench_opts *o)
+/* --activations exact,q8,f32: the modes, in order. */
+static int parse_acts(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
 {
-    static const struct option lo[] = {
-        { "model", required_argument, 0, 'm' }, { "threads", required_argument, 0, 't' },
-        { "tokens", required_argument, 0, 'n' }, { "membw-mb", required_argument, 0, 'b' },
-        { "activations", required_argument, 0, 'a' }, { "only", required_argument, 0, 'o' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
-    };
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (bench_opts){ .max_threads = ncpu > 0 ? (int)ncpu : 1, .n_decode = 16, .membw_mb = 512,
-                       .acts = { QUANT_ACT_EXACT, QUANT_ACT_Q8 }, .n_acts = 2 };
-    int c;
-    while ((c = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
-        int *dst = c == 't' ? &o->max_threads : c == 'n' ? &o->n_decode : c == 'b' ? &o->membw_mb : NULL;
-        if (c == 'm') {
-            o->model = optarg;
-        } else if (c == 'a') {
-            o->n_acts = 0;
-            for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
-                int a = quant_act_parse(tok);
-                if (a < 0 || o->n_acts == QUANT_ACT_COUNT) {
-                    fprintf(stderr, "qwen35-bench: --activations: '%s' is not exact, f32 or q8\n", tok);
-                    return -1;
-                }
-                o->acts[o->n_acts++] = a;
-            }
-        } else if (c == 'o') {
-            if (strcmp(optarg, "decode") && strcmp(optarg, "prefill") && strcmp(optarg, "prefill512")) {
-                fprintf(stderr, "qwen35-bench: --only: '%s' is not decode, prefill or prefill512\n", optarg);
-                return -1;
-            }
-            o->only = optarg;
-        } else if (dst) {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 65536) {
-                fprintf(stderr, "qwen35-bench: '%s': expected a positive integer\n", optarg);
-                return -1;
-            }
-            *dst = (int)v;
-        } else {
-            fprintf(c == 'h' ? stdout : stderr,
-                    "usage: qwen35-bench -m MODEL [--threads T (max, default all)] [--tokens N (decode steps, default 16)]\n"
-                    "                    [--membw-mb MB] [--activations exact,q8,f32] [--only decode|prefill|prefill512]\n"
-                    "  --only decode: just decode at --threads T; --only prefill (prefill512): just prefill of 64 (512) at T\n");
-            return c == 'h' ? 1 : -1;
-        }
-    }
-    if (!o->model) {
-        fprintf(stderr, "qwen35-bench: -m MODEL is required\n");
-        return -1;
-    }
+    (void)d;
+    bench_acts *a = field;
+    return opts_int_list(v, quant_act_parse, a->v, QUANT_ACT_COUNT, &a->n, "is not exact, f32 or q8", err, errsz);
+}
+
+static int check_only(const opt_def *d, const void *field, char *err, size_t errsz)
+{
+    (void)d;
+    const char *v = *(char *const *)field;
+    if (strcmp(v, "decode") && strcmp(v, "prefill") && strcmp(v, "prefill512"))
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not decode, prefill or prefill512", v);
     return 0;
 }
+
+static const opt_def defs[] = {
+    OPT_HEADING_ROW("options"),
+    OPT_TOOL_STR(bench_opts, "-m, --model", model, "MODEL", "the qwen35moe GGUF to time (required)"),
+    OPT_TOOL_INT(bench_opts, "-t, --threads", max_threads, "T", 1, 65536,
+                 "the most threads (default: every online core)"),
+    OPT_TOOL_INT(bench_opts, "-n, --tokens", n_decode, "N", 1, 65536, "decode steps (default 16)"),
+    OPT_TOOL_INT(bench_opts, "--membw-mb", membw_mb, "MB", 1, 65536,
+                 "buffer of the read-bandwidth measurement (default 512)"),
+    OPT_TOOL_PARSE(bench_opts, "--activations", acts, bench_acts, "exact,q8,f32", parse_acts,
+                   "the activation modes to time, in order (default exact,q8)"),
+    { .name = "--only", .names = "--only", .type = OPT_STR, .offset = offsetof(bench_opts, only),
+      .metavar = "decode|prefill|prefill512", .min = 1, .max = 0, .check = check_only,
+      .help = "decode: just decode at --threads T; prefill (prefill512): just prefill of 64 (512) "
+              "tokens at T" },
+};
+
+static const opts_spec spec = {
+    .prog = "qwen35-bench",
+    .summary = "forward-pass speed of one model against the read bandwidth measured with it",
+    .synopsis = "-m MODEL [--threads T] [--tokens N] [--membw-mb MB] [--activations exact,q8,f32] "
+                "[--only decode|prefill|prefill512]",
+    .description = "Decode tokens/s with 1, 2 and all threads, each as a share of what the read "
+                   "bandwidth measured in the same run allows; batched decode and prefill at the "
+                   "most threads. RESULT lines are for scripts (tools/bench_peer.sh).",
+    .arg_hint = "options only; see --help",
+    OPTS_DEFS(defs),
+};
 
 /* One mode at one thread count: decode (and at the most threads the
  * batches and prefills), with the bandwidth measured just before. */
@@ -292,12 +286,14 @@ out:
     return rc;
 }
 
-int main(int argc, char **argv)
+static int bench(void *cfg)
 {
-    bench_opts o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc)
-        return rc < 0 ? 2 : 0;
+    const bench_opts *op = cfg, o = *op;
+    if (!o.model) {
+        fprintf(stderr, "qwen35-bench: -m MODEL is required\n");
+        return 2;
+    }
+    int rc = 0;
     char err[Q35_ERRSZ] = "";
     if (!o.only && half_model_rss(&o, err, sizeof err))
         return fail("half-model handle", err);
@@ -325,9 +321,17 @@ int main(int argc, char **argv)
         if (o.max_threads > 2)
             ts[nt++] = o.max_threads;
     }
-    for (int a = 0; a < o.n_acts && !rc; a++)
+    for (int a = 0; a < o.acts.n && !rc; a++)
         for (int i = 0; i < nt && !rc; i++)
-            rc = bench_threads(&o, ts[i], o.acts[a], i == nt - 1, logits, err, sizeof err);
+            rc = bench_threads(&o, ts[i], o.acts.v[a], i == nt - 1, logits, err, sizeof err);
     free(logits);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    bench_opts o = { .max_threads = ncpu > 0 ? (int)ncpu : 1, .n_decode = 16, .membw_mb = 512,
+                     .acts = { { QUANT_ACT_EXACT, QUANT_ACT_Q8 }, 2 } };
+    return opts_main(&spec, &o, argc, argv, bench);
 }

@@ -3,6 +3,7 @@
 # 151669-token vocabulary), built under $(BUILD) on first use.
 BINS += qwen35-bench
 qwen35-bench_SRCS := tools/bench.c
+qwen35-bench_LIBS := -linih
 
 # BENCH_PRESET=35b-a3b: the same figures on the full-size model (21.2 GB,
 # written once to BENCH_DIR, default $TMPDIR or /var/tmp; skipped with a

@@ -12,10 +12,11 @@
  * int8 (--act q8).
  *
  *   qwen35-bench-quant [--mb N] [--passes N] [--isa avx512|avx2|scalar] [--act exact|f32|q8]
- *                      [--types q4_K,q6_K,...] [--bw-mb N] [--cols N]
+ *                      [--types q4_K,q6_K,...] [--bw-mb N] [--cols N]   (the option table below)
  */
 #include "common.h"
 #include "membw.h"
+#include "opts.h"
 #include "quant.h"
 #include "quant_act.h"
 
@@ -46,22 +47,57 @@ static double cpu_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int parse_types(char *list, int *out)
+typedef struct type_list { int v[NTYPES], n; } type_list;
+
+typedef struct bq_cfg {
+    opts_base base;
+    double mb, bw_mb;
+    int passes, cols;
+    char *isa;
+    int act;                  /* enum quant_act */
+    type_list types;
+} bq_cfg;
+
+/* A decoded type by its name (quant.h's table), -1 if none. */
+static int type_named(const char *name)
 {
-    int n = 0;
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        int found = -1;
-        for (int i = 0; i < NTYPES; i++)
-            if (!strcmp(quant_type_of(all_types[i])->name, tok))
-                found = all_types[i];
-        if (found < 0) {
-            fprintf(stderr, "bench-quant: --types: unknown type '%s'\n", tok);
-            return -1;
-        }
-        out[n++] = found;
-    }
-    return n;
+    for (int i = 0; i < NTYPES; i++)
+        if (!strcmp(quant_type_of(all_types[i])->name, name))
+            return all_types[i];
+    return -1;
 }
+
+/* --types q4_K,q6_K: in order. */
+static int parse_types(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)d;
+    type_list *l = field;
+    return opts_int_list(v, type_named, l->v, NTYPES, &l->n, "is not a decoded type", err, errsz);
+}
+
+static const opt_def defs[] = {
+    OPT_HEADING_ROW("options"),
+    OPT_TOOL_DOUBLE(bq_cfg, "--mb", mb, "N", 1, 1e6, "megabytes of weights per type (default 512)"),
+    OPT_TOOL_INT(bq_cfg, "--passes", passes, "N", 1, 1000, "best of N timings (default 3)"),
+    OPT_TOOL_STR(bq_cfg, "--isa", isa, "avx512|avx2|scalar", "force these kernels (default: the CPU's best)"),
+    OPT_TOOL_ENUM(bq_cfg, "--act", act, "exact|f32|q8", "activations (default exact: as the engine's default)"),
+    OPT_TOOL_PARSE(bq_cfg, "--types", types, type_list, "q4_K,q6_K,...", parse_types,
+                   "the types to time, in order (default: every decoded type)"),
+    OPT_TOOL_DOUBLE(bq_cfg, "--bw-mb", bw_mb, "N", 1, 1e6, "megabytes of the bandwidth measurement (default 1024)"),
+    OPT_TOOL_INT(bq_cfg, "--cols", cols, "N", 256, 1 << 20, "row length, a multiple of 256 (default 4096)"),
+};
+
+static const opts_spec spec = {
+    .prog = "qwen35-bench-quant",
+    .summary = "each quant type's dot speed on one core against its read bandwidth",
+    .synopsis = "[--mb N] [--passes N] [--isa avx512|avx2|scalar] [--act exact|f32|q8] "
+                "[--types q4_K,q6_K,...] [--bw-mb N] [--cols N]",
+    .description = "GB/s of weight bytes each type's dot consumes on one core, as a share of the "
+                   "read bandwidth measured in the same run; and what a matmul over nx vectors "
+                   "saves against nx matvecs.",
+    .arg_hint = "options only; see --help",
+    OPTS_DEFS(defs),
+};
 
 /* Seconds for the best of `passes` matmuls of every row by nx vectors
  * (nx = 1: a matvec, the row dots the decode step runs). */
@@ -80,48 +116,21 @@ static double time_matmul(int type, const uint8_t *W, size_t rb, int64_t rows,
     return best;
 }
 
-int main(int argc, char **argv)
+static int bench(void *cfg)
 {
-    double mb = 512, bw_mb = 1024;
-    int passes = 3, types[NTYPES], ntypes = NTYPES;
-    int64_t ncols = 4096;             /* row length (a multiple of 256) */
-    const char *isa = NULL;
-    memcpy(types, all_types, sizeof types);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mb") && i + 1 < argc)
-            mb = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--cols") && i + 1 < argc)
-            ncols = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--bw-mb") && i + 1 < argc)
-            bw_mb = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--passes") && i + 1 < argc)
-            passes = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--isa") && i + 1 < argc)
-            isa = argv[++i];
-        else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
-            int a = quant_act_parse(argv[++i]);
-            if (a < 0) {
-                fprintf(stderr, "bench-quant: --act %s: not exact, f32 or q8\n", argv[i]);
-                return 2;
-            }
-            act = (quant_act)a;
-        }
-        else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
-            if ((ntypes = parse_types(argv[++i], types)) < 0)
-                return 2;
-        } else {
-            fprintf(stderr, "usage: %s [--mb N] [--bw-mb N] [--passes N] "
-                            "[--isa avx512|avx2|scalar] [--act exact|f32|q8] [--types q4_K,q6_K,...] [--cols N]\n", argv[0]);
-            return 2;
-        }
-    }
-    if (mb < 1 || bw_mb < 1 || passes < 1 || ncols < 256 || ncols % 256 || ncols > (1 << 20)) {
-        fprintf(stderr, "bench-quant: --mb, --bw-mb and --passes must be >= 1, --cols a multiple "
-                        "of 256 up to 2^20\n");
+    const bq_cfg *c = cfg;
+    double mb = c->mb, bw_mb = c->bw_mb;
+    int passes = c->passes, ntypes = c->types.n;
+    const int *types = c->types.v;
+    int64_t ncols = c->cols;             /* row length (a multiple of 256) */
+    const char *isa = c->isa;
+    act = (quant_act)c->act;
+    if (ncols % 256) {
+        fprintf(stderr, "qwen35-bench-quant: --cols: %lld is not a multiple of 256\n", (long long)ncols);
         return 2;
     }
     if (isa && quant_force_isa(isa)) {
-        fprintf(stderr, "bench-quant: --isa %s: not built or not supported by this CPU\n", isa);
+        fprintf(stderr, "qwen35-bench-quant: --isa %s: not built or not supported by this CPU\n", isa);
         return 2;
     }
     char err[Q35_ERRSZ];
@@ -190,4 +199,11 @@ int main(int argc, char **argv)
     free(X);
     free(Y);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bq_cfg c = { .mb = 512, .bw_mb = 1024, .passes = 3, .cols = 4096, .types.n = NTYPES };
+    memcpy(c.types.v, all_types, sizeof all_types);
+    return opts_main(&spec, &c, argc, argv, bench);
 }

@@ -1,5 +1,6 @@
 /* bench_sampler — microseconds per sample on a 248320-entry vocabulary
- * (Qwen3.5's) for the usual configurations. Usage: qwen35-bench-sampler [-n ITERS] */
+ * (Qwen3.5's) for the usual configurations. Usage: qwen35-bench-sampler [-n ITERS]
+ * (its option table below; --help) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "opts.h"
 #include "sampler.h"
 
 #define NV 248320
@@ -19,11 +21,28 @@ static double cpu_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+typedef struct bs_cfg {
+    opts_base base;
+    int iters;
+} bs_cfg;
+
+static const opt_def defs[] = {
+    OPT_HEADING_ROW("options"),
+    OPT_TOOL_INT(bs_cfg, "-n", iters, "ITERS", 1, 1 << 30, "samples per configuration (default 200)"),
+};
+
+static const opts_spec spec = {
+    .prog = "qwen35-bench-sampler",
+    .summary = "microseconds per sample on a 248320-entry vocabulary, per sampler configuration",
+    .synopsis = "[-n ITERS]",
+    .description = "Times the sampler on random logits shaped like real ones.",
+    .arg_hint = "options only; see --help",
+    OPTS_DEFS(defs),
+};
+
+static int bench(void *opts)
 {
-    int iters = 200;
-    if (argc == 3 && !strcmp(argv[1], "-n")) iters = atoi(argv[2]);
-    if (iters <= 0) { fprintf(stderr, "usage: %s [-n ITERS > 0]\n", argv[0]); return 2; }
+    int iters = ((bs_cfg *)opts)->iters;
     float *base = malloc(NV * sizeof *base), *l = malloc(NV * sizeof *l);
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < NV; i++) {             /* roughly normal, std ~3, like real logits */
@@ -66,4 +85,10 @@ int main(int argc, char **argv)
     }
     free(base); free(l);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bs_cfg c = { .iters = 200 };
+    return opts_main(&spec, &c, argc, argv, bench);
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "opts.h"
 #include "tokenizer.h"
 
 static const char *EN[] = { "the", "of", "and", "to", "in", "a", "is", "that", "for", "it",
@@ -95,18 +96,36 @@ static char *gen(size_t target, size_t *len)
     return buf;
 }
 
-int main(int argc, char **argv)
+typedef struct bt_cfg {
+    opts_base base;
+    char *model;
+    double mb;
+    uint64_t seed;
+} bt_cfg;
+
+static const opt_def defs[] = {
+    OPT_HEADING_ROW("options"),
+    OPT_TOOL_STR(bt_cfg, "-m", model, "VOCAB.gguf", "the tokenizer to time (required)"),
+    OPT_TOOL_DOUBLE(bt_cfg, "--mb", mb, "N", 0.001, 1024, "megabytes of generated text (default 10)"),
+    OPT_TOOL_PARSE(bt_cfg, "--seed", seed, uint64_t, "S", opts_parse_u64, "seed of the generated text (default 1234)"),
+};
+
+static const opts_spec spec = {
+    .prog = "qwen35-bench-tokenizer",
+    .summary = "tokenizer speed on generated mixed text",
+    .synopsis = "-m VOCAB.gguf [--mb N] [--seed S]",
+    .description = "Tokenizes megabytes of generated mixed text with a GGUF's vocabulary, one thread.",
+    .arg_hint = "options only; see --help",
+    OPTS_DEFS(defs),
+};
+
+static int bench(void *cfg)
 {
-    const char *model = NULL;
-    double mb = 10;
-    rng_state = 1234;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng_state = strtoull(argv[++i], NULL, 10);
-        else { fprintf(stderr, "usage: %s -m VOCAB.gguf [--mb N] [--seed S]\n", argv[0]); return 2; }
-    }
-    if (!model || mb <= 0 || mb > 1024) { fprintf(stderr, "usage: %s -m VOCAB.gguf [--mb N (0..1024]] [--seed S]\n", argv[0]); return 2; }
+    const bt_cfg *c = cfg;
+    const char *model = c->model;
+    double mb = c->mb;
+    rng_state = c->seed;
+    if (!model) { fprintf(stderr, "qwen35-bench-tokenizer: -m VOCAB.gguf is required (see --help)\n"); return 2; }
     char err[Q35_ERRSZ];
     tok *t = tok_open(model, err, sizeof err);
     if (!t) { fprintf(stderr, "bench-tokenizer: %s\n", err); return 1; }
@@ -128,4 +147,10 @@ int main(int argc, char **argv)
     tok_ids_free(&ids);
     tok_destroy(&t);
     return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    bt_cfg c = { .mb = 10, .seed = 1234 };
+    return opts_main(&spec, &c, argc, argv, bench);
 }

@@ -39,6 +39,7 @@
 #include "engine.h"
 #include "gguf.h"
 #include "info_plan.h"
+#include "opts.h"
 #include "quant.h"
 
 #include <limits.h>
@@ -308,8 +309,8 @@ static int time_layers(const char *model, int n, bool half, const measure_opts *
         int a = il * w, b = a + w;
         q35_engine_opts eo = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
                                .layer_end = b / 2, .end_half = b & 1,
-                               .max_seqs = B, .max_ctx = MEASURE_WARM + MEASURE_STEPS + 1,
-                               .n_threads = mo->threads, .backend = mo->backend };
+                               .be.max_seqs = B, .be.max_ctx = MEASURE_WARM + MEASURE_STEPS + 1,
+                               .be.n_threads = mo->threads, .backend = mo->backend };
         if (!(e[il] = q35_engine_open(&eo, err, errsz)))
             rc = Q35_EIO;
     }
@@ -449,57 +450,64 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
     return plan_configs(c, &u->pb, cut, k, po);
 }
 
-enum {
-    O_PLAN = 1, O_BATCH, O_MEASURE, O_THREADS, O_MAX_SEQS, O_MAX_CTX, O_DEVICE_MEM, O_BACKEND,
-    O_MODEL_PATH, O_WRITE, O_HOST, O_PORT, O_HALF,
-};
+typedef struct info_cfg {
+    opts_base base;
+    char *model;
+    int plan;
+    measure_opts mo;
+    plan_opts po;
+} info_cfg;
 
-static const cli_opt plan_opts_tab[] = {
-    { O_PLAN, "--plan", "N",
+static int parse_mem(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)d;
+    plan_opts *po = field;
+    return plan_parse_mem(v, po->dev_mem, PLAN_MAX_DEV, &po->n_dev, err, errsz);
+}
+
+static const opt_def defs[] = {
+    OPT_TOOL_ARG(info_cfg, "MODEL", model),
+    OPT_HEADING_ROW("planning (--plan)"),
+    OPT_TOOL_INT(info_cfg, "--plan", plan, "N", 1, 2 * Q35_MAX_LAYERS,
       "split the layers into N contiguous stages so the busiest stage reads as few bytes per "
       "decode step as possible; prints each stage's range, bytes and memory, then the config "
-      "files that start the split (stage-0.conf ... and coordinator.conf)" },
-    { O_MAX_SEQS, "--max-seqs", "S",
+      "files that start the split (stage-0.conf ... and coordinator.conf)"),
+    OPT_TOOL_INT(info_cfg, "--max-seqs", po.max_seqs, "S", 1, 4096,
       "slots per stage the memory and the files are for (default 16; with --device-mem, the "
-      "most of 16, 8, 4, 2, 1 for which a split fits)" },
-    { O_MAX_CTX, "--max-ctx", "C", "positions per slot (default 4096)" },
-    { O_DEVICE_MEM, "--device-mem", "SIZES",
+      "most of 16, 8, 4, 2, 1 for which a split fits)"),
+    OPT_TOOL_INT(info_cfg, "--max-ctx", po.max_ctx, "C", 1, 1 << 24, "positions per slot (default 4096)"),
+    OPT_TOOL_PARSE(info_cfg, "--device-mem", po, plan_opts, "SIZES", parse_mem,
       "memory of each stage's device, e.g. 11.2G,11.2G (one size: every stage); a stage that "
       "does not fit is named with what to change, and no files are written. Also prints, per "
       "stage, the slots x positions that fit what is left after weights and scratch, with the "
-      "KV cache in f32 (as stored) and in f16 (a planning figure: not implemented)" },
-    { O_WRITE, "--write-configs", "DIR", "write the files into DIR (created) instead of stdout" },
-    { O_BACKEND, "--backend", "cpu|cuda", "backend written to the stage files (default cuda)" },
-    { O_MODEL_PATH, "--model-path", "PATH",
-      "model path written to the files (default: MODEL's absolute path)" },
-    { O_HOST, "--host", "ADDR",
+      "KV cache in f32 (as stored) and in f16 (a planning figure: not implemented)"),
+    OPT_TOOL_STR(info_cfg, "--write-configs", po.write_dir, "DIR", "write the files into DIR (created) instead of stdout"),
+    OPT_TOOL_STR(info_cfg, "--backend", po.backend, "cpu|cuda", "backend written to the stage files (default cuda)"),
+    OPT_TOOL_STR(info_cfg, "--model-path", po.model_path, "PATH",
+      "model path written to the files (default: MODEL's absolute path)"),
+    OPT_TOOL_STR(info_cfg, "--host", po.host, "ADDR",
       "address of the stages and the coordinator (default 127.0.0.1: loopback; a routable "
-      "address only with CURVE keys)" },
-    { O_PORT, "--port", "P", "plaintext TCP on loopback: the coordinator on port P, stage s on P+1+s (with insecure = yes); default: ipc:// sockets in /run/qwen35" },
-};
-
-static const cli_opt balance_opts[] = {
-    { O_BATCH, "--batch", "B",
+      "address only with CURVE keys)"),
+    OPT_TOOL_INT(info_cfg, "--port", po.port, "P", 1, 65000, "plaintext TCP on loopback: the coordinator on port P, stage s on P+1+s (with insecure = yes); default: ipc:// sockets in /run/qwen35"),
+    OPT_HEADING_ROW("balancing"),
+    OPT_TOOL_INT(info_cfg, "--batch", mo.batch, "B", 1, 4096,
       "sequences per decode step (default 1): a pipeline decodes micro-batches of B sequences, "
       "which read every dense matrix and the LM head once but the union of their routed experts "
       "(E*(1-(1-k/E)^B) of E experts, k per token). For a coordinator with M micro-batches "
-      "serving S streams, B = S / M rounded up" },
-    { O_MEASURE, "--measure", NULL,
+      "serving S streams, B = S / M rounded up"),
+    OPT_TOOL_FLAG(info_cfg, "--measure", mo.on, true,
       "balance time instead of bytes: decodes a few steps of B sequences through one engine per "
       "layer on this machine (the whole model is read), times each layer and splits by those "
-      "times. Run it on a quiet machine" },
-    { O_THREADS, "--threads", "T", "worker threads per layer for --measure (default 1; give the stages' --threads)" },
-    { O_HALF, "--half-layers", NULL,
+      "times. Run it on a quiet machine"),
+    OPT_TOOL_INT(info_cfg, "--threads", mo.threads, "T", 1, 1024,
+                 "worker threads per layer for --measure (default 1; give the stages' --threads)"),
+    OPT_TOOL_FLAG(info_cfg, "--half-layers", po.half, true,
       "let stages end at half-layers too (L.5: after layer L's mixer, before its FFN), so the "
       "stages can be balanced more evenly; --measure then times each block. Only the cpu backend "
-      "runs half-layers (needs --backend cpu)" },
+      "runs half-layers (needs --backend cpu)"),
 };
 
-static const cli_group g_plan = { "planning (--plan)", plan_opts_tab, sizeof plan_opts_tab / sizeof plan_opts_tab[0] };
-static const cli_group g_balance = { "balancing", balance_opts, sizeof balance_opts / sizeof balance_opts[0] };
-static const cli_group *const groups[] = { &g_plan, &g_balance };
-
-static const cli_spec spec = {
+static const opts_spec spec = {
     .prog = "qwen35-info",
     .summary = "what a qwen35moe GGUF holds, and a stage split that fits",
     .synopsis = "MODEL.gguf\nMODEL.gguf --plan N [--max-seqs S] [--max-ctx C] [--device-mem SIZES] "
@@ -522,66 +530,25 @@ static const cli_spec spec = {
         "/etc/qwen35/stage-0.conf, stage-1.conf and coordinator.conf for systemctl start qwen35.target.\n\n"
         "qwen35-info /srv/qwen35/models/qwen35moe.gguf --plan 4 --batch 4 --measure --threads 8\n"
         "A split balanced by the measured time of each layer for micro-batches of 4.",
-    .groups = groups,
-    .n_groups = sizeof groups / sizeof groups[0],
+    .arg_hint = "one MODEL expected",
+    OPTS_DEFS(defs),
 };
 
-int main(int argc, char **argv)
+static int info(void *cfg)
 {
-    const char *model = NULL;
-    int plan = 0;
-    measure_opts mo = { .on = false, .batch = 1, .threads = 1, .backend = NULL };
-    plan_opts po = { .max_seqs = 16, .seqs_auto = true, .max_ctx = 4096, .max_batch = 256, .backend = "cuda",
-                     .host = "127.0.0.1", .port = 0 };
-    bool threads_set = false;
+    const info_cfg *ic = cfg;
+    const char *model = ic->model;
+    int plan = ic->plan;
+    measure_opts mo = ic->mo;
+    plan_opts po = ic->po;
+    bool threads_set = opts_given(&spec, ic, "--threads");
+    po.seqs_auto = !opts_given(&spec, ic, "--max-seqs");
+    if (!po.backend) po.backend = "cuda";
+    if (!po.host) po.host = "127.0.0.1";
     char err[Q35_ERRSZ];
-    const char *val, *name;
-    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
-        long v;
-        int rc = 0;
-        switch (id) {
-        case CLI_EXIT: return 0;
-        case CLI_ERROR: rc = -1; break;
-        case CLI_ARG:
-            if (model) rc = q35_err(err, sizeof err, Q35_EINVAL, "one MODEL expected, got '%s' too", val);
-            model = val;
-            break;
-        case O_PLAN:
-            if (!(rc = cli_int(name, val, 1, 2 * Q35_MAX_LAYERS, &v, err, sizeof err))) plan = (int)v;
-            break;
-        case O_BATCH:
-            if (!(rc = cli_int(name, val, 1, 4096, &v, err, sizeof err))) mo.batch = (int)v;
-            break;
-        case O_THREADS:
-            if (!(rc = cli_int(name, val, 1, 1024, &v, err, sizeof err))) mo.threads = (int)v;
-            threads_set = true;
-            break;
-        case O_MEASURE: mo.on = true; break;
-        case O_HALF: po.half = true; break;
-        case O_MAX_SEQS:
-            if (!(rc = cli_int(name, val, 1, 4096, &v, err, sizeof err))) po.max_seqs = (int)v;
-            po.seqs_auto = false;
-            break;
-        case O_MAX_CTX:
-            if (!(rc = cli_int(name, val, 1, 1 << 24, &v, err, sizeof err))) po.max_ctx = (int)v;
-            break;
-        case O_PORT:
-            if (!(rc = cli_int(name, val, 1, 65000, &v, err, sizeof err))) po.port = (int)v;
-            break;
-        case O_DEVICE_MEM: rc = plan_parse_mem(val, po.dev_mem, PLAN_MAX_DEV, &po.n_dev, err, sizeof err); break;
-        case O_BACKEND:
-            if (strcmp(val, "cpu") && strcmp(val, "cuda"))
-                rc = q35_err(err, sizeof err, Q35_EINVAL, "%s: '%s' is not cpu or cuda", name, val);
-            po.backend = val;
-            break;
-        case O_MODEL_PATH: po.model_path = val; break;
-        case O_WRITE: po.write_dir = val; break;
-        case O_HOST: po.host = val; break;
-        }
-        if (rc) {
-            fprintf(stderr, "qwen35-info: %s\n", err);
-            return 2;
-        }
+    if (strcmp(po.backend, "cpu") && strcmp(po.backend, "cuda")) {
+        fprintf(stderr, "qwen35-info: --backend: '%s' is not cpu or cuda\n", po.backend);
+        return 2;
     }
     if (!model) { fprintf(stderr, "qwen35-info: MODEL.gguf expected (see --help)\n"); return 2; }
     if ((mo.on || threads_set || po.n_dev || po.write_dir) && !plan) {
@@ -635,4 +602,10 @@ int main(int argc, char **argv)
     int rc = plan ? print_plan(model, &c, u, plan, &mo, &po) : 0;
     free(u);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    info_cfg c = { .mo = { .batch = 1, .threads = 1 }, .po = { .max_seqs = 16, .max_ctx = 4096, .max_batch = 256 } };
+    return opts_main(&spec, &c, argc, argv, info);
 }

@@ -3,3 +3,4 @@
 # split (bytes per decode step of B sequences, or measured time per layer).
 BINS += qwen35-info
 qwen35-info_SRCS := tools/info.c tools/info_plan.c
+qwen35-info_LIBS := -linih

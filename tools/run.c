@@ -57,13 +57,12 @@ int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
     for (int i = 0; i < n; i++) {
         double t0 = q35_now();
         uint64_t weights = 0;
-        int rc = run_preload(o->model, bounds[i], bounds[i + 1], &weights, err, errsz);
-        q35_engine_opts eo = {
-            .model_path = o->model, .layer_begin = bounds[i], .layer_end = bounds[i + 1],
-            .max_seqs = 1, .max_ctx = ctx, .n_threads = o->threads, .backend = o->backend,
-            .device = o->device,
-            .activations = o->activations, .cpu_affinity = o->cpu_affinity,
-        };
+        int rc = run_preload(o->eng.model_path, bounds[i], bounds[i + 1], &weights, err, errsz);
+        q35_engine_opts eo = o->eng;
+        eo.layer_begin = bounds[i];
+        eo.layer_end = bounds[i + 1];
+        eo.be.max_seqs = 1;
+        eo.be.max_ctx = ctx;
         if (rc || !(ch->e[i] = q35_engine_open(&eo, err, errsz))) {
             chain_close(ch);
             return -1;
@@ -75,7 +74,7 @@ int chain_open(chain *ch, const run_opts *o, int ctx, char *err, size_t errsz)
                     "(1 x %d positions), %d threads, %.1f s\n", q35_engine_layer_begin(ch->e[i]),
                     q35_engine_layer_end(ch->e[i]), q35_engine_backend(ch->e[i]),
                     cli_size(weights, w, sizeof w), cli_size(q35_engine_state_bytes(ch->e[i]), st, sizeof st),
-                    ctx, o->threads, q35_now() - t0);
+                    ctx, o->eng.be.n_threads, q35_now() - t0);
     }
     const q35_config *c = q35_engine_config(ch->e[0]);
     ch->n_embd = (int)c->n_embd;
@@ -145,7 +144,7 @@ static int feed(session *s, int n, char *err, size_t errsz)
 static int answer(session *s, char *err, size_t errsz)
 {
     const run_opts *o = s->o;
-    chat_stream_opts so = { .think = o->template && !o->no_think, .stop = o->stop, .n_stop = o->n_stop };
+    chat_stream_opts so = { .think = o->template && !o->no_think, .stop = (const char *const *)o->stop.v, .n_stop = o->stop.n };
     chat_stream *cs = NULL;
     tok_stream *ts = NULL;
     if (o->ignore_eos ? !(ts = tok_stream_new(s->tk, 0, err, errsz))
@@ -256,11 +255,11 @@ int run_text(const run_opts *o, const char *prompt)
     char err[Q35_ERRSZ] = "";
     session s = { .o = o };
     int rc = 1;
-    if (!(s.tk = tok_open(o->model, err, sizeof err))) goto out;
+    if (!(s.tk = tok_open(o->eng.model_path, err, sizeof err))) goto out;
     s.im_end = tok_find(s.tk, "<|im_end|>");
     if (o->template && (s.im_end < 0 || tok_find(s.tk, "<|im_start|>") < 0)) {
         fprintf(stderr, "qwen35-run: %s has no <|im_start|>/<|im_end|> tokens: not a chat model; "
-                "use -no-cnv (--raw) for plain text\n", o->model);
+                "use -no-cnv (--raw) for plain text\n", o->eng.model_path);
         goto quiet;
     }
     int ctx = o->ctx;
@@ -313,8 +312,11 @@ int main(int argc, char **argv)
     run_opts o;
     char *prompt = NULL;
     int rc = run_parse(argc, argv, &o, &prompt);
-    if (rc) return rc < 0 ? 2 : 0;
-    rc = o.tokens_file ? run_tokens(&o) : run_text(&o, prompt);
+    if (!rc)
+        rc = o.tokens_file ? run_tokens(&o) : run_text(&o, prompt);
+    else
+        rc = rc < 0 ? 2 : 0;
     free(prompt);
+    run_opts_free(&o);
     return rc;
 }

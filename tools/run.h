@@ -8,23 +8,26 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "opts.h"
 #include "sampler.h"
 
 #define RUN_MAX_STOP 8
 
 typedef struct run_opts {
-    const char *model, *tokens_file, *logits_out, *backend;
-    int ubatch, split, threads, ctx;
-    int device;                /* CUDA device index or Q35_DEVICE_EMU */
-    int activations;           /* enum quant_act */
-    bool cpu_affinity;         /* pin the CPU threads */
+    opts_base base;            /* first: the option table's (run_opts.c) */
+    /* -m, -t, --backend, --device, --activations, --cpu-affinity: the
+     * engines' options as they are (chain_open sets the range and ctx) */
+    q35_engine_opts eng;
+    char *tokens_file, *logits_out;
+    char *prompt_text, *prompt_file;   /* -p, -f */
+    int ubatch, split, ctx;
     int n_gen;                 /* -1: until the answer ends or the context is full */
     /* text */
-    const char *system;
+    char *system;
+    bool raw;                  /* -no-cnv */
     bool template, interactive, no_think, ignore_eos, stats;
     enum cli_think think;
-    int n_stop;
-    const char *stop[RUN_MAX_STOP];
+    opt_list stop;             /* --stop, at most RUN_MAX_STOP */
     smp_params sp;
 } run_opts;
 
@@ -32,6 +35,8 @@ typedef struct run_opts {
  * contents of -f; NULL with -cnv alone). 0: run; 1: --help / --man done;
  * -1: bad usage (reported). */
 int run_parse(int argc, char **argv, run_opts *o, char **prompt);
+/* Frees what run_parse put in o. */
+void run_opts_free(run_opts *o);
 
 /* One or two engines in layer order, run as one model. */
 typedef struct chain {

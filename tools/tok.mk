@@ -1,8 +1,11 @@
 # Tokenizer tools: qwen35-tokenize, benchmarks of the tokenizer and sampler.
 BINS += qwen35-tokenize qwen35-bench-tokenizer qwen35-bench-sampler
 qwen35-tokenize_SRCS := tools/tokenize.c
+qwen35-tokenize_LIBS := -linih
 qwen35-bench-tokenizer_SRCS := tools/bench_tokenizer.c
+qwen35-bench-tokenizer_LIBS := -linih
 qwen35-bench-sampler_SRCS := tools/bench_sampler.c
+qwen35-bench-sampler_LIBS := -linih
 
 # The exp pass of the sampler vectorizes (libmvec) only under fast-math.
 FILE_CFLAGS.text/sampler_math := -O3 -ffast-math

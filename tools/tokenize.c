@@ -12,24 +12,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "common.h"
+#include "opts.h"
 #include "tokenizer.h"
 
-enum { O_MODEL = 1, O_CASES, O_NO_SPECIAL, O_DECODE };
+typedef struct tok_cfg {
+    opts_base base;
+    char *model, *case_file;
+    bool decode, no_special;
+} tok_cfg;
 
-static const cli_opt opts[] = {
-    { O_MODEL, "-m, --model", "GGUF", "the model (or a vocab-only GGUF) whose tokenizer to use (required)" },
-    { O_DECODE, "--decode", NULL, "read token ids from stdin and print their text" },
-    { O_CASES, "--cases", "FILE",
-      "texts separated by lines holding only __case__: one line of ids per text" },
-    { O_NO_SPECIAL, "--no-special", NULL,
+static const opt_def defs[] = {
+    OPT_HEADING_ROW("options"),
+    OPT_TOOL_STR(tok_cfg, "-m, --model", model, "GGUF",
+                 "the model (or a vocab-only GGUF) whose tokenizer to use (required)"),
+    OPT_TOOL_FLAG(tok_cfg, "--decode", decode, true, "read token ids from stdin and print their text"),
+    OPT_TOOL_STR(tok_cfg, "--cases", case_file, "FILE",
+                 "texts separated by lines holding only __case__: one line of ids per text"),
+    OPT_TOOL_FLAG(tok_cfg, "--no-special", no_special, true,
       "control tokens in the text stay text (user-defined ones such as <think> are always tokens); "
-      "with --decode, control tokens are hidden" },
+      "with --decode, control tokens are hidden"),
 };
-static const cli_group g_opts = { "options", opts, sizeof opts / sizeof opts[0] };
-static const cli_group *const groups[] = { &g_opts };
-static const cli_spec spec = {
+static const opts_spec spec = {
     .prog = "qwen35-tokenize",
     .summary = "text to token ids and back with a GGUF's tokenizer",
     .synopsis = "-m GGUF [--no-special] < text\n-m GGUF --cases FILE\n-m GGUF --decode < ids",
@@ -39,8 +43,8 @@ static const cli_spec spec = {
                 "The ids of a text.\n\n"
                 "echo '9707 1879' | qwen35-tokenize -m /srv/qwen35/models/qwen35moe.gguf --decode\n"
                 "The text of ids.",
-    .groups = groups,
-    .n_groups = 1,
+    .arg_hint = "the text comes on stdin",
+    OPTS_DEFS(defs),
 };
 
 static char *read_all(FILE *f, const char *name, size_t *len)
@@ -139,31 +143,18 @@ static int decode(tok *t, unsigned flags)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int tokenize(void *cfg)
 {
-    const char *model = NULL, *case_file = NULL;
-    unsigned flags = TOK_PARSE_SPECIAL;
-    int dec = 0;
+    const tok_cfg *c = cfg;
+    unsigned flags = c->no_special ? 0 : TOK_PARSE_SPECIAL;
     char err[Q35_ERRSZ];
-    const char *val, *name;
-    for (int i = 1, id; (id = cli_next(&spec, argc, argv, &i, &val, &name, err, sizeof err)) != CLI_END;) {
-        switch (id) {
-        case CLI_EXIT: return 0;
-        case CLI_ERROR: fprintf(stderr, "qwen35-tokenize: %s\n", err); return 2;
-        case CLI_ARG: fprintf(stderr, "qwen35-tokenize: unexpected argument '%s' (the text comes on stdin)\n", val); return 2;
-        case O_MODEL: model = val; break;
-        case O_CASES: case_file = val; break;
-        case O_NO_SPECIAL: flags = 0; break;
-        case O_DECODE: dec = 1; break;
-        }
-    }
-    if (!model) { fprintf(stderr, "qwen35-tokenize: -m GGUF is required (see --help)\n"); return 2; }
-    if (dec && case_file) { fprintf(stderr, "qwen35-tokenize: --decode and --cases: give one\n"); return 2; }
-    tok *t = tok_open(model, err, sizeof err);
+    if (!c->model) { fprintf(stderr, "qwen35-tokenize: -m GGUF is required (see --help)\n"); return 2; }
+    if (c->decode && c->case_file) { fprintf(stderr, "qwen35-tokenize: --decode and --cases: give one\n"); return 2; }
+    tok *t = tok_open(c->model, err, sizeof err);
     if (!t) { fprintf(stderr, "qwen35-tokenize: %s\n", err); return 1; }
     int rc;
-    if (dec) rc = decode(t, flags);
-    else if (case_file) rc = cases(t, case_file, flags);
+    if (c->decode) rc = decode(t, flags);
+    else if (c->case_file) rc = cases(t, c->case_file, flags);
     else {
         size_t len;
         char *b = read_all(stdin, "stdin", &len);
@@ -173,4 +164,10 @@ int main(int argc, char **argv)
     tok_destroy(&t);
     if (fflush(stdout)) { fprintf(stderr, "qwen35-tokenize: stdout: %s\n", strerror(errno)); rc = 1; }
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    tok_cfg c = { 0 };
+    return opts_main(&spec, &c, argc, argv, tokenize);
 }

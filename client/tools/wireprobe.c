@@ -12,8 +12,8 @@
  */
 #include "wire.h"
 #include "common.h"
+#include "opts.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,36 +417,47 @@ static int await_reply(probe *p, const pcase *c)
     }
 }
 
-int main(int argc, char **argv)
+typedef struct probe_cfg {
+    opts_base base;
+    char *endpoint, *name;
+    int n_vocab, timeout_ms;
+    bool list;
+} probe_cfg;
+
+static const opt_def defs[] = {
+    OPT_HEADING_ROW("options"),
+    OPT_TOOL_STR(probe_cfg, "--endpoint", endpoint, "E", "the coordinator or stage to send to"),
+    OPT_TOOL_STR(probe_cfg, "--case", name, "NAME", "the crafted message (--list names them)"),
+    OPT_TOOL_INT(probe_cfg, "--n-vocab", n_vocab, "V", 1, 1 << 24, "the model's vocabulary (default 512)"),
+    OPT_TOOL_INT(probe_cfg, "--timeout", timeout_ms, "MS", 1, 3600000, "wait for an answer this long (default 5000)"),
+    OPT_TOOL_FLAG(probe_cfg, "--list", list, true, "print the cases: name, target, what they send"),
+};
+
+static const opts_spec spec = {
+    .prog = "qwen35-wireprobe",
+    .summary = "send one crafted bad message to a coordinator or a stage",
+    .synopsis = "--endpoint E --case NAME [--n-vocab V] [--timeout MS]\n--list",
+    .description = "Each case must be answered with an error (or, where no reply is possible, "
+                   "dropped), never crash or hang the peer (tests/it_pipeline_badinput.sh).",
+    .arg_hint = "options only; see --help",
+    OPTS_DEFS(defs),
+};
+
+static int run(void *cfg)
 {
-    const char *ep = NULL, *name = NULL;
-    probe p = { .timeout_ms = 5000, .n_vocab = 512 };
-    static const struct option lo[] = {
-        { "endpoint", 1, 0, 'e' }, { "case", 1, 0, 'c' }, { "n-vocab", 1, 0, 'v' },
-        { "timeout", 1, 0, 't' }, { "list", 0, 0, 'l' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
-    };
-    int o;
-    while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        switch (o) {
-        case 'e': ep = optarg; break;
-        case 'c': name = optarg; break;
-        case 'v': p.n_vocab = atoi(optarg); break;
-        case 't': p.timeout_ms = atoi(optarg); break;
-        case 'l':
-            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-                printf("%-20s %-11s %s\n", cases[i].name, cases[i].to == COORD ? "coordinator" : "stage",
-                       cases[i].what);
-            return 0;
-        default:
-            fprintf(stderr, "usage: qwen35-wireprobe --endpoint E --case NAME [--n-vocab V] "
-                            "[--timeout MS] | --list\n");
-            return o == 'h' ? 0 : 2;
-        }
+    const probe_cfg *o = cfg;
+    probe p = { .timeout_ms = o->timeout_ms, .n_vocab = o->n_vocab };
+    const char *ep = o->endpoint, *name = o->name;
+    if (o->list) {
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            printf("%-20s %-11s %s\n", cases[i].name, cases[i].to == COORD ? "coordinator" : "stage",
+                   cases[i].what);
+        return 0;
     }
     const pcase *c = NULL;
     for (size_t i = 0; name && i < sizeof cases / sizeof *cases; i++)
         if (!strcmp(cases[i].name, name)) c = &cases[i];
-    if (!ep || !c || p.timeout_ms <= 0) {
+    if (!ep || !c) {
         fprintf(stderr, "qwen35-wireprobe: need --endpoint and a --case from --list\n");
         return 2;
     }
@@ -495,4 +506,10 @@ int main(int argc, char **argv)
     zmq_close(p.sock);
     zmq_ctx_term(p.ctx);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    probe_cfg c = { .n_vocab = 512, .timeout_ms = 5000 };
+    return opts_main(&spec, &c, argc, argv, run);
 }

@@ -658,9 +658,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char err[Q35_ERRSZ];
     for (int i = 0; i < 4; i++) {
         stage_opts o = {
-            .model_path = model, .layer_begin = range[i][0], .layer_end = range[i][1],
-            .n_threads = 1, .max_seqs = MAX_SEQS, .max_ctx = MAX_CTX, .max_batch = MAX_BATCH,
-            .backend = "cpu",
+            .eng.model_path = model, .eng.layer_begin = range[i][0], .eng.layer_end = range[i][1],
+            .eng.be.n_threads = 1, .eng.be.max_seqs = MAX_SEQS, .eng.be.max_ctx = MAX_CTX, .max_batch = MAX_BATCH,
+            .eng.backend = "cpu",
         };
         if (!(stages[i] = stage_new(&o, err, sizeof err)))
             die(model, err);

@@ -1,10 +1,10 @@
-/* Table-driven options: INI (inih), command line (getopt_long), --help,
- * man page. See opts.h. */
+/* Table-driven options: values, INI files (inih), validators. The command
+ * line is opts_cli.c, --help and the man page opts_doc.c. See opts.h. */
 #include "opts.h"
+#include "opts_int.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <ini.h>
 #include <limits.h>
 #include <math.h>
@@ -50,17 +50,19 @@ static const char *closest(const opts_spec *s, const char *name)
     return best;
 }
 
-static bool choice_ok(const char *choices, const char *v)
+/* The index of v in "a|b|c", -1 when it is none of them. */
+static int choice_index(const char *choices, const char *v)
 {
     size_t n = strlen(v);
-    for (const char *p = choices; *p;) {
+    int k = 0;
+    for (const char *p = choices; *p; k++) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && !strncmp(p, v, n)) return true;
+        if (len == n && !strncmp(p, v, n)) return k;
         if (!bar) break;
         p = bar + 1;
     }
-    return false;
+    return -1;
 }
 
 static int parse_int(const opt_def *d, const char *v, int *out, char *err, size_t errsz)
@@ -73,6 +75,24 @@ static int parse_int(const opt_def *d, const char *v, int *out, char *err, size_
     if (has_bounds(d) && (x < d->min || x > d->max))
         return q35_err(err, errsz, Q35_ERANGE, "%lld is out of range [%.0f, %.0f]", x, d->min, d->max);
     *out = (int)x;
+    return 0;
+}
+
+static int parse_enum(const opt_def *d, const char *v, int *out, char *err, size_t errsz)
+{
+    int k = choice_index(d->choices, v);
+    if (k < 0) return q35_err(err, errsz, Q35_EINVAL, "'%s' is not one of %s", v, d->choices);
+    *out = k;
+    return 0;
+}
+
+/* MiB into bytes; negative values are sentinels, kept as they are. */
+static int parse_mib(const opt_def *d, const char *v, int64_t *out, char *err, size_t errsz)
+{
+    int mib;
+    int rc = parse_int(d, v, &mib, err, errsz);
+    if (rc) return rc;
+    *out = mib < 0 ? mib : (int64_t)mib << 20;
     return 0;
 }
 
@@ -144,7 +164,7 @@ static int parse_range(const opt_def *d, const char *v, opt_range *out, char *er
     return 0;
 }
 
-static void list_clear(opt_list *l)
+void opts_list_clear(opt_list *l)
 {
     for (int i = 0; i < l->n; i++) { free(l->v[i]); free(l->where[i]); }
     free(l->v);
@@ -171,19 +191,21 @@ static int list_add(opt_list *l, const char *v, const char *where, char *err, si
     return 0;
 }
 
-/* Sets def i from text; the message (without location) goes to msg. */
-static int set_value(const opts_spec *s, void *cfg, int i, const char *v, const char *where,
+int opts_set_value(const opts_spec *s, void *cfg, int i, const char *v, const char *where,
                      char *msg, size_t msgsz)
 {
     const opt_def *d = &s->defs[i];
     void *f = FIELD(cfg, d);
     int rc = 0;
-    if (!v || (!*v && d->type != OPT_STR))
+    if (d->type == OPT_FLAG || d->type == OPT_SET)
+        v = "";   /* the row holds the value */
+    else if (!v || (!*v && d->type != OPT_STR && d->type != OPT_ARG))
         return q35_err(msg, msgsz, Q35_EINVAL, "empty value");
     switch (d->type) {
     case OPT_STR:
+    case OPT_ARG:
         if (!*v) return q35_err(msg, msgsz, Q35_EINVAL, "empty value");
-        if (d->choices && !choice_ok(d->choices, v))
+        if (d->choices && choice_index(d->choices, v) < 0)
             return q35_err(msg, msgsz, Q35_EINVAL, "'%s' is not one of %s", v, d->choices);
         {
             char *copy = xstrdup(v);
@@ -197,6 +219,13 @@ static int set_value(const opts_spec *s, void *cfg, int i, const char *v, const 
     case OPT_BOOL:   rc = parse_bool(v, (bool *)f, msg, msgsz); break;
     case OPT_RANGE:  rc = parse_range(d, v, (opt_range *)f, msg, msgsz); break;
     case OPT_LIST:   rc = list_add((opt_list *)f, v, where, msg, msgsz); break;
+    case OPT_ENUM:   rc = parse_enum(d, v, (int *)f, msg, msgsz); break;
+    case OPT_MIB:    rc = parse_mib(d, v, (int64_t *)f, msg, msgsz); break;
+    case OPT_PARSE:  rc = d->parse(d, v, f, msg, msgsz); break;
+    case OPT_FLAG:   *(bool *)f = d->value != 0; break;
+    case OPT_SET:    *(int *)f = d->value; break;
+    case OPT_SAMPLING:
+    case OPT_HEADING: return q35_err(msg, msgsz, Q35_EINVAL, "not a value");
     }
     if (rc) return rc;
     opts_base *b = base_of(cfg);
@@ -213,7 +242,7 @@ int opts_defaults(const opts_spec *s, void *cfg, char *err, size_t errsz)
     for (int i = 0; i < s->n_defs; i++) {
         const opt_def *d = &s->defs[i];
         if (!d->def) continue;
-        int rc = set_value(s, cfg, i, d->def, NULL, msg, sizeof msg);
+        int rc = opts_set_value(s, cfg, i, d->def, NULL, msg, sizeof msg);
         if (rc) return q35_err(err, errsz, rc, "%s: default of %s: %s", s->prog, d->name, msg);
     }
     return 0;
@@ -230,7 +259,7 @@ int opts_set(const opts_spec *s, void *cfg, const char *name, const char *value,
                        near ? near : "", near ? "'?)" : "");
     }
     char msg[MSGSZ];
-    int rc = set_value(s, cfg, i, value, where, msg, sizeof msg);
+    int rc = opts_set_value(s, cfg, i, value, where, msg, sizeof msg);
     if (rc) return q35_err(err, errsz, rc, "%s: %s: %s", where ? where : s->prog, name, msg);
     return 0;
 }
@@ -288,7 +317,7 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
         } else {
             char where[300], msg[MSGSZ];
             snprintf(where, sizeof where, "%s:%d", c->path, c->line);
-            code = set_value(c->s, c->cfg, i, value, where, msg, sizeof msg);
+            code = opts_set_value(c->s, c->cfg, i, value, where, msg, sizeof msg);
             if (code == 0) {
                 c->set_line[i] = c->line;
                 return 1;
@@ -343,12 +372,19 @@ const char *opts_where(const opts_spec *s, const void *cfg, const char *name)
     return b->where[i] ? b->where[i] : "default";
 }
 
+bool opts_given(const opts_spec *s, const void *cfg, const char *name)
+{
+    int i = find_def(s, name);
+    return i >= 0 && ((const opts_base *)cfg)->where[i] != NULL;
+}
+
 static bool is_set(const opts_spec *s, const void *cfg, int i)
 {
     const opt_def *d = &s->defs[i];
     const char *f = (const char *)cfg + d->offset;
     switch (d->type) {
-    case OPT_STR:  return *(char *const *)f != NULL;
+    case OPT_STR:
+    case OPT_ARG:  return *(char *const *)f != NULL;
     case OPT_LIST: return ((const opt_list *)f)->n > 0;
     default:       return ((const opts_base *)cfg)->where[i] != NULL || d->def != NULL;
     }
@@ -380,6 +416,9 @@ int opts_finish(const opts_spec *s, void *cfg, char *err, size_t errsz)
                     return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s",
                                    l->where[k] ? l->where[k] : "default", d->name, msg);
         } else if (is_set(s, cfg, i) && d->check(d, f, msg, sizeof msg)) {
+            /* a tool's location is its spelling already: "--only: ..." */
+            if (d->names)
+                return q35_err(err, errsz, Q35_EINVAL, "%s: %s", b->where[i] ? b->where[i] : d->name, msg);
             return q35_err(err, errsz, Q35_EINVAL, "%s: %s: %s",
                            b->where[i] ? b->where[i] : "default", d->name, msg);
         }
@@ -397,8 +436,8 @@ void opts_free(const opts_spec *s, void *cfg)
     for (int i = 0; i < s->n_defs && i < OPTS_MAX; i++) {
         const opt_def *d = &s->defs[i];
         void *f = FIELD(cfg, d);
-        if (d->type == OPT_STR) { free(*(char **)f); *(char **)f = NULL; }
-        if (d->type == OPT_LIST) list_clear(f);
+        if (d->type == OPT_STR || d->type == OPT_ARG) { free(*(char **)f); *(char **)f = NULL; }
+        if (d->type == OPT_LIST) opts_list_clear(f);
         free(b->where[i]);
         b->where[i] = NULL;
     }
@@ -406,85 +445,35 @@ void opts_free(const opts_spec *s, void *cfg)
     b->config_path = NULL;
 }
 
-/* --- command line --------------------------------------------------------- */
-
-enum { ID_CONFIG = 1000, ID_HELP, ID_MAN, ID_NO = 2000 };
-
-int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, size_t errsz)
+int opts_int_list(const char *v, int (*lookup)(const char *item), int *out, int cap, int *n,
+                  const char *what, char *err, size_t errsz)
 {
-    opts_base *b = cfg;
-    int rc = opts_defaults(s, cfg, err, errsz);
-    if (rc) return rc;
+    *n = 0;
+    for (const char *p = v; *p;) {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        int x = len < sizeof item ? lookup(item) : -1;
+        if (x < 0)
+            return q35_err(err, errsz, Q35_EINVAL, "'%.*s' %s", (int)len, p, what);
+        if (*n == cap)
+            return q35_err(err, errsz, Q35_EINVAL, "'%s': at most %d items", v, cap);
+        out[(*n)++] = x;
+        p += len + (p[len] == ',');
+    }
+    return *n ? 0 : q35_err(err, errsz, Q35_EINVAL, "'%s' %s", v, what);
+}
 
-    /* getopt_long with a table built from the defs: --name VALUE,
-     * --name=VALUE, bools as --name / --no-name. */
-    struct option lo[2 * OPTS_MAX + 4];
-    char noname[OPTS_MAX][72];
-    int n = 0;
-    for (int i = 0; i < s->n_defs; i++) {
-        const opt_def *d = &s->defs[i];
-        lo[n++] = (struct option){ d->name, d->type == OPT_BOOL ? optional_argument : required_argument,
-                                   NULL, i };
-        if (d->type == OPT_BOOL) {
-            snprintf(noname[i], sizeof noname[i], "no-%s", d->name);
-            lo[n++] = (struct option){ noname[i], no_argument, NULL, ID_NO + i };
-        }
-    }
-    lo[n++] = (struct option){ "config", required_argument, NULL, ID_CONFIG };
-    lo[n++] = (struct option){ "help", no_argument, NULL, ID_HELP };
-    lo[n++] = (struct option){ "man", no_argument, NULL, ID_MAN };
-    lo[n] = (struct option){ 0, 0, 0, 0 };
-
-    /* Pass 1: --help, --man, --config (the file comes before any flag). */
-    opterr = 0;
-    optind = 0;
-    int ch, idx;
-    while ((ch = getopt_long(argc, argv, "+:", lo, &idx)) != -1) {
-        if (ch == ID_HELP) { opts_help(s, stdout); return OPTS_EXIT; }
-        if (ch == ID_MAN) { opts_man(s, stdout); return OPTS_EXIT; }
-        if (ch == ID_CONFIG) {
-            free(b->config_path);
-            b->config_path = xstrdup(optarg);
-        }
-        if (ch == '?' || ch == ':') {
-            const char *arg = argv[optind - 1];
-            if (ch == ':')
-                return q35_err(err, errsz, Q35_EINVAL, "%s: missing value", arg);
-            char name[128];
-            snprintf(name, sizeof name, "%s", arg[0] == '-' && arg[1] == '-' ? arg + 2 : arg);
-            char *eq = strchr(name, '=');
-            if (eq) *eq = 0;
-            const char *near = closest(s, name);
-            return q35_err(err, errsz, Q35_EINVAL, "%s: unknown option%s%s%s (see --help)", arg,
-                           near ? " (did you mean --" : "", near ? near : "", near ? "?)" : "");
-        }
-    }
-    if (optind < argc)
-        return q35_err(err, errsz, Q35_EINVAL, "%s: unexpected argument (options are --name VALUE; see --help)",
-                       argv[optind]);
-    if (b->config_path) {
-        rc = opts_load_file(s, cfg, b->config_path, err, errsz);
-        if (rc) return rc;
-    }
-
-    /* Pass 2: the flags override the file. */
-    bool list_from_cli[OPTS_MAX] = { false };
-    optind = 0;
-    while ((ch = getopt_long(argc, argv, "+:", lo, &idx)) != -1) {
-        if (ch == ID_CONFIG) continue;
-        int i = ch >= ID_NO ? ch - ID_NO : ch;
-        const opt_def *d = &s->defs[i];
-        char where[96], msg[MSGSZ];
-        snprintf(where, sizeof where, "--%s", d->name);
-        const char *v = ch >= ID_NO ? "false" : (d->type == OPT_BOOL && !optarg ? "true" : optarg);
-        if (d->type == OPT_LIST && !list_from_cli[i]) {
-            list_clear((opt_list *)FIELD(cfg, d));
-            list_from_cli[i] = true;
-        }
-        rc = set_value(s, cfg, i, v, where, msg, sizeof msg);
-        if (rc) return q35_err(err, errsz, rc, "--%s: %s", d->name, msg);
-    }
-    return opts_finish(s, cfg, err, errsz);
+int opts_parse_u64(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)d;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-')
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not an unsigned integer", v);
+    *(uint64_t *)field = x;
+    return 0;
 }
 
 /* --- validators ------------------------------------------------------------- */

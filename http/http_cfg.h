@@ -1,6 +1,6 @@
-/* cfg.h — qwen35-http's options (cfg.c; rules in daemon/opts.h). */
-#ifndef Q35_HTTP_CFG_H
-#define Q35_HTTP_CFG_H
+/* http_cfg.h — qwen35-http's options (cfg.c; rules in base/opts.h). */
+#ifndef Q35_HTTP_HTTP_CFG_H
+#define Q35_HTTP_HTTP_CFG_H
 
 #include "../daemon/cfg.h"
 
