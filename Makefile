@@ -16,9 +16,9 @@
 #         text/ (not sampler*) -> $(BUILD)/libqwen35text.a (tokenizer, chat)
 #         gguf/          -> $(BUILD)/libqwen35gguf.a    (file format, config)
 #         quant/         -> $(BUILD)/libqwen35quant.a   (type table, kernels)
-#         text/sampl*.c  -> $(BUILD)/libqwen35sampling.a (the sampler)
-#         base/          -> $(BUILD)/libqwen35base.a    (errors, log, options, half)
-#         $(LIBMODEL) names all six in that order.
+#         base/ text/sampl*.c -> $(BUILD)/libqwen35base.a (errors, log,
+#                                  options, half, buffers; the sampler)
+#         $(LIBMODEL) names all five in that order.
 #         proto/ daemon/ stage/ coordinator/ client/ *.c (not main*.c)
 #                        -> $(BUILD)/libqwen35net.a   (daemons, wire)
 #         each folder's *.mk adds binaries: BINS += name; name_SRCS := ...;
@@ -69,21 +69,22 @@ LIBS_MODEL := -lpcre2-8 -lreadline -lm
 LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson -lxxhash
 
 # An archive per layer; each needs only those after it in LIBMODEL, so a
-# program links the tail it uses: qwen35-http base (+ the sampler's
-# defaults), the coordinator text and below (no kernels, no backend).
+# program links the tail it uses: qwen35-http base, the coordinator text
+# and below (no kernels, no backend). The sampler (text/sampl*.c) is in
+# base's archive: base/cli.c's --help prints its defaults and it needs
+# only base/, so the two are one link unit (two archives would need an
+# order both ways).
 LIB_BASE     := $(BUILD)/libqwen35base.a
-LIB_SAMPLING := $(BUILD)/libqwen35sampling.a
 LIB_QUANT    := $(BUILD)/libqwen35quant.a
 LIB_GGUF     := $(BUILD)/libqwen35gguf.a
 LIB_TEXT     := $(BUILD)/libqwen35text.a
 LIB_ENGINE   := $(BUILD)/libqwen35engine.a
-LIBMODEL := $(LIB_ENGINE) $(LIB_TEXT) $(LIB_GGUF) $(LIB_QUANT) $(LIB_SAMPLING) $(LIB_BASE)
+LIBMODEL := $(LIB_ENGINE) $(LIB_TEXT) $(LIB_GGUF) $(LIB_QUANT) $(LIB_BASE)
 LIBNET   := $(BUILD)/libqwen35net.a
 
 MODEL_SRCS := $(sort $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c)))
 SAMPLING_SRCS := $(wildcard text/sampl*.c)
-LAYER_SRCS.$(LIB_BASE)     := $(wildcard base/*.c)
-LAYER_SRCS.$(LIB_SAMPLING) := $(SAMPLING_SRCS)
+LAYER_SRCS.$(LIB_BASE)     := $(wildcard base/*.c) $(SAMPLING_SRCS)
 LAYER_SRCS.$(LIB_QUANT)    := $(wildcard quant/*.c)
 LAYER_SRCS.$(LIB_GGUF)     := $(wildcard gguf/*.c)
 LAYER_SRCS.$(LIB_TEXT)     := $(filter-out $(SAMPLING_SRCS),$(wildcard text/*.c))
@@ -128,10 +129,11 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 # Everything that may include the generated headers waits for them.
 $(call obj,$(NET_SRCS)) $(patsubst %,$(BUILD)/obj/%.o,$(basename $(wildcard tests/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c tools/*.c))): | $(PROTO_SRCS:.c=.h)
 
+# The Makefile is a prerequisite: it says which objects each archive holds.
 define layer_rule
-$(1): $$(call obj,$$(LAYER_SRCS.$(1)))
+$(1): $$(call obj,$$(LAYER_SRCS.$(1))) Makefile
 	@mkdir -p $$(@D)
-	rm -f $$@ && ar rcs $$@ $$^
+	rm -f $$@ && ar rcs $$@ $$(filter %.o,$$^)
 endef
 $(foreach l,$(LIBMODEL),$(eval $(call layer_rule,$(l))))
 

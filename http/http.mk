@@ -1,7 +1,7 @@
 # qwen35-http: the OpenAI-compatible HTTP front (http/). Linked from the
-# client library's files and the daemon helpers, then two layers of the
-# engine: the sampler's defaults (libqwen35sampling.a) and base/ (q35_err,
-# the log, the options, the f16/bf16 conversions of proto/wire.c): no
+# client library's files and the daemon helpers, then the engine's lowest
+# layer, libqwen35base.a: q35_err, the log, the options, the buffers, the
+# f16/bf16 conversions of proto/wire.c and the sampler's defaults; no
 # quant kernel, GGUF reader, tokenizer, forward pass or backend.
 BINS += qwen35-http
 qwen35-http_ALONE := 1
@@ -9,9 +9,9 @@ qwen35-http_SRCS := http/main.c http/serve.c http/pool.c http/conns.c http/liste
                     client/client.c client/json.c proto/wire.c $(BUILD)/gen/qwen35.pb-c.c \
                     daemon/opts.c daemon/opts_doc.c daemon/notify.c daemon/signals.c daemon/limits.c
 qwen35-http_OBJS := $(BUILD)/obj/http/page.o
-qwen35-http_LIBS := $(LIB_SAMPLING) $(LIB_BASE) -lmicrohttpd -ljansson -lzmq -lprotobuf-c -lsystemd -linih -lm -pthread
+qwen35-http_LIBS := $(LIB_BASE) -lmicrohttpd -ljansson -lzmq -lprotobuf-c -lsystemd -linih -lm -pthread
 
-$(BUILD)/bin/qwen35-http: $(LIB_SAMPLING) $(LIB_BASE)
+$(BUILD)/bin/qwen35-http: $(LIB_BASE)
 $(BUILD)/obj/http/page.o: http/page.S http/page.html
 	@mkdir -p $(@D)
 	$(CC) -c -o $@ http/page.S
