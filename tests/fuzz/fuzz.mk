@@ -50,7 +50,7 @@ FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wir
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash
 FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c $(SAMPLING_SRCS) \
-                  base/common.c base/log.c base/half.c proto/wire.c tests/fuzz/fuzz_http.c) \
+                  base/common.c base/log.c base/half.c base/sbuf.c proto/wire.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
 
