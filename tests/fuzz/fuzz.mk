@@ -41,7 +41,7 @@ FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/cur
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
-FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base/common.c base/half.c \
+FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base/common.c base/half.c base/sbuf.c \
                   tests/fuzz/fuzz_gguf.c) $(FUZZ_QUANT_OBJS)
 FUZZ_gguf_LIBS :=
 FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
