@@ -11,9 +11,14 @@
 #   make SAN=1      sanitized build in build-san/
 #   make K80=1      CUDA for the K80 (sm_37 + sm_90, CUDA 11.8) in build-k80/
 #
-# Layout: base/ gguf/ quant/ text/ cpu/ model/ *.c
-#                        -> $(BUILD)/libqwen35.a      (engine: GGUF, quant,
-#                                                      forward, tokenizer)
+# Layout: one archive per layer of the engine, lowest last on a link line:
+#         cpu/ model/    -> $(BUILD)/libqwen35engine.a  (weights, forward, backends)
+#         text/ (not sampler*) -> $(BUILD)/libqwen35text.a (tokenizer, chat)
+#         gguf/          -> $(BUILD)/libqwen35gguf.a    (file format, config)
+#         quant/         -> $(BUILD)/libqwen35quant.a   (type table, kernels)
+#         base/ text/sampl*.c -> $(BUILD)/libqwen35base.a (errors, log,
+#                                  options, half, buffers; the sampler)
+#         $(LIBMODEL) names all five in that order.
 #         proto/ daemon/ stage/ coordinator/ client/ *.c (not main*.c)
 #                        -> $(BUILD)/libqwen35net.a   (daemons, wire)
 #         each folder's *.mk adds binaries: BINS += name; name_SRCS := ...;
@@ -23,10 +28,10 @@
 #         tests/it_*.sh  -> integration scripts, run after the programs.
 
 CC      ?= cc
-# The engine's folders, lowest first (each README.md says what it holds):
-# base/ (errors, log, options), gguf/ (the file format, the model config),
-# quant/ (block types and kernels), text/ (tokenizer, chat template,
-# sampler), cpu/ (the CPU backend), model/ (weights, engine, backends' interface).
+# The engine's folders (each README.md says what it holds): base/ (errors,
+# log, options, fp16), quant/ (block types and kernels), gguf/ (the file
+# format, the model config), text/ (tokenizer, chat template, sampler),
+# cpu/ (the CPU backend), model/ (weights, engine, backends' interface).
 ENGINE_DIRS := base gguf quant text cpu model
 ENGINE_INC  := $(addprefix -I,$(ENGINE_DIRS))
 SAN     ?= 0
@@ -63,10 +68,27 @@ LDFLAGS += -pthread $(SANFLAGS)
 LIBS_MODEL := -lpcre2-8 -lreadline -lm
 LIBS_NET   := -lzmq -lprotobuf-c -lsystemd -linih -ljansson -lxxhash
 
-LIBMODEL := $(BUILD)/libqwen35.a
+# An archive per layer; each needs only those after it in LIBMODEL, so a
+# program links the tail it uses: qwen35-http base, the coordinator text
+# and below (no kernels, no backend). The sampler (text/sampl*.c) is in
+# base's archive: base/cli.c's --help prints its defaults and it needs
+# only base/, so the two are one link unit (two archives would need an
+# order both ways).
+LIB_BASE     := $(BUILD)/libqwen35base.a
+LIB_QUANT    := $(BUILD)/libqwen35quant.a
+LIB_GGUF     := $(BUILD)/libqwen35gguf.a
+LIB_TEXT     := $(BUILD)/libqwen35text.a
+LIB_ENGINE   := $(BUILD)/libqwen35engine.a
+LIBMODEL := $(LIB_ENGINE) $(LIB_TEXT) $(LIB_GGUF) $(LIB_QUANT) $(LIB_BASE)
 LIBNET   := $(BUILD)/libqwen35net.a
 
 MODEL_SRCS := $(sort $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c)))
+SAMPLING_SRCS := $(wildcard text/sampl*.c)
+LAYER_SRCS.$(LIB_BASE)     := $(wildcard base/*.c) $(SAMPLING_SRCS)
+LAYER_SRCS.$(LIB_QUANT)    := $(wildcard quant/*.c)
+LAYER_SRCS.$(LIB_GGUF)     := $(wildcard gguf/*.c)
+LAYER_SRCS.$(LIB_TEXT)     := $(filter-out $(SAMPLING_SRCS),$(wildcard text/*.c))
+LAYER_SRCS.$(LIB_ENGINE)   := $(wildcard cpu/*.c model/*.c)
 NET_ALL    := $(wildcard proto/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c)
 NET_SRCS   := $(sort $(foreach f,$(NET_ALL),$(if $(filter main.c main_%.c,$(notdir $(f))),,$(f))))
 PROTO_SRCS := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(wildcard proto/*.proto))
@@ -107,9 +129,13 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 # Everything that may include the generated headers waits for them.
 $(call obj,$(NET_SRCS)) $(patsubst %,$(BUILD)/obj/%.o,$(basename $(wildcard tests/*.c daemon/*.c stage/*.c coordinator/*.c client/*.c tools/*.c))): | $(PROTO_SRCS:.c=.h)
 
-$(LIBMODEL): $(call obj,$(MODEL_SRCS))
-	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+# The Makefile is a prerequisite: it says which objects each archive holds.
+define layer_rule
+$(1): $$(call obj,$$(LAYER_SRCS.$(1))) Makefile
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$(filter %.o,$$^)
+endef
+$(foreach l,$(LIBMODEL),$(eval $(call layer_rule,$(l))))
 
 $(LIBNET): $(call obj,$(NET_SRCS) $(PROTO_SRCS))
 	@mkdir -p $(@D)
@@ -118,11 +144,18 @@ $(LIBNET): $(call obj,$(NET_SRCS) $(PROTO_SRCS))
 # --- binaries ----------------------------------------------------------------
 # name_ALONE := 1: linked from name_SRCS and name_LIBS only (no engine, no
 # libqwen35net: qwen35-http lists the client-library files it needs).
+# name_LAYERS := archives: those layers (a tail of LIBMODEL) instead of the
+# whole engine and the CUDA archives; name_LIBS then names their -l's.
 define bin_rule
 ifeq ($$($(1)_ALONE),1)
 $(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$($(1)_OBJS)
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$($(1)_LIBS)
+else ifneq ($$($(1)_LAYERS),)
+$(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$(if $$($(1)_NET),$(LIBNET)) $$($(1)_LAYERS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(if $$($(1)_NET),$(LIBNET)) $$($(1)_LAYERS) \
+	    $$($(1)_LIBS) $$(if $$($(1)_NET),$(LIBS_NET)) -lm
 else
 $(BUILD)/bin/$(1): $$(call obj,$$($(1)_SRCS)) $$(if $$($(1)_NET),$(LIBNET)) $(LIBMODEL) $(ENGINE_DEPS)
 	@mkdir -p $$(@D)

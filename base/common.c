@@ -1,4 +1,5 @@
 #include "common.h"
+#include "sbuf.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -59,14 +60,9 @@ int q35_read_ids(const char *path, int32_t **ids, int *n, char *err, size_t errs
         } else if (cnt == INT32_MAX / 2) {
             rc = q35_err(err, errsz, Q35_ERANGE, "%s: more than %d token ids", path, cnt);
         } else {
-            if (cnt == cap) {
-                cap = cap ? 2 * cap : 256;
-                int32_t *nv = realloc(v, (size_t)cap * sizeof *v);
-                if (!nv) {
-                    rc = q35_err(err, errsz, Q35_ENOMEM, "%s: out of memory", path);
-                    break;
-                }
-                v = nv;
+            if (SBUF_RESERVE(v, cap, cnt + 1, 256)) {
+                rc = q35_err(err, errsz, Q35_ENOMEM, "%s: out of memory", path);
+                break;
             }
             v[cnt++] = (int32_t)id;
         }

@@ -21,6 +21,7 @@
  */
 #include "qwen35_client.h"
 #include "sampler.h"
+#include "sbuf.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -311,13 +312,8 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     uint64_t id = r->id ? r->id : c->next_id++;
     if (find_req(c, id))
         return q35_err(err, errsz, Q35_EINVAL, "request: id %" PRIu64 " is already in flight", id);
-    if (c->n_req == c->cap_req) {
-        int cap = c->cap_req ? 2 * c->cap_req : 8;
-        inflight *p = realloc(c->req, (size_t)cap * sizeof *p);
-        if (!p) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
-        c->req = p;
-        c->cap_req = cap;
-    }
+    if (SBUF_RESERVE(c->req, c->cap_req, c->n_req + 1, 8))
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
 
     /* The chat conversation: system first (unless the messages have one),
      * then the messages or the one user turn. */
@@ -732,17 +728,9 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
         }
     }
     if (p->n_token_ids && r->req_buf) {
-        if (r->n_got + (int)p->n_token_ids > r->cap_got) {
-            int cap = r->cap_got ? 2 * r->cap_got : 64;
-            while (cap < r->n_got + (int)p->n_token_ids) cap *= 2;
-            int32_t *g = realloc(r->got, (size_t)cap * sizeof *g);
-            if (g) {
-                r->got = g;
-                r->cap_got = cap;
-            } else {                     /* cannot resume without them */
-                free(r->req_buf);
-                r->req_buf = NULL;
-            }
+        if (SBUF_RESERVE(r->got, r->cap_got, r->n_got + (int)p->n_token_ids, 64)) {
+            free(r->req_buf);            /* cannot resume without them */
+            r->req_buf = NULL;
         }
         if (r->req_buf) {
             memcpy(r->got + r->n_got, p->token_ids, p->n_token_ids * sizeof *r->got);

@@ -2,6 +2,8 @@
 BINS += qwen35-client
 qwen35-client_SRCS := client/main.c
 qwen35-client_NET  := 1
+qwen35-client_LAYERS := $(LIB_BASE)
+qwen35-client_LIBS   := -lreadline
 
 # qwen35-wireprobe: sends one crafted bad message to a coordinator or stage
 # and checks the error answer (tests/it_pipeline_badinput.sh).
@@ -9,4 +11,5 @@ BINS += qwen35-wireprobe
 qwen35-wireprobe_SRCS := client/tools/wireprobe.c
 $(BUILD)/obj/client/tools/wireprobe.o: | $(BUILD)/gen/qwen35.pb-c.h
 qwen35-wireprobe_NET  := 1
+qwen35-wireprobe_LAYERS := $(LIB_BASE)
 INTERNAL_BINS += qwen35-wireprobe

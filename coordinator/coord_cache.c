@@ -21,6 +21,7 @@
 #include "coord_int.h"
 #include "coord_prefix.h"
 #include "log.h"
+#include "sbuf.h"
 
 enum { OP_SAVE = 1, OP_RESTORE = 2 };
 
@@ -85,14 +86,8 @@ static bool cache_on(const coord *c)
 static void push_op(coord *c, link *l, const cache_op *op)
 {
     op_fifo *f = &c->cache->ops[l->idx];
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 16;
-        cache_op *v = realloc(f->v, (size_t)cap * sizeof *v);
-        if (!v)
-            return;   /* its answer is then ignored: a save stays pending, a restore waits */
-        f->v = v;
-        f->cap = cap;
-    }
+    if (SBUF_RESERVE(f->v, f->cap, f->n + 1, 16))
+        return;   /* its answer is then ignored: a save stays pending, a restore waits */
     f->v[f->n++] = *op;
 }
 
@@ -172,15 +167,9 @@ static void save(coord *c, req *r, int n)
     uint64_t id = k->next_id++, existing = 0;
     if (pfx_insert(k->tree, r->toks, n, id, &existing) != 0)
         return;   /* present (its use stamp renewed), or out of memory */
-    if (k->n_pend == k->cap_pend) {
-        int cap = k->cap_pend ? k->cap_pend * 2 : 16;
-        pending *v = realloc(k->pend, (size_t)cap * sizeof *v);
-        if (!v) {
-            pfx_remove(k->tree, id);
-            return;
-        }
-        k->pend = v;
-        k->cap_pend = cap;
+    if (SBUF_RESERVE(k->pend, k->cap_pend, k->n_pend + 1, 16)) {
+        pfx_remove(k->tree, id);
+        return;
     }
     k->pend[k->n_pend++] = (pending){ id, c->n_links, false };
     /* drops before the save on every link: the stage frees first */

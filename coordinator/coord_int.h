@@ -1,7 +1,11 @@
 /* coord_int.h — the coordinator's state and internal API, shared by its
  * files (not a public API). Each file exports under its own prefix:
- * link_ (coord_link.c), sched_ (coord_sched.c), req_ (coord_req.c),
- * client_ (coord_client.c), coord_ (coord.c). */
+ * coord_ (coord.c: the handle and the loop, coord.h), link_ (coord_link.c),
+ * sched_ (coord_sched.c), req_ (coord_req.c), client_ (coord_client.c),
+ * cache_ (coord_cache.c), pfx_ (coord_prefix.c, coord_prefix.h), lease_
+ * (coord_lease.c), peer_ (coord_peer.c), spare_ (coord_spare.c), unread_
+ * (coord_unread.c), coord_text_ / coord_textstate_ (coord_text.c,
+ * coord_text.h), coord_trace_ (coord_trace.c, coord_trace.h). */
 #ifndef Q35_COORD_INT_H
 #define Q35_COORD_INT_H
 

@@ -27,6 +27,7 @@
 
 #include "coord_int.h"
 #include "log.h"
+#include "sbuf.h"
 
 #define GONE_KEPT 256   /* routing ids of connections that went, remembered */
 
@@ -96,14 +97,8 @@ static fd_state *fd_find(coord_peers *ps, int fd, bool add)
             return &ps->fds[i];
     if (!add)
         return NULL;
-    if (ps->n_fds == ps->cap_fds) {
-        int cap = ps->cap_fds ? 2 * ps->cap_fds : 16;
-        fd_state *f = realloc(ps->fds, (size_t)cap * sizeof *f);
-        if (!f)
-            return NULL;
-        ps->fds = f;
-        ps->cap_fds = cap;
-    }
+    if (SBUF_RESERVE(ps->fds, ps->cap_fds, ps->n_fds + 1, 16))
+        return NULL;
     ps->fds[ps->n_fds] = (fd_state){ .fd = fd, .open = true };
     return &ps->fds[ps->n_fds++];
 }
@@ -212,14 +207,8 @@ bool peer_seen(coord *c, const q35_wire_msg *m)
         remember_gone(ps, ident, len);
         return false;
     }
-    if (ps->n == ps->cap) {
-        int cap = ps->cap ? 2 * ps->cap : 16;
-        peer *p = realloc(ps->p, (size_t)cap * sizeof *p);
-        if (!p)
-            return true;
-        ps->p = p;
-        ps->cap = cap;
-    }
+    if (SBUF_RESERVE(ps->p, ps->cap, ps->n + 1, 16))
+        return true;
     peer *p = &ps->p[ps->n++];
     memcpy(p->ident, ident, len);
     p->ident_len = len;

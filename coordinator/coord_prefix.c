@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "coord_prefix.h"
+#include "sbuf.h"
 
 typedef struct node {
     struct node *parent;
@@ -102,14 +103,8 @@ uint64_t pfx_lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, int *l
 
 static int add_kid(node *p, node *k)
 {
-    if (p->n_kid == p->cap_kid) {
-        int cap = p->cap_kid ? p->cap_kid * 2 : 2;
-        node **v = realloc(p->kid, (size_t)cap * sizeof *v);
-        if (!v)
-            return Q35_ENOMEM;
-        p->kid = v;
-        p->cap_kid = cap;
-    }
+    if (SBUF_RESERVE(p->kid, p->cap_kid, p->n_kid + 1, 2))
+        return Q35_ENOMEM;
     p->kid[p->n_kid++] = k;
     k->parent = p;
     return 0;
@@ -195,14 +190,8 @@ int pfx_insert(pfx_tree *t, const int32_t *toks, int n, uint64_t id, uint64_t *e
             *existing = cur->id;
         return 1;
     }
-    if (t->n_named == t->cap_named) {
-        int cap = t->cap_named ? t->cap_named * 2 : 16;
-        node **v = realloc(t->named, (size_t)cap * sizeof *v);
-        if (!v)
-            return Q35_ENOMEM;   /* the node stays as a plain branch: harmless */
-        t->named = v;
-        t->cap_named = cap;
-    }
+    if (SBUF_RESERVE(t->named, t->cap_named, t->n_named + 1, 16))
+        return Q35_ENOMEM;   /* the node stays as a plain branch: harmless */
     cur->id = id;
     cur->ready = false;
     cur->stamp = ++t->clock;

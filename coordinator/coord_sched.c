@@ -15,6 +15,7 @@
 
 #include "coord_int.h"
 #include "log.h"
+#include "sbuf.h"
 
 #define QUEUE_PATIENCE_S 10.0   /* longest a request waits for a chain never up */
 
@@ -257,14 +258,8 @@ static void after_step(coord *c, req *r, int stop, int stop_idx)
 
 static int push_tok(req *r, int32_t t)
 {
-    if (r->n_toks == r->cap) {
-        int cap = r->cap ? r->cap * 2 : 64;
-        int32_t *v = realloc(r->toks, (size_t)cap * sizeof *v);
-        if (!v)
-            return -1;
-        r->toks = v;
-        r->cap = cap;
-    }
+    if (SBUF_RESERVE(r->toks, r->cap, r->n_toks + 1, 64))
+        return -1;
     r->toks[r->n_toks++] = t;
     return 0;
 }

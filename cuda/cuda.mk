@@ -1,7 +1,8 @@
 # CUDA backend: built when nvcc is found and CUDA != 0 (never in the SAN
 # build: `make test` runs that one with CUDA=0). cuda/*.cu -> one archive
-# linked into every engine binary after libqwen35.a: engine.c's backend
-# table names q35_backend_cuda under Q35_HAVE_CUDA, which pulls it in.
+# linked into every engine binary after the engine's archives (LIBMODEL):
+# engine.c's backend table names q35_backend_cuda under Q35_HAVE_CUDA,
+# which pulls it in.
 #
 #   make                       CUDA when nvcc is on PATH or in /usr/local/cuda
 #   make CUDA=0                never touch nvcc

@@ -5,3 +5,4 @@
 BINS += qwen35-keygen
 qwen35-keygen_SRCS := daemon/main_keygen.c
 qwen35-keygen_NET  := 1
+qwen35-keygen_LAYERS := $(LIB_BASE)

@@ -11,6 +11,7 @@
  * reported by gguf_w_data / gguf_writer_finish (one error per writer). */
 #include "gguf.h"
 #include "common.h"
+#include "sbuf.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -20,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct buf { uint8_t *p; size_t n, cap; } buf;
 
 typedef struct wtensor { char name[GGUF_NAME_MAX]; uint64_t nbytes; } wtensor;
 
@@ -29,7 +29,7 @@ struct gguf_writer {
     char *path, *tmp;           /* tmp NULL for memory writers */
     char **mem_buf; size_t *mem_size;
     char *ms_buf; size_t ms_size;
-    buf kv, ti;                 /* encoded kvs, encoded tensor infos */
+    sbuf kv, ti;                 /* encoded kvs, encoded tensor infos */
     uint64_t n_kv, n_tensors;
     wtensor *t; size_t t_cap;
     uint32_t alignment;
@@ -53,24 +53,15 @@ static void fail(gguf_writer *w, int code, const char *fmt, ...)
     va_end(ap);
 }
 
-static void put(gguf_writer *w, buf *b, const void *p, size_t n)
+static void put(gguf_writer *w, sbuf *b, const void *p, size_t n)
 {
     if (w->rc) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) { fail(w, Q35_ENOMEM, "out of memory (%zu bytes of metadata)", b->n + n); return; }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
+    if (sbuf_add(b, p, n)) fail(w, Q35_ENOMEM, "out of memory (%zu bytes of metadata)", b->n + n);
 }
 
-static void put_u32(gguf_writer *w, buf *b, uint32_t v) { put(w, b, &v, 4); }
-static void put_u64(gguf_writer *w, buf *b, uint64_t v) { put(w, b, &v, 8); }
-static void put_str(gguf_writer *w, buf *b, const char *s, uint64_t n)
+static void put_u32(gguf_writer *w, sbuf *b, uint32_t v) { put(w, b, &v, 4); }
+static void put_u64(gguf_writer *w, sbuf *b, uint64_t v) { put(w, b, &v, 8); }
+static void put_str(gguf_writer *w, sbuf *b, const char *s, uint64_t n)
 {
     put_u64(w, b, n);
     put(w, b, s, n);
@@ -250,12 +241,9 @@ void gguf_w_tensor(gguf_writer *w, const char *name, int type, int n_dims, const
 {
     uint64_t bytes;
     if (w->rc || !tensor_ok(w, name, type, n_dims, ne, &bytes)) return;
-    if (w->n_tensors == w->t_cap) {
-        size_t cap = w->t_cap ? 2 * w->t_cap : 256;
-        wtensor *t = realloc(w->t, cap * sizeof *t);
-        if (!t) { fail(w, Q35_ENOMEM, "tensor '%s': out of memory", name); return; }
-        w->t = t;
-        w->t_cap = cap;
+    if (SBUF_RESERVE(w->t, w->t_cap, w->n_tensors + 1, 256)) {
+        fail(w, Q35_ENOMEM, "tensor '%s': out of memory", name);
+        return;
     }
     wtensor *t = &w->t[w->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -295,8 +283,8 @@ static void start(gguf_writer *w)
     wr(w, w->ti.p, w->ti.n);
     pad_to(w, 24 + w->kv.n + w->ti.n);
     free(w->kv.p); free(w->ti.p);
-    w->kv = (buf){0};
-    w->ti = (buf){0};
+    w->kv = (sbuf){0};
+    w->ti = (sbuf){0};
     w->cur = 0;
     w->cur_done = 0;
 }

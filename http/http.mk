@@ -1,17 +1,17 @@
 # qwen35-http: the OpenAI-compatible HTTP front (http/). Linked from the
-# client library's files and the daemon helpers; the engine archive comes
-# last only for what those reference (the sampler's defaults, q35_err and
-# the log, the f16/bf16 conversions of proto/wire.c): no GGUF reader,
-# tokenizer, forward pass or backend.
+# client library's files and the daemon helpers, then the engine's lowest
+# layer, libqwen35base.a: q35_err, the log, the options, the buffers, the
+# f16/bf16 conversions of proto/wire.c and the sampler's defaults; no
+# quant kernel, GGUF reader, tokenizer, forward pass or backend.
 BINS += qwen35-http
 qwen35-http_ALONE := 1
 qwen35-http_SRCS := http/main.c http/serve.c http/pool.c http/conns.c http/listen.c http/health.c http/framing.c http/respond.c http/api.c http/toolcall.c http/metrics.c http/cfg.c \
                     client/client.c client/json.c proto/wire.c proto/wire_sampling.c $(BUILD)/gen/qwen35.pb-c.c \
                     daemon/notify.c daemon/signals.c daemon/limits.c
 qwen35-http_OBJS := $(BUILD)/obj/http/page.o
-qwen35-http_LIBS := $(LIBMODEL) -lmicrohttpd -ljansson -lzmq -lprotobuf-c -lsystemd -linih -lm -pthread
+qwen35-http_LIBS := $(LIB_BASE) -lmicrohttpd -ljansson -lzmq -lprotobuf-c -lsystemd -linih -lm -pthread
 
-$(BUILD)/bin/qwen35-http: $(LIBMODEL)
+$(BUILD)/bin/qwen35-http: $(LIB_BASE)
 $(BUILD)/obj/http/page.o: http/page.S http/page.html
 	@mkdir -p $(@D)
 	$(CC) -c -o $@ http/page.S

@@ -8,20 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap * 2 : 4096;
-        while (c < b->n + n + 1) c *= 2;
-        char *p = realloc(b->p, c);
-        if (!p) return;
-        b->p = p; b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
 void resp_init(http_resp *k, const http_gen *g, const char *rid, long long created, double t_start)
 {
     memset(k, 0, sizeof *k);
@@ -82,9 +68,9 @@ static void sse(http_resp *k, json_t *o)
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(o);
     if (!s) return;
-    sb_add(&k->out, "data: ", 6);
-    sb_add(&k->out, s, strlen(s));
-    sb_add(&k->out, "\n\n", 2);
+    sbuf_add(&k->out, "data: ", 6);
+    sbuf_add(&k->out, s, strlen(s));
+    sbuf_add(&k->out, "\n\n", 2);
     free(s);
 }
 
@@ -176,11 +162,11 @@ static void lp_keep(http_resp *k, json_t *lp)
 static void answer_text(http_resp *k, const char *t, size_t n, json_t *ids, json_t *lp)
 {
     if (!k->g->tools) {
-        sb_add(&k->content, t, n);
+        sbuf_add(&k->content, t, n);
         if (k->g->stream) emit(k, "content", t, n, NULL, ids, lp, NULL);
         return;
     }
-    sb_add(&k->pending, t, n);
+    sbuf_add(&k->pending, t, n);
     size_t show = 0;
     if (!k->in_tool) {
         bool found;
@@ -188,7 +174,7 @@ static void answer_text(http_resp *k, const char *t, size_t n, json_t *ids, json
         k->in_tool = found;
     }
     if (show) {
-        sb_add(&k->content, k->pending.p, show);
+        sbuf_add(&k->content, k->pending.p, show);
         if (k->g->stream) emit(k, "content", k->pending.p, show, NULL, ids, lp, NULL);
         memmove(k->pending.p, k->pending.p + show, k->pending.n - show + 1);
         k->pending.n -= show;
@@ -212,7 +198,7 @@ static json_t *finish_tools(http_resp *k)
     size_t pre;
     json_t *calls = tc_parse(k->pending.p, k->pending.n, k->g->tools, &pre);
     if (!calls) {
-        sb_add(&k->content, k->pending.p, k->pending.n);
+        sbuf_add(&k->content, k->pending.p, k->pending.n);
         if (k->g->stream) emit(k, "content", k->pending.p, k->pending.n, NULL, NULL, NULL, NULL);
         k->pending.n = 0;
         return NULL;
@@ -248,10 +234,10 @@ int resp_event(const q35c_event *ev, void *user)
         json_t *lp = piece_logprobs(k, ev);
         lp_keep(k, lp);
         if (k->g->kind == HTTP_COMPLETION) {
-            sb_add(&k->content, ev->text, ev->text_len);
+            sbuf_add(&k->content, ev->text, ev->text_len);
             if (k->g->stream) emit(k, NULL, ev->text, ev->text_len, NULL, ids, lp, NULL);
         } else if (ev->reasoning) {
-            sb_add(&k->reasoning, ev->text, ev->text_len);
+            sbuf_add(&k->reasoning, ev->text, ev->text_len);
             if (k->g->stream) emit(k, "reasoning_content", ev->text, ev->text_len, NULL, ids, lp, NULL);
         } else {
             answer_text(k, ev->text, ev->text_len, ids, lp);
@@ -291,9 +277,9 @@ void resp_stream_end(http_resp *k)
         http_err_from_code(&e, k->code, k->message);
         char *s = http_err_body(&e);
         if (s) {
-            sb_add(&k->out, "data: ", 6);
-            sb_add(&k->out, s, strlen(s));
-            sb_add(&k->out, "\n\n", 2);
+            sbuf_add(&k->out, "data: ", 6);
+            sbuf_add(&k->out, s, strlen(s));
+            sbuf_add(&k->out, "\n\n", 2);
             free(s);
         }
     } else {
@@ -318,7 +304,7 @@ void resp_stream_end(http_resp *k)
             sse(k, o);
         }
     }
-    sb_add(&k->out, "data: [DONE]\n\n", 14);
+    sbuf_add(&k->out, "data: [DONE]\n\n", 14);
 }
 
 json_t *resp_body(http_resp *k)

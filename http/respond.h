@@ -7,10 +7,7 @@
 
 #include "http.h"
 
-typedef struct sbuf { char *p; size_t n, cap; } sbuf;
-
-/* Appends (a failed allocation cuts the text, never overruns). */
-void sb_add(sbuf *b, const char *s, size_t n);
+#include "sbuf.h"   /* appends: a failed allocation cuts the text, never overruns */
 
 typedef struct http_resp {
     const http_gen *g;            /* the parsed request (borrowed) */

@@ -460,7 +460,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     }
     if (*upload_size) {
         if (k->body.n + *upload_size > s->o.max_body) k->too_big = true;
-        else sb_add(&k->body, upload, *upload_size);
+        else sbuf_add(&k->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }

@@ -11,6 +11,7 @@
  *
  * The parser also takes Qwen3's {"name": …, "arguments": {…}} body. */
 #include "http.h"
+#include "sbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,29 +19,11 @@
 
 static const char TC_OPEN[] = "<tool_call>", TC_CLOSE[] = "</tool_call>";
 
-typedef struct sbuf { char *p; size_t n, cap; bool oom; } sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap * 2 : 1024;
-        while (c < b->n + n + 1) c *= 2;
-        char *p = realloc(b->p, c);
-        if (!p) { b->oom = true; return; }
-        b->p = p; b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_s(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
 static char *sb_done(sbuf *b)
 {
     if (b->oom) { free(b->p); return NULL; }
-    if (!b->p) sb_add(b, "", 0);
+    if (!b->p) sbuf_add(b, "", 0);
     return b->oom ? NULL : b->p;
 }
 
@@ -49,22 +32,22 @@ static void sb_json(sbuf *b, json_t *v)
 {
     char *s = json_dumps(v, JSON_ENCODE_ANY);
     if (!s) { b->oom = true; return; }
-    sb_s(b, s);
+    sbuf_str(b, s);
     free(s);
 }
 
 char *tc_system_prompt(json_t *tools, const char *system)
 {
     sbuf b = {0};
-    sb_s(&b, "# Tools\n\nYou have access to the following functions:\n\n<tools>");
+    sbuf_str(&b, "# Tools\n\nYou have access to the following functions:\n\n<tools>");
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        sb_s(&b, "\n");
+        sbuf_str(&b, "\n");
         sb_json(&b, t);
     }
-    sb_s(&b, "\n</tools>");
-    sb_s(&b, "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    sbuf_str(&b, "\n</tools>");
+    sbuf_str(&b, "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
              "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
              "</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\n"
              "that can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\n"
@@ -76,8 +59,8 @@ char *tc_system_prompt(json_t *tools, const char *system)
              "- If there is no function call available, answer the question like normal with your "
              "current knowledge and do not tell the user about function calls\n</IMPORTANT>");
     if (system && *system) {
-        sb_s(&b, "\n\n");
-        sb_s(&b, system);
+        sbuf_str(&b, "\n\n");
+        sbuf_str(&b, system);
     }
     return sb_done(&b);
 }
@@ -94,17 +77,17 @@ static void sb_pystr(sbuf *b, json_t *v)
 {
     char num[64];
     switch (json_typeof(v)) {
-    case JSON_STRING: sb_add(b, json_string_value(v), json_string_length(v)); break;
-    case JSON_TRUE: sb_s(b, "True"); break;
-    case JSON_FALSE: sb_s(b, "False"); break;
-    case JSON_NULL: sb_s(b, "None"); break;
+    case JSON_STRING: sbuf_add(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_TRUE: sbuf_str(b, "True"); break;
+    case JSON_FALSE: sbuf_str(b, "False"); break;
+    case JSON_NULL: sbuf_str(b, "None"); break;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-        sb_s(b, num);
+        sbuf_str(b, num);
         break;
     case JSON_REAL:
         snprintf(num, sizeof num, "%.17g", json_real_value(v));
-        sb_s(b, num);
+        sbuf_str(b, num);
         break;
     default: sb_json(b, v); break;          /* mappings and sequences: tojson */
     }
@@ -117,7 +100,7 @@ char *tc_assistant_content(const char *content, json_t *tool_calls, const char *
         return NULL;
     }
     sbuf b = {0};
-    sb_s(&b, content);
+    sbuf_str(&b, content);
     size_t i;
     json_t *tc;
     json_array_foreach(tool_calls, i, tc) {
@@ -147,21 +130,21 @@ char *tc_assistant_content(const char *content, json_t *tool_calls, const char *
             return NULL;
         }
         if (i == 0)
-            sb_s(&b, blank(content) ? "<tool_call>\n<function=" : "\n\n<tool_call>\n<function=");
+            sbuf_str(&b, blank(content) ? "<tool_call>\n<function=" : "\n\n<tool_call>\n<function=");
         else
-            sb_s(&b, "\n<tool_call>\n<function=");
-        sb_s(&b, json_string_value(name));
-        sb_s(&b, ">\n");
+            sbuf_str(&b, "\n<tool_call>\n<function=");
+        sbuf_str(&b, json_string_value(name));
+        sbuf_str(&b, ">\n");
         const char *k;
         json_t *v;
         json_object_foreach(a, k, v) {
-            sb_s(&b, "<parameter=");
-            sb_s(&b, k);
-            sb_s(&b, ">\n");
+            sbuf_str(&b, "<parameter=");
+            sbuf_str(&b, k);
+            sbuf_str(&b, ">\n");
             sb_pystr(&b, v);
-            sb_s(&b, "\n</parameter>\n");
+            sbuf_str(&b, "\n</parameter>\n");
         }
-        sb_s(&b, "</function>\n</tool_call>");
+        sbuf_str(&b, "</function>\n</tool_call>");
         json_decref(a);
     }
     char *s = sb_done(&b);

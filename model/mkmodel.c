@@ -6,6 +6,7 @@
 #include "common.h"
 #include "gguf.h"
 #include "quant.h"
+#include "sbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -51,13 +52,7 @@ typedef struct plan { tdesc *t; int n, cap; } plan;
 static int add(plan *p, int layer, const char *suffix, enum role role, int n_dims,
                int64_t a, int64_t b, int64_t c)
 {
-    if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 256;
-        tdesc *t = realloc(p->t, (size_t)cap * sizeof *t);
-        if (!t) return Q35_ENOMEM;
-        p->t = t;
-        p->cap = cap;
-    }
+    if (SBUF_RESERVE(p->t, p->cap, p->n + 1, 256)) return Q35_ENOMEM;
     tdesc *t = &p->t[p->n++];
     if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, suffix);
     else snprintf(t->name, sizeof t->name, "%s", suffix);

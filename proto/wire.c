@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "quant.h"   /* the one bf16 / f16 conversion */
+#include "half.h"    /* the one bf16 / f16 conversion */
 #include "wire.h"
 
 /* ---- budgeted allocator ---------------------------------------------- */
@@ -330,13 +330,13 @@ void q35_wire_encode(int dtype, const float *x, size_t n, void *out)
     case Q35__DTYPE__DTYPE_BF16: {
         uint16_t *o = out;
         for (size_t i = 0; i < n; i++)
-            o[i] = quant_f32_to_bf16(x[i]);
+            o[i] = half_f32_to_bf16(x[i]);
         break;
     }
     case Q35__DTYPE__DTYPE_F16: {
         uint16_t *o = out;
         for (size_t i = 0; i < n; i++)
-            o[i] = quant_f32_to_f16(x[i]);
+            o[i] = half_f32_to_f16(x[i]);
         break;
     }
     }
@@ -351,13 +351,13 @@ void q35_wire_decode(int dtype, const void *in, size_t n, float *x)
     case Q35__DTYPE__DTYPE_BF16: {
         const uint16_t *p = in;
         for (size_t i = 0; i < n; i++)
-            x[i] = quant_bf16_to_f32(p[i]);
+            x[i] = half_bf16_to_f32(p[i]);
         break;
     }
     case Q35__DTYPE__DTYPE_F16: {
         const uint16_t *p = in;
         for (size_t i = 0; i < n; i++)
-            x[i] = quant_f16_to_f32(p[i]);
+            x[i] = half_f16_to_f32(p[i]);
         break;
     }
     }

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "half.h"
 
 /* The type table: everything a type is, one row per ggml id. Adding a
  * type = one row here plus its kernels (a scalar block decoder in
@@ -159,10 +160,11 @@ int quant_force_isa(const char *isa);
  * without a decoder or a bad n. */
 int quant_fill_random(int type, void *dst, int64_t n, float amp, uint64_t *state);
 
-/* fp16 / bf16 scalar conversions (exact). */
-float quant_f16_to_f32(uint16_t h);
-uint16_t quant_f32_to_f16(float f);
-float quant_bf16_to_f32(uint16_t h);
-uint16_t quant_f32_to_bf16(float f);
+/* fp16 / bf16 scalar conversions (exact): base/half.h's, under the names
+ * the kernels, the generators and the tests use. */
+static inline float quant_f16_to_f32(uint16_t h) { return half_f16_to_f32(h); }
+static inline uint16_t quant_f32_to_f16(float f) { return half_f32_to_f16(f); }
+static inline float quant_bf16_to_f32(uint16_t h) { return half_bf16_to_f32(h); }
+static inline uint16_t quant_f32_to_bf16(float f) { return half_f32_to_bf16(f); }
 
 #endif

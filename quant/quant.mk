@@ -6,6 +6,7 @@ FILE_CFLAGS.quant/quant_avx2 := -mavx2 -mfma -mf16c
 
 BINS += qwen35-bench-quant
 qwen35-bench-quant_SRCS := tools/bench_quant.c
+qwen35-bench-quant_LAYERS := $(LIB_QUANT) $(LIB_BASE)
 qwen35-bench-quant_LIBS := -linih
 
 # Dot speed per type as a share of one core's read bandwidth, and the

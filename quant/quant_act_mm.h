@@ -7,6 +7,8 @@
 #ifndef Q35_QUANT_ACT_MM_H
 #define Q35_QUANT_ACT_MM_H
 
+#include "quant_act_impl.h"
+
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -140,8 +142,7 @@ static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, con
 #define ROWS_TABLE(T) { T##_rows1, T##_rows2 }
 #endif
 #define MM_FN(T, TYPE, MODE, LAY, name)                                        \
-void name(const void *W, size_t rb, int64_t nc, int64_t r0, int64_t r1,        \
-          const float *X, int64_t ldx, int nx, float *Y, int64_t ldy)          \
+QUANT_ACT_MM(name)                                                             \
 {                                                                              \
     static const rows_fn rows[NV_MAX] = ROWS_TABLE(T);                         \
     mm_act(TYPE, MODE, &(LAY), rows, W, rb, nc, r0, r1, X, ldx, nx, Y, ldy);   \

@@ -78,50 +78,37 @@ INLINE __m256 lin(__m256i q, __m256 d, __m256 m)
 { return _mm256_sub_ps(_mm256_mul_ps(cvt(q), d), m); }
 
 /* Q4_K: group j (32 values) = low (even j) or high (odd j) nibbles of
- * 32 bytes shared by groups j and j+1. */
-INLINE void body_q4_K(BODY_ARGS)
+ * 32 bytes shared by groups j and j+1. Q5_K (q5 = 1): the same plus bit j
+ * of qh[l] as the value's bit 4. q5 is a constant at each use: inlined,
+ * no branch on it survives. */
+INLINE void body_q45(BODY_ARGS, const int q5)
 {
-    const __m256i m4 = _mm256_set1_epi32(0x0F);
+    const __m256i m4 = _mm256_set1_epi32(0x0F), b4 = _mm256_set1_epi32(0x10);
+    const int bytes = q5 ? 176 : 144, qs = q5 ? 48 : 16, pf = q5 ? 22 : 18;
     float tab[16];
     for (int64_t i = 0; i < n; i += 256) {
-        const uint8_t *b = row + (i / 256) * 144;
+        const uint8_t *b = row + (i / 256) * bytes;
         k4_tab(b, tab);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
-            const uint8_t *q = b + 16 + 32 * (j / 2);
+            const uint8_t *q = b + qs + 32 * (j / 2), *qh = b + 16;
             __m256 d = _mm256_set1_ps(tab[j]), m = _mm256_set1_ps(tab[8 + j]);
-            PREFETCH(b + 18 * j);
-#define Q4W(k) lin(j % 2 ? _mm256_srli_epi32(bytes8(q + 8 * (k)), 4)                \
-                         : _mm256_and_si256(bytes8(q + 8 * (k)), m4), d, m)
-            EMIT4(Q4W(0), Q4W(1), Q4W(2), Q4W(3), i + 32 * j);
-#undef Q4W
+            PREFETCH(b + pf * j);
+#define LO(k) (j % 2 ? _mm256_srli_epi32(bytes8(q + 8 * (k)), 4)                \
+                     : _mm256_and_si256(bytes8(q + 8 * (k)), m4))
+#define HB(k) _mm256_and_si256(j <= 4 ? _mm256_slli_epi32(bytes8(qh + 8 * (k)), 4 - j)   \
+                                      : _mm256_srli_epi32(bytes8(qh + 8 * (k)), j - 4), b4)
+#define W(k) lin(q5 ? _mm256_or_si256(HB(k), LO(k)) : LO(k), d, m)
+            EMIT4(W(0), W(1), W(2), W(3), i + 32 * j);
+#undef W
+#undef HB
+#undef LO
         }
     }
 }
 
-/* Q5_K: as Q4_K plus bit j of qh[l] as the value's bit 4 */
-INLINE void body_q5_K(BODY_ARGS)
-{
-    const __m256i m4 = _mm256_set1_epi32(0x0F), b4 = _mm256_set1_epi32(0x10);
-    float tab[16];
-    for (int64_t i = 0; i < n; i += 256) {
-        const uint8_t *b = row + (i / 256) * 176;
-        k4_tab(b, tab);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *q = b + 48 + 32 * (j / 2), *qh = b + 16;
-            __m256 d = _mm256_set1_ps(tab[j]), m = _mm256_set1_ps(tab[8 + j]);
-            PREFETCH(b + 22 * j);
-#define HB(k) _mm256_and_si256(j <= 4 ? _mm256_slli_epi32(bytes8(qh + 8 * (k)), 4 - j)   \
-                                      : _mm256_srli_epi32(bytes8(qh + 8 * (k)), j - 4), b4)
-#define Q5W(k) lin(_mm256_or_si256(HB(k), j % 2 ? _mm256_srli_epi32(bytes8(q + 8 * (k)), 4) \
-                                          : _mm256_and_si256(bytes8(q + 8 * (k)), m4)), d, m)
-            EMIT4(Q5W(0), Q5W(1), Q5W(2), Q5W(3), i + 32 * j);
-#undef Q5W
-#undef HB
-        }
-    }
-}
+INLINE void body_q4_K(BODY_ARGS) { body_q45(row, n, x, ldx, NV, acc, buf, 0); }
+INLINE void body_q5_K(BODY_ARGS) { body_q45(row, n, x, ldx, NV, acc, buf, 1); }
 
 /* Q2_K: group (h, j): 2 bits of qs[32h + l] at 2j, a scale and a min
  * per 16 values (sub-block 8h + 2j + l / 16). A sub-block's four values
@@ -170,13 +157,7 @@ INLINE void body_q3_K(BODY_ARGS)
     float dl[16];
     for (int64_t i = 0; i < n; i += 256) {
         const uint8_t *b = row + (i / 256) * 110;
-        /* 16 6-bit scales: low nibbles from bytes 0..7, 2 high bits from 8..11 */
-        uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
-        __m128i sc = _mm_setr_epi32(
-            (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
-            (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
-            (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
-            (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+        __m128i sc = q3_scale_bytes(b);
         __m256 d = _mm256_set1_ps(h2f(b + 108));
         __m256i s32 = _mm256_set1_epi32(32);
         _mm256_storeu_ps(dl, _mm256_mul_ps(d, cvt(_mm256_sub_epi32(_mm256_cvtepu8_epi32(sc), s32))));

@@ -199,12 +199,7 @@ INLINE void body_q2_K(BODY_ARGS)
  * bytes 0..7 of the scale field, 2 high bits from bytes 8..11. */
 INLINE void q3_scales(const uint8_t *b, float *dl)
 {
-    uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
-    __m128i sc = _mm_setr_epi32(
-        (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
-        (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
-        (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
-        (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+    __m128i sc = q3_scale_bytes(b);
     __m512i s32 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc), _mm512_set1_epi32(32));
     _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(s32)));
 }

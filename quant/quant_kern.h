@@ -93,6 +93,18 @@ INLINE void body_bf16(BODY_ARGS)
               V_BF16(row + 2 * (i + 2 * VL)), V_BF16(row + 2 * (i + 3 * VL)), i);
 }
 
+/* Q3_K's 16 6-bit scales of block b, one byte each (the -32 not yet
+ * taken): low nibbles from bytes 96..103, the 2 high bits from 104..107. */
+INLINE __m128i q3_scale_bytes(const uint8_t *b)
+{
+    uint32_t u0 = quant_rd32(b + 96), u1 = quant_rd32(b + 100), t = quant_rd32(b + 104);
+    return _mm_setr_epi32(
+        (int)((u0 & 0x0F0F0F0F) | (t & 0x03030303) << 4),
+        (int)((u1 & 0x0F0F0F0F) | ((t >> 2) & 0x03030303) << 4),
+        (int)(((u0 >> 4) & 0x0F0F0F0F) | ((t >> 4) & 0x03030303) << 4),
+        (int)(((u1 >> 4) & 0x0F0F0F0F) | ((t >> 6) & 0x03030303) << 4));
+}
+
 /* Any decoded type: its scalar block decoder into a small buffer. */
 INLINE void body_generic(int type, BODY_ARGS)
 {

@@ -163,6 +163,27 @@ INLINE void block24(__m512 *acc, const __m512 *bk, const float *xs, int64_t lds,
 }
 
 /* y[v * ldy] = the sum of vector v's lanes, scaled sums then corrections */
+/* A row's accumulators, zeroed: acc (the digits' sums) and cor (the
+ * per-block corrections). */
+INLINE void zero24(__m512 *acc, __m512 *cor, const int NV)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+        acc[v] = cor[v] = _mm512_setzero_ps();
+}
+
+/* A block's start: its correction t (16 lanes) times the vectors' side
+ * table at block ib into cor, and bk zeroed for the chunks. */
+INLINE void start24(__m512 *cor, __m512 *bk, __m512 t, const float *xt, int64_t ldt, int64_t ib,
+                    const int NV)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+        cor[v] = _mm512_fmadd_ps(t, _mm512_loadu_ps(xt + v * ldt + 16 * ib), cor[v]);
+        bk[v] = _mm512_setzero_ps();
+    }
+}
+
 INLINE void store24(const __m512 *acc, const __m512 *cor, const int NV, float *y, int64_t ldy)
 {
 #pragma GCC unroll 4
@@ -191,20 +212,14 @@ INLINE void q4k24_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t 
                       const int NV, float *y, int64_t ldy)
 {
     __m512 acc[NV_MAX], cor[NV_MAX];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++)
-        acc[v] = cor[v] = _mm512_setzero_ps();
+    zero24(acc, cor, NV);
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *b = row + ib * 144;
         PREFETCH(b);
         PREFETCH(b + 48);
         PREFETCH(b + 96);
         __m512 tab = k4_tab(b), bk[NV_MAX];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            cor[v] = _mm512_fmadd_ps(tab, _mm512_loadu_ps(xm + v * ldm + 16 * ib), cor[v]);
-            bk[v] = _mm512_setzero_ps();
-        }
+        start24(cor, bk, tab, xm, ldm, ib, NV);
 #pragma GCC unroll 2
         for (int q = 0; q < 2; q++) {
             __m512i nib = _mm512_loadu_si512(b + 16 + 64 * q);
@@ -230,20 +245,14 @@ INLINE void q6k24_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t 
                       const int NV, float *y, int64_t ldy)
 {
     __m512 acc[NV_MAX], cor[NV_MAX];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++)
-        acc[v] = cor[v] = _mm512_setzero_ps();
+    zero24(acc, cor, NV);
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *b = row + ib * 210;
         __m512 sw = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                       _mm_loadu_si128((const __m128i *)(b + 192)))),
                                   _mm512_set1_ps(h2f(b + 208)));
         __m512 bk[NV_MAX];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            cor[v] = _mm512_fmadd_ps(sw, _mm512_loadu_ps(xc + v * ldc + 16 * ib), cor[v]);
-            bk[v] = _mm512_setzero_ps();
-        }
+        start24(cor, bk, sw, xc, ldc, ib, NV);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             PREFETCH(b + 53 * c);

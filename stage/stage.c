@@ -102,7 +102,10 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->max_seqs = o->eng.be.max_seqs;
     s->max_ctx = o->eng.be.max_ctx;
     s->max_batch = o->max_batch > 0 ? o->max_batch : 256;
-    /* full-logits rows per batch: what fits 64 MiB, at least one per slot */
+    /* full-logits rows per batch: what fits 64 MiB, raised to one per slot,
+     * then capped at the batch: min(max_seqs, max_batch) rows at least,
+     * which is all a batch's one-row-per-sequence logits can need (it has
+     * at most max_seqs sequences and max_batch tokens, one each at least) */
     uint64_t rows = (64u << 20) / ((uint64_t)s->cfg->n_vocab * 4);
     if (rows < (uint64_t)s->max_seqs)
         rows = (uint64_t)s->max_seqs;
@@ -653,8 +656,11 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
                 ids[k++] = fb->seqs[i]->token_ids[j];
     }
     q35_batch_fault flt = { Q35_BATCH_OK, -1, -1 };
-    /* all_logits: [n_total][V]; else [n_seq][V] — stage->logits holds
-     * max_logit_rows >= max_seqs rows, and all is checked against it. */
+    /* all_logits: [n_total][V], checked against max_logit_rows above;
+     * else [n_seq][V]: n_seq <= max_seqs (checked) and <= max_batch (the
+     * engine refuses an empty sequence before it writes a row), and
+     * max_logit_rows >= min(max_seqs, max_batch) (stage_new): it fits.
+     * Not ">= max_seqs": a max_batch below max_seqs caps the rows. */
     q35_batch b = {
         .n_seq = (int)ns, .slot = slot, .pos = pos, .n_tok = ntok, .n_total = n_total,
         .tokens = ids, .x_in = s->first ? NULL : s->x_in, .x_out = s->last ? NULL : s->x_out,

@@ -2,6 +2,7 @@
  * (reasoning/answer split, stop tokens, stop strings across tokens). */
 #include "chat.h"
 #include "common.h"
+#include "sbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,22 +11,6 @@
 static const char *const IM_START = "<|im_start|>", *const IM_END = "<|im_end|>";
 static const char *const THINK = "<think>", *const END_THINK = "</think>";
 
-typedef struct buf { char *p; size_t n, cap; } buf;
-
-static int buf_add(buf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1) c *= 2;
-        char *p = realloc(b->p, c);
-        if (!p) return Q35_ENOMEM;
-        b->p = p; b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
-}
 
 /* ---- the template's string operations ---------------------------------------- */
 
@@ -102,7 +87,7 @@ static void split_think(sl c, sl *reason, sl *answer)
  * between two control tokens as one fragment, as tokenizing the whole
  * rendered text would. */
 typedef struct emit {
-    buf text;
+    sbuf text;
     tok *t;
     tok_ids *ids;
     unsigned tflags;
@@ -113,7 +98,7 @@ typedef struct emit {
 
 static void put(emit *e, const char *s, size_t n)
 {
-    if (!e->rc && buf_add(&e->text, s, n)) e->rc = q35_err(e->err, e->errsz, Q35_ENOMEM, "chat: out of memory");
+    if (!e->rc && sbuf_add(&e->text, s, n)) e->rc = q35_err(e->err, e->errsz, Q35_ENOMEM, "chat: out of memory");
 }
 
 static void puts_(emit *e, const char *s) { put(e, s, strlen(s)); }
@@ -206,7 +191,7 @@ int chat_render(const chat_msg *m, size_t n, unsigned flags, char **out, size_t 
                 char *err, size_t errsz)
 {
     emit e = { .err = err, .errsz = errsz };
-    if (render(&e, m, n, flags) || buf_add(&e.text, "", 0)) {
+    if (render(&e, m, n, flags) || sbuf_add(&e.text, "", 0)) {
         free(e.text.p);
         return e.rc ? e.rc : q35_err(err, errsz, Q35_ENOMEM, "chat: out of memory");
     }
@@ -243,8 +228,8 @@ struct chat_stream {
     int32_t eos, im_end, eot, think, end_think;
     bool reasoning, answer_start;
     int state, stop_index;
-    buf hold;                   /* text not yet shown: may start a stop string */
-    buf out[2];
+    sbuf hold;                   /* text not yet shown: may start a stop string */
+    sbuf out[2];
     chat_piece pieces[2];
     int np;
 };
@@ -304,9 +289,9 @@ int chat_stream_stop_index(const chat_stream *s) { return s->stop_index; }
 static int show(chat_stream *s, size_t n)
 {
     if (n) {
-        buf *b = &s->out[s->np];
+        sbuf *b = &s->out[s->np];
         b->n = 0;
-        if (buf_add(b, s->hold.p, n)) return Q35_ENOMEM;
+        if (sbuf_add(b, s->hold.p, n)) return Q35_ENOMEM;
         s->pieces[s->np++] = (chat_piece){ b->p, n, s->reasoning };
     }
     memmove(s->hold.p, s->hold.p + n, s->hold.n - n);
@@ -323,7 +308,7 @@ static int add_text(chat_stream *s, const char *txt, size_t n, bool final)
         while (n && *txt == '\n') { txt++; n--; }   /* the answer starts after "</think>\n\n" */
         if (n) s->answer_start = false;
     }
-    if (buf_add(&s->hold, txt, n)) return Q35_ENOMEM;
+    if (sbuf_add(&s->hold, txt, n)) return Q35_ENOMEM;
     const char *h = s->hold.p ? s->hold.p : "";
     size_t hl = s->hold.n, best = SIZE_MAX;
     for (int i = 0; i < s->n_stop; i++) {

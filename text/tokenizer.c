@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer.h"
 #include "common.h"
+#include "sbuf.h"
 
 #include <pcre2.h>
 #include <pthread.h>
@@ -94,9 +95,8 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n)
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return p;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(p, c * elem);
+    size_t c = sbuf_grow_cap(*cap, need, elem, 64);
+    void *q = c ? realloc(p, c * elem) : NULL;
     if (q) *cap = c;
     return q;
 }

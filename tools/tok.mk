@@ -1,10 +1,14 @@
 # Tokenizer tools: qwen35-tokenize, benchmarks of the tokenizer and sampler.
 BINS += qwen35-tokenize qwen35-bench-tokenizer qwen35-bench-sampler
 qwen35-tokenize_SRCS := tools/tokenize.c
-qwen35-tokenize_LIBS := -linih
 qwen35-bench-tokenizer_SRCS := tools/bench_tokenizer.c
-qwen35-bench-tokenizer_LIBS := -linih
 qwen35-bench-sampler_SRCS := tools/bench_sampler.c
+# The text layers only: no kernel, no backend.
+qwen35-tokenize_LAYERS := $(LIB_TEXT) $(LIB_GGUF) $(LIB_QUANT) $(LIB_BASE)
+qwen35-tokenize_LIBS   := -lpcre2-8 -linih
+qwen35-bench-tokenizer_LAYERS := $(LIB_TEXT) $(LIB_GGUF) $(LIB_QUANT) $(LIB_BASE)
+qwen35-bench-tokenizer_LIBS   := -lpcre2-8 -linih
+qwen35-bench-sampler_LAYERS := $(LIB_BASE)
 qwen35-bench-sampler_LIBS := -linih
 
 # The exp pass of the sampler vectorizes (libmvec) only under fast-math.

@@ -41,7 +41,7 @@ FUZZ_NET_SRCS := $(filter-out %/main.c,$(sort $(wildcard stage/*.c))) daemon/cur
                  $(filter-out %/main.c,$(sort $(wildcard coordinator/*.c)))
 fuzz_obj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 
-FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base/common.c \
+FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base/common.c base/half.c base/sbuf.c \
                   tests/fuzz/fuzz_gguf.c) $(FUZZ_QUANT_OBJS)
 FUZZ_gguf_LIBS :=
 FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
@@ -50,10 +50,9 @@ FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wir
                   tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash
-FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c text/sampler.c \
-                  text/sampler_math.c base/common.c base/log.c proto/wire.c proto/wire_sampling.c \
-                  tests/fuzz/fuzz_http.c) \
-                  $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
+FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c $(SAMPLING_SRCS) \
+                  base/common.c base/log.c base/half.c base/sbuf.c proto/wire.c proto/wire_sampling.c tests/fuzz/fuzz_http.c) \
+                  $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
 
 $(FUZZ_DIR)/obj/%.o: %.c
