@@ -12,16 +12,12 @@
 #   timeout (3 s) and its requests cancelled the same way
 # Figures printed: time from the signal to free slots (status polled).
 set -eu
-P35_ME=it_client_gone
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
-TC="$BIN/qwen35-test-client"
-[ -x "$TC" ] || p35_die "$TC missing"
-GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
+. "$(dirname "$0")/lib.sh"
+setup
+have qwen35-test-client
+GOLD=$(golden_greedy)
 T=$P35_RUN/t
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
+ids64 "$T.p64"
 i=0
 while [ $i -lt 48 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.long"   # 3072 ids
 
@@ -52,26 +48,26 @@ gone_case() {
     "$TC" --endpoint "$P35_EP" --prompt-ids "$T.long" -n 0 --requests 6 --timeout 60000 \
         >"$T.$sig.out" 2>&1 &
     pc=$!
-    p35_wait_file "$T.$sig.out" "submitted 6" 30 || p35_fail "$sig: the client never submitted"
-    wait_held 6 30 || p35_fail "$sig: the coordinator does not hold the 6 requests: $(status)"
+    wait_for "$T.$sig.out" "submitted 6" 30 || fail "$sig: the client never submitted"
+    wait_held 6 30 || fail "$sig: the coordinator does not hold the 6 requests: $(status)"
     s=$(status)
     echo "$sig: before: $(p35_field "$s" active) active, $(p35_field "$s" queued) queued, $(p35_field "$s" slots_used) slots used"
     n0=$(grep -c "client gone" "$P35_RUN/coord.log" || true)
     t0=$(now)
     kill -"$sig" $pc
-    wait_held 0 30 || p35_fail "$sig: requests still held 30 s after the client went: $(status)"
+    wait_held 0 30 || fail "$sig: requests still held 30 s after the client went: $(status)"
     dt=$(since "$t0")
     s=$(status)
-    [ "$(p35_field "$s" slots_used)" = 0 ] || p35_fail "$sig: slots still used: $s"
-    p35_wait_file "$P35_RUN/coord.log" "client gone.*6 requests cancelled (4 queued, 2 running)" 5 ||
-        p35_fail "$sig: no cancel of the 6 requests in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
-    [ "$(grep -c "client gone" "$P35_RUN/coord.log")" -gt "$n0" ] || p35_fail "$sig: nothing logged"
+    [ "$(p35_field "$s" slots_used)" = 0 ] || fail "$sig: slots still used: $s"
+    wait_for "$P35_RUN/coord.log" "client gone.*6 requests cancelled (4 queued, 2 running)" 5 ||
+        fail "$sig: no cancel of the 6 requests in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
+    [ "$(grep -c "client gone" "$P35_RUN/coord.log")" -gt "$n0" ] || fail "$sig: nothing logged"
     echo "$sig: 6 requests (2 running, 4 queued) cancelled, slots free ${dt} s after the signal: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1 | sed 's/.*INFO: //')"
     # another client is served at once, exactly
     t1=$(now)
     got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 30000) ||
-        p35_fail "$sig: the next client's request failed"
-    [ "$got" = "$GOLD" ] || p35_fail "$sig: next client: greedy [$got] != golden [$GOLD]"
+        fail "$sig: the next client's request failed"
+    [ "$got" = "$GOLD" ] || fail "$sig: next client: greedy [$got] != golden [$GOLD]"
     echo "$sig: the next client's 16 tokens in $(since "$t1") s, golden"
     kill -KILL $pc 2>/dev/null || true
     wait $pc 2>/dev/null || true
@@ -79,4 +75,4 @@ gone_case() {
 
 gone_case KILL
 gone_case STOP
-p35_result "a client that goes has every request cancelled, queued ones included"
+ok "a client that goes has every request cancelled, queued ones included"
