@@ -138,6 +138,19 @@ have() {
     for _l_b in "$@"; do [ -x "$BIN/$_l_b" ] || fail "$BIN/$_l_b missing (run make first)"; done
 }
 
+# under_systemd NAME WATCHDOG_USEC CMD...: CMD run by qwen35-fake-systemd
+# (NOTIFY_SOCKET + WATCHDOG_USEC as systemd gives a Type=notify unit), its
+# notifications in $T/NAME.log, its stderr in $T/NAME.err; returns once it
+# sent READY=1 (fails after 30 s), its pid in $LAST.
+under_systemd() {
+    _l_n=$1 _l_wd=$2
+    shift 2
+    "$BIN/qwen35-fake-systemd" "$T/$_l_n.log" "$_l_wd" -- "$@" 2>"$T/$_l_n.err" &
+    LAST=$!
+    track "$_l_n" "$LAST"
+    wait_for "$T/$_l_n.log" '^[0-9.]* READY=1$' 30 || fail "$_l_n: no READY=1 within $(p35_scale 30) s"
+}
+
 # The golden data in the shapes the scripts feed the client.
 golden_greedy() { tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //'; }
 # ids64 OUT [K]: tokens64.txt one id a line, K times over (default 1).
