@@ -69,6 +69,10 @@ lib_cleanup() {
     trap - EXIT INT TERM HUP
     [ -e "$P35_RUN/.failed" ] && [ "$_l_rc" -eq 0 ] && _l_rc=1
     for _l_p in $P35_CLIENTS; do kill -CONT "$_l_p" 2>/dev/null; kill -KILL "$_l_p" 2>/dev/null; done
+    for _l_n in $P35_NAMES; do   # a stopped one (SIGSTOP) could not act on TERM
+        eval "_l_p=\${P35_PID_$_l_n:-}"
+        [ -n "$_l_p" ] && kill -CONT "$_l_p" 2>/dev/null
+    done
     p35_stop
     # whatever else the script left running in the background
     jobs -p >"$P35_RUN/.jobs" 2>/dev/null
