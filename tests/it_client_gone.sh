@@ -17,30 +17,8 @@ setup
 have qwen35-test-client
 GOLD=$(golden_greedy)
 T=$P35_RUN/t
-ids64 "$T.p64"
-i=0
-while [ $i -lt 48 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.long"   # 3072 ids
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 4096 --max-queue 16
-p35_wait_ready 60
-
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
-status() { p35_client --status --json --timeout 5000 2>/dev/null || echo '{}'; }
-# held: requests the coordinator holds (active + queued); wait_held N SECONDS
-held() {
-    _s=$(status)
-    echo $(( $(p35_field "$_s" active || echo 0) + $(p35_field "$_s" queued || echo 0) ))
-}
-wait_held() {
-    _end=$(( $(date +%s) + $2 ))
-    while [ "$(held)" -ne "$1" ]; do
-        [ "$(date +%s)" -ge "$_end" ] && return 1
-        sleep 0.05
-    done
-}
+ids64 "$T.long" 48   # 3072 ids
+pipe2 2 4096 --max-queue 16
 
 # case SIGNAL: 6 requests of one client, the signal, the cancel
 gone_case() {

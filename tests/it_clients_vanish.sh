@@ -15,31 +15,10 @@ setup
 have qwen35-test-client
 GOLD=$(golden_greedy)
 T=$P35_RUN/t
-ids64 "$T.p64"
-i=0
-while [ $i -lt 48 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.long"   # 3072 ids
-CANCEL_S=$(p35_scale 1.5)   # from the signal to nothing held (status polls included)
+ids64 "$T.long" 48   # 3072 ids
+CANCEL_S=1.5   # from the signal to nothing held (status polls included; scaled by wait_held)
 LEGIT_S=$(p35_scale 4)      # the legit request's 16 tokens, after the signal
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 4096 --max-queue 64
-p35_wait_ready 60
-
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
-status() { p35_client --status --json --timeout 5000 2>/dev/null || echo '{}'; }
-held() {
-    _s=$(status)
-    echo $(( $(p35_field "$_s" active || echo 0) + $(p35_field "$_s" queued || echo 0) ))
-}
-wait_held() {   # wait_held N SECONDS
-    _end=$(awk -v a="$(now)" -v s="$2" 'BEGIN { printf "%.2f", a + s }')
-    while [ "$(held)" -ne "$1" ]; do
-        awk -v a="$(now)" -v e="$_end" 'BEGIN { exit !(a >= e) }' && return 1
-        sleep 0.05
-    done
-}
+pipe2 2 4096 --max-queue 64
 
 # check NAME T0: nothing held within CANCEL_S of T0, slots free, and a
 # legit request served within LEGIT_S, golden
@@ -47,7 +26,7 @@ check() {
     if wait_held 0 "$CANCEL_S"; then
         echo "$1: every request cancelled $(since "$2") s after the SIGKILL"
     else
-        fail "$1: requests still held $CANCEL_S s after the SIGKILL: $(status | grep -o "\"active\":[0-9]*,\"queued\":[0-9]*")"
+        fail "$1: requests still held $(p35_scale $CANCEL_S) s after the SIGKILL: $(status | grep -o "\"active\":[0-9]*,\"queued\":[0-9]*")"
     fi
     t1=$(now)
     got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 60000) ||
@@ -57,7 +36,7 @@ check() {
     awk -v d="$dt" -v l="$LEGIT_S" 'BEGIN { exit !(d <= l) }' ||
         fail "$1: the legit request took $dt s (at most $LEGIT_S)"
     echo "$1: the legit request's 16 tokens in $dt s, golden"
-    wait_held 0 "$(p35_scale 10)" || fail "$1: still held: $(status)"
+    wait_held 0 10 || fail "$1: still held: $(status)"
     st=$(status)
     [ "$(p35_field "$st" slots_used)" = 0 ] || fail "$1: slots still used: $st"
 }
@@ -70,7 +49,7 @@ for i in $(seq 1 16); do
     pids="$pids $!"
 done
 P35_CLIENTS="$P35_CLIENTS $pids"
-wait_held 16 "$(p35_scale 30)" || fail "16 clients: not all held: $(status)"
+wait_held 16 30 || fail "16 clients: not all held: $(status)"
 t0=$(now)
 # shellcheck disable=SC2086
 kill -KILL $pids
@@ -81,7 +60,7 @@ check "16 client processes (qwen35-client)" "$t0"
 pc=$!
 P35_CLIENTS="$P35_CLIENTS $pc"
 wait_for "$T.tc" "submitted 16" 30 || fail "test client: never submitted"
-wait_held 16 "$(p35_scale 30)" || fail "test client: not all held: $(status)"
+wait_held 16 30 || fail "test client: not all held: $(status)"
 t0=$(now)
 kill -KILL $pc
 check "one connection with 16 requests" "$t0"
@@ -104,7 +83,7 @@ if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
         cp="$cp $!"
     done
     P35_CLIENTS="$P35_CLIENTS $cp"
-    wait_held 16 "$(p35_scale 30)" || fail "http: not all held: $(status)"
+    wait_held 16 30 || fail "http: not all held: $(status)"
     t0=$(now)
     kill -KILL $H
     check "HTTP front (qwen35-http), 16 SSE streams" "$t0"

@@ -14,11 +14,7 @@ setup
 have qwen35-test-client
 T=$P35_RUN/t
 ids64 "$T.p64"
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 2048
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 2048
-p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 2048 --max-unread-mb 1
-p35_wait_ready 60
+pipe2 2 2048 --max-unread-mb 1
 
 # not read: cancelled past the budget
 rc=0

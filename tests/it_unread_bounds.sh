@@ -19,16 +19,10 @@ setup
 have qwen35-test-client
 GOLD=$(golden_greedy)
 T=$P35_RUN/t
-ids64 "$T.p64"
 # a 1024-token prompt: its logits rows (2 MiB) come in prefill steps, fast
 # even on a loaded machine, and pass the bounds before decoding starts
-i=0
-while [ $i -lt 16 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.p1024"
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 2048
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 2048
-p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 2048 --max-unread-conn-mb 2 --max-unread-total-mb 3 ${UNREAD_EXTRA:-}
-p35_wait_ready 60
+ids64 "$T.p1024" 16
+pipe2 4 2048 --max-unread-conn-mb 2 --max-unread-total-mb 3 ${UNREAD_EXTRA:-}
 
 slow() {   # slow OUT K: K logits requests on one connection, not read until $T.go exists
     rm -f "$T.go"

@@ -31,12 +31,18 @@ TC=$BIN/qwen35-test-client
 
 # fail MESSAGE: the one failure style. Also leaves a mark, so that a
 # failure inside a subshell or a pipeline still fails the script.
+# ON_FAIL / ON_OK: a command a script wants run with the message first
+# (e.g. dump its container's journal).
 fail() {
     echo "FAIL: $ME: $*" >&2
     [ -n "${P35_RUN:-}" ] && : >"$P35_RUN/.failed"
+    ${ON_FAIL:-:} "$*"
     exit 1
 }
-ok() { echo "ok   $ME: $*"; }
+ok() {
+    echo "ok   $ME: $*"
+    ${ON_OK:-:} "$*"
+}
 skip() {
     echo "skip: $ME: $*"
     exit 77
@@ -98,26 +104,28 @@ track() {
 }
 
 # wait_until SECONDS COMMAND...: until COMMAND succeeds (polled every
-# 0.05 s); 1 after SECONDS (scaled).
+# 0.05 s; its output discarded); 1 after SECONDS (scaled).
 wait_until() {
     _l_end=$(awk -v a="$(date +%s.%N)" -v s="$(p35_scale "$1")" 'BEGIN { printf "%.2f", a + s }')
     shift
-    until "$@"; do
+    until "$@" >/dev/null 2>&1; do
         awk -v a="$(date +%s.%N)" -v e="$_l_end" 'BEGIN { exit !(a >= e) }' && return 1
         sleep 0.05
     done
 }
-wait_for() { wait_until "$3" grep -q -- "$2" "$1" 2>/dev/null; }
+wait_for() { wait_until "$3" grep -q -- "$2" "$1"; }
 
 # pipe2 SEQS CTX [coordinator options]: stages s0 (layers 0:4) and s1 (4:8)
-# of the tiny model with SEQS slots of CTX tokens, the coordinator, ready.
+# of the tiny model with SEQS slots of CTX tokens, the coordinator (the
+# same --max-seqs and --max-ctx, then the options), ready within READY_S
+# seconds (default 60, scaled).
 pipe2() {
     _l_s=$1 _l_x=$2
     shift 2
     p35_stage s0 "$M" 0:4 --threads 1 --max-seqs "$_l_s" --max-ctx "$_l_x"
     p35_stage s1 "$M" 4:8 --threads 1 --max-seqs "$_l_s" --max-ctx "$_l_x"
-    p35_coord "$M" s0 s1 -- "$@"
-    p35_wait_ready 60
+    p35_coord "$M" s0 s1 -- --max-seqs "$_l_s" --max-ctx "$_l_x" "$@"
+    p35_wait_ready "${READY_S:-60}"
 }
 
 # http_front NAME [qwen35-http options]: qwen35-http (HTTP_BIN, default
@@ -170,3 +178,11 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 # status: the coordinator's --status --json ('{}' when it does not answer)
 status() { p35_client --status --json --timeout 5000 2>/dev/null || echo '{}'; }
+# held: the requests the coordinator holds (active + queued);
+# wait_held N SECONDS: until it holds N (1 after SECONDS, scaled)
+held() {
+    _l_st=$(status)
+    echo $(( $(p35_field "$_l_st" active || echo 0) + $(p35_field "$_l_st" queued || echo 0) ))
+}
+held_is() { [ "$(held)" -eq "$1" ]; }
+wait_held() { wait_until "$2" held_is "$1"; }
