@@ -221,4 +221,4 @@ st=$(p35_client --status --json --timeout 10000 2>/dev/null) || st=""
 [ "$(p35_field "$st" active)" = 0 ] && [ "$(p35_field "$st" queued)" = 0 ] ||
     fail "requests still held after every client ended: $(printf '%s' "$st" | grep -o '"active":[0-9]*,"queued":[0-9]*')"
 [ "$total" -gt 0 ] && [ "$((ok + kl))" -eq "$total" ] || fail "$((total - ok - kl)) of $total requests not identical"
-ok "ok"
+ok "every request not hit by its own kill completed identical"

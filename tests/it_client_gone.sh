@@ -13,12 +13,10 @@
 # Figures printed: time from the signal to free slots (status polled).
 set -eu
 . "$(dirname "$0")/lib.sh"
-setup
-have qwen35-test-client
-GOLD=$(golden_greedy)
+setup qwen35-test-client
 T=$P35_RUN/t
 ids64 "$T.long" 48   # 3072 ids
-pipe2 2 4096 --max-queue 16
+pipe2 2 4096 --max-seqs 2 --max-ctx 4096 --max-queue 16
 
 # case SIGNAL: 6 requests of one client, the signal, the cancel
 gone_case() {

@@ -11,14 +11,12 @@
 # Figures: time from the SIGKILL to nothing held, the legit request's time.
 set -eu
 . "$(dirname "$0")/lib.sh"
-setup
-have qwen35-test-client
-GOLD=$(golden_greedy)
+setup qwen35-test-client
 T=$P35_RUN/t
 ids64 "$T.long" 48   # 3072 ids
 CANCEL_S=1.5   # from the signal to nothing held (status polls included; scaled by wait_held)
 LEGIT_S=$(p35_scale 4)      # the legit request's 16 tokens, after the signal
-pipe2 2 4096 --max-queue 64
+pipe2 2 4096 --max-seqs 2 --max-ctx 4096 --max-queue 64
 
 # check NAME T0: nothing held within CANCEL_S of T0, slots free, and a
 # legit request served within LEGIT_S, golden

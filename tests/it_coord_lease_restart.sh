@@ -16,7 +16,6 @@
 set -eu
 . "$(dirname "$0")/lib.sh"
 setup
-GOLD=$(golden_greedy)
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 512
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 512
 p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 512

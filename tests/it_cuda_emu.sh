@@ -6,8 +6,7 @@
 # with one line naming it. Skipped (exit 77) when the emulator is not built in.
 set -eu
 . "$(dirname "$0")/lib.sh"
-have qwen35-run
-setup
+setup qwen35-run
 if ! "$BIN/qwen35-run" --help 2>&1 | grep -q -- "--device N|emu"; then
     skip "qwen35-run has no --device emu (the SIMT emulator is not built in)"
 fi

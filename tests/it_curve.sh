@@ -17,7 +17,6 @@ K=$P35_RUN/keys
 mkdir "$K"
 for n in s0 s1 s1b coord intruder; do "$BIN/qwen35-keygen" "$K/$n" > /dev/null; done
 { echo "# coordinators allowed in"; cat "$K/coord.pub"; } > "$K/clients"
-GOLD=$(golden_greedy)
 
 # stage NAME A:B [CLIENTS-FILE]
 stage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 256 \

@@ -8,40 +8,21 @@
 # $QWEN35_BUILD/http-chat.png), and a drain on SIGTERM.
 set -eu
 . "$(dirname "$0")/lib.sh"
-B=${QWEN35_BUILD:-build}
-have qwen35-http
-for c in node curl promtool chromium; do
-    command -v $c >/dev/null || fail "$c missing (make deps installs it)"
-done
-setup
-NPM=${QWEN35_NPM_DIR:-$(cd "$B" && pwd)/npm}
-sh "$(dirname "$0")/http/npm-setup.sh" "$NPM" || fail "npm install of the test clients failed"
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
+need node curl promtool chromium
+setup qwen35-http
+npm_clients
 # one slot and a queue of one: a third request is refused (429)
-p35_coord "$M" s0 s1 -- --max-ctx 4096 --max-seqs 1 --max-queue 1
-p35_wait_ready 30
+READY_S=30 pipe2 2 4096 --max-ctx 4096 --max-seqs 1 --max-queue 1
 KEY=sk-test-$$
 printf '# test keys\n\n%s\n' "$KEY" >"$P35_RUN/keys"
 MAX_BODY=1048576
 REQ_TIMEOUT=$(p35_scale 2)   # a loaded machine answers slower (QWEN35_TIME_SCALE)
-start_http() {
-    : >"$P35_RUN/http.log"
-    "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" --api-key-file "$P35_RUN/keys" \
-        --max-body $MAX_BODY --request-timeout-s $REQ_TIMEOUT --drain-timeout-s "$(p35_scale 10)" --cors-origin http://page.test \
-        >>"$P35_RUN/http.log" 2>&1 &
-    P35_PID_http=$!
-    case " $P35_NAMES " in *" http "*) ;; *) P35_NAMES="$P35_NAMES http" ;; esac
-    wait_for "$P35_RUN/http.log" "the coordinator answers" 20 || fail "qwen35-http did not come up"
-    PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1)
-    U=http://127.0.0.1:$PORT
-}
-start_http
+http_front http --api-key-file "$P35_RUN/keys" --max-body $MAX_BODY --request-timeout-s $REQ_TIMEOUT \
+    --drain-timeout-s "$(p35_scale 10)" --cors-origin http://page.test
 AUTH="Authorization: Bearer $KEY"
 
 export Q35_URL=$U/v1 Q35_BASE=$U Q35_KEY=$KEY Q35_CLIENT=$BIN/qwen35-client Q35_EP=$P35_EP
-export Q35_MAX_BODY=$MAX_BODY Q35_REQ_TIMEOUT_S=$REQ_TIMEOUT Q35_SHOT=$(cd "$B" && pwd)/http-chat.png
+export Q35_MAX_BODY=$MAX_BODY Q35_REQ_TIMEOUT_S=$REQ_TIMEOUT Q35_SHOT=$(cd "$BUILD" && pwd)/http-chat.png
 node "$NPM/sdk.mjs" || fail "the openai SDK checks failed"
 
 # curl -N: one chunk per token, as they are generated (curl's trace clock)
@@ -117,4 +98,4 @@ if grep -q '"finish_reason":"length"' "$P35_RUN/drain.txt" && [ "$code" != 503 ]
     fail "a new request while draining got HTTP $code, not 503"
 fi
 echo "drain: the stream in flight finished, exit $rc; a new request while draining: HTTP $code"
-ok "ok"
+ok "SDK, SSE, metrics, malformed requests, browser, drain"

@@ -8,9 +8,7 @@
 # through the pipeline still gives the golden continuation.
 set -eu
 . "$(dirname "$0")/lib.sh"
-have qwen35-wireprobe
-setup
-GOLD=$(golden_greedy)
+setup qwen35-wireprobe
 
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 256
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 256

@@ -178,4 +178,4 @@ got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids)
 [ "$got" = "$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')" ] ||
     fail "after the queue test: greedy [$got] differs from the golden continuation"
 
-ok "ok"
+ok "concurrent clients served exactly"

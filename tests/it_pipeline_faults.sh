@@ -177,4 +177,4 @@ grep -q '"code":"UNAVAILABLE".*not resumed within 3000 ms' "$T.coord" ||
 awk -v d="$dt" 'BEGIN { exit !(d < 10) }' || fail "coordinator gone: client took $dt s"
 echo "coordinator gone: client ended with UNAVAILABLE after $dt s (--timeout 3000)"
 
-ok "ok"
+ok "stage faults cost a pause, never a request"

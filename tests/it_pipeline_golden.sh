@@ -7,8 +7,7 @@
 # the 64 prompt positions' logits with expect/M.logits.f32 to 1e-3.
 set -eu
 . "$(dirname "$0")/lib.sh"
-have qwen35-run
-setup
+setup qwen35-run
 TOK=$G/tokens64.txt
 N_GEN=16
 SAMPLING="--temp 0.9 --top-k 50 --top-p 0.9 --min-p 0.05 --seed 1234"

@@ -6,8 +6,7 @@ set -eu
 . "$(dirname "$0")/lib.sh"
 TOK=$G/tokens64.txt
 N=24
-setup
-have qwen35-run
+setup qwen35-run
 
 run_ref() {   # qwen35-run's ids for FLAGS…
     "$BIN/qwen35-run" -m "$M" --tokens "$TOK" -n $N "$@" 2>/dev/null | tr -s ' \n' ' ' | sed 's/ $//;s/^ //'

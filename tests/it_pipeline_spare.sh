@@ -136,4 +136,4 @@ kill -CONT "$P35_PID_s0b"
 spare_ok s0b 0 30 || fail "s0b, continued, is not the spare of stage 0: $(status)"
 echo "s0b, continued, is the spare of stage 0"
 
-ok "ok"
+ok "spares take over, streams unchanged"

@@ -202,4 +202,4 @@ wait $pc || rc=$?
 cmp -s "$P35_RUN/ref.ids" "$P35_RUN/c.out" || fail "the CURVE stream across the rogue and the impostor differs from the undisturbed run"
 grep -q "not the owner" "$P35_RUN/coord.log" && fail "the CURVE coordinator was fenced out"
 echo "ok CURVE over tcp://: a rogue --takeover with its own key refused (logged by the stage), an impostor on a killed stage's port never routed to (pinned stage-key); the stream identical"
-ok "ok"
+ok "nobody in without a key"

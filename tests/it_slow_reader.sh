@@ -10,11 +10,10 @@
 # - a text stream read as it comes, far past the budget in total: complete
 set -eu
 . "$(dirname "$0")/lib.sh"
-setup
-have qwen35-test-client
+setup qwen35-test-client
 T=$P35_RUN/t
 ids64 "$T.p64"
-pipe2 2 2048 --max-unread-mb 1
+pipe2 2 2048 --max-seqs 2 --max-ctx 2048 --max-unread-mb 1
 
 # not read: cancelled past the budget
 rc=0

@@ -15,14 +15,12 @@
 #   max-client-requests 1024 (not 0 = unlimited) in --help
 set -eu
 . "$(dirname "$0")/lib.sh"
-setup
-have qwen35-test-client
-GOLD=$(golden_greedy)
+setup qwen35-test-client
 T=$P35_RUN/t
 # a 1024-token prompt: its logits rows (2 MiB) come in prefill steps, fast
 # even on a loaded machine, and pass the bounds before decoding starts
 ids64 "$T.p1024" 16
-pipe2 4 2048 --max-unread-conn-mb 2 --max-unread-total-mb 3 ${UNREAD_EXTRA:-}
+pipe2 4 2048 --max-seqs 4 --max-ctx 2048 --max-unread-conn-mb 2 --max-unread-total-mb 3 ${UNREAD_EXTRA:-}
 
 slow() {   # slow OUT K: K logits requests on one connection, not read until $T.go exists
     rm -f "$T.go"

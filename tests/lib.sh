@@ -1,7 +1,8 @@
 # tests/lib.sh — sourced first by every tests/it_*.sh:
 #
 #   . "$(dirname "$0")/lib.sh"
-#   setup                       temp dir $T (= $P35_RUN), cleanup on exit
+#   setup [PROGRAM...]          temp dir $T (= $P35_RUN), cleanup on exit;
+#                               fails unless $BIN/PROGRAM... are built
 #   need node curl              skip (exit 77) unless these commands exist
 #   pipe2 SEQS CTX [coord opts] 2 stages of the tiny model + a coordinator, ready
 #   http_front NAME [opts]      qwen35-http on the coordinator: $PORT, $U
@@ -16,7 +17,8 @@
 # loaded.sh sets it; p35_scale N prints N times it, rounded up): wait_for
 # and wait_until scale their SECONDS themselves.
 # Set here: ME (the script's name), BUILD, BIN, G (the golden data), M (the
-# tiny Q8_0 model), MODEL (the same), TC (qwen35-test-client).
+# tiny Q8_0 model), MODEL (the same), TC (qwen35-test-client); by setup:
+# T, GOLD (the tiny model's golden greedy ids, one line).
 
 ME=$(basename "$0" .sh)
 P35_ME=$ME
@@ -65,7 +67,9 @@ need() {
 # other background job of the script (bg, p35_bg_client, plain &) is
 # killed. On a failure the tails of its *.log and *.err files go to stderr.
 setup() {
+    have "$@"
     p35_init
+    GOLD=$(golden_greedy)
     T=$P35_RUN
     trap lib_cleanup EXIT
 }
@@ -116,15 +120,14 @@ wait_until() {
 wait_for() { wait_until "$3" grep -q -- "$2" "$1"; }
 
 # pipe2 SEQS CTX [coordinator options]: stages s0 (layers 0:4) and s1 (4:8)
-# of the tiny model with SEQS slots of CTX tokens, the coordinator (the
-# same --max-seqs and --max-ctx, then the options), ready within READY_S
-# seconds (default 60, scaled).
+# of the tiny model with SEQS slots of CTX tokens, the coordinator with
+# those options, ready within READY_S seconds (default 60, scaled).
 pipe2() {
     _l_s=$1 _l_x=$2
     shift 2
     p35_stage s0 "$M" 0:4 --threads 1 --max-seqs "$_l_s" --max-ctx "$_l_x"
     p35_stage s1 "$M" 4:8 --threads 1 --max-seqs "$_l_s" --max-ctx "$_l_x"
-    p35_coord "$M" s0 s1 -- --max-seqs "$_l_s" --max-ctx "$_l_x" "$@"
+    p35_coord "$M" s0 s1 -- "$@"
     p35_wait_ready "${READY_S:-60}"
 }
 
@@ -161,6 +164,13 @@ under_systemd() {
     LAST=$!
     track "$_l_n" "$LAST"
     wait_for "$T/$_l_n.log" '^[0-9.]* READY=1$' 30 || fail "$_l_n: no READY=1 within $(p35_scale 30) s"
+}
+
+# npm_clients: the node test clients of tests/http (npm-setup.sh) in $NPM
+# (QWEN35_NPM_DIR, default $BUILD/npm).
+npm_clients() {
+    NPM=${QWEN35_NPM_DIR:-$(cd "$BUILD" && pwd)/npm}
+    sh tests/http/npm-setup.sh "$NPM" || fail "npm install of the test clients failed"
 }
 
 # The golden data in the shapes the scripts feed the client.
