@@ -39,6 +39,17 @@ check() {
     [ "$(p35_field "$st" slots_used)" = 0 ] || fail "$1: slots still used: $st"
 }
 
+# vanish LABEL NAME PID...: once the coordinator holds the 16 requests,
+# the PIDs are SIGKILLed; then check NAME
+vanish() {
+    _lab=$1 _name=$2
+    shift 2
+    wait_held 16 30 || fail "$_lab: not all held: $(status)"
+    t0=$(now)
+    kill -KILL "$@"
+    check "$_name" "$t0"
+}
+
 # 16 processes, one request each
 pids=""
 for i in $(seq 1 16); do
@@ -47,31 +58,21 @@ for i in $(seq 1 16); do
     pids="$pids $!"
 done
 P35_CLIENTS="$P35_CLIENTS $pids"
-wait_held 16 30 || fail "16 clients: not all held: $(status)"
-t0=$(now)
 # shellcheck disable=SC2086
-kill -KILL $pids
-check "16 client processes (qwen35-client)" "$t0"
+vanish "16 clients" "16 client processes (qwen35-client)" $pids
 
 # one connection, 16 requests
 "$TC" --endpoint "$P35_EP" --prompt-ids "$T.long" -n 0 --requests 16 --timeout 120000 >"$T.tc" 2>&1 &
 pc=$!
 P35_CLIENTS="$P35_CLIENTS $pc"
 wait_for "$T.tc" "submitted 16" 30 || fail "test client: never submitted"
-wait_held 16 30 || fail "test client: not all held: $(status)"
-t0=$(now)
-kill -KILL $pc
-check "one connection with 16 requests" "$t0"
+vanish "test client" "one connection with 16 requests" $pc
 wait_for "$P35_RUN/coord.log" "client gone.*16 requests cancelled (14 queued, 2 running)" 5 ||
     fail "test client: no cancel of the 16 in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
 
 # qwen35-http with 16 streams
 if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
-    "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" >"$P35_RUN/http.log" 2>&1 &
-    H=$!
-    P35_CLIENTS="$P35_CLIENTS $H"
-    wait_for "$P35_RUN/http.log" "the coordinator answers" 20 || fail "qwen35-http did not come up"
-    PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1)
+    http_front http
     ids=$(tr '\n' ',' <"$T.long" | sed 's/,$//')
     printf '{"prompt":[%s],"max_tokens":4000,"ignore_eos":true,"stream":true}' "$ids" >"$T.body"
     cp=""
@@ -81,10 +82,9 @@ if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
         cp="$cp $!"
     done
     P35_CLIENTS="$P35_CLIENTS $cp"
-    wait_held 16 30 || fail "http: not all held: $(status)"
-    t0=$(now)
-    kill -KILL $H
-    check "HTTP front (qwen35-http), 16 SSE streams" "$t0"
+    vanish http "HTTP front (qwen35-http), 16 SSE streams" "$P35_PID_http"
+    wait "$P35_PID_http" 2>/dev/null || true
+    track http ""
     # shellcheck disable=SC2086
     kill -KILL $cp 2>/dev/null || true
 fi

@@ -30,7 +30,7 @@ serving() {
 
 probe() {   # probe CASE ENDPOINT
     if out=$("$BIN/qwen35-wireprobe" --endpoint "$2" --case "$1" --n-vocab 512 --timeout 5000); then
-        echo "ok   $out"
+        ok "$out"
     else
         fail "$out"
     fi

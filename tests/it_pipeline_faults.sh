@@ -104,21 +104,22 @@ left() {
     echo "$1: $_n stages left on SIGTERM; the longest pause a stream saw: ${_p:-?} s"
 }
 
-start4 term
-mid_decode term
-L0=$(wc -l <"$P35_RUN/coord.log")
-t0=$(now)
-p35_kill s0 TERM
-stage s0 0:4
+# term_s0 NAME: 4 streams NAME, stage 0 SIGTERMed mid-decode and started
+# again; L0: the coordinator's log lines before, t0: when
+term_s0() {
+    start4 "$1"
+    mid_decode "$1"
+    L0=$(wc -l <"$P35_RUN/coord.log")
+    t0=$(now)
+    p35_kill s0 TERM
+    stage s0 0:4
+}
+
+term_s0 term
 check4 term "$t0"
 left term 1
 
-start4 rolling
-mid_decode rolling
-L0=$(wc -l <"$P35_RUN/coord.log")
-t0=$(now)
-p35_kill s0 TERM
-stage s0 0:4
+term_s0 rolling
 p35_wait_ready 30
 for i in 1 2 3 4; do wait_ids "$T.rolling$i" 16 30 || true; done
 p35_kill s1 TERM
@@ -126,18 +127,25 @@ stage s1 4:8
 check4 rolling "$t0" 2
 left rolling 2
 
+# kill_mid OUT TIMEOUT_MS VICTIM LABEL: a stream of the 64 prompt ids (json
+# to OUT), VICTIM SIGKILLed once it streams; the client's exit status in
+# rc, the seconds from the kill to its end in dt
+kill_mid() {
+    p35_bg_client "$1" --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout "$2"
+    pid=$P35_LAST
+    wait_for "$1" '"event":"piece"' 20 || fail "$4: stream never started"
+    t0=$(now)
+    p35_kill "$3" KILL
+    rc=0
+    wait "$pid" || rc=$?
+    dt=$(since "$t0")
+}
+
 # not back in time: the requests end with an error naming the last token
 p35_kill coord TERM
 p35_coord "$M" s0 s1 -- --max-seqs 8 --max-ctx 1024 --step-timeout-ms 3000 --replay-wait-ms 2000
 p35_wait_ready 30
-p35_bg_client "$T.gone" --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout 30000
-pid=$P35_LAST
-wait_for "$T.gone" '"event":"piece"' 20 || fail "gone: stream never started"
-t0=$(now)
-p35_kill s1 KILL
-rc=0
-wait "$pid" || rc=$?
-dt=$(since "$t0")
+kill_mid "$T.gone" 30000 s1 gone
 [ $rc -ne 0 ] || fail "gone: client exit 0 without its stage"
 grep -q '"code":"UNAVAILABLE".*tokens were delivered (the last at index' "$T.gone" ||
     fail "gone: no UNAVAILABLE error naming the last token ($(tail -n 1 "$T.gone"))"
@@ -163,14 +171,7 @@ R0=$(rebuilds)   # a new log: resumes are not rebuilds
 check4 coord-kill "$t0" 0
 
 # killed and not back: the client ends with UNAVAILABLE after its timeout
-p35_bg_client "$T.coord" --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout 3000
-pid=$P35_LAST
-wait_for "$T.coord" '"event":"piece"' 20 || fail "coordinator kill: stream never started"
-t0=$(now)
-p35_kill coord KILL
-rc=0
-wait "$pid" || rc=$?
-dt=$(since "$t0")
+kill_mid "$T.coord" 3000 coord "coordinator kill"
 grep -q '"code":"UNAVAILABLE".*not resumed within 3000 ms' "$T.coord" ||
     fail "coordinator gone: no UNAVAILABLE error event ($(tail -n 1 "$T.coord"))"
 [ $rc -ne 0 ] || fail "coordinator gone: client exit 0"

@@ -29,7 +29,7 @@ expect() {
     elif ! grep -q -- "$_pat" "$P35_RUN/x.log"; then
         fail "$_name: exit $_rc but the log does not say '$_pat': $(tail -n 1 "$P35_RUN/x.log")"
     else
-        echo "ok   $_name: exit $_rc: $(grep -- "$_pat" "$P35_RUN/x.log" | head -n 1 | cut -c1-200)"
+        ok "$_name: exit $_rc: $(grep -- "$_pat" "$P35_RUN/x.log" | head -n 1 | cut -c1-200)"
     fi
 }
 

@@ -26,7 +26,6 @@ args() {
     4) echo "--prompt-ids $T.p5 --temp 1.0 --seed 11 --repeat-penalty 1.1" ;;
     esac
 }
-now() { date +%s.%N; }
 since() { echo "$(now) $1" | awk '{ printf "%.1f", $1 - $2 }'; }
 nids() { wc -w <"$1" 2>/dev/null || echo 0; }
 wait_ids() {   # wait_ids FILE N SECONDS: until FILE holds N ids
