@@ -95,10 +95,10 @@ fi
 # load line reports the weights and slot state the plan printed; the same
 # with --half-layers (a stage may end after a layer's mixer: 3 stages of
 # the 8 layers balance on a half-layer)
-port=$((20000 + $$ % 20000))
 planned() {   # K [more qwen35-info options]: plan, write, start, check
     k=$1
     shift
+    port=$(free_ports $((k + 1)) | cut -d' ' -f1)   # the coordinator's, then one a stage
     rm -rf "$T/cfg"
     "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan "$k" --max-seqs 3 --max-ctx 512 --device-mem 1G \
         --backend cpu --port $port --write-configs "$T/cfg" "$@" > "$T/w.txt" 2> "$T/err" || fail "--write-configs: $(cat "$T/err")"
@@ -111,9 +111,12 @@ planned() {   # K [more qwen35-info options]: plan, write, start, check
     [ -s "$T/cfg/coordinator.conf" ] || fail "--write-configs $*: coordinator.conf missing"
     "$BIN/qwen35-coordinator" --config "$T/cfg/coordinator.conf" > "$T/c.log" 2>&1 &
     pids="$pids $!"
+    # up: the last stage (ending at layer 8) and every other one
     up=0
     for _ in $(seq 1 150); do
-        if "$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" --status 2>/dev/null | grep -q "^$((k - 1)) .* [0-9.]*:8 .*yes"; then up=1; break; fi
+        st=$("$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" --status 2>/dev/null) || st=""
+        if printf '%s\n' "$st" | grep -q "^$((k - 1)) .* [0-9.]*:8 .*yes" &&
+           [ "$(printf '%s\n' "$st" | grep -Ec '^[0-9]+ .* yes ')" = "$k" ]; then up=1; break; fi
         sleep 0.2
     done
     [ $up = 1 ] || fail "planned pipeline ($k $*) not up: $(cat "$T"/s*.log "$T/c.log")"
@@ -130,7 +133,6 @@ planned() {   # K [more qwen35-info options]: plan, write, start, check
     grep -q "WARN: INSECURE" "$T/c.log" || fail "planned pipeline ($k $*): insecure = yes without its WARN line"
     for p in $pids; do kill "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
-    port=$((port + 10))
 }
 planned 2
 planned 3 --half-layers

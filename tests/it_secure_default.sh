@@ -133,7 +133,8 @@ ok "plaintext tcp:// without CURVE: stage and coordinator exit 78 naming the lin
 
 # --- the control: what the rogue does to a plaintext TCP stage (insecure = yes)
 # (the installed configs were this before: tcp://127.0.0.1:5701, no CURVE)
-PORT=$((20000 + $$ % 20000))
+set -- $(free_ports 3)   # the tcp stage here, then the two CURVE stages below
+PORT=$1
 P35_STAGE_EP_t0=tcp://127.0.0.1:$PORT      # p35_stage adds --insecure for tcp://
 p35_stage t0 "$M" 0:8 --threads 1 --max-seqs 2 --max-ctx 256
 wait_for "$P35_RUN/t0.log" "serving" 30 || fail "the tcp stage did not start: $(tail -n 2 "$P35_RUN/t0.log")"
@@ -158,7 +159,7 @@ K=$P35_RUN/keys
 mkdir "$K"
 for n in c0 c1 coord rogue impostor; do "$BIN/qwen35-keygen" "$K/$n" >/dev/null; done
 cat "$K/coord.pub" >"$K/clients"
-P0=$((PORT + 1)) P1=$((PORT + 2))
+P0=$2 P1=$3
 P35_STAGE_EP_c0=tcp://127.0.0.1:$P0 P35_STAGE_EP_c1=tcp://127.0.0.1:$P1
 cstage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 1024 \
                --curve-secret-key "$K/$1.key" --curve-clients "$K/clients"; }

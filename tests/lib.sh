@@ -7,6 +7,7 @@
 #   pipe2 SEQS CTX [coord opts] 2 stages of the tiny model + a coordinator, ready
 #   http_front NAME [opts]      qwen35-http on the coordinator: $PORT, $U
 #   wait_for FILE PATTERN S     until FILE has a line matching PATTERN
+#   free_ports N                N consecutive free TCP ports
 #   fail "message"              FAIL: it_x: message (stderr), exit 1
 #   ok "message"                ok   it_x: message
 #   skip "what is missing"      skip: it_x: ..., exit 77 (tests/run.sh: skipped)
@@ -164,6 +165,25 @@ under_systemd() {
     LAST=$!
     track "$_l_n" "$LAST"
     wait_for "$T/$_l_n.log" '^[0-9.]* READY=1$' 30 || fail "$_l_n: no READY=1 within $(p35_scale 30) s"
+}
+
+# free_ports N: N consecutive TCP ports no socket of this machine uses
+# now (/proc/net/tcp, tcp6), the first from 20000 + pid % 20000 on, so
+# that scripts run side by side (other worktrees' too) pick apart.
+free_ports() {
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v n="$1" -v start=$((20000 + $$ % 20000)) '
+        function hex(s,   v, i) { v = 0; s = toupper(s)
+            for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789ABCDEF", substr(s, i, 1)) - 1
+            return v }
+        $2 ~ /:/ { k = split($2, a, ":"); used[hex(a[k])] = 1 }
+        END {
+            for (t = 0; t < 40000; t++) {
+                p = 20000 + (start - 20000 + t) % 40000
+                if (p + n > 60000) continue
+                for (i = 0; i < n && !((p + i) in used); i++) ;
+                if (i == n) { for (i = 0; i < n; i++) printf "%s%d", i ? " " : "", p + i; print ""; exit }
+            }
+            exit 1 }'
 }
 
 # npm_clients: the node test clients of tests/http (npm-setup.sh) in $NPM
