@@ -25,7 +25,8 @@
 #         name_LIBS := ...  (see tools/tools.mk)
 #         tests/test_*.c -> one cmocka program each, linked with both libs
 #                           and tests/support.c (the helpers they share).
-#         tests/it_*.sh  -> integration scripts, run after the programs.
+#         tests/it_*.sh  -> integration scripts, run after the programs
+#                           (tests/lib.sh: their shared set-up and verdicts).
 
 CC      ?= cc
 # The engine's folders (each README.md says what it holds): base/ (errors,
@@ -176,6 +177,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT) $(LIBNET) $(LIBMODEL) $
 # make test: the plain build runs everything, a short fuzz run, then the
 # sanitized build runs the unit programs (the integration scripts spawn
 # processes and time them). The last line is the sanitized summary.
+# A program or script that cannot run here (no GPU, no root, no toolkit)
+# exits 77: tests/run.sh counts it as skipped, and only failures fail.
 # A representative part of the integration scripts runs again on a loaded
 # machine (tests/loaded.sh: a CPU burner, time limits scaled): the
 # coordinator's faults and restarts, vanished clients (about 4.5 minutes);

@@ -17,17 +17,14 @@
 # was killed is counted as killed, not lost. Exits 1 unless every other
 # request completed identical. bash for $EPOCHREALTIME and $RANDOM.
 set -u
-P35_ME=chaos
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
+. "$(dirname "$0")/lib.sh"
 DUR=${1:-240}
 NF=${2:-40}
 NC=16
 RANDOM=${CHAOS_SEED:-12345}
-p35_init
+setup
 T=$P35_RUN/t
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
+ids64 "$T.p64"
 for n in 5 20 40; do head -n $n "$T.p64" >"$T.p$n"; done
 cat "$T.p64" "$T.p64" >"$T.p128"
 cat "$T.p128" "$T.p128" >"$T.p256"
@@ -54,7 +51,7 @@ http() {
         >>"$P35_RUN/http.log" 2>&1 &
     P35_PID_http=$!
     case " $P35_NAMES " in *" http "*) ;; *) P35_NAMES="$P35_NAMES http" ;; esac
-    p35_wait_file "$P35_RUN/http.log" "serving http://127.0.0.1:" 30 || p35_die "qwen35-http did not come up"
+    wait_for "$P35_RUN/http.log" "serving http://127.0.0.1:" 30 || fail "qwen35-http did not come up"
     sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1 >"$T.port"
 }
 for k in 0 1 2 3; do stage $k; done
@@ -81,7 +78,7 @@ sse() {   # sse I OUT: client I's SSE stream through qwen35-http
 for i in $(seq $((NC + 1)) $((NC + NH))); do
     sse $i "$T.ref$i"
     grep -q '^data: \[DONE\]' "$T.ref$i" && ! grep -q '"error"' "$T.ref$i" ||
-        p35_die "reference SSE run $i failed: $(tail -c 300 "$T.ref$i")"
+        fail "reference SSE run $i failed: $(tail -c 300 "$T.ref$i")"
     sse_ids "$T.ref$i" >"$T.refids$i"
 done
 
@@ -97,7 +94,7 @@ for i in $(seq 1 $NC); do
     fi
 done
 for i in $(seq 1 $NC); do
-    grep -q '"event":"final"' "$T.ref$i" || p35_die "reference run $i failed: $(tail -n 1 "$T.ref$i")"
+    grep -q '"event":"final"' "$T.ref$i" || fail "reference run $i failed: $(tail -n 1 "$T.ref$i")"
     ids_of "$T.ref$i" >"$T.refids$i"
 done
 echo "chaos: $NC + $NH (SSE) references, $NF faults over $DUR s"
@@ -222,6 +219,6 @@ grep '^changed\|^dup' "$T.all" | head -n 3 | sed 's/^/  /'
 echo "longest pause a client saw: $pause s"
 st=$(p35_client --status --json --timeout 10000 2>/dev/null) || st=""
 [ "$(p35_field "$st" active)" = 0 ] && [ "$(p35_field "$st" queued)" = 0 ] ||
-    p35_fail "requests still held after every client ended: $(printf '%s' "$st" | grep -o '"active":[0-9]*,"queued":[0-9]*')"
-[ "$total" -gt 0 ] && [ "$((ok + kl))" -eq "$total" ] || p35_fail "$((total - ok - kl)) of $total requests not identical"
-p35_result "ok"
+    fail "requests still held after every client ended: $(printf '%s' "$st" | grep -o '"active":[0-9]*,"queued":[0-9]*')"
+[ "$total" -gt 0 ] && [ "$((ok + kl))" -eq "$total" ] || fail "$((total - ok - kl)) of $total requests not identical"
+ok "every request not hit by its own kill completed identical"

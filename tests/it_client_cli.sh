@@ -3,18 +3,17 @@
 # option; an absent coordinator is a clear error (exit 1) within the
 # connect timeout, never a hang; bad --prompt-ids files are named.
 set -u
-B=${QWEN35_BUILD:-build}/bin/qwen35-client
-D=$(mktemp -d /tmp/q35-cli-XXXXXX)
-trap 'rm -rf "$D"' EXIT
-fails=0
+. "$(dirname "$0")/lib.sh"
+setup
+B=$BIN/qwen35-client
+D=$T
 expect() {   # expect RC PATTERN -- ARGS…
     want=$1 pat=$2
     shift 3
     "$B" "$@" >"$D/out" 2>"$D/err" </dev/null
     rc=$?
     if [ $rc -ne "$want" ] || ! grep -q -- "$pat" "$D/err"; then
-        echo "FAIL: qwen35-client $*: exit $rc (want $want), stderr: $(cat "$D/err")" >&2
-        fails=$((fails + 1))
+        fail "qwen35-client $*: exit $rc (want $want), stderr: $(cat "$D/err")"
     fi
 }
 EP="ipc://$D/nobody.sock"
@@ -40,7 +39,6 @@ t0=$(date +%s%N)
 expect 1 "no connection within 400 ms" -- --endpoint "$EP" --connect-timeout 400 hello
 expect 1 "no connection within 400 ms" -- --endpoint "$EP" --connect-timeout 400 --status
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-[ $ms -lt 4000 ] || { echo "FAIL: two absent-coordinator calls took $ms ms" >&2; fails=$((fails + 1)); }
-"$B" --help | grep -q -- "--prompt-ids" || { echo "FAIL: --help" >&2; fails=$((fails + 1)); }
-[ $fails -eq 0 ] || exit 1
-echo "it_client_cli: ok (absent coordinator: 2 calls in $ms ms)"
+[ $ms -lt 4000 ] || fail "two absent-coordinator calls took $ms ms"
+"$B" --help | grep -q -- "--prompt-ids" || fail "--help"
+ok "usage errors, bad id files, absent coordinator: 2 calls in $ms ms"

@@ -12,39 +12,11 @@
 #   timeout (3 s) and its requests cancelled the same way
 # Figures printed: time from the signal to free slots (status polled).
 set -eu
-P35_ME=it_client_gone
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
-TC="$BIN/qwen35-test-client"
-[ -x "$TC" ] || p35_die "$TC missing"
-GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
+. "$(dirname "$0")/lib.sh"
+setup qwen35-test-client
 T=$P35_RUN/t
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
-i=0
-while [ $i -lt 48 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.long"   # 3072 ids
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 4096 --max-queue 16
-p35_wait_ready 60
-
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
-status() { p35_client --status --json --timeout 5000 2>/dev/null || echo '{}'; }
-# held: requests the coordinator holds (active + queued); wait_held N SECONDS
-held() {
-    _s=$(status)
-    echo $(( $(p35_field "$_s" active || echo 0) + $(p35_field "$_s" queued || echo 0) ))
-}
-wait_held() {
-    _end=$(( $(date +%s) + $2 ))
-    while [ "$(held)" -ne "$1" ]; do
-        [ "$(date +%s)" -ge "$_end" ] && return 1
-        sleep 0.05
-    done
-}
+ids64 "$T.long" 48   # 3072 ids
+pipe2 2 4096 --max-seqs 2 --max-ctx 4096 --max-queue 16
 
 # case SIGNAL: 6 requests of one client, the signal, the cancel
 gone_case() {
@@ -52,26 +24,26 @@ gone_case() {
     "$TC" --endpoint "$P35_EP" --prompt-ids "$T.long" -n 0 --requests 6 --timeout 60000 \
         >"$T.$sig.out" 2>&1 &
     pc=$!
-    p35_wait_file "$T.$sig.out" "submitted 6" 30 || p35_fail "$sig: the client never submitted"
-    wait_held 6 30 || p35_fail "$sig: the coordinator does not hold the 6 requests: $(status)"
+    wait_for "$T.$sig.out" "submitted 6" 30 || fail "$sig: the client never submitted"
+    wait_held 6 30 || fail "$sig: the coordinator does not hold the 6 requests: $(status)"
     s=$(status)
     echo "$sig: before: $(p35_field "$s" active) active, $(p35_field "$s" queued) queued, $(p35_field "$s" slots_used) slots used"
     n0=$(grep -c "client gone" "$P35_RUN/coord.log" || true)
     t0=$(now)
     kill -"$sig" $pc
-    wait_held 0 30 || p35_fail "$sig: requests still held 30 s after the client went: $(status)"
+    wait_held 0 30 || fail "$sig: requests still held 30 s after the client went: $(status)"
     dt=$(since "$t0")
     s=$(status)
-    [ "$(p35_field "$s" slots_used)" = 0 ] || p35_fail "$sig: slots still used: $s"
-    p35_wait_file "$P35_RUN/coord.log" "client gone.*6 requests cancelled (4 queued, 2 running)" 5 ||
-        p35_fail "$sig: no cancel of the 6 requests in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
-    [ "$(grep -c "client gone" "$P35_RUN/coord.log")" -gt "$n0" ] || p35_fail "$sig: nothing logged"
+    [ "$(p35_field "$s" slots_used)" = 0 ] || fail "$sig: slots still used: $s"
+    wait_for "$P35_RUN/coord.log" "client gone.*6 requests cancelled (4 queued, 2 running)" 5 ||
+        fail "$sig: no cancel of the 6 requests in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
+    [ "$(grep -c "client gone" "$P35_RUN/coord.log")" -gt "$n0" ] || fail "$sig: nothing logged"
     echo "$sig: 6 requests (2 running, 4 queued) cancelled, slots free ${dt} s after the signal: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1 | sed 's/.*INFO: //')"
     # another client is served at once, exactly
     t1=$(now)
     got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 30000) ||
-        p35_fail "$sig: the next client's request failed"
-    [ "$got" = "$GOLD" ] || p35_fail "$sig: next client: greedy [$got] != golden [$GOLD]"
+        fail "$sig: the next client's request failed"
+    [ "$got" = "$GOLD" ] || fail "$sig: next client: greedy [$got] != golden [$GOLD]"
     echo "$sig: the next client's 16 tokens in $(since "$t1") s, golden"
     kill -KILL $pc 2>/dev/null || true
     wait $pc 2>/dev/null || true
@@ -79,4 +51,4 @@ gone_case() {
 
 gone_case KILL
 gone_case STOP
-p35_result "a client that goes has every request cancelled, queued ones included"
+ok "a client that goes has every request cancelled, queued ones included"

@@ -10,40 +10,13 @@
 # - qwen35-http with 16 SSE streams (its connections to the coordinator)
 # Figures: time from the SIGKILL to nothing held, the legit request's time.
 set -eu
-P35_ME=it_clients_vanish
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
-TC="$BIN/qwen35-test-client"
-[ -x "$TC" ] || p35_die "$TC missing"
-GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
+. "$(dirname "$0")/lib.sh"
+setup qwen35-test-client
 T=$P35_RUN/t
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
-i=0
-while [ $i -lt 48 ]; do cat "$T.p64"; i=$((i + 1)); done >"$T.long"   # 3072 ids
-CANCEL_S=$(p35_scale 1.5)   # from the signal to nothing held (status polls included)
+ids64 "$T.long" 48   # 3072 ids
+CANCEL_S=1.5   # from the signal to nothing held (status polls included; scaled by wait_held)
 LEGIT_S=$(p35_scale 4)      # the legit request's 16 tokens, after the signal
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 4096
-p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 4096 --max-queue 64
-p35_wait_ready 60
-
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
-status() { p35_client --status --json --timeout 5000 2>/dev/null || echo '{}'; }
-held() {
-    _s=$(status)
-    echo $(( $(p35_field "$_s" active || echo 0) + $(p35_field "$_s" queued || echo 0) ))
-}
-wait_held() {   # wait_held N SECONDS
-    _end=$(awk -v a="$(now)" -v s="$2" 'BEGIN { printf "%.2f", a + s }')
-    while [ "$(held)" -ne "$1" ]; do
-        awk -v a="$(now)" -v e="$_end" 'BEGIN { exit !(a >= e) }' && return 1
-        sleep 0.05
-    done
-}
+pipe2 2 4096 --max-seqs 2 --max-ctx 4096 --max-queue 64
 
 # check NAME T0: nothing held within CANCEL_S of T0, slots free, and a
 # legit request served within LEGIT_S, golden
@@ -51,19 +24,30 @@ check() {
     if wait_held 0 "$CANCEL_S"; then
         echo "$1: every request cancelled $(since "$2") s after the SIGKILL"
     else
-        p35_fail "$1: requests still held $CANCEL_S s after the SIGKILL: $(status | grep -o "\"active\":[0-9]*,\"queued\":[0-9]*")"
+        fail "$1: requests still held $(p35_scale $CANCEL_S) s after the SIGKILL: $(status | grep -o "\"active\":[0-9]*,\"queued\":[0-9]*")"
     fi
     t1=$(now)
     got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 60000) ||
-        p35_fail "$1: the legit request failed"
+        fail "$1: the legit request failed"
     dt=$(since "$t1")
-    [ "$got" = "$GOLD" ] || p35_fail "$1: legit request: greedy [$got] != golden [$GOLD]"
+    [ "$got" = "$GOLD" ] || fail "$1: legit request: greedy [$got] != golden [$GOLD]"
     awk -v d="$dt" -v l="$LEGIT_S" 'BEGIN { exit !(d <= l) }' ||
-        p35_fail "$1: the legit request took $dt s (at most $LEGIT_S)"
+        fail "$1: the legit request took $dt s (at most $LEGIT_S)"
     echo "$1: the legit request's 16 tokens in $dt s, golden"
-    wait_held 0 "$(p35_scale 10)" || p35_fail "$1: still held: $(status)"
+    wait_held 0 10 || fail "$1: still held: $(status)"
     st=$(status)
-    [ "$(p35_field "$st" slots_used)" = 0 ] || p35_fail "$1: slots still used: $st"
+    [ "$(p35_field "$st" slots_used)" = 0 ] || fail "$1: slots still used: $st"
+}
+
+# vanish LABEL NAME PID...: once the coordinator holds the 16 requests,
+# the PIDs are SIGKILLed; then check NAME
+vanish() {
+    _lab=$1 _name=$2
+    shift 2
+    wait_held 16 30 || fail "$_lab: not all held: $(status)"
+    t0=$(now)
+    kill -KILL "$@"
+    check "$_name" "$t0"
 }
 
 # 16 processes, one request each
@@ -74,31 +58,21 @@ for i in $(seq 1 16); do
     pids="$pids $!"
 done
 P35_CLIENTS="$P35_CLIENTS $pids"
-wait_held 16 "$(p35_scale 30)" || p35_fail "16 clients: not all held: $(status)"
-t0=$(now)
 # shellcheck disable=SC2086
-kill -KILL $pids
-check "16 client processes (qwen35-client)" "$t0"
+vanish "16 clients" "16 client processes (qwen35-client)" $pids
 
 # one connection, 16 requests
 "$TC" --endpoint "$P35_EP" --prompt-ids "$T.long" -n 0 --requests 16 --timeout 120000 >"$T.tc" 2>&1 &
 pc=$!
 P35_CLIENTS="$P35_CLIENTS $pc"
-p35_wait_file "$T.tc" "submitted 16" 30 || p35_fail "test client: never submitted"
-wait_held 16 "$(p35_scale 30)" || p35_fail "test client: not all held: $(status)"
-t0=$(now)
-kill -KILL $pc
-check "one connection with 16 requests" "$t0"
-p35_wait_file "$P35_RUN/coord.log" "client gone.*16 requests cancelled (14 queued, 2 running)" 5 ||
-    p35_fail "test client: no cancel of the 16 in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
+wait_for "$T.tc" "submitted 16" 30 || fail "test client: never submitted"
+vanish "test client" "one connection with 16 requests" $pc
+wait_for "$P35_RUN/coord.log" "client gone.*16 requests cancelled (14 queued, 2 running)" 5 ||
+    fail "test client: no cancel of the 16 in the log: $(grep 'client gone' "$P35_RUN/coord.log" | tail -n 1)"
 
 # qwen35-http with 16 streams
 if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
-    "$BIN/qwen35-http" --listen 127.0.0.1:0 --coordinator "$P35_EP" >"$P35_RUN/http.log" 2>&1 &
-    H=$!
-    P35_CLIENTS="$P35_CLIENTS $H"
-    p35_wait_file "$P35_RUN/http.log" "the coordinator answers" 20 || p35_die "qwen35-http did not come up"
-    PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1)
+    http_front http
     ids=$(tr '\n' ',' <"$T.long" | sed 's/,$//')
     printf '{"prompt":[%s],"max_tokens":4000,"ignore_eos":true,"stream":true}' "$ids" >"$T.body"
     cp=""
@@ -108,11 +82,10 @@ if [ -x "$BIN/qwen35-http" ] && command -v curl >/dev/null; then
         cp="$cp $!"
     done
     P35_CLIENTS="$P35_CLIENTS $cp"
-    wait_held 16 "$(p35_scale 30)" || p35_fail "http: not all held: $(status)"
-    t0=$(now)
-    kill -KILL $H
-    check "HTTP front (qwen35-http), 16 SSE streams" "$t0"
+    vanish http "HTTP front (qwen35-http), 16 SSE streams" "$P35_PID_http"
+    wait "$P35_PID_http" 2>/dev/null || true
+    track http ""
     # shellcheck disable=SC2086
     kill -KILL $cp 2>/dev/null || true
 fi
-p35_result "vanished clients' requests are cancelled at once"
+ok "vanished clients' requests are cancelled at once"

@@ -14,12 +14,8 @@
 # - a second coordinator while the owner is alive is still refused and
 #   exits naming the owner (it_pipeline_owner checks the details)
 set -eu
-P35_ME=it_coord_lease_restart
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
-GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
+. "$(dirname "$0")/lib.sh"
+setup
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 512
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 512
 p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 512
@@ -31,8 +27,8 @@ p35_wait_ready 30
     --max-seqs 4 --max-ctx 512 >"$P35_RUN/c.log" 2>&1 &
 C=$!
 P35_CLIENTS="$P35_CLIENTS $C"
-p35_wait_file "$P35_RUN/c.log" "owned by coordinator pid" 20 ||
-    p35_fail "the second coordinator was not refused: $(tail -n 2 "$P35_RUN/c.log")"
+wait_for "$P35_RUN/c.log" "owned by coordinator pid" 20 ||
+    fail "the second coordinator was not refused: $(tail -n 2 "$P35_RUN/c.log")"
 kill -STOP $C
 
 # restart_case NAME: SIGKILL the coordinator, start it again at once, and
@@ -47,17 +43,17 @@ restart_case() {
     until p35_client --status --json --timeout 2000 2>/dev/null | grep -q '"up":true' &&
           ! p35_client --status --json --timeout 2000 2>/dev/null | grep -q '"up":false'; do
         if ! kill -0 "$P35_PID_coord" 2>/dev/null; then
-            p35_fail "$1: the restarted coordinator exited: $(grep ERROR "$P35_RUN/coord.log" | tail -n 1)"
+            fail "$1: the restarted coordinator exited: $(grep ERROR "$P35_RUN/coord.log" | tail -n 1)"
             return
         fi
-        [ "$(date +%s)" -lt $end ] || { p35_fail "$1: not serving after $(p35_scale 40) s"; return; }
+        [ "$(date +%s)" -lt $end ] || { fail "$1: not serving after $(p35_scale 40) s"; return; }
         sleep 0.2
     done
     dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout "$(p35_scale 30000)") ||
-        p35_fail "$1: the restarted coordinator's request failed"
-    [ "$got" = "$GOLD" ] || p35_fail "$1: greedy [$got] != golden [$GOLD]"
-    kill -0 "$P35_PID_coord" 2>/dev/null || p35_fail "$1: the restarted coordinator exited"
+        fail "$1: the restarted coordinator's request failed"
+    [ "$got" = "$GOLD" ] || fail "$1: greedy [$got] != golden [$GOLD]"
+    kill -0 "$P35_PID_coord" 2>/dev/null || fail "$1: the restarted coordinator exited"
     how=$(grep -h "pid $old .*disconnected: its lease ended\|lease handed to .*pid $old\|pid $old.*no longer runs\|waiting for the lease of coordinator pid $old" \
         "$P35_RUN/s0.log" "$P35_RUN/coord.log" | sed 's/^[^:]*: [A-Z]*: //' | tr '\n' ';' | cut -c1-400)
     echo "$1: old owner pid $old SIGKILLed, the new coordinator serves ${dt} s later (golden): $how"
@@ -74,8 +70,8 @@ rc=0
 timeout "$(p35_scale 60)" "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/d.sock" \
     --stage "ipc://$P35_RUN/s0.sock 0:4" --stage "ipc://$P35_RUN/s1.sock 4:8" \
     --max-seqs 4 --max-ctx 512 >"$P35_RUN/d.log" 2>&1 || rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || p35_fail "a second coordinator beside a live owner: exit $rc"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a second coordinator beside a live owner: exit $rc"
 grep -q "owned by coordinator pid $P35_PID_coord" "$P35_RUN/d.log" ||
-    p35_fail "live owner: not named: $(tail -n 1 "$P35_RUN/d.log")"
+    fail "live owner: not named: $(tail -n 1 "$P35_RUN/d.log")"
 echo "live owner: a second coordinator exits $rc: $(grep -o 'owned by [^;]*' "$P35_RUN/d.log" | head -n 1)"
-p35_result "a coordinator restarted within its stages' lease serves"
+ok "a coordinator restarted within its stages' lease serves"

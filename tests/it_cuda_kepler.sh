@@ -23,12 +23,8 @@
 # violation (and skip the guarded and commented ones): a check that cannot
 # fail fails the test.
 set -u
-cd "$(dirname "$0")/.." || exit 1
-BUILD=${QWEN35_BUILD:-build}
-T=$(mktemp -d /tmp/q35-it-kepler-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "it_cuda_kepler: FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+setup
 
 # rule name <TAB> extended regex (matched on code with comments removed)
 cat > "$T/rules" <<'EOF'
@@ -128,20 +124,20 @@ EOF
 scan "$T/planted.cu" > "$T/planted.hits"
 awk -F': ' '{ split($1, p, ":"); print p[2], $2 }' "$T/planted.hits" | sort -u -k1,1n > "$T/planted.got"
 if ! cmp -s "$T/planted.want" "$T/planted.got"; then
-    bad "the source scan does not report exactly the planted violations (line rule; - wanted, + got):"
+    fail "the source scan does not report exactly the planted violations (line rule; - wanted, + got):"
     diff "$T/planted.want" "$T/planted.got" | sed -n 's/^</  -/p; s/^>/  +/p'
 fi
 printf '__global__ void k_ok(const float *x, float *y) { y[0] = __half2float(__ushort_as_half(1)) + x[0]; }\n' > "$T/clean.cu"
-[ -z "$(scan "$T/clean.cu")" ] || bad "the source scan flags fp16 storage/conversion: $(scan "$T/clean.cu")"
+[ -z "$(scan "$T/clean.cu")" ] || fail "the source scan flags fp16 storage/conversion: $(scan "$T/clean.cu")"
 
 # --- 1b. cuda/ ------------------------------------------------------------------
 SRCS=$(ls cuda/*.cu cuda/*.cuh 2>/dev/null)
-if [ -z "$SRCS" ]; then bad "no cuda/*.cu sources found"
+if [ -z "$SRCS" ]; then fail "no cuda/*.cu sources found"
 else
     # shellcheck disable=SC2086
     scan $SRCS > "$T/hits"
     if [ -s "$T/hits" ]; then
-        bad "Kepler rules broken in cuda/ (guard newer-GPU paths with #if __CUDA_ARCH__ >= N):"
+        fail "Kepler rules broken in cuda/ (guard newer-GPU paths with #if __CUDA_ARCH__ >= N):"
         sed 's/^/  /' "$T/hits"
     else
         echo "it_cuda_kepler: source scan: $(echo $SRCS | wc -w) files, $(cat $SRCS | wc -l) lines, no Kepler rule broken"
@@ -182,7 +178,7 @@ api_check() {    # api_check SYMBOL_FILE: names not on the allowlist
 }
 printf 'cudaMalloc\ncudaMemcpyAsync_ptsz\ncudaGetDeviceProperties_v2\ncudaMallocAsync\ncudaLaunchKernelEx\n' > "$T/planted.syms"
 [ "$(api_check "$T/planted.syms" | tr '\n' ' ')" = "cudaLaunchKernelEx cudaMallocAsync " ] ||
-    bad "the API allowlist check does not catch the planted cudaMallocAsync and cudaLaunchKernelEx: $(api_check "$T/planted.syms" | tr '\n' ' ')"
+    fail "the API allowlist check does not catch the planted cudaMallocAsync and cudaLaunchKernelEx: $(api_check "$T/planted.syms" | tr '\n' ' ')"
 nlib=0
 seen=""
 for lib in "$BUILD/libqwen35cuda.a" build-k80/libqwen35cuda.a; do
@@ -191,14 +187,13 @@ for lib in "$BUILD/libqwen35cuda.a" build-k80/libqwen35cuda.a; do
     seen="$seen $(realpath "$lib")"
     nlib=$((nlib + 1))
     nm "$lib" 2>/dev/null | awk '$1 == "U" && $2 ~ /^cuda[A-Z]/ { print $2 }' | sort -u > "$T/syms"
-    [ -s "$T/syms" ] || { bad "$lib: no cuda* runtime calls found with nm (is it the CUDA archive?)"; continue; }
+    [ -s "$T/syms" ] || { fail "$lib: no cuda* runtime calls found with nm (is it the CUDA archive?)"; continue; }
     extra=$(api_check "$T/syms" | tr '\n' ' ')
     if [ -n "$extra" ]; then
-        bad "$lib calls runtime API outside the CUDA 11.4 / compute 3.7 allowlist: $extra"
+        fail "$lib calls runtime API outside the CUDA 11.4 / compute 3.7 allowlist: $extra"
     else
         echo "it_cuda_kepler: $lib: $(wc -l < "$T/syms") runtime API functions, all on the 11.4 allowlist"
     fi
 done
-[ "$nlib" = 0 ] && echo "it_cuda_kepler: skip: API check (no CUDA archive in $BUILD or build-k80: nvcc not found or CUDA=0)"
-[ "$fail" = 0 ] && echo "it_cuda_kepler: ok"
-exit "$fail"
+[ "$nlib" = 0 ] && echo "it_cuda_kepler: API check not run (no CUDA archive in $BUILD or build-k80: nvcc not found or CUDA=0)"
+ok "source scan and runtime API allowlist"

@@ -11,16 +11,12 @@
 # - a coordinator with a wrong stage-key, and one without CURVE: no link
 #   comes up and --status says why.
 set -eu
-P35_ME=it_curve
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup
 K=$P35_RUN/keys
 mkdir "$K"
 for n in s0 s1 s1b coord intruder; do "$BIN/qwen35-keygen" "$K/$n" > /dev/null; done
 { echo "# coordinators allowed in"; cat "$K/coord.pub"; } > "$K/clients"
-GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
 
 # stage NAME A:B [CLIENTS-FILE]
 stage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 256 \
@@ -42,9 +38,9 @@ status_problem() {
 p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s0.pub" --stage-key "$K/s1.pub"
 p35_wait_ready 30
 got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 20000) ||
-    p35_fail "request over CURVE failed"
-[ "$got" = "$GOLD" ] || p35_fail "over CURVE greedy [$got] != golden [$GOLD]"
-grep -qF "CURVE: public key $(cat "$K/s0.pub")" "$P35_RUN/s0.log" || p35_fail "s0 does not log its public key"
+    fail "request over CURVE failed"
+[ "$got" = "$GOLD" ] || fail "over CURVE greedy [$got] != golden [$GOLD]"
+grep -qF "CURVE: public key $(cat "$K/s0.pub")" "$P35_RUN/s0.log" || fail "s0 does not log its public key"
 echo "allowed coordinator: served, greedy exact"
 p35_kill coord TERM
 
@@ -57,14 +53,14 @@ p35_kill s1 KILL
 _end=$(( $(date +%s) + 20 ))   # until s1b serves as stage 1
 until p35_client --status --json --connect-timeout 300 --timeout 2000 2>/dev/null | sed 's/"spares":.*//' |
         grep -q "\"endpoint\":\"ipc://$P35_RUN/s1b.sock\",\"layers\":\[4,8\],\"up\":true"; do
-    [ "$(date +%s)" -ge "$_end" ] && { p35_fail "the CURVE spare did not take stage 1's place"; break; }
+    [ "$(date +%s)" -ge "$_end" ] && { fail "the CURVE spare did not take stage 1's place"; break; }
     sleep 0.2
 done
 got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 20000) ||
-    p35_fail "request on the promoted CURVE spare failed"
-[ "$got" = "$GOLD" ] || p35_fail "on the promoted CURVE spare greedy [$got] != golden [$GOLD]"
+    fail "request on the promoted CURVE spare failed"
+[ "$got" = "$GOLD" ] || fail "on the promoted CURVE spare greedy [$got] != golden [$GOLD]"
 grep -q "spare ipc://$P35_RUN/s1b.sock promoted in place of" "$P35_RUN/coord.log" ||
-    p35_fail "the CURVE spare was not promoted"
+    fail "the CURVE spare was not promoted"
 echo "spare over CURVE (spare-key): promoted when stage 1 was killed, greedy exact"
 p35_kill coord TERM
 stage s1 4:8
@@ -74,16 +70,16 @@ rc=0
     --stage "ipc://$P35_RUN/s1.sock 4:8" --spare "ipc://$P35_RUN/s1b.sock" --curve-secret-key "$K/coord.key" \
     --stage-key "$K/s0.pub" --stage-key "$K/s1.pub" 2>"$P35_RUN/nokey.err" || rc=$?
 [ $rc = 78 ] && grep -q "every spare needs its spare-key: 0 spare-key for 1 spares" "$P35_RUN/nokey.err" ||
-    p35_fail "a spare without spare-key: exit $rc, $(cat "$P35_RUN/nokey.err")"
+    fail "a spare without spare-key: exit $rc, $(cat "$P35_RUN/nokey.err")"
 
 # a coordinator key the stages do not list
 p35_coord "$M" s0 s1 -- --curve-secret-key "$K/intruder.key" --stage-key "$K/s0.pub" --stage-key "$K/s1.pub"
 status_problem 10 "CURVE handshake refused by the stage" ||
-    p35_fail "unlisted coordinator key: --status does not name the refusal"
+    fail "unlisted coordinator key: --status does not name the refusal"
 grep -qF "refused client key $(cat "$K/intruder.pub")" "$P35_RUN/s0.log" ||
-    p35_fail "s0 did not log the refused key"
+    fail "s0 did not log the refused key"
 n=$(grep -c "refused client key" "$P35_RUN/s0.log" || true)
-[ "$n" -eq 1 ] || p35_fail "s0 logged the refused key $n times (want once)"
+[ "$n" -eq 1 ] || fail "s0 logged the refused key $n times (want once)"
 echo "unlisted key: refused; $(grep -o 'stage 0 ([^)]*): CURVE[^"]*' "$P35_RUN/coord.log" | head -n 1)"
 # the stages restart listing that key: the same coordinator gets in
 { cat "$K/clients"; cat "$K/intruder.pub"; } > "$K/clients2"
@@ -93,7 +89,7 @@ stage s0 0:4 "$K/clients2"
 stage s1 4:8 "$K/clients2"
 p35_wait_ready 20
 got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 4 --ignore-eos --ids --timeout 20000) ||
-    p35_fail "request after the stages listed the key failed"
+    fail "request after the stages listed the key failed"
 echo "key listed after a restart of the stages: the coordinator reconnected by itself"
 p35_kill coord TERM
 p35_kill s0 TERM
@@ -104,19 +100,19 @@ stage s1 4:8
 # the stages' keys swapped: the coordinator cannot speak to either
 p35_coord "$M" s0 s1 -- --curve-secret-key "$K/coord.key" --stage-key "$K/s1.pub" --stage-key "$K/s0.pub"
 status_problem 10 "closed the connection during the CURVE handshake" ||
-    p35_fail "wrong stage-key: --status does not say so"
-p35_wait_file "$P35_RUN/s1.log" "stage-key is not this stage's public key" 5 ||
-    p35_fail "wrong stage-key: s1 does not log the failed handshake"
+    fail "wrong stage-key: --status does not say so"
+wait_for "$P35_RUN/s1.log" "stage-key is not this stage's public key" 5 ||
+    fail "wrong stage-key: s1 does not log the failed handshake"
 echo "wrong stage-key: not connected, --status says why"
 p35_kill coord TERM
 
 # no CURVE at all
 p35_coord "$M" s0 s1
 status_problem 10 "the stage requires CURVE: set curve-secret-key" ||
-    p35_fail "plaintext coordinator: --status does not say why"
+    fail "plaintext coordinator: --status does not say why"
 # (the stage logs the mechanism mismatch only when it reads the greeting
 # before the coordinator hangs up: a race, so not checked here)
 n=$(grep -c "does not use CURVE" "$P35_RUN/s0.log" || true)
-[ "$n" -le 1 ] || p35_fail "s0 logged the plaintext peer $n times (want at most once)"
+[ "$n" -le 1 ] || fail "s0 logged the plaintext peer $n times (want at most once)"
 echo "plaintext coordinator: refused, --status says why"
-p35_result "CURVE: allowed key served, a spare promoted; unlisted key, wrong stage-key and plaintext refused"
+ok "CURVE: allowed key served, a spare promoted; unlisted key, wrong stage-key and plaintext refused"

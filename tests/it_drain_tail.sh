@@ -19,29 +19,14 @@
 # shrinks by it, so that it still ends within the coordinator's fixed
 # 30 s drain at the slower rate.
 set -u
+. "$(dirname "$0")/lib.sh"
+setup
 SCALE=$(awk -v f="${QWEN35_TIME_SCALE:-1}" 'BEGIN { print (f + 0 < 1) ? 1 : f }')
-sc() { awk -v n="$1" -v f="$SCALE" 'BEGIN { v = n * f; r = int(v); if (r < v) r++; print r }'; }
-BUILD=${QWEN35_BUILD:-build}
-BIN=$BUILD/bin
-MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
-PROMPT=${QWEN35_GOLDEN:-../shared/golden}/tokens64.txt
+PROMPT=$G/tokens64.txt
 ROUNDS_STOPPED=${ROUNDS_STOPPED:-3}
 ROUNDS_PLAIN=${ROUNDS_PLAIN:-3}
-T=$(mktemp -d /tmp/q35-it-tail-XXXXXX)
-PIDS=""
 COORD=""
 CL=""
-cleanup() {
-    for p in $CL $COORD $PIDS; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 8 "$f"; }; done
-    exit 1
-}
-ok() { echo "ok   $*"; }
 alive_within() {   # PID SECONDS: 0 once PID has exited, 1 if it still runs after SECONDS
     i=0
     while kill -0 "$1" 2>/dev/null; do
@@ -49,11 +34,9 @@ alive_within() {   # PID SECONDS: 0 once PID has exited, 1 if it still runs afte
     done
     return 0
 }
-"$BIN/qwen35-stage" --model "$MODEL" --layers 0:4 --bind "ipc://$T/s0.sock" --threads 1 2>"$T/s0.err" &
-PIDS="$PIDS $!"
-"$BIN/qwen35-stage" --model "$MODEL" --layers 4:8 --bind "ipc://$T/s1.sock" --threads 1 2>"$T/s1.err" &
-S1=$!
-PIDS="$PIDS $S1"
+p35_stage s0 "$M" 0:4 --threads 1
+p35_stage s1 "$M" 4:8 --threads 1
+S1=$P35_PID_s1
 start_coord() {   # start_coord ROUND: the coordinator, serving once a short request goes through
     "$BIN/qwen35-coordinator" --model "$MODEL" --listen "ipc://$T/c.sock" \
         --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8" --max-ctx 4096 2>"$T/coord-$1.err" &
@@ -61,17 +44,17 @@ start_coord() {   # start_coord ROUND: the coordinator, serving once a short req
     i=0
     until "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n 2 --ids \
             >/dev/null 2>"$T/warm.err"; do
-        i=$((i + 1)); [ $i -gt "$(sc 60)" ] && fail "round $1: no request served within $(sc 30) s"; sleep 0.5
+        i=$((i + 1)); [ $i -gt "$(p35_scale 60)" ] && fail "round $1: no request served within $(p35_scale 30) s"; sleep 0.5
     done
 }
 client() {   # client ROUND N: a streaming request in the background, pid in CL
     "$BIN/qwen35-client" --endpoint "ipc://$T/c.sock" --prompt-ids "$PROMPT" -n "$2" --ignore-eos \
-        --ids --timeout "$(sc 20000)" --connect-timeout "$(sc 3000)" >"$T/out-$1" 2>"$T/client-$1.err" &
+        --ids --timeout "$(p35_scale 20000)" --connect-timeout "$(p35_scale 3000)" >"$T/out-$1" 2>"$T/client-$1.err" &
     CL=$!
 }
 check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordinator exit 0
     wait "$COORD"; crc=$?; COORD=""
-    alive_within "$CL" "$(sc 60)" || fail "round $1: client still running $(sc 60) s after the coordinator's exit"
+    alive_within "$CL" "$(p35_scale 60)" || fail "round $1: client still running $(p35_scale 60) s after the coordinator's exit"
     wait "$CL"; rc=$?; CL=""
     got=$(wc -w <"$T/out-$1")
     [ $crc -eq 0 ] || fail "round $1: coordinator exit status $crc after SIGTERM, expected 0"
@@ -94,13 +77,13 @@ while [ $r -lt "$ROUNDS_STOPPED" ]; do
     client "s$r" $N1
     i=0
     until active; do
-        i=$((i + 1)); [ $i -gt "$(sc 100)" ] && { kill -CONT "$S1"; fail "round s$r: the coordinator never had the request"; }
+        i=$((i + 1)); [ $i -gt "$(p35_scale 100)" ] && { kill -CONT "$S1"; fail "round s$r: the coordinator never had the request"; }
         sleep 0.1
     done
     kill -STOP "$CL"
     kill -TERM "$COORD"
     kill -CONT "$S1"
-    alive_within "$COORD" "$(sc 60)" || fail "round s$r: coordinator still draining $(sc 60) s after SIGTERM"
+    alive_within "$COORD" "$(p35_scale 60)" || fail "round s$r: coordinator still draining $(p35_scale 60) s after SIGTERM"
     before=$(wc -w <"$T/out-s$r")
     kill -CONT "$CL"
     check "s$r" $N1 "stopped at $before tokens until the coordinator had exited"
@@ -119,7 +102,7 @@ while [ $r -lt "$ROUNDS_PLAIN" ]; do
     # in 0.5 s: SIGTERM only once it holds the request
     i=0
     until active; do
-        i=$((i + 1)); [ $i -gt "$(sc 100)" ] && fail "round p$r: the coordinator never had the request"
+        i=$((i + 1)); [ $i -gt "$(p35_scale 100)" ] && fail "round p$r: the coordinator never had the request"
         sleep 0.1
     done
     kill -0 "$CL" 2>/dev/null || fail "round p$r: the request ended before SIGTERM"
@@ -127,4 +110,3 @@ while [ $r -lt "$ROUNDS_PLAIN" ]; do
     check "p$r" $N2 "SIGTERM 0.5 s in"
     ok "round p$r: SIGTERM 0.5 s into a $N2-token request: all $N2 tokens, exit 0"
 done
-exit 0

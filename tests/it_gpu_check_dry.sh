@@ -21,17 +21,14 @@
 # KEEP=1 keeps the work dir.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u -o pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-cd "$SRC" || exit 1
-GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
+. "$(dirname "$0")/lib.sh"
+GOLDEN=$G
 # the lent machine's kind of toolkit: this machine's CUDA (12+: its nvcc
 # builds the default archs), bound at its own path
 CUDA_DIR=${Q35_DRY_CUDA:-$(realpath /usr/local/cuda 2>/dev/null || echo /usr/local/cuda-13.0)}
 PKGS=build-essential
 BASE=${QWEN35_GPU_ROOT:-/var/tmp/qwen35-gpu-root-$(echo "$PKGS" | md5sum | cut -c1-8)}
 T0=$(date +%s)
-skip() { echo "it_gpu_check_dry: skip: $*"; exit 0; }
-fail() { echo "it_gpu_check_dry: FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "needs root (systemd-nspawn)"
 for c in systemd-nspawn debootstrap flock git; do
     command -v $c >/dev/null || skip "no $c (deploy/install-deps.sh installs systemd-container, debootstrap)"
@@ -117,4 +114,4 @@ for b in qwen35-stage qwen35-coordinator qwen35-client qwen35-http qwen35-run qw
 done
 [ -x "$W/tree/build-gpu/tests/test_cuda" ] || fail "gpu-check did not build tests/test_cuda"
 [ -f "$W/tree/build-gpu/libqwen35cuda.a" ] || fail "gpu-check did not build the CUDA backend"
-echo "it_gpu_check_dry: ok: bare container built everything and stopped at 'no CUDA device' (exit 3) in $el s; test total $(( $(date +%s) - T0 )) s"
+ok "bare container built everything and stopped at 'no CUDA device' (exit 3) in $el s; test total $(( $(date +%s) - T0 )) s"

@@ -10,55 +10,41 @@
 # no reset).
 # Q35_HTTP_BIN: another qwen35-http to try (the one before a fix).
 set -eu
-P35_ME=it_http_abuse
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-B=${QWEN35_BUILD:-build}
-HTTP=${Q35_HTTP_BIN:-$BIN/qwen35-http}
-[ -x "$HTTP" ] || p35_die "$HTTP missing"
-for c in node curl; do command -v $c >/dev/null || p35_die "$c missing (make deps installs it)"; done
-p35_init
-NPM=${QWEN35_NPM_DIR:-$(cd "$B" && pwd)/npm}
-sh "$(dirname "$0")/http/npm-setup.sh" "$NPM" || p35_die "npm install of the test clients failed"
-
-M=$G/models/tiny-Q8_0.gguf
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 4096
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 4096
-p35_coord "$M" s0 s1 -- --max-ctx 4096 --max-seqs 4 --max-queue 64
-p35_wait_ready 30
+. "$(dirname "$0")/lib.sh"
+HTTP_BIN=${Q35_HTTP_BIN:-$BIN/qwen35-http}
+[ -x "$HTTP_BIN" ] || fail "$HTTP_BIN missing"
+need node curl
+setup
+npm_clients
+READY_S=30 pipe2 4 4096 --max-ctx 4096 --max-seqs 4 --max-queue 64
 KEY=sk-abuse-$$
 printf '%s\n' "$KEY" >"$P35_RUN/keys"
 READ_TIMEOUT=2
 
 # start_http NAME LIMITS [options]: qwen35-http under `ulimit LIMITS`
 start_http() {
-    _n=$1 _lim=$2
+    _n=$1
+    HTTP_ULIMIT=$2
     shift 2
-    : >"$P35_RUN/$_n.log"
-    sh -c "ulimit $_lim && exec \"\$0\" \"\$@\"" "$HTTP" --listen 127.0.0.1:0 --coordinator "$P35_EP" \
-        --api-key-file "$P35_RUN/keys" "$@" >>"$P35_RUN/$_n.log" 2>&1 &
-    eval "P35_PID_$_n=\$!"
-    case " $P35_NAMES " in *" $_n "*) ;; *) P35_NAMES="$P35_NAMES $_n" ;; esac
-    p35_wait_file "$P35_RUN/$_n.log" "the coordinator answers" 20 || p35_die "$_n did not come up: $(tail -n 3 "$P35_RUN/$_n.log")"
-    PORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/$_n.log" | head -n 1)
-    export Q35_BASE=http://127.0.0.1:$PORT Q35_KEY=$KEY
+    http_front "$_n" --api-key-file "$P35_RUN/keys" "$@"
+    export Q35_BASE=$U Q35_KEY=$KEY
 }
 alive() { eval "kill -0 \$P35_PID_$1" 2>/dev/null; }
 
 RT="--read-timeout-s $READ_TIMEOUT"
-"$HTTP" --help 2>&1 | grep -q read-timeout-s || RT=""      # a build from before it (Q35_HTTP_BIN)
+"$HTTP_BIN" --help 2>&1 | grep -q read-timeout-s || RT=""      # a build from before it (Q35_HTTP_BIN)
 start_http h1 "-n $(ulimit -Hn)" $RT --drain-timeout-s 1
 export Q35_COORD_PID=$P35_PID_coord Q35_DRIP=260 Q35_READ_TIMEOUT_S=$READ_TIMEOUT
 for check in smuggle logprobs health slowloris slowgen; do
-    node "$NPM/abuse.mjs" $check || p35_fail "$check"
+    node "$NPM/abuse.mjs" $check || fail "$check"
 done
-alive h1 || p35_fail "qwen35-http died: $(tail -n 5 "$P35_RUN/h1.log")"
+alive h1 || fail "qwen35-http died: $(tail -n 5 "$P35_RUN/h1.log")"
 
 # drain-timeout-s 1: a long stream is cut, with an error event and [DONE]
 curl -sN -H "Authorization: Bearer $KEY" "$Q35_BASE/v1/completions" \
     -d '{"prompt":[1,2,3],"max_tokens":3000,"ignore_eos":true,"temperature":0,"stream":true}' >"$P35_RUN/cut.txt" &
 cpid=$!
-p35_wait_file "$P35_RUN/cut.txt" '^data: {' 10 || p35_fail "the stream did not start"
+wait_for "$P35_RUN/cut.txt" '^data: {' 10 || fail "the stream did not start"
 kill -TERM "$P35_PID_h1"
 wait $cpid || true
 rc=0
@@ -66,13 +52,13 @@ wait "$P35_PID_h1" || rc=$?
 P35_PID_h1=
 tail -n 3 "$P35_RUN/cut.txt" | cut -c 1-200 >"$P35_RUN/cut.tail"
 if ! grep -q '^data: {"error"' "$P35_RUN/cut.txt"; then
-    p35_fail "the stream cut at drain-timeout-s has no error event: $(cat "$P35_RUN/cut.tail")"
+    fail "the stream cut at drain-timeout-s has no error event: $(cat "$P35_RUN/cut.tail")"
 elif [ "$(tail -n 2 "$P35_RUN/cut.txt" | head -n 1)" != "data: [DONE]" ]; then
-    p35_fail "the cut stream does not end with data: [DONE]: $(cat "$P35_RUN/cut.tail")"
+    fail "the cut stream does not end with data: [DONE]: $(cat "$P35_RUN/cut.tail")"
 elif [ $rc != 0 ]; then
-    p35_fail "qwen35-http exited $rc after SIGTERM"
+    fail "qwen35-http exited $rc after SIGTERM"
 else
-    echo "ok drain-timeout-s 1: the stream cut after $(grep -c '^data: {"id"' "$P35_RUN/cut.txt") chunks ends with an error event and [DONE]; exit 0"
+    ok "drain-timeout-s 1: the stream cut after $(grep -c '^data: {"id"' "$P35_RUN/cut.txt") chunks ends with an error event and [DONE]; exit 0"
 fi
 
 # 300 concurrent streams at a soft fd limit of 1024 (the hard one higher):
@@ -80,15 +66,15 @@ fi
 export Q35_FLOOD=300
 if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -gt 4096 ]; then
     start_http h2 "-Sn 1024"
-    node "$NPM/abuse.mjs" flood || p35_fail "flood at soft RLIMIT_NOFILE 1024: $(grep -i 'abort\|error' "$P35_RUN/h2.log" | head -n 3)"
-    alive h2 || p35_fail "qwen35-http died in the flood at soft RLIMIT_NOFILE 1024: $(tail -n 3 "$P35_RUN/h2.log")"
+    node "$NPM/abuse.mjs" flood || fail "flood at soft RLIMIT_NOFILE 1024: $(grep -i 'abort\|error' "$P35_RUN/h2.log" | head -n 3)"
+    alive h2 || fail "qwen35-http died in the flood at soft RLIMIT_NOFILE 1024: $(tail -n 3 "$P35_RUN/h2.log")"
     p35_kill h2 TERM
 else
-    echo "skip: the hard RLIMIT_NOFILE $(ulimit -Hn) leaves no room to test raising the soft one"
+    echo "$ME: not run: the hard RLIMIT_NOFILE $(ulimit -Hn) leaves no room to test raising the soft one"
 fi
 # ... and at a hard limit of 1024: fewer served at once, the rest refused or waiting, no crash
 start_http h3 "-n 1024"
-grep -q "RLIMIT_NOFILE leaves room for" "$P35_RUN/h3.log" || p35_fail "no line on the lowered max-connections at RLIMIT_NOFILE 1024"
-node "$NPM/abuse.mjs" flood || p35_fail "flood at RLIMIT_NOFILE 1024: $(grep -i 'abort\|error' "$P35_RUN/h3.log" | head -n 3)"
-alive h3 || p35_fail "qwen35-http died in the flood at RLIMIT_NOFILE 1024: $(tail -n 3 "$P35_RUN/h3.log")"
-p35_result "ok"
+grep -q "RLIMIT_NOFILE leaves room for" "$P35_RUN/h3.log" || fail "no line on the lowered max-connections at RLIMIT_NOFILE 1024"
+node "$NPM/abuse.mjs" flood || fail "flood at RLIMIT_NOFILE 1024: $(grep -i 'abort\|error' "$P35_RUN/h3.log" | head -n 3)"
+alive h3 || fail "qwen35-http died in the flood at RLIMIT_NOFILE 1024: $(tail -n 3 "$P35_RUN/h3.log")"
+ok "smuggling, slowloris, drain timeout, floods at RLIMIT_NOFILE 1024"

@@ -7,13 +7,8 @@
 # every process keeps serving: all alive after each probe, and a request
 # through the pipeline still gives the golden continuation.
 set -eu
-P35_ME=it_pipeline_badinput
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-[ -x "$BIN/qwen35-wireprobe" ] || p35_die "$BIN/qwen35-wireprobe missing"
-p35_init
-GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
+. "$(dirname "$0")/lib.sh"
+setup qwen35-wireprobe
 
 p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 4 --max-ctx 256
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 256
@@ -24,20 +19,20 @@ ALIVE="s0 s1 coord"
 alive() {
     for n in $ALIVE; do
         eval "pid=\$P35_PID_$n"
-        kill -0 "$pid" 2>/dev/null || { p35_fail "$n died after $1"; return 1; }
+        kill -0 "$pid" 2>/dev/null || { fail "$n died after $1"; return 1; }
     done
 }
 
 serving() {
-    got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids) || { p35_fail "request failed after $1"; return; }
-    [ "$got" = "$GOLD" ] || p35_fail "after $1: greedy [$got] != golden"
+    got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids) || { fail "request failed after $1"; return; }
+    [ "$got" = "$GOLD" ] || fail "after $1: greedy [$got] != golden"
 }
 
 probe() {   # probe CASE ENDPOINT
     if out=$("$BIN/qwen35-wireprobe" --endpoint "$2" --case "$1" --n-vocab 512 --timeout 5000); then
-        echo "ok   $out"
+        ok "$out"
     else
-        p35_fail "$out"
+        fail "$out"
     fi
     alive "$1" || true
 }
@@ -60,6 +55,6 @@ ALIVE="s0 s1 coord"
 p35_wait_ready 30
 serving "the stage probes"
 st=$(p35_client --status --json)
-printf '%s' "$st" | grep -q '"up":false' && p35_fail "a stage is down after the probes: $st"
+printf '%s' "$st" | grep -q '"up":false' && fail "a stage is down after the probes: $st"
 
-p35_result "every bad message answered, every process serving"
+ok "every bad message answered, every process serving"

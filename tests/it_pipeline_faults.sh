@@ -18,11 +18,8 @@
 #   their streams there, identical; not restarted: an error within the
 #   client's timeout
 set -eu
-P35_ME=it_pipeline_faults
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup
 . "$(dirname "$0")/streams4.sh"
 
 stage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 8 --max-ctx 1024; }
@@ -39,7 +36,7 @@ check4() {
     wait4 "$1" 90
     _r=$(rebuilds)
     [ "$_r" -ge $((R0 + ${3:-1})) ] ||
-        p35_fail "$1: the fault rebuilt nothing ($_r rebuilds, $R0 before): it hit no stream"
+        fail "$1: the fault rebuilt nothing ($_r rebuilds, $R0 before): it hit no stream"
     R0=$_r
     echo "$1: 4 streams identical to their undisturbed runs, $(since "$2") s after the fault"
 }
@@ -69,7 +66,7 @@ p35_kill s1 STOP
 start4 kill-prefill
 sleep 0.5
 for i in 1 2 3 4; do
-    [ "$(nids "$T.kill-prefill$i")" -eq 0 ] || p35_fail "kill-prefill: stream $i had started"
+    [ "$(nids "$T.kill-prefill$i")" -eq 0 ] || fail "kill-prefill: stream $i had started"
 done
 t0=$(now)
 p35_kill s1 KILL
@@ -90,7 +87,7 @@ while [ "$(grep -c 'lost: no reply to a' "$P35_RUN/coord.log" || true)" -le "$lo
 kill -CONT "$P35_PID_s1"
 check4 stop "$t0"
 grep -q "lost: no reply to a" "$P35_RUN/coord.log" ||
-    p35_fail "stop: the coordinator never declared the stopped stage lost by its deadlines"
+    fail "stop: the coordinator never declared the stopped stage lost by its deadlines"
 
 # SIGTERM: the stage says it is leaving (StageReply.leaving) before it
 # goes; the coordinator gives it up at that message, not at the
@@ -100,28 +97,29 @@ grep -q "lost: no reply to a" "$P35_RUN/coord.log" ||
 left() {
     _log=$(tail -n +$((L0 + 1)) "$P35_RUN/coord.log")
     _n=$(printf '%s\n' "$_log" | grep -c 'lost: said it is leaving' || true)
-    [ "$_n" -ge "$2" ] || p35_fail "$1: $_n stages said they were leaving, expected $2"
+    [ "$_n" -ge "$2" ] || fail "$1: $_n stages said they were leaving, expected $2"
     printf '%s\n' "$_log" | grep 'lost: ' | grep -v 'said it is leaving' | head -n 1 |
-        grep . && p35_fail "$1: a stage was lost otherwise than by leaving"
+        grep . && fail "$1: a stage was lost otherwise than by leaving"
     _p=$(longest_pause "$L0")
     echo "$1: $_n stages left on SIGTERM; the longest pause a stream saw: ${_p:-?} s"
 }
 
-start4 term
-mid_decode term
-L0=$(wc -l <"$P35_RUN/coord.log")
-t0=$(now)
-p35_kill s0 TERM
-stage s0 0:4
+# term_s0 NAME: 4 streams NAME, stage 0 SIGTERMed mid-decode and started
+# again; L0: the coordinator's log lines before, t0: when
+term_s0() {
+    start4 "$1"
+    mid_decode "$1"
+    L0=$(wc -l <"$P35_RUN/coord.log")
+    t0=$(now)
+    p35_kill s0 TERM
+    stage s0 0:4
+}
+
+term_s0 term
 check4 term "$t0"
 left term 1
 
-start4 rolling
-mid_decode rolling
-L0=$(wc -l <"$P35_RUN/coord.log")
-t0=$(now)
-p35_kill s0 TERM
-stage s0 0:4
+term_s0 rolling
 p35_wait_ready 30
 for i in 1 2 3 4; do wait_ids "$T.rolling$i" 16 30 || true; done
 p35_kill s1 TERM
@@ -129,22 +127,29 @@ stage s1 4:8
 check4 rolling "$t0" 2
 left rolling 2
 
+# kill_mid OUT TIMEOUT_MS VICTIM LABEL: a stream of the 64 prompt ids (json
+# to OUT), VICTIM SIGKILLed once it streams; the client's exit status in
+# rc, the seconds from the kill to its end in dt
+kill_mid() {
+    p35_bg_client "$1" --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout "$2"
+    pid=$P35_LAST
+    wait_for "$1" '"event":"piece"' 20 || fail "$4: stream never started"
+    t0=$(now)
+    p35_kill "$3" KILL
+    rc=0
+    wait "$pid" || rc=$?
+    dt=$(since "$t0")
+}
+
 # not back in time: the requests end with an error naming the last token
 p35_kill coord TERM
 p35_coord "$M" s0 s1 -- --max-seqs 8 --max-ctx 1024 --step-timeout-ms 3000 --replay-wait-ms 2000
 p35_wait_ready 30
-p35_bg_client "$T.gone" --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout 30000
-pid=$P35_LAST
-p35_wait_file "$T.gone" '"event":"piece"' 20 || p35_fail "gone: stream never started"
-t0=$(now)
-p35_kill s1 KILL
-rc=0
-wait "$pid" || rc=$?
-dt=$(since "$t0")
-[ $rc -ne 0 ] || p35_fail "gone: client exit 0 without its stage"
+kill_mid "$T.gone" 30000 s1 gone
+[ $rc -ne 0 ] || fail "gone: client exit 0 without its stage"
 grep -q '"code":"UNAVAILABLE".*tokens were delivered (the last at index' "$T.gone" ||
-    p35_fail "gone: no UNAVAILABLE error naming the last token ($(tail -n 1 "$T.gone"))"
-awk -v d="$dt" 'BEGIN { exit !(d < 10) }' || p35_fail "gone: the error took $dt s (replay wait 2 s)"
+    fail "gone: no UNAVAILABLE error naming the last token ($(tail -n 1 "$T.gone"))"
+awk -v d="$dt" 'BEGIN { exit !(d < 10) }' || fail "gone: the error took $dt s (replay wait 2 s)"
 echo "gone: ended after $dt s: $(grep -o '"message":"[^"]*"' "$T.gone" | tail -n 1 | cut -c1-160)"
 stage s1 4:8
 p35_wait_ready 30
@@ -158,7 +163,7 @@ t0=$(now)
 p35_kill coord KILL
 cut=0
 for i in 1 2 3 4; do [ "$(nids "$T.coord-kill$i")" -lt $N ] && cut=$((cut + 1)); done
-[ $cut -gt 0 ] || p35_fail "coord-kill: every stream had ended before the kill"
+[ $cut -gt 0 ] || fail "coord-kill: every stream had ended before the kill"
 sleep 1
 # shellcheck disable=SC2086
 p35_coord "$M" s0 s1 -- $coord_opts
@@ -166,18 +171,11 @@ R0=$(rebuilds)   # a new log: resumes are not rebuilds
 check4 coord-kill "$t0" 0
 
 # killed and not back: the client ends with UNAVAILABLE after its timeout
-p35_bg_client "$T.coord" --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout 3000
-pid=$P35_LAST
-p35_wait_file "$T.coord" '"event":"piece"' 20 || p35_fail "coordinator kill: stream never started"
-t0=$(now)
-p35_kill coord KILL
-rc=0
-wait "$pid" || rc=$?
-dt=$(since "$t0")
+kill_mid "$T.coord" 3000 coord "coordinator kill"
 grep -q '"code":"UNAVAILABLE".*not resumed within 3000 ms' "$T.coord" ||
-    p35_fail "coordinator gone: no UNAVAILABLE error event ($(tail -n 1 "$T.coord"))"
-[ $rc -ne 0 ] || p35_fail "coordinator gone: client exit 0"
-awk -v d="$dt" 'BEGIN { exit !(d < 10) }' || p35_fail "coordinator gone: client took $dt s"
+    fail "coordinator gone: no UNAVAILABLE error event ($(tail -n 1 "$T.coord"))"
+[ $rc -ne 0 ] || fail "coordinator gone: client exit 0"
+awk -v d="$dt" 'BEGIN { exit !(d < 10) }' || fail "coordinator gone: client took $dt s"
 echo "coordinator gone: client ended with UNAVAILABLE after $dt s (--timeout 3000)"
 
-p35_result "ok"
+ok "stage faults cost a pause, never a request"

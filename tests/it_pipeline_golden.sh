@@ -6,11 +6,8 @@
 # sampling compared with qwen35-run, greedy with expect/M.greedy.txt, and
 # the 64 prompt positions' logits with expect/M.logits.f32 to 1e-3.
 set -eu
-P35_ME=it_pipeline_golden
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-[ -x "$BIN/qwen35-run" ] || p35_die "$BIN/qwen35-run missing"
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup qwen35-run
 TOK=$G/tokens64.txt
 N_GEN=16
 SAMPLING="--temp 0.9 --top-k 50 --top-p 0.9 --min-p 0.05 --seed 1234"
@@ -32,19 +29,19 @@ run_samples=0
 # check MODEL CONFIG-NAME: the three requests against the running pipeline.
 check() {
     m=$1 name=$2 base=$(basename "$1" .gguf)
-    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids) || { p35_fail "$name: greedy request failed"; return; }
-    [ "$got" = "$(cat "$P35_RUN/$base.ref")" ] || p35_fail "$name: greedy ids [$got], qwen35-run [$(cat "$P35_RUN/$base.ref")]"
+    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids) || { fail "$name: greedy request failed"; return; }
+    [ "$got" = "$(cat "$P35_RUN/$base.ref")" ] || fail "$name: greedy ids [$got], qwen35-run [$(cat "$P35_RUN/$base.ref")]"
     [ "$got" = "$(tr -s ' \n' ' ' <"$G/expect/$base.greedy.txt" | sed 's/ $//;s/^ //')" ] ||
-        p35_fail "$name: greedy ids [$got] differ from expect/$base.greedy.txt"
+        fail "$name: greedy ids [$got] differ from expect/$base.greedy.txt"
     # shellcheck disable=SC2086
-    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids $SAMPLING) || { p35_fail "$name: sampled request failed"; return; }
-    [ "$got" = "$(cat "$P35_RUN/$base.sref")" ] || p35_fail "$name: sampled ids [$got], reference [$(cat "$P35_RUN/$base.sref")]"
+    got=$(p35_client --prompt-ids "$TOK" -n $N_GEN --ignore-eos --ids $SAMPLING) || { fail "$name: sampled request failed"; return; }
+    [ "$got" = "$(cat "$P35_RUN/$base.sref")" ] || fail "$name: sampled ids [$got], reference [$(cat "$P35_RUN/$base.sref")]"
     rm -f "$P35_RUN/logits.f32"
     p35_client --prompt-ids "$TOK" -n 1 --ignore-eos --ids --logits-out "$P35_RUN/logits.f32" >/dev/null ||
-        { p35_fail "$name: logits request failed"; return; }
+        { fail "$name: logits request failed"; return; }
     d=$(maxdiff "$P35_RUN/logits.f32" "$G/expect/$base.logits.f32" $((64 * 512)))
     if [ "$d" = bad ] || awk -v d="$d" 'BEGIN { exit !(d > 0.001) }'; then
-        p35_fail "$name: logits max |diff| $d vs expect/$base.logits.f32 (limit 1e-3)"
+        fail "$name: logits max |diff| $d vs expect/$base.logits.f32 (limit 1e-3)"
     else
         echo "$name: greedy, sampled ok; logits max |diff| $d"
     fi
@@ -91,7 +88,7 @@ for q in Q8_0 Q4_K_M Q3_K_M; do
         echo "$base: qwen35-run has no sampling flags: seeded runs compared with the 1-stage pipeline"
     fi
     [ "$(cat "$P35_RUN/$base.sref")" != "$(cat "$P35_RUN/$base.ref")" ] ||
-        p35_fail "$base: sampling ($SAMPLING) gave the greedy ids: the seeded check would prove nothing"
+        fail "$base: sampling ($SAMPLING) gave the greedy ids: the seeded check would prove nothing"
     pipeline "$m"
     if [ $q = Q8_0 ]; then
         for a in 1 2 3 4 5 6 7; do pipeline "$m" $a; done
@@ -108,4 +105,4 @@ for q in Q8_0 Q4_K_M Q3_K_M; do
         pipeline "$m" 2.5
     fi
 done
-p35_result "all configurations equal"
+ok "all configurations equal"

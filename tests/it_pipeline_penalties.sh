@@ -3,14 +3,10 @@
 # pipeline give exactly what qwen35-run gives with the same flags, greedy
 # and seeded; and they change the output (else the check proves nothing).
 set -eu
-P35_ME=it_pipeline_penalties
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
+. "$(dirname "$0")/lib.sh"
 TOK=$G/tokens64.txt
 N=24
-p35_init
-[ -x "$BIN/qwen35-run" ] || p35_die "$BIN/qwen35-run missing"
+setup qwen35-run
 
 run_ref() {   # qwen35-run's ids for FLAGS…
     "$BIN/qwen35-run" -m "$M" --tokens "$TOK" -n $N "$@" 2>/dev/null | tr -s ' \n' ' ' | sed 's/ $//;s/^ //'
@@ -30,14 +26,14 @@ for flags in "--presence-penalty -3 --frequency-penalty -1 --penalty-window 32" 
     ref=$(run_ref $flags)
     # shellcheck disable=SC2086
     got=$(p35_client --prompt-ids "$TOK" -n $N --ignore-eos --ids $flags) ||
-        { p35_fail "[$flags]: request failed"; continue; }
+        { fail "[$flags]: request failed"; continue; }
     if [ "$got" != "$ref" ]; then
-        p35_fail "[$flags]: pipeline ids [$got], qwen35-run [$ref]"
+        fail "[$flags]: pipeline ids [$got], qwen35-run [$ref]"
         continue
     fi
     case "$flags" in *penalty*--temp*|--temp*) ;; *)
-        [ "$ref" != "$plain" ] || p35_fail "[$flags]: same ids as without penalties: the check proves nothing" ;;
+        [ "$ref" != "$plain" ] || fail "[$flags]: same ids as without penalties: the check proves nothing" ;;
     esac
     echo "[$flags]: equal to qwen35-run"
 done
-p35_result "penalties equal"
+ok "penalties equal"

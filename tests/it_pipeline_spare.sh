@@ -20,11 +20,8 @@
 # P35_SPARE_SPLIT (4): where the 2 stages split (e.g. 3.5: after layer 3's
 # mixer; a spare matches its stage's half-layer range).
 set -eu
-P35_ME=it_pipeline_spare
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup
 SPLIT=${P35_SPARE_SPLIT:-4}
 . "$(dirname "$0")/streams4.sh"
 WAIT_MS=30000
@@ -57,21 +54,21 @@ chain_up() {   # both stages up (the part of --status before the spares)
     [ "$(printf '%s' "$_c" | grep -o '"up":true' | wc -l)" -eq 2 ]
 }
 until chain_up && spare_ok s0b 0 1 && spare_ok s1b 1 1; do
-    [ "$(date +%s)" -ge "$_end" ] && p35_die "chain and spares not ready after 30 s: $(status)"
+    [ "$(date +%s)" -ge "$_end" ] && fail "chain and spares not ready after 30 s: $(status)"
     sleep 0.2
 done
 st=$(status)
 printf '%s' "$st" | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep s0x)\",[^}]*\"up\":false,[^}]*\"problem\":\"serves another model" ||
-    p35_fail "the spare with other weights is not shown down with its problem: $st"
+    fail "the spare with other weights is not shown down with its problem: $st"
 # s1s: handshaken maybe before the chain's capacity was fixed, then found too small
 _end=$(( $(date +%s) + 30 ))
 until status | grep -o '"spares":.*' | grep -q "\"endpoint\":\"$(ep s1s)\",[^}]*\"up\":false,[^}]*\"problem\":\"is smaller (max_seqs 4"; do
-    [ "$(date +%s)" -ge "$_end" ] && { p35_fail "the spare with 4 slots is not shown down as smaller: $(status)"; break; }
+    [ "$(date +%s)" -ge "$_end" ] && { fail "the spare with 4 slots is not shown down as smaller: $(status)"; break; }
     sleep 0.2
 done
 txt=$(p35_client --status)
 printf '%s\n' "$txt" | grep -q "^spare .*s1b.sock .*$SPLIT:8 .*yes .*spare, for stage 1" ||
-    p35_fail "--status does not show s1b as the spare of stage 1: $txt"
+    fail "--status does not show s1b as the spare of stage 1: $txt"
 echo "spares: s0b (stage 0) and s1b (stage 1) ready; s0x refused: $(printf '%s' "$st" |
     grep -o '"problem":"serves another model[^"]*' | cut -c12-80)"
 
@@ -89,13 +86,13 @@ check4() {
     wait4 "$1" 60
     _log=$(tail -n +$((L0 + 1)) "$P35_RUN/coord.log")
     printf '%s\n' "$_log" | grep -q "spare $(ep "$3") promoted in place of" ||
-        p35_fail "$1: $3 was not promoted: $(printf '%s\n' "$_log" | grep -i 'spare\|lost' | head -n 3)"
+        fail "$1: $3 was not promoted: $(printf '%s\n' "$_log" | grep -i 'spare\|lost' | head -n 3)"
     _n=$(printf '%s\n' "$_log" | grep -c 'stream resumed after' || true)
-    [ "$_n" -ge 1 ] || p35_fail "$1: no stream was rebuilt (the fault hit nothing)"
+    [ "$_n" -ge 1 ] || fail "$1: no stream was rebuilt (the fault hit nothing)"
     _p=$(longest_pause "$L0")
     # well below the replay wait: a loaded machine gets a generous bound
     awk -v p="${_p:-99}" -v w=$WAIT_MS 'BEGIN { exit !(p * 1000 < w / 4) }' ||
-        p35_fail "$1: a stream paused ${_p:-?} s (replay wait $((WAIT_MS / 1000)) s): no faster than a restart"
+        fail "$1: a stream paused ${_p:-?} s (replay wait $((WAIT_MS / 1000)) s): no faster than a restart"
     echo "$1: 4 streams identical, $_n rebuilt on $3; the longest pause a stream saw: ${_p:-?} s" \
          "(replay wait $((WAIT_MS / 1000)) s); all done $(since "$2") s after the fault"
 }
@@ -107,7 +104,7 @@ p35_kill s1 KILL
 check4 kill-last "$t0" s1b
 # the killed one comes back: a spare now
 stage s1 $SPLIT:8
-spare_ok s1 1 30 || p35_fail "restarted s1 is not the spare of stage 1: $(status)"
+spare_ok s1 1 30 || fail "restarted s1 is not the spare of stage 1: $(status)"
 echo "restarted s1 is the spare of stage 1"
 
 # SIGTERM of the promoted stage: Leaving, and the spare at once
@@ -116,9 +113,9 @@ t0=$(now)
 p35_kill s1b TERM
 check4 term "$t0" s1
 tail -n +$((L0 + 1)) "$P35_RUN/coord.log" | grep -q "stage 1 .*lost: said it is leaving" ||
-    p35_fail "term: the stage did not say it was leaving"
+    fail "term: the stage did not say it was leaving"
 stage s1b $SPLIT:8
-spare_ok s1b 1 30 || p35_fail "restarted s1b is not the spare of stage 1: $(status)"
+spare_ok s1b 1 30 || fail "restarted s1b is not the spare of stage 1: $(status)"
 
 # the first stage killed: s0b, not s0x (other weights)
 begin kill-first
@@ -126,17 +123,17 @@ t0=$(now)
 p35_kill s0 KILL
 check4 kill-first "$t0" s0b
 tail -n +$((L0 + 1)) "$P35_RUN/coord.log" | grep -q "spare $(ep s0x) promoted" &&
-    p35_fail "kill-first: the spare with other weights was promoted"
+    fail "kill-first: the spare with other weights was promoted"
 
 # hung (SIGSTOP): the step deadline, then the spare
 stage s0 0:$SPLIT
-spare_ok s0 0 30 || p35_fail "restarted s0 is not the spare of stage 0: $(status)"
+spare_ok s0 0 30 || fail "restarted s0 is not the spare of stage 0: $(status)"
 begin stop
 t0=$(now)
 kill -STOP "$P35_PID_s0b"
 check4 stop "$t0" s0
 kill -CONT "$P35_PID_s0b"
-spare_ok s0b 0 30 || p35_fail "s0b, continued, is not the spare of stage 0: $(status)"
+spare_ok s0b 0 30 || fail "s0b, continued, is not the spare of stage 0: $(status)"
 echo "s0b, continued, is the spare of stage 0"
 
-p35_result "ok"
+ok "spares take over, streams unchanged"

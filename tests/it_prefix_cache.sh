@@ -15,16 +15,13 @@
 # P35_PREFIX_SPLIT (4): where the 2 stages split; e.g. 3.5, after layer 3's
 # mixer (that stage holds layer 3's KV cache, the other none for it).
 set -eu
-P35_ME=it_prefix_cache
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup
 SPLIT=${P35_PREFIX_SPLIT:-4}
 T=$P35_RUN/t
 # token ids: <|im_start|> opens every "message" (a boundary the cache saves at)
 IM=$(printf '<|im_start|>' | "$BIN/qwen35-tokenize" -m "$M" 2>/dev/null | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
-[ -n "$IM" ] || p35_die "cannot tokenize <|im_start|> with $M"
+[ -n "$IM" ] || fail "cannot tokenize <|im_start|> with $M"
 
 stages() {   # stages CACHE_MB
     p35_stage s0 "$M" "0:$SPLIT" --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb "$1"
@@ -43,7 +40,7 @@ run() {
     _o=$1 _p=$2
     shift 2
     p35_client --prompt-ids "$_p" --ignore-eos --json --logprobs 20 --timeout 60000 "$@" >"$_o" ||
-        p35_fail "request failed: $(tail -n 2 "$_o")"
+        fail "request failed: $(tail -n 2 "$_o")"
 }
 gen_ids() { grep '"event":"piece"' "$1" | grep -o '"ids":\[[0-9,]*\]' | sed 's/.*\[//;s/\]//' | tr ',\n' '  ' | tr -s ' '; }
 cached() { p35_field "$(grep '"event":"final"' "$1")" cached_tokens; }
@@ -67,14 +64,14 @@ conv() {
 same() {  # same TAG_A TAG_B WHAT
     for turn in 1 2 3 4 5 6; do
         cmp -s "$T.$1.$turn.ids" "$T.$2.$turn.ids" ||
-            p35_fail "$3: turn $turn: tokens differ: [$(cat "$T.$1.$turn.ids")] vs [$(cat "$T.$2.$turn.ids")]"
+            fail "$3: turn $turn: tokens differ: [$(cat "$T.$1.$turn.ids")] vs [$(cat "$T.$2.$turn.ids")]"
         d=$(paste "$T.$1.$turn.lp" "$T.$2.$turn.lp" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++ }
             END { if (n == 0) print "none"; else printf "%.3g", m }')
-        [ "$d" != none ] || p35_fail "$3: turn $turn: no logprobs"
+        [ "$d" != none ] || fail "$3: turn $turn: no logprobs"
         awk -v d="$d" 'BEGIN { exit !(d != "none" && d + 0 <= 1e-5) }' ||
-            p35_fail "$3: turn $turn: logprobs differ by $d (> 1e-5)"
+            fail "$3: turn $turn: logprobs differ by $d (> 1e-5)"
         [ "$(wc -l <"$T.$1.$turn.lp")" = "$(wc -l <"$T.$2.$turn.lp")" ] ||
-            p35_fail "$3: turn $turn: different numbers of logprobs"
+            fail "$3: turn $turn: different numbers of logprobs"
     done
     echo "$3: 6 turns, identical tokens, logprobs within 1e-5"
 }
@@ -88,19 +85,19 @@ conv on-greedy
 conv on-seeded --temp 0.8 --seed 7
 for tag in on-greedy on-seeded; do
     c1=$(cached "$T.$tag.1")
-    [ "${c1:-0}" -eq 0 ] || [ "$tag" = on-seeded ] || p35_fail "$tag: turn 1 hit the cache ($c1) on a fresh pipeline"
+    [ "${c1:-0}" -eq 0 ] || [ "$tag" = on-seeded ] || fail "$tag: turn 1 hit the cache ($c1) on a fresh pipeline"
     for turn in 2 3 4 5 6; do
         c=$(cached "$T.$tag.$turn")
         prev=$(( $(cat "$T.$tag.$((turn - 1)).len") - 1 ))   # the previous prompt + answer, but its last token
-        [ "${c:-0}" -ge "$prev" ] || p35_fail "$tag: turn $turn restored ${c:-0} tokens, expected >= $prev"
+        [ "${c:-0}" -ge "$prev" ] || fail "$tag: turn $turn restored ${c:-0} tokens, expected >= $prev"
     done
     echo "$tag: turns 2-6 restored $(for t in 2 3 4 5 6; do printf '%s ' "$(cached "$T.$tag.$t")"; done)tokens"
 done
 sleep 1.2   # stage stats reach the coordinator about twice a second
 st=$(p35_client --status --json)
 hits=$(p35_field "$st" cache_hits)
-[ "${hits:-0}" -ge 10 ] || p35_fail "status: stage 0 cache_hits ${hits:-0}, expected >= 10: $st"
-p35_client --status | grep -q "prefix cache:.*checkpoints" || p35_fail "--status text shows no prefix cache line"
+[ "${hits:-0}" -ge 10 ] || fail "status: stage 0 cache_hits ${hits:-0}, expected >= 10: $st"
+p35_client --status | grep -q "prefix cache:.*checkpoints" || fail "--status text shows no prefix cache line"
 p35_client --status | grep "prefix cache" | head -n 3
 
 # --- a shared system prompt: two requests both hit it -----------------------
@@ -112,22 +109,22 @@ run "$T.sA" "$T.sysA" -n 2
 run "$T.sB" "$T.sysB" -n 2
 for x in sA sB; do
     c=$(cached "$T.$x")
-    [ "${c:-0}" -eq 61 ] || p35_fail "shared system prompt: request $x restored ${c:-0} tokens, expected 61 (the system message)"
+    [ "${c:-0}" -eq 61 ] || fail "shared system prompt: request $x restored ${c:-0} tokens, expected 61 (the system message)"
 done
 echo "shared system prompt: both requests restored $(cached "$T.sA") and $(cached "$T.sB") tokens"
 # a short prompt (< 100 tokens) extending a cached one
 printf '%s %s' "$(cat "$T.sysA")" "$(ids 5 8)" >"$T.short"
 run "$T.sh" "$T.short" -n 2
 c=$(cached "$T.sh")
-[ "${c:-0}" -ge 80 ] || p35_fail "short prompt (86 tokens) extending a cached one restored ${c:-0} tokens"
+[ "${c:-0}" -ge 80 ] || fail "short prompt (86 tokens) extending a cached one restored ${c:-0} tokens"
 echo "short prompt of $(wc -w <"$T.short") tokens: ${c:-0} restored"
 
 # --- the chat template: turn 2 extends turn 1 up to where the template
 # rewrites history (the answer loses its think block): it hits up to there
 printf 'hello there\nand once more\n' | p35_client --chat --no-think -n 6 --stats >"$T.chat" 2>"$T.chat.err" ||
-    p35_fail "--chat failed: $(tail -n 2 "$T.chat.err")"
+    fail "--chat failed: $(tail -n 2 "$T.chat.err")"
 c=$(grep -o '([0-9]* cached)' "$T.chat.err" | sed -n 2p | tr -dc 0-9)
-[ "${c:-0}" -gt 0 ] || p35_fail "chat turn 2 restored nothing: $(cat "$T.chat.err")"
+[ "${c:-0}" -gt 0 ] || fail "chat turn 2 restored nothing: $(cat "$T.chat.err")"
 echo "chat: turn 2 restored ${c:-0} tokens (up to the template's rewrite of turn 1's answer)"
 
 # --- a stage restarted between turns: its checkpoints are gone ---------------
@@ -136,11 +133,11 @@ p35_stage s1 "$M" "$SPLIT:8" --threads 1 --max-seqs 4 --max-ctx 2048 --cache-mb 
 p35_wait_ready 30
 run "$T.rs" "$T.on-greedy.prompt" -n 8
 c=$(cached "$T.rs")
-[ "${c:-0}" -eq 0 ] || p35_fail "after a stage restart a request restored ${c:-0} tokens (its checkpoints are gone)"
+[ "${c:-0}" -eq 0 ] || fail "after a stage restart a request restored ${c:-0} tokens (its checkpoints are gone)"
 run "$T.rs2" "$T.on-greedy.prompt" -n 8
 c2=$(cached "$T.rs2")
-[ "${c2:-0}" -gt 0 ] || p35_fail "after a restart the cache never hits again"
-[ "$(gen_ids "$T.rs")" = "$(gen_ids "$T.rs2")" ] || p35_fail "restart: outputs differ with and without a hit"
+[ "${c2:-0}" -gt 0 ] || fail "after a restart the cache never hits again"
+[ "$(gen_ids "$T.rs")" = "$(gen_ids "$T.rs2")" ] || fail "restart: outputs differ with and without a hit"
 echo "stage restarted: fell back to prefill (0 cached), then hit again ($c2 cached), same tokens"
 
 # --- a tiny budget: evictions, identical output -----------------------------
@@ -150,11 +147,11 @@ conv tiny-greedy
 same on-greedy tiny-greedy "tiny budget (1 MiB, evicting)"
 st=$(p35_client --status --json)
 ev=$(p35_field "$st" cache_evictions)
-[ "${ev:-0}" -gt 0 ] || p35_fail "tiny budget: the coordinator evicted nothing: $st"
+[ "${ev:-0}" -gt 0 ] || fail "tiny budget: the coordinator evicted nothing: $st"
 sleep 1.2
 st=$(p35_client --status --json)
 printf '%s' "$st" | grep -o '"cache_bytes":[0-9]*,"cache_budget":[0-9]*' | awk -F'[:,]' '$2 > $4 { bad = 1 } END { exit bad }' ||
-    p35_fail "tiny budget: a stage holds more than its budget: $st"
+    fail "tiny budget: a stage holds more than its budget: $st"
 echo "tiny budget: $ev checkpoints evicted; stores within budget: $(printf '%s' "$st" | grep -o '"cache_bytes":[0-9]*' | tr '\n' ' ')"
 
 # --- cache off: the reference ------------------------------------------------
@@ -165,6 +162,6 @@ same on-greedy off-greedy "greedy, cache on vs off"
 same on-seeded off-seeded "seeded, cache on vs off"
 for turn in 2 6; do
     c=$(cached "$T.off-greedy.$turn")
-    [ "${c:-0}" -eq 0 ] || p35_fail "cache off: turn $turn restored ${c:-0} tokens"
+    [ "${c:-0}" -eq 0 ] || fail "cache off: turn $turn restored ${c:-0} tokens"
 done
-p35_result "prefix cache: identical on/off, shared prompts hit, restart and eviction fall back"
+ok "prefix cache: identical on/off, shared prompts hit, restart and eviction fall back"

@@ -17,17 +17,12 @@
 # - tcp:// with CURVE: a rogue coordinator with a key of its own is refused,
 #   an impostor with a key of its own on a killed stage's port is never
 #   routed to (the coordinator pins each stage-key); the stream identical.
-# Needs root (to be a second user); skipped otherwise.
+# Needs root (to be a second user) and setpriv; skipped (exit 77) otherwise.
 set -eu
-P35_ME=it_secure_default
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
-    echo "$P35_ME: skipped: needs root and setpriv (util-linux) to act as a second user"
-    exit 0
-fi
-p35_init
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || skip "needs root (to act as a second user)"
+need setpriv
+setup
 OTHER="setpriv --reuid=65534 --regid=65534 --clear-groups"
 # the layout of the install: a socket directory root and its group may use
 chmod 0711 "$P35_RUN"
@@ -41,42 +36,51 @@ p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 1024
 p35_coord "$M" s0 s1 -- --max-seqs 4 --max-ctx 1024
 p35_wait_ready 30
 perm=$(stat -c '%A' "$R/s0.sock") dperm=$(stat -c '%A' "$R")
-[ "$perm" = srwxrwx--- ] || p35_fail "stage socket mode $perm, want srwxrwx---"
+[ "$perm" = srwxrwx--- ] || fail "stage socket mode $perm, want srwxrwx---"
 N=160
 p35_client --prompt-ids "$G/tokens64.txt" -n $N --ignore-eos --ids --timeout 30000 >"$P35_RUN/ref.ids" ||
-    p35_die "the undisturbed run failed"
+    fail "the undisturbed run failed"
 
 # --- a rogue coordinator taking the stages over, as another user ---------------
 p35_bg_client "$P35_RUN/a.out" --prompt-ids "$G/tokens64.txt" -n $N --ignore-eos --ids --timeout 60000
 pa=$P35_LAST
 sleep 0.3
 mkdir -m 0777 "$P35_RUN/rogue"
-$OTHER "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c.sock" \
-    --stage "ipc://$R/s0.sock 0:4" --stage "ipc://$R/s1.sock 4:8" --max-seqs 4 --max-ctx 1024 \
-    --takeover >"$P35_RUN/rogue.log" 2>&1 &
-rogue=$!
-up=0
-for _ in $(seq 1 40); do
-    if "$BIN/qwen35-client" --endpoint "ipc://$P35_RUN/rogue/c.sock" --status --json --timeout 1000 2>/dev/null |
-        grep -q '"up":true'; then up=1; break; fi
-    sleep 0.1
-done
-kill -TERM $rogue 2>/dev/null || true
-wait $rogue 2>/dev/null || true
-[ $up = 0 ] || p35_fail "the rogue coordinator (uid 65534) reached a stage"
+# rogue NAME SETTLE TRIES COMMAND...: COMMAND, a coordinator listening on
+# ipc://$P35_RUN/rogue/NAME.sock (log rogue-NAME.log), SETTLE s, then its
+# --status asked up to TRIES times (0.1 s apart) until a stage shows up
+# (up=1); then stopped
+rogue() {
+    _n=$1 _s=$2 _k=$3
+    shift 3
+    "$@" >"$P35_RUN/rogue-$_n.log" 2>&1 &
+    _r=$!
+    sleep "$_s"
+    up=0
+    for _ in $(seq 1 "$_k"); do
+        if "$BIN/qwen35-client" --endpoint "ipc://$P35_RUN/rogue/$_n.sock" --status --json --timeout 1000 2>/dev/null |
+            grep -q '"up":true'; then up=1; break; fi
+        sleep 0.1
+    done
+    kill -TERM $_r 2>/dev/null || true
+    wait $_r 2>/dev/null || true
+}
+rogue c 0 40 $OTHER "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c.sock" \
+    --stage "ipc://$R/s0.sock 0:4" --stage "ipc://$R/s1.sock 4:8" --max-seqs 4 --max-ctx 1024 --takeover
+[ $up = 0 ] || fail "the rogue coordinator (uid 65534) reached a stage"
 rc=0
 wait $pa || rc=$?
-[ $rc = 0 ] || p35_fail "the stream during the rogue takeover failed (rc $rc): $(tail -c 300 "$P35_RUN/a.out")"
-cmp -s "$P35_RUN/ref.ids" "$P35_RUN/a.out" || p35_fail "the stream during the rogue takeover differs from the undisturbed run"
-grep -q "not the owner" "$P35_RUN/coord.log" && p35_fail "the real coordinator was fenced out: $(grep 'not the owner' "$P35_RUN/coord.log" | head -n 1)"
-echo "ok rogue --takeover as uid 65534: no stage reached (sockets $perm in a $dperm directory), the stream identical ($N tokens), never fenced"
+[ $rc = 0 ] || fail "the stream during the rogue takeover failed (rc $rc): $(tail -c 300 "$P35_RUN/a.out")"
+cmp -s "$P35_RUN/ref.ids" "$P35_RUN/a.out" || fail "the stream during the rogue takeover differs from the undisturbed run"
+grep -q "not the owner" "$P35_RUN/coord.log" && fail "the real coordinator was fenced out: $(grep 'not the owner' "$P35_RUN/coord.log" | head -n 1)"
+ok "rogue --takeover as uid 65534: no stage reached (sockets $perm in a $dperm directory), the stream identical ($N tokens), never fenced"
 
 # --- the coordinator's socket: refused to that user, served to the group --------
 $OTHER "$BIN/qwen35-client" --endpoint "$P35_EP" --status --timeout 1500 >"$P35_RUN/o.txt" 2>&1 &&
-    p35_fail "uid 65534 outside the group got the coordinator's status: $(head -c 200 "$P35_RUN/o.txt")"
+    fail "uid 65534 outside the group got the coordinator's status: $(head -c 200 "$P35_RUN/o.txt")"
 setpriv --reuid=65534 --regid=65534 --groups=0 "$BIN/qwen35-client" --endpoint "$P35_EP" --status --timeout 3000 \
-    >"$P35_RUN/m.txt" 2>&1 || p35_fail "a member of the socket's group is not served: $(head -c 200 "$P35_RUN/m.txt")"
-echo "ok the coordinator's socket: uid 65534 refused ($(head -n 1 "$P35_RUN/o.txt" | cut -c 1-100)), a member of its group served"
+    >"$P35_RUN/m.txt" 2>&1 || fail "a member of the socket's group is not served: $(head -c 200 "$P35_RUN/m.txt")"
+ok "the coordinator's socket: uid 65534 refused ($(head -n 1 "$P35_RUN/o.txt" | cut -c 1-100)), a member of its group served"
 
 # --- a crashed stage's socket taken by another user ----------------------------
 p35_bg_client "$P35_RUN/b.out" --prompt-ids "$G/tokens64.txt" -n $N --ignore-eos --ids --timeout 60000
@@ -86,67 +90,59 @@ p35_kill s1 KILL
 hrc=0
 $OTHER "$BIN/qwen35-stage" --model "$M" --layers 4:8 --bind "ipc://$R/s1.sock" --threads 1 --max-seqs 4 \
     --max-ctx 1024 >"$P35_RUN/hijack.log" 2>&1 || hrc=$?
-[ $hrc != 0 ] || p35_fail "uid 65534 served the stopped stage's socket"
-grep -qi "permission denied" "$P35_RUN/hijack.log" || p35_fail "the hijack failed for another reason: $(tail -n 2 "$P35_RUN/hijack.log")"
+[ $hrc != 0 ] || fail "uid 65534 served the stopped stage's socket"
+grep -qi "permission denied" "$P35_RUN/hijack.log" || fail "the hijack failed for another reason: $(tail -n 2 "$P35_RUN/hijack.log")"
 p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 4 --max-ctx 1024
 rc=0
 wait $pb || rc=$?
-[ $rc = 0 ] || p35_fail "the stream across the stage kill failed (rc $rc): $(tail -c 300 "$P35_RUN/b.out")"
-cmp -s "$P35_RUN/ref.ids" "$P35_RUN/b.out" || p35_fail "the stream across the kill and the hijack attempt differs from the undisturbed run"
-echo "ok stage 1 killed, uid 65534 binding its socket: exit $hrc, '$(grep -io 'permission denied' "$P35_RUN/hijack.log" | head -n 1)'; the real stage back, the stream identical"
+[ $rc = 0 ] || fail "the stream across the stage kill failed (rc $rc): $(tail -c 300 "$P35_RUN/b.out")"
+cmp -s "$P35_RUN/ref.ids" "$P35_RUN/b.out" || fail "the stream across the kill and the hijack attempt differs from the undisturbed run"
+ok "stage 1 killed, uid 65534 binding its socket: exit $hrc, '$(grep -io 'permission denied' "$P35_RUN/hijack.log" | head -n 1)'; the real stage back, the stream identical"
 
 # --- a socket in a directory anyone may write to: said at start -----------------
 grep -q "writable by any local user" "$P35_RUN/s0.log" "$P35_RUN/coord.log" &&
-    p35_fail "a WARN on the private socket directory: $(grep -h 'writable by any' "$P35_RUN/s0.log" "$P35_RUN/coord.log")"
+    fail "a WARN on the private socket directory: $(grep -h 'writable by any' "$P35_RUN/s0.log" "$P35_RUN/coord.log")"
 mkdir -m 1777 "$P35_RUN/pub"
 P35_STAGE_EP_p0=ipc://$P35_RUN/pub/p0.sock
 p35_stage p0 "$M" 0:8 --threads 1 --max-seqs 1 --max-ctx 64
-p35_wait_file "$P35_RUN/p0.log" "pub (mode 1777) is writable by any local user" 30 ||
-    p35_fail "a stage in a world-writable directory: no WARN: $(tail -n 2 "$P35_RUN/p0.log")"
+wait_for "$P35_RUN/p0.log" "pub (mode 1777) is writable by any local user" 30 ||
+    fail "a stage in a world-writable directory: no WARN: $(tail -n 2 "$P35_RUN/p0.log")"
 p35_kill p0 TERM
-echo "ok a stage socket in a world-writable (sticky) directory: WARN at start; none for the 0770 one"
+ok "a stage socket in a world-writable (sticky) directory: WARN at start; none for the 0770 one"
 
 # --- plaintext TCP: only by name -------------------------------------------------
 printf '[stage]\nmodel = %s\nlayers = 0:4\nbind = tcp://127.0.0.1:1\n' "$M" >"$P35_RUN/tcp.conf"
 rc=0
 "$BIN/qwen35-stage" --config "$P35_RUN/tcp.conf" >"$P35_RUN/tcp.log" 2>&1 || rc=$?
 [ $rc = 78 ] && grep -q "tcp.conf:4: bind: tcp://127.0.0.1:1 is plaintext TCP without curve-secret-key" "$P35_RUN/tcp.log" ||
-    p35_fail "a plaintext tcp:// stage: exit $rc: $(tail -n 1 "$P35_RUN/tcp.log")"
+    fail "a plaintext tcp:// stage: exit $rc: $(tail -n 1 "$P35_RUN/tcp.log")"
 printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c2.sock\nstage = tcp://127.0.0.1:1 0:8\n' "$M" "$P35_RUN" >"$P35_RUN/ctcp.conf"
 rc=0
 "$BIN/qwen35-coordinator" --config "$P35_RUN/ctcp.conf" >"$P35_RUN/ctcp.log" 2>&1 || rc=$?
 [ $rc = 78 ] && grep -q "ctcp.conf:4: stage: tcp://127.0.0.1:1 is plaintext TCP" "$P35_RUN/ctcp.log" ||
-    p35_fail "a coordinator with a plaintext tcp:// stage: exit $rc: $(tail -n 1 "$P35_RUN/ctcp.log")"
+    fail "a coordinator with a plaintext tcp:// stage: exit $rc: $(tail -n 1 "$P35_RUN/ctcp.log")"
 echo "insecure = yes" >>"$P35_RUN/ctcp.conf"
 "$BIN/qwen35-coordinator" --config "$P35_RUN/ctcp.conf" >"$P35_RUN/ctcp2.log" 2>&1 &
 pc=$!
-p35_wait_file "$P35_RUN/ctcp2.log" "WARN: INSECURE" 10 || p35_fail "insecure = yes: no WARN line: $(tail -n 2 "$P35_RUN/ctcp2.log")"
+wait_for "$P35_RUN/ctcp2.log" "WARN: INSECURE" 10 || fail "insecure = yes: no WARN line: $(tail -n 2 "$P35_RUN/ctcp2.log")"
 st=$("$BIN/qwen35-client" --endpoint "ipc://$P35_RUN/c2.sock" --status --json --timeout 3000 2>&1) || true
-printf '%s' "$st" | grep -q 'INSECURE' || p35_fail "insecure = yes: not in --status: $(printf '%s' "$st" | head -c 300)"
+printf '%s' "$st" | grep -q 'INSECURE' || fail "insecure = yes: not in --status: $(printf '%s' "$st" | head -c 300)"
 kill -TERM $pc
 wait $pc || true
-echo "ok plaintext tcp:// without CURVE: stage and coordinator exit 78 naming the line; insecure = yes: WARN at start and in --status"
+ok "plaintext tcp:// without CURVE: stage and coordinator exit 78 naming the line; insecure = yes: WARN at start and in --status"
 
 # --- the control: what the rogue does to a plaintext TCP stage (insecure = yes)
 # (the installed configs were this before: tcp://127.0.0.1:5701, no CURVE)
-PORT=$((20000 + $$ % 20000))
+set -- $(free_ports 3)   # the tcp stage here, then the two CURVE stages below
+PORT=$1
 P35_STAGE_EP_t0=tcp://127.0.0.1:$PORT      # p35_stage adds --insecure for tcp://
 p35_stage t0 "$M" 0:8 --threads 1 --max-seqs 2 --max-ctx 256
-p35_wait_file "$P35_RUN/t0.log" "serving" 30 || p35_fail "the tcp stage did not start: $(tail -n 2 "$P35_RUN/t0.log")"
-grep -q "WARN: INSECURE" "$P35_RUN/t0.log" || p35_fail "a stage with insecure = yes: no WARN line"
-$OTHER "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c3.sock" --insecure \
-    --stage "tcp://127.0.0.1:$PORT 0:8" --max-seqs 2 --max-ctx 256 --takeover >"$P35_RUN/rogue3.log" 2>&1 &
-rogue=$!
-up=0
-for _ in $(seq 1 100); do
-    if "$BIN/qwen35-client" --endpoint "ipc://$P35_RUN/rogue/c3.sock" --status --json --timeout 1000 2>/dev/null |
-        grep -q '"up":true'; then up=1; break; fi
-    sleep 0.1
-done
-kill -TERM $rogue 2>/dev/null || true
-wait $rogue 2>/dev/null || true
-[ $up = 1 ] || p35_fail "control: the same rogue as uid 65534 did not take a plaintext TCP stage (the checks above prove nothing)"
-echo "ok control: the same rogue as uid 65534 takes a plaintext tcp:// stage (insecure = yes) at once"
+wait_for "$P35_RUN/t0.log" "serving" 30 || fail "the tcp stage did not start: $(tail -n 2 "$P35_RUN/t0.log")"
+grep -q "WARN: INSECURE" "$P35_RUN/t0.log" || fail "a stage with insecure = yes: no WARN line"
+rogue c3 0 100 $OTHER "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c3.sock" --insecure \
+    --stage "tcp://127.0.0.1:$PORT 0:8" --max-seqs 2 --max-ctx 256 --takeover
+[ $up = 1 ] || fail "control: the same rogue as uid 65534 did not take a plaintext TCP stage (the checks above prove nothing)"
+ok "control: the same rogue as uid 65534 takes a plaintext tcp:// stage (insecure = yes) at once"
 
 p35_kill t0 KILL
 
@@ -163,7 +159,7 @@ K=$P35_RUN/keys
 mkdir "$K"
 for n in c0 c1 coord rogue impostor; do "$BIN/qwen35-keygen" "$K/$n" >/dev/null; done
 cat "$K/coord.pub" >"$K/clients"
-P0=$((PORT + 1)) P1=$((PORT + 2))
+P0=$2 P1=$3
 P35_STAGE_EP_c0=tcp://127.0.0.1:$P0 P35_STAGE_EP_c1=tcp://127.0.0.1:$P1
 cstage() { p35_stage "$1" "$M" "$2" --threads 1 --max-seqs 4 --max-ctx 1024 \
                --curve-secret-key "$K/$1.key" --curve-clients "$K/clients"; }
@@ -173,22 +169,15 @@ P35_EP=ipc://$R/coord2.sock
 p35_coord "$M" c0 c1 -- --max-seqs 4 --max-ctx 1024 --curve-secret-key "$K/coord.key" \
     --stage-key "$K/c0.pub" --stage-key "$K/c1.pub"
 p35_wait_ready 30
-grep -q INSECURE "$P35_RUN/c0.log" "$P35_RUN/coord.log" && p35_fail "CURVE over tcp:// logged INSECURE"
+grep -q INSECURE "$P35_RUN/c0.log" "$P35_RUN/coord.log" && fail "CURVE over tcp:// logged INSECURE"
 p35_bg_client "$P35_RUN/c.out" --prompt-ids "$G/tokens64.txt" -n $N --ignore-eos --ids --timeout 60000
 pc=$P35_LAST
 sleep 0.3
-"$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c4.sock" --max-seqs 4 --max-ctx 1024 \
+rogue c4 2 1 "$BIN/qwen35-coordinator" --model "$M" --listen "ipc://$P35_RUN/rogue/c4.sock" --max-seqs 4 --max-ctx 1024 \
     --stage "tcp://127.0.0.1:$P0 0:4" --stage "tcp://127.0.0.1:$P1 4:8" --takeover \
-    --curve-secret-key "$K/rogue.key" --stage-key "$K/c0.pub" --stage-key "$K/c1.pub" >"$P35_RUN/rogue4.log" 2>&1 &
-rogue=$!
-sleep 2
-up=0
-"$BIN/qwen35-client" --endpoint "ipc://$P35_RUN/rogue/c4.sock" --status --json --timeout 1000 2>/dev/null |
-    grep -q '"up":true' && up=1
-kill -TERM $rogue 2>/dev/null || true
-wait $rogue 2>/dev/null || true
-[ $up = 0 ] || p35_fail "a rogue coordinator with an unlisted key reached a CURVE stage"
-grep -qF "refused client key $(cat "$K/rogue.pub")" "$P35_RUN/c0.log" || p35_fail "the stage did not log the rogue's key: $(grep CURVE "$P35_RUN/c0.log" | tail -n 1)"
+    --curve-secret-key "$K/rogue.key" --stage-key "$K/c0.pub" --stage-key "$K/c1.pub"
+[ $up = 0 ] || fail "a rogue coordinator with an unlisted key reached a CURVE stage"
+grep -qF "refused client key $(cat "$K/rogue.pub")" "$P35_RUN/c0.log" || fail "the stage did not log the rogue's key: $(grep CURVE "$P35_RUN/c0.log" | tail -n 1)"
 # then stage 1 dies and an impostor takes its port
 p35_kill c1 KILL
 "$BIN/qwen35-stage" --model "$M" --layers 4:8 --bind "tcp://127.0.0.1:$P1" --threads 1 --max-seqs 4 --max-ctx 1024 \
@@ -197,14 +186,14 @@ imp=$!
 sleep 3
 st=$(p35_client --status --json --timeout 2000 2>/dev/null) || st=""
 printf '%s' "$st" | sed 's/"spares":.*//' | grep -q "\"endpoint\":\"tcp://127.0.0.1:$P1\",[^}]*\"up\":true" &&
-    p35_fail "the coordinator routes to the impostor on stage 1's port: $st"
+    fail "the coordinator routes to the impostor on stage 1's port: $st"
 kill -TERM $imp 2>/dev/null || true
 wait $imp 2>/dev/null || true
 cstage c1 4:8
 rc=0
 wait $pc || rc=$?
-[ $rc = 0 ] || p35_fail "the CURVE stream failed (rc $rc): $(tail -c 300 "$P35_RUN/c.out.err")"
-cmp -s "$P35_RUN/ref.ids" "$P35_RUN/c.out" || p35_fail "the CURVE stream across the rogue and the impostor differs from the undisturbed run"
-grep -q "not the owner" "$P35_RUN/coord.log" && p35_fail "the CURVE coordinator was fenced out"
-echo "ok CURVE over tcp://: a rogue --takeover with its own key refused (logged by the stage), an impostor on a killed stage's port never routed to (pinned stage-key); the stream identical"
-p35_result "ok"
+[ $rc = 0 ] || fail "the CURVE stream failed (rc $rc): $(tail -c 300 "$P35_RUN/c.out.err")"
+cmp -s "$P35_RUN/ref.ids" "$P35_RUN/c.out" || fail "the CURVE stream across the rogue and the impostor differs from the undisturbed run"
+grep -q "not the owner" "$P35_RUN/coord.log" && fail "the CURVE coordinator was fenced out"
+ok "CURVE over tcp://: a rogue --takeover with its own key refused (logged by the stage), an impostor on a killed stage's port never routed to (pinned stage-key); the stream identical"
+ok "nobody in without a key"

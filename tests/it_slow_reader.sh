@@ -9,47 +9,38 @@
 # - the same request read as it comes: every row, 4x the budget, no error
 # - a text stream read as it comes, far past the budget in total: complete
 set -eu
-P35_ME=it_slow_reader
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
-TC="$BIN/qwen35-test-client"
-[ -x "$TC" ] || p35_die "$TC missing"
+. "$(dirname "$0")/lib.sh"
+setup qwen35-test-client
 T=$P35_RUN/t
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
-
-p35_stage s0 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 2048
-p35_stage s1 "$M" 4:8 --threads 1 --max-seqs 2 --max-ctx 2048
-p35_coord "$M" s0 s1 -- --max-seqs 2 --max-ctx 2048 --max-unread-mb 1
-p35_wait_ready 60
+ids64 "$T.p64"
+pipe2 2 2048 --max-seqs 2 --max-ctx 2048 --max-unread-mb 1
 
 # not read: cancelled past the budget
 rc=0
 timeout 120 "$TC" --endpoint "$P35_EP" --prompt-ids "$T.p64" -n 0 --logits --pause-ms 8000 \
     --timeout 60000 >"$T.slow" 2>&1 || rc=$?
-[ $rc -eq 1 ] || p35_fail "slow reader: exit $rc, expected 1 ($(tail -n 1 "$T.slow"))"
+[ $rc -eq 1 ] || fail "slow reader: exit $rc, expected 1 ($(tail -n 1 "$T.slow"))"
 grep -q "request 0: error RESOURCE_EXHAUSTED: output not read: 1.0 MiB sent to the client and not read (max-unread-mb 1)" "$T.slow" ||
-    p35_fail "slow reader: no clear error: $(tail -n 1 "$T.slow")"
+    fail "slow reader: no clear error: $(tail -n 1 "$T.slow")"
 rows=$(sed -n 's/.*, \([0-9]*\) logit rows).*/\1/p' "$T.slow")
 [ -n "$rows" ] && [ "$rows" -ge 256 ] && [ "$rows" -le 1024 ] ||
-    p35_fail "slow reader: $rows logit rows before the error, expected about 1 MiB of them (512)"
-grep -q "output not read" "$P35_RUN/coord.log" || p35_fail "slow reader: the coordinator did not log it"
+    fail "slow reader: $rows logit rows before the error, expected about 1 MiB of them (512)"
+grep -q "output not read" "$P35_RUN/coord.log" || fail "slow reader: the coordinator did not log it"
 echo "slow reader: $(tail -n 1 "$T.slow" | cut -c1-220)"
 st=$(p35_client --status --json --timeout 5000)
-[ "$(p35_field "$st" slots_used)" = 0 ] || p35_fail "slow reader: its slot is still used: $st"
+[ "$(p35_field "$st" slots_used)" = 0 ] || fail "slow reader: its slot is still used: $st"
 
 # read as it comes: every row, past the budget in total
 rc=0
 timeout 120 "$TC" --endpoint "$P35_EP" --prompt-ids "$T.p64" -n 0 --logits --timeout 60000 \
     >"$T.fast" 2>&1 || rc=$?
-[ $rc -eq 0 ] || p35_fail "reader: exit $rc ($(tail -n 1 "$T.fast"))"
+[ $rc -eq 0 ] || fail "reader: exit $rc ($(tail -n 1 "$T.fast"))"
 grep -q "request 0: length, 1984 tokens, 2047 logit rows" "$T.fast" ||
-    p35_fail "reader: not every row: $(tail -n 1 "$T.fast")"
+    fail "reader: not every row: $(tail -n 1 "$T.fast")"
 echo "reader: $(tail -n 1 "$T.fast") (4.0 MiB of logits, budget 1 MiB)"
 
 # text, read as it comes: 1984 tokens of ~100-byte events, far past 1 MiB
 got=$(p35_client --prompt-ids "$T.p64" -n 0 --ignore-eos --json --timeout 60000 | grep -c '"event":"piece"') ||
-    p35_fail "text reader failed"
-[ "$got" -ge 1984 ] || p35_fail "text reader: $got pieces, expected 1984"
-p35_result "output unread past max-unread-mb ends the request; readers are never cut off"
+    fail "text reader failed"
+[ "$got" -ge 1984 ] || fail "text reader: $got pieces, expected 1984"
+ok "output unread past max-unread-mb ends the request; readers are never cut off"

@@ -14,11 +14,8 @@
 #          also at a half-layer), a gap / an overlap at a half-layer
 # A model missing a tensor outside a stage's range still serves that range.
 set -eu
-P35_ME=it_startup_exit
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup
 
 # expect NAME WANT-RC PATTERN CMD…: runs CMD (bounded), checks its exit
 # status and that its log names PATTERN
@@ -28,11 +25,11 @@ expect() {
     _rc=0
     timeout 60 "$@" >"$P35_RUN/x.log" 2>&1 || _rc=$?
     if [ "$_rc" -ne "$_want" ]; then
-        p35_fail "$_name: exit $_rc, expected $_want ($(tail -n 1 "$P35_RUN/x.log"))"
+        fail "$_name: exit $_rc, expected $_want ($(tail -n 1 "$P35_RUN/x.log"))"
     elif ! grep -q -- "$_pat" "$P35_RUN/x.log"; then
-        p35_fail "$_name: exit $_rc but the log does not say '$_pat': $(tail -n 1 "$P35_RUN/x.log")"
+        fail "$_name: exit $_rc but the log does not say '$_pat': $(tail -n 1 "$P35_RUN/x.log")"
     else
-        echo "ok   $_name: exit $_rc: $(grep -- "$_pat" "$P35_RUN/x.log" | head -n 1 | cut -c1-200)"
+        ok "$_name: exit $_rc: $(grep -- "$_pat" "$P35_RUN/x.log" | head -n 1 | cut -c1-200)"
     fi
 }
 
@@ -50,7 +47,7 @@ printf '[stage]\nmodel = %s\nlayers = 0:4\nbind = ipc://%s/x.sock\nmax-seqs = lo
 expect "stage bad value (file)" 78 "v.conf:5: max-seqs" "$ST" --config "$P35_RUN/v.conf"
 # the same model with one tensor renamed (same length): blk.5's ssm_a is missing
 perl -pe 's/blk\.5\.ssm_a/blk.5.ssm_Z/g' "$M" >"$P35_RUN/miss.gguf"
-cmp -s "$M" "$P35_RUN/miss.gguf" && p35_die "could not make a model with a missing tensor"
+cmp -s "$M" "$P35_RUN/miss.gguf" && fail "could not make a model with a missing tensor"
 expect "stage tensor missing in its range" 78 "model: layers 4:8: .*tensor 'blk.5.ssm_a': missing" \
     "$ST" --model "$P35_RUN/miss.gguf" --layers 4:8 $SB
 mkfifo "$P35_RUN/fifo.gguf"
@@ -69,8 +66,8 @@ expect "stage half-layer past the model (file)" 78 "h.conf:4: layers: 4.5:8.5 en
 
 # a tensor missing outside the range: layers 0:4 of that file serve
 p35_stage s0 "$P35_RUN/miss.gguf" 0:4 --threads 1 --max-seqs 2 --max-ctx 256
-p35_wait_file "$P35_RUN/s0.log" "serving layers" 60 ||
-    p35_fail "layers 0:4 of a model missing a blk.5 tensor did not start: $(tail -n 1 "$P35_RUN/s0.log")"
+wait_for "$P35_RUN/s0.log" "serving layers" 60 ||
+    fail "layers 0:4 of a model missing a blk.5 tensor did not start: $(tail -n 1 "$P35_RUN/s0.log")"
 p35_kill s0 TERM
 p35_stage s1 "$M" 0:4 --threads 1 --max-seqs 2 --max-ctx 256
 
@@ -99,7 +96,7 @@ expect "coordinator trace file in a missing folder" 78 "trace: $P35_RUN/no/such/
 # at its handshake, and no restart can fix the config
 printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/s1.sock 0:8\n' \
     "$M" "$P35_RUN" "$P35_RUN" >"$P35_RUN/r.conf"
-p35_wait_file "$P35_RUN/s1.log" "serving layers" 60 || p35_fail "stage s1 did not start"
+wait_for "$P35_RUN/s1.log" "serving layers" 60 || fail "stage s1 did not start"
 expect "coordinator stage of another range (handshake)" 78 "r.conf:4: stage 0 .*holds layers 0:4, configured 0:8" \
     "$CO" --config "$P35_RUN/r.conf"
 # a chain with a gap / an overlap at a half-layer: the line of the stage after it
@@ -115,4 +112,4 @@ printf '[coordinator]\nmodel = %s\nlisten = ipc://%s/c.sock\nstage = ipc://%s/s1
 expect "coordinator stage of another half range (handshake)" 78 "hr.conf:4: stage 0 .*holds layers 0:4, configured 0:4.5" \
     "$CO" --config "$P35_RUN/hr.conf"
 
-p35_result "every unfixable start-up error: exit 78 naming where"
+ok "every unfixable start-up error: exit 78 naming where"

@@ -12,11 +12,8 @@
 # Load only lengthens the measured steps (fewer rows, never more), so the
 # bounds hold on a loaded machine.
 set -eu
-P35_ME=it_step_target
-. "$(dirname "$0")/../client/pipeline.sh"
-G=${QWEN35_GOLDEN:?}
-M=$G/models/tiny-Q8_0.gguf
-p35_init
+. "$(dirname "$0")/lib.sh"
+setup
 PROF=$P35_RUN/sim.profile
 # per layer: 250 us + 100 us a row; 4 layers a stage (the head's cost is
 # small): a step of R rows ~ 1 + 0.4 R ms
@@ -47,12 +44,12 @@ run() {
     # the stream decodes (a few tokens came back) before the prompt arrives
     t_end=$(( $(date +%s) + 30 ))
     until [ "$(p35_field "$(p35_client --status --json)" tokens_generated)" -ge 5 ] 2>/dev/null; do
-        [ "$(date +%s)" -ge "$t_end" ] && p35_die "$name: the decode stream never started"
+        [ "$(date +%s)" -ge "$t_end" ] && fail "$name: the decode stream never started"
         sleep 0.05
     done
     p35_client --prompt-ids "$P35_RUN/long.ids" -n 4 --ignore-eos --ids --timeout 120000 \
-        >"$P35_RUN/$name.long" || p35_fail "$name: the long prompt failed: exit $?"
-    wait "$dec" || p35_fail "$name: the decode stream failed: $(cat "$P35_RUN/$name.dec.err")"
+        >"$P35_RUN/$name.long" || fail "$name: the long prompt failed: exit $?"
+    wait "$dec" || fail "$name: the decode stream failed: $(cat "$P35_RUN/$name.dec.err")"
     p35_stop   # completes the trace
     p35_clear_logs
 }
@@ -77,21 +74,21 @@ run target --step-target-ms $TARGET
 
 set -- $(prefill plain 0)
 echo "no target: the prompt in $1 steps on stage 1: largest $2 rows, median $3 rows, median step $4 ms"
-[ "$2" -ge 100 ] || p35_fail "no target: the prompt should go in chunks of 128 rows, the largest step had $2"
+[ "$2" -ge 100 ] || fail "no target: the prompt should go in chunks of 128 rows, the largest step had $2"
 plain_ms=$4
 set -- $(prefill target 1)
 echo "--step-target-ms $TARGET: the prompt in $1 steps on stage 1 (after the first): largest $2 rows, median $3 rows, median step $4 ms (the profile: $IDEAL rows in $TARGET ms)"
-[ "$1" -ge 3 ] || p35_fail "--step-target-ms $TARGET: the 300-token prompt should take several steps, took $1 more after the first"
+[ "$1" -ge 3 ] || fail "--step-target-ms $TARGET: the 300-token prompt should take several steps, took $1 more after the first"
 [ "$2" -le $((IDEAL * 13 / 10 + 1)) ] ||
-    p35_fail "--step-target-ms $TARGET: a prefill step of $2 rows, more than ~$IDEAL that fit the target"
+    fail "--step-target-ms $TARGET: a prefill step of $2 rows, more than ~$IDEAL that fit the target"
 [ "$3" -ge $((IDEAL / 4)) ] ||
-    p35_fail "--step-target-ms $TARGET: the median prefill step has $3 rows, under a quarter of the $IDEAL that fit"
+    fail "--step-target-ms $TARGET: the median prefill step has $3 rows, under a quarter of the $IDEAL that fit"
 awk -v t="$4" -v p="$plain_ms" -v g=$TARGET 'BEGIN { exit !(t < p && t <= 2 * g) }' ||
-    p35_fail "--step-target-ms $TARGET: the median prefill step took $4 ms (without a target: $plain_ms ms)"
+    fail "--step-target-ms $TARGET: the median prefill step took $4 ms (without a target: $plain_ms ms)"
 
 for f in dec long; do
     cmp -s "$P35_RUN/plain.$f" "$P35_RUN/target.$f" ||
-        p35_fail "the $f stream's tokens differ with --step-target-ms: $(head -c 200 "$P35_RUN/plain.$f") vs $(head -c 200 "$P35_RUN/target.$f")"
-    [ -s "$P35_RUN/plain.$f" ] || p35_fail "the $f stream gave no tokens"
+        fail "the $f stream's tokens differ with --step-target-ms: $(head -c 200 "$P35_RUN/plain.$f") vs $(head -c 200 "$P35_RUN/target.$f")"
+    [ -s "$P35_RUN/plain.$f" ] || fail "the $f stream gave no tokens"
 done
-p35_result "--step-target-ms sizes the prefill chunks to the target step time; the same tokens either way"
+ok "--step-target-ms sizes the prefill chunks to the target step time; the same tokens either way"

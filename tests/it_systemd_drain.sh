@@ -9,42 +9,13 @@
 # half period (the pings come from the serving loops, which stay responsive
 # under load), and nothing is logged per token at the default level.
 set -u
-BUILD=${QWEN35_BUILD:-build}
-BIN=$BUILD/bin
-MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
+. "$(dirname "$0")/lib.sh"
+setup
 N=1000
-T=$(mktemp -d /tmp/q35-it-drain-XXXXXX)
-PIDS=""
 ulimit -c 0   # the watchdog's SIGABRT leaves no core file
-cleanup() {
-    # TERM first (the fake systemd forwards it), KILL what is left
-    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-    sleep 0.5
-    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log "$T"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
-    exit 1
-}
-ok() { echo "ok   $*"; }
-wait_for() {   # FILE PATTERN SECONDS
-    i=0
-    while ! grep -q -- "$2" "$1" 2>/dev/null; do
-        i=$((i + 1)); [ $i -gt $(($3 * 10)) ] && return 1; sleep 0.1
-    done
-}
 WD_USEC=2000000
 # run NAME CMD...: under the fake systemd (watchdog 2 s), pid in $LAST
-run() {
-    name=$1; shift
-    "$BIN/qwen35-fake-systemd" "$T/$name.log" $WD_USEC -- "$@" 2>"$T/$name.err" &
-    LAST=$!
-    PIDS="$PIDS $LAST"
-    wait_for "$T/$name.log" '^[0-9.]* READY=1$' 30 || fail "$name: no READY=1"
-}
+run() { _n=$1; shift; under_systemd "$_n" $WD_USEC "$@"; }
 start_coord() {   # start_coord NAME
     run "$1" "$BIN/qwen35-coordinator" --model "$MODEL" --listen "ipc://$T/coord.sock" \
         --stage "ipc://$T/s0.sock 0:4" --stage "ipc://$T/s1.sock 4:8" --max-ctx 4096
@@ -63,7 +34,6 @@ in_flight() {
     "$BIN/qwen35-client" --endpoint "ipc://$T/coord.sock" --prompt-ids "$T/prompt" \
         -n $N --ignore-eos --ids --timeout 20000 >"$T/$name.out" 2>"$T/$name.client.err" &
     cl=$!
-    PIDS="$PIDS $cl"
     sleep 0.5   # the daemon's life spans a few watchdog pings (checked below)
     # in flight once its first token streamed (the sleep alone proves nothing on a loaded box)
     wait_for "$T/$name.out" '[0-9]' 30 || fail "$name: no token streamed within 30 s"
@@ -114,7 +84,7 @@ for n in s0 s1 coord1 coord2; do
         END { printf "%d %.0f %s\n", k, max, (k >= 2 && max <= half) ? "ok" : "bad" }' "$T/$n.log")
     set -- $res
     [ "$3" = ok ] || fail "$n: $1 watchdog pings, longest gap $2 us (limit $((WD_USEC * 9 / 10)) us, 0.9 of the watchdog period)"
-    echo "ok   $n: WATCHDOG=1 every <= $2 us while serving ($1 pings)"
+    ok "$n: WATCHDOG=1 every <= $2 us while serving ($1 pings)"
 done
 # one line per event, not per token: ~2000 tokens generated in all
 for n in s0 s1 coord1 coord2; do
@@ -122,4 +92,3 @@ for n in s0 s1 coord1 coord2; do
     [ "$lines" -le 40 ] || fail "$n: $lines log lines for ~2000 tokens at the default level"
 done
 ok "log volume at the default level: $(cat "$T"/s0.err "$T"/s1.err "$T"/coord1.err "$T"/coord2.err | wc -l) lines in all"
-exit 0

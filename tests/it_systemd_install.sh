@@ -7,23 +7,10 @@
 # no endpoint flag (as root: in a private mount namespace, so /run/qwen35 is
 # its own); make uninstall leaves no file behind.
 set -u
-BUILD=${QWEN35_BUILD:-build}
-MODEL=$(cd "$(dirname "${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf")" && pwd)/tiny-Q8_0.gguf
-T=$(mktemp -d /tmp/q35-it-install-XXXXXX)
+. "$(dirname "$0")/lib.sh"
+setup
+MODEL=$(cd "$(dirname "$M")" && pwd)/tiny-Q8_0.gguf
 D=$T/root
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
-    exit 1
-}
-ok() { echo "ok   $*"; }
 
 make -s --no-print-directory install BUILD="$BUILD" DESTDIR="$D" PREFIX=/usr/local >"$T/install.out" 2>&1 \
     || { cat "$T/install.out"; fail "make install"; }
@@ -98,7 +85,7 @@ execstart() {   # execstart UNIT-FILE INSTANCE: its command line, paths under $D
         sed -e "s|%i|$2|g" -e "s|/usr/local/|$D/usr/local/|" -e "s|/etc/qwen35/|$E/|"
 }
 if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
-    echo "skipped: the installed units' ExecStart with the client's default endpoint needs root (a private /run/qwen35)"
+    echo "$ME: not run: the installed units' ExecStart with the client's default endpoint needs root and unshare (a private /run/qwen35)"
 else
     # in a private mount namespace: /run is a fresh tmpfs there only
     cat >"$T/run.sh" <<EOF
@@ -137,4 +124,3 @@ left=$(find "$D" \( -type f -o -type l \))
 [ -z "$left" ] || fail "make uninstall left: $left"
 [ -d "$D/etc/qwen35" ] && fail "make uninstall left the empty /etc/qwen35"
 ok "make uninstall leaves nothing behind (an edited config stays until removed by hand)"
-exit 0

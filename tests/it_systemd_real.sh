@@ -16,18 +16,17 @@
 #   `systemctl enable --now qwen35.target` + reboot brings all up; no
 #   journal line at warning or above in the clean phases; /dev/nvidia* in a
 #   stage's sandbox when the host has them.
-# Skipped (one line, exit 0) when not root, or when systemd-nspawn cannot
+# Skipped (one line, exit 77) when not root, or when systemd-nspawn cannot
 # boot a container here. Units to check: those make install enables
 # (qwen35.target.wants), so a new unit there is checked too.
 # Env: QWEN35_SD_BASE (default /var/tmp/qwen35-sd-base-HASH), MIRROR (default: the
 # one apt uses), KEEP=1 keeps the work dir.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u -o pipefail
-BUILD=${QWEN35_BUILD:-build}
-GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
-SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"
+SRC=$(pwd)
 BUILD=$(cd "$BUILD" && pwd) || exit 1
-GOLDEN=$(cd "$GOLDEN" && pwd) || exit 1
+GOLDEN=$(cd "$G" && pwd) || exit 1
 MODEL=$GOLDEN/models/tiny-Q8_0.gguf
 # The base root's packages: systemd and the daemons' runtime libraries (a
 # daemon that links a new library adds its package here; the cache is per
@@ -36,8 +35,7 @@ SD_PKGS=systemd,systemd-sysv,dbus,libzmq5,libprotobuf-c1,libinih1,libjansson4,li
 BASE=${QWEN35_SD_BASE:-/var/tmp/qwen35-sd-base-$(echo "$SD_PKGS" | md5sum | cut -c1-8)}
 T0=$(date +%s)
 
-skip() { echo "skipped: $*"; exit 0; }
-[ "$(id -u)" = 0 ] || skip "it_systemd_real needs root (systemd-nspawn)"
+[ "$(id -u)" = 0 ] || skip "needs root (systemd-nspawn)"
 for c in systemd-nspawn debootstrap nsenter; do
     command -v $c >/dev/null || skip "no $c (deploy/install-deps.sh installs systemd-container, debootstrap)"
 done
@@ -52,13 +50,14 @@ ROOT=$W/root
 MACHINE=q35it$$
 NSPAWN= LEADER= BOOTN=0
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" >>"$W/log"; }
-ok() { echo "ok   $*"; log "ok $*"; }
+log_ok() { log "ok $*"; }
+ON_OK=log_ok
 dump() {
     [ -n "$LEADER" ] && { echo "--- journal (qwen35 units, this boot)"; NS_T=20 ns journalctl --no-pager -q -b -o short-monotonic -u 'qwen35*' | tail -n 50
                           echo "--- the coordinator"; NS_T=20 ns journalctl --no-pager -q -b -o short-monotonic -u qwen35-coordinator | tail -n 15; }
     echo "--- $W/log"; tail -n 30 "$W/log"
 }
-fail() { echo "FAIL: $*"; dump; exit 1; }
+ON_FAIL=dump
 
 # --- the container ------------------------------------------------------------
 # ns CMD...: run in the container (its PID 1 is systemd), clean environment
@@ -68,11 +67,6 @@ ns() {
         SYSTEMD_PAGER=cat SYSTEMD_COLORS=0 TERM=dumb LANG=C.UTF-8 "$@"
 }
 prop() { ns systemctl show -p "$1" --value "$2"; }
-# wait_until SECONDS CMD...: true once CMD is, polled every 0.25 s
-wait_until() {
-    local n=$(( $1 * 4 )); shift
-    until "$@" >/dev/null 2>&1; do n=$((n - 1)); [ $n -le 0 ] && return 1; sleep 0.25; done
-}
 boot() {
     BOOTN=$((BOOTN + 1))
     local nv=() d
@@ -270,7 +264,7 @@ if ls /dev/nvidiactl /dev/nvidia[0-9]* >/dev/null 2>&1; then
     seen=$(ns nsenter -t "$P0" -m sh -c 'ls /dev/nvidia*' | tr '\n' ' ')
     case "$seen" in */dev/nvidiactl*) ok "GPU nodes in stage@0's sandbox: $seen";; *) fail "stage@0's sandbox shows '$seen', host has $(ls /dev/nvidia* | tr '\n' ' ')";; esac
 else
-    echo "skipped: no /dev/nvidia* on this host (the stage sandbox's GPU nodes are checked where they exist)"
+    echo "$ME: not run: no /dev/nvidia* on this host (the stage sandbox's GPU nodes are checked where they exist)"
 fi
 
 # watchdog pings: WatchdogTimestamp advances (every quarter of WatchdogSec=30s)
@@ -399,4 +393,3 @@ clean_journal "boot 2: start, request, drain"
 ok "systemctl enable --now qwen35.target + reboot: $UNITS up, request == golden, stop drained; journal: nothing at warning or above in the clean phases"
 poweroff
 echo "it_systemd_real: $(( $(date +%s) - T0 )) s"
-exit 0

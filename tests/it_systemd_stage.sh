@@ -8,42 +8,16 @@
 #     and the watchdog fires;
 #   - SIGTERM gives STOPPING=1 and exit 0.
 set -u
-BUILD=${QWEN35_BUILD:-build}
-BIN=$BUILD/bin
-MODEL=${QWEN35_GOLDEN:-../shared/golden}/models/tiny-Q8_0.gguf
+. "$(dirname "$0")/lib.sh"
+setup
 WD_USEC=1000000
-T=$(mktemp -d /tmp/q35-it-systemd-XXXXXX)
-FS=
-cleanup() {
-    [ -n "$FS" ] && { kill -TERM "$FS" 2>/dev/null; sleep 0.5; kill -KILL "$FS" 2>/dev/null; wait "$FS" 2>/dev/null; }
-    rm -rf "$T"
-}
-trap cleanup EXIT
 ulimit -c 0   # the watchdog's SIGABRT must not leave a core file behind
 
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log "$T"/*.err; do [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }; done
-    exit 1
-}
-ok() { echo "ok   $*"; }
-
-# wait_for FILE PATTERN SECONDS
-wait_for() {
-    i=0
-    while ! grep -q -- "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -gt $(($3 * 10)) ] && return 1
-        sleep 0.1
-    done
-}
-
 start_stage() {   # start_stage NAME
-    QWEN35_TEST_HOOKS=1 "$BIN/qwen35-fake-systemd" "$T/$1.log" $WD_USEC -- \
+    QWEN35_TEST_HOOKS=1 under_systemd "$1" $WD_USEC \
         "$BIN/qwen35-stage" --model "$MODEL" --layers 0:8 --bind "ipc://$T/$1.sock" \
-        --threads 1 --max-seqs 4 --max-ctx 256 2>"$T/$1.err" &
-    FS=$!
-    wait_for "$T/$1.log" '^[0-9.]* READY=1$' 30 || fail "$1: no READY=1 within 30 s"
+        --threads 1 --max-seqs 4 --max-ctx 256
+    FS=$LAST
     [ -S "$T/$1.sock" ] || fail "$1: READY=1 before the socket $T/$1.sock was bound"
 }
 
@@ -72,7 +46,7 @@ ok "STATUS reports slots in use"
 kill -USR1 "$FS"
 wait_for "$T/run1.log" WATCHDOG_TIMEOUT 10 || fail "hung stage: the watchdog did not fire"
 wait "$FS"
-FS=
+track run1 ""
 res=$(awk '
     / SIGNAL 10$/ { sig = $1 }
     / WATCHDOG=1$/ { last = $1 }
@@ -88,9 +62,8 @@ start_stage run2
 kill -TERM "$FS"
 wait "$FS"
 rc=$?
-FS=
+track run2 ""
 [ $rc -eq 0 ] || fail "SIGTERM: exit status $rc, expected 0"
 awk '/ SIGNAL 15$/ { sig = NR } / STOPPING=1$/ && sig && NR > sig { stop = 1 } / EXIT 0$/ { ex = 1 }
      END { exit !(stop && ex) }' "$T/run2.log" || fail "SIGTERM: no STOPPING=1 then EXIT 0"
 ok "SIGTERM: STOPPING=1, exit 0"
-exit 0

@@ -4,10 +4,9 @@
 # `systemd-analyze security --offline=yes` rates every service's exposure
 # at 4.0 or below. Units are checked as `make install` writes them.
 set -u
-BUILD=${QWEN35_BUILD:-build}
-T=$(mktemp -d /tmp/q35-it-units-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail=0
+. "$(dirname "$0")/lib.sh"
+need systemd-analyze
+setup
 mkdir -p "$T/bin" "$T/units"
 # verify checks that ExecStart= is executable: the built daemons when they
 # exist, else stand-ins (the unit syntax is what is checked here).
@@ -21,35 +20,28 @@ done
 cd "$T/units" || exit 1
 for u in *; do
     out=$(systemd-analyze verify --man=no "./$u" 2>&1)
-    if [ -n "$out" ]; then
-        echo "FAIL verify $u:"; echo "$out"; fail=1
-    else
-        echo "ok   verify $u"
-    fi
+    [ -z "$out" ] || fail "verify $u: $out"
+    ok "verify $u"
 done
 # The check itself must see a typo (else an empty output proves nothing).
 sed 's/^WatchdogSec=/WatchdogSecs=/' qwen35-coordinator.service > "$T/typo.service"
 if [ -z "$(systemd-analyze verify --man=no "$T/typo.service" 2>&1)" ]; then
-    echo "FAIL verify stays silent on an unknown key"; fail=1
+    fail "verify stays silent on an unknown key"
 fi
 # The limits the daemons compare theirs with (daemon/limits.h) are the ones
 # the units ask.
 want=$(sed -n 's/^#define LIMITS_NOFILE \([0-9]*\).*/\1/p' "$OLDPWD/daemon/limits.h")
 for u in qwen35-stage@.service qwen35-coordinator.service; do
-    grep -qx "LimitNOFILE=$want" "$u" || { echo "FAIL $u: LimitNOFILE= is not $want (daemon/limits.h LIMITS_NOFILE)"; fail=1; }
+    grep -qx "LimitNOFILE=$want" "$u" || fail "$u: LimitNOFILE= is not $want (daemon/limits.h LIMITS_NOFILE)"
 done
-grep -qx "LimitMEMLOCK=infinity" qwen35-stage@.service || { echo "FAIL qwen35-stage@.service: LimitMEMLOCK= is not infinity (daemon/limits.c)"; fail=1; }
+grep -qx "LimitMEMLOCK=infinity" qwen35-stage@.service || fail "qwen35-stage@.service: LimitMEMLOCK= is not infinity (daemon/limits.c)"
 cp qwen35-stage@.service qwen35-stage@0.service
 for u in qwen35-stage@0.service qwen35-coordinator.service qwen35-http.service qwen35-wait-up.service qwen35-wait-down.service; do
     out=$(systemd-analyze security --offline=yes --threshold=40 "./$u" 2>&1)
     rc=$?
     score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
     if [ $rc -ne 0 ] || [ -z "$score" ]; then
-        echo "FAIL security $u: exposure ${score:-?} > 4.0 (rc $rc)"
-        printf '%s\n' "$out" | grep -E '^✗' | head -20
-        fail=1
-    else
-        echo "ok   security $u: exposure $score"
+        fail "security $u: exposure ${score:-?} > 4.0 (rc $rc): $(printf '%s\n' "$out" | grep -E '^✗' | head -20)"
     fi
+    ok "security $u: exposure $score"
 done
-exit $fail

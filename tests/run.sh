@@ -2,7 +2,9 @@
 # Runs the test programs of one build folder and, with "all", the
 # integration scripts tests/it_*.sh ("it": the scripts only).
 # Usage: tests/run.sh BUILD unit|all|it [it_NAME ...] (names: only those
-# scripts). Ends with one line "N passed, N failed"; exits non-zero on any
+# scripts). A program or script that exits 77 could not run here (it says
+# what is missing in one line): counted as skipped, not as a failure. Ends
+# with one line "N passed, N failed, N skipped"; exits non-zero on any
 # failure.
 BUILD=${1:-build}
 WHAT=${2:-all}
@@ -10,18 +12,20 @@ shift 2 2>/dev/null || shift $#
 ONLY="$*"
 export QWEN35_BUILD="$BUILD"
 export QWEN35_GOLDEN="${QWEN35_GOLDEN:-$(cd "$(dirname "$0")/../.." && pwd)/shared/golden}"
-pass=0; fail=0; failed=""
+pass=0; fail=0; skip=0; failed=""
 # Each program or script gets at most QWEN35_TEST_LIMIT_S (default 1200 s):
 # one that hangs fails with its name instead of eating the CI's time.
 LIMIT=${QWEN35_TEST_LIMIT_S:-1200}
 run_one() {
     name=$1; shift
     start=$(date +%s)
-    if timeout -k 10 "$LIMIT" "$@"; then
-        pass=$((pass + 1)); status=ok
-    else
-        fail=$((fail + 1)); status=FAILED; failed="$failed $name"
-    fi
+    rc=0
+    timeout -k 10 "$LIMIT" "$@" || rc=$?
+    case $rc in
+    0) pass=$((pass + 1)); status=ok ;;
+    77) skip=$((skip + 1)); status=skip ;;
+    *) fail=$((fail + 1)); status=FAILED; failed="$failed $name" ;;
+    esac
     [ $(( $(date +%s) - start )) -ge "$LIMIT" ] && status="$status (past the ${LIMIT} s limit)"
     echo "== $name: $status ($(( $(date +%s) - start ))s)"
 }
@@ -41,5 +45,5 @@ if [ "$WHAT" = all ] || [ "$WHAT" = it ]; then
     done
 fi
 [ -n "$failed" ] && echo "failed:$failed"
-echo "$(basename "$BUILD"): $pass passed, $fail failed"
+echo "$(basename "$BUILD"): $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 /* stage_util.h — helpers for the tests that drive a stage through its
  * wire handling (test_stage*.c): open a stage on the golden tiny model,
- * call stage_handle with a packed request, check an error reply.
+ * call stage_handle with a packed request (built with client/tools/
+ * stagereq.h), check an error reply.
  * Include after cmocka.h. Failures abort the test through cmocka. */
 #ifndef Q35_STAGE_UTIL_H
 #define Q35_STAGE_UTIL_H
@@ -12,6 +13,7 @@
 #include "common.h"
 #include "../stage/stage.h"
 #include "wire.h"
+#include "tools/stagereq.h"
 
 #define SU_UNUSED __attribute__((unused))
 
@@ -50,6 +52,14 @@ static SU_UNUSED Q35__StageReply *su_call(stage *s, Q35__StageRequest *r)
     assert_non_null(rep);
     free(out);
     return rep;
+}
+
+/* su_call of a request (epoch 0, id 0) with the one body `body` of oneof
+ * case body_case (Q35__STAGE_REQUEST__BODY_*). */
+static SU_UNUSED Q35__StageReply *su_call_body(stage *s, int body_case, void *body)
+{
+    Q35__StageRequest r;
+    return su_call(s, stagereq_body(&r, 0, 0, body_case, body));
 }
 
 /* Checks that `rep` is an error with `code` naming `field`, and frees it. */

@@ -13,7 +13,7 @@ T=$P35_RUN/t
 # long enough that a fault sent once each stream has 8 tokens still finds
 # streams running, however late a loaded machine runs the script
 N=${N:-320}
-tr -s ' \n' '\n' <"$G/tokens64.txt" | grep . >"$T.p64"
+ids64 "$T.p64"
 head -n 20 "$T.p64" >"$T.p20"
 cat "$T.p64" "$T.p64" >"$T.p128"
 head -n 5 "$T.p64" >"$T.p5"
@@ -26,7 +26,6 @@ args() {
     4) echo "--prompt-ids $T.p5 --temp 1.0 --seed 11 --repeat-penalty 1.1" ;;
     esac
 }
-now() { date +%s.%N; }
 since() { echo "$(now) $1" | awk '{ printf "%.1f", $1 - $2 }'; }
 nids() { wc -w <"$1" 2>/dev/null || echo 0; }
 wait_ids() {   # wait_ids FILE N SECONDS: until FILE holds N ids
@@ -40,8 +39,8 @@ refs4() {
     for i in 1 2 3 4; do
         # shellcheck disable=SC2046
         p35_client $(args $i) -n $N --ignore-eos --ids --timeout 30000 >"$T.ref$i" ||
-            p35_die "reference run $i failed"
-        [ "$(nids "$T.ref$i")" -eq $N ] || p35_die "reference run $i: $(nids "$T.ref$i") tokens, expected $N"
+            fail "reference run $i failed"
+        [ "$(nids "$T.ref$i")" -eq $N ] || fail "reference run $i: $(nids "$T.ref$i") tokens, expected $N"
     done
     echo "references: 4 undisturbed runs of $N tokens"
 }
@@ -55,7 +54,7 @@ start4() {
 }
 mid_decode() {
     for i in 1 2 3 4; do
-        wait_ids "$T.$1$i" 8 30 || p35_fail "$1: stream $i never started"
+        wait_ids "$T.$1$i" 8 30 || fail "$1: stream $i never started"
     done
 }
 wait4() {
@@ -64,15 +63,15 @@ wait4() {
         _end=$(( $(date +%s) + $2 ))
         while kill -0 "$p" 2>/dev/null && [ "$(date +%s)" -lt "$_end" ]; do sleep 0.1; done
         if kill -0 "$p" 2>/dev/null; then
-            p35_fail "$1: client $i still running $2 s after the fault"
+            fail "$1: client $i still running $2 s after the fault"
             kill -KILL "$p" 2>/dev/null || true
         fi
         rc=0
         wait "$p" || rc=$?
         if [ $rc -ne 0 ]; then
-            p35_fail "$1: client $i exited $rc: $(tail -n 2 "$T.$1$i.err" | tr '\n' ' ')"
+            fail "$1: client $i exited $rc: $(tail -n 2 "$T.$1$i.err" | tr '\n' ' ')"
         elif ! cmp -s "$T.$1$i" "$T.ref$i"; then
-            p35_fail "$1: client $i: [$(cat "$T.$1$i")] != undisturbed [$(cat "$T.ref$i")]"
+            fail "$1: client $i: [$(cat "$T.$1$i")] != undisturbed [$(cat "$T.ref$i")]"
         fi
         i=$((i + 1))
     done

@@ -117,6 +117,14 @@ int ts_rm_rf(const char *dir)
     return errno == ENOENT ? 0 : -1;
 }
 
+int ts_skip_status(int rc, const char *why)
+{
+    if (rc != 0 || !why)
+        return rc;
+    printf("skip: %s\n", why);
+    return 77;
+}
+
 int ts_help_shows(const char *prog, const char *text)
 {
     char bin[512], cmd[600], line[1024];

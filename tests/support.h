@@ -47,4 +47,10 @@ int ts_rm_rf(const char *dir);
  * program is not built (build-san builds only the test programs). */
 int ts_help_shows(const char *prog, const char *text);
 
+/* The exit status of a program whose group could not run all its checks
+ * here: rc (cmocka_run_group_tests' result) when something failed or why
+ * is NULL; else 77, which tests/run.sh counts as skipped, after one line
+ * "skip: <why>" on stdout (what is missing). */
+int ts_skip_status(int rc, const char *why);
+
 #endif

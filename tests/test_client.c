@@ -39,9 +39,21 @@ typedef struct fake {
 
 static bool g_died;   /* a fake died mid-stream: the next ones resume it (reset per test) */
 
-static void send_event(fake *f, const void *ident, size_t ilen, Q35__Event *e)
+/* Sends the Event of request rid whose body is `body`, of oneof case
+ * body_case (piece, final, error or status). */
+static void send_event(fake *f, const void *ident, size_t ilen, const char *rid, int body_case, void *body)
 {
-    assert_int_equal(q35_wire_send(f->sock, ident, ilen, &e->base, 0), 0);
+    Q35__Event e = Q35__EVENT__INIT;
+    e.request_id = (char *)rid;
+    e.body_case = body_case;
+    switch (body_case) {
+    case Q35__EVENT__BODY_PIECE: e.piece = body; break;
+    case Q35__EVENT__BODY_FINAL: e.final = body; break;
+    case Q35__EVENT__BODY_ERROR: e.error = body; break;
+    case Q35__EVENT__BODY_STATUS: e.status = body; break;
+    default: fail_msg("send_event: body case %d", body_case);
+    }
+    assert_int_equal(q35_wire_send(f->sock, ident, ilen, &e.base, 0), 0);
 }
 
 static void send_piece(fake *f, const void *ident, size_t ilen, const char *rid, const char *text,
@@ -52,11 +64,7 @@ static void send_piece(fake *f, const void *ident, size_t ilen, const char *rid,
     p.token_ids = ids;
     p.n_token_ids = n_ids;
     p.reasoning = reasoning;
-    Q35__Event e = Q35__EVENT__INIT;
-    e.request_id = (char *)rid;
-    e.body_case = Q35__EVENT__BODY_PIECE;
-    e.piece = &p;
-    send_event(f, ident, ilen, &e);
+    send_event(f, ident, ilen, rid, Q35__EVENT__BODY_PIECE, &p);
 }
 
 static void send_final(fake *f, const void *ident, size_t ilen, const char *rid, int reason,
@@ -70,11 +78,7 @@ static void send_final(fake *f, const void *ident, size_t ilen, const char *rid,
     Q35__Final fin = Q35__FINAL__INIT;
     fin.reason = reason;
     fin.usage = &u;
-    Q35__Event e = Q35__EVENT__INIT;
-    e.request_id = (char *)rid;
-    e.body_case = Q35__EVENT__BODY_FINAL;
-    e.final = &fin;
-    send_event(f, ident, ilen, &e);
+    send_event(f, ident, ilen, rid, Q35__EVENT__BODY_FINAL, &fin);
 }
 
 static void send_error(fake *f, const void *ident, size_t ilen, const char *rid, int code,
@@ -83,11 +87,7 @@ static void send_error(fake *f, const void *ident, size_t ilen, const char *rid,
     Q35__Error er = Q35__ERROR__INIT;
     er.code = code;
     er.message = (char *)msg;
-    Q35__Event e = Q35__EVENT__INIT;
-    e.request_id = (char *)rid;
-    e.body_case = Q35__EVENT__BODY_ERROR;
-    e.error = &er;
-    send_event(f, ident, ilen, &e);
+    send_event(f, ident, ilen, rid, Q35__EVENT__BODY_ERROR, &er);
 }
 
 static void send_status(fake *f, const void *ident, size_t ilen, const char *rid)
@@ -111,11 +111,7 @@ static void send_status(fake *f, const void *ident, size_t ilen, const char *rid
     r.lists_known = true;
     r.known_requests = known;
     r.n_known_requests = f->cancel_id[0] ? 1 : 0;
-    Q35__Event e = Q35__EVENT__INIT;
-    e.request_id = (char *)rid;
-    e.body_case = Q35__EVENT__BODY_STATUS;
-    e.status = &r;
-    send_event(f, ident, ilen, &e);
+    send_event(f, ident, ilen, rid, Q35__EVENT__BODY_STATUS, &r);
 }
 
 /* Answers a Generate by its raw-text prompt, "mode:<what>". */
@@ -166,18 +162,14 @@ static int on_generate(fake *f, const void *ident, size_t ilen, const char *rid,
         p.logits.data = (uint8_t *)lg;
         p.logits.len = 3 * 5 * sizeof(float);
         p.n_logit_rows = 3;                 /* prompt rows, no token */
-        Q35__Event e = Q35__EVENT__INIT;
-        e.request_id = (char *)rid;
-        e.body_case = Q35__EVENT__BODY_PIECE;
-        e.piece = &p;
-        send_event(f, ident, ilen, &e);
+        send_event(f, ident, ilen, rid, Q35__EVENT__BODY_PIECE, &p);
         p.logits.data = (uint8_t *)(lg + 15);
         p.logits.len = 5 * sizeof(float);
         p.n_logit_rows = 1;
         p.text = "x";
         p.token_ids = ids;
         p.n_token_ids = 1;
-        send_event(f, ident, ilen, &e);
+        send_event(f, ident, ilen, rid, Q35__EVENT__BODY_PIECE, &p);
         send_final(f, ident, ilen, rid, Q35__FINISH_REASON__FINISH_LENGTH, 1);
     } else if (!strcmp(mode, "mode:error")) {
         send_error(f, ident, ilen, rid, Q35__CODE__RESOURCE_EXHAUSTED, "queue full (64 waiting)");

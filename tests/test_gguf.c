@@ -15,6 +15,16 @@
 #include "quant.h"
 #include "support.h"
 
+/* Token i of the string array kv (tokenizer.ggml.tokens) is want. */
+static void expect_token(const gguf_kv *kv, size_t i, const char *want)
+{
+    gguf_str *toks = calloc(kv->arr_n, sizeof *toks);
+    assert_int_equal(gguf_arr_strs(kv, toks), 0);
+    assert_int_equal(toks[i].len, strlen(want));
+    assert_memory_equal(toks[i].ptr, want, strlen(want));
+    free(toks);
+}
+
 static void check_model(const char *rel, int main_type, uint64_t size)
 {
     char path[512], err[Q35_ERRSZ] = "";
@@ -58,11 +68,7 @@ static void check_model(const char *rel, int main_type, uint64_t size)
     assert_int_equal(kv->type, GGUF_T_ARR);
     assert_int_equal(kv->arr_type, GGUF_T_STR);
     assert_int_equal(kv->arr_n, 512);
-    gguf_str *toks = calloc(kv->arr_n, sizeof *toks);
-    assert_int_equal(gguf_arr_strs(kv, toks), 0);
-    assert_int_equal(toks[508].len, 10);
-    assert_memory_equal(toks[508].ptr, "<|im_end|>", 10);
-    free(toks);
+    expect_token(kv, 508, "<|im_end|>");
 
     /* tensors: lookup, shapes, data inside the image */
     const gguf_tensor *t = gguf_find_tensor(f, "blk.3.attn_q.weight");
@@ -118,11 +124,7 @@ static void vocab_only(void **s)
     assert_int_equal(kv->arr_n, 151387);
     kv = gguf_find(f, "tokenizer.ggml.tokens");
     assert_int_equal(kv->arr_n, 151669);
-    gguf_str *toks = calloc(kv->arr_n, sizeof *toks);
-    assert_int_equal(gguf_arr_strs(kv, toks), 0);
-    assert_int_equal(toks[151644].len, 12);
-    assert_memory_equal(toks[151644].ptr, "<|im_start|>", 12);
-    free(toks);
+    expect_token(kv, 151644, "<|im_start|>");
     uint32_t eos = 0;
     assert_int_equal(gguf_get_u32(f, "tokenizer.ggml.eos_token_id", true, &eos, err, sizeof err), 0);
     assert_int_equal(eos, 151645);

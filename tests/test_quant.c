@@ -80,6 +80,26 @@ static bool skip_isa(const char *isa)
     return true;
 }
 
+/* The (ISA, golden type) pairs the kernel checks walk: every ISA of isas[]
+ * this CPU has (forced with quant_force_isa; each other one skipped, said
+ * once), each with every golden type:
+ *     for (isa_type it = { 0 }; next_isa_type(&it);)  ... isas[it.ia], golden[it.g]
+ * After the last pair the ISA is chosen at run time again. */
+typedef struct { size_t ia, g; bool started; } isa_type;
+
+static bool next_isa_type(isa_type *it)
+{
+    if (it->started && ++it->g < NGOLDEN)
+        return true;
+    for (it->ia = it->started ? it->ia + 1 : 0, it->started = true; it->ia < 3; it->ia++)
+        if (!skip_isa(isas[it->ia])) {
+            it->g = 0;
+            return true;
+        }
+    quant_force_isa(NULL);
+    return false;
+}
+
 /* Every decoded row of the table names a kernel for every ISA: NONE (a
  * type added without its kernels) fails here, naming the type and the
  * kernel it lacks, although the generic fallback keeps it working. Every
@@ -164,37 +184,33 @@ static void dots_match_exact(void **state)
     enum { NMAX = 4096 };
     uint8_t *row = malloc(NMAX * 8);
     float *x = malloc(sizeof(float) * NMAX);
-    for (size_t ia = 0; ia < 3; ia++) {
-        if (skip_isa(isas[ia]))
-            continue;
-        for (size_t g = 0; g < NGOLDEN; g++) {
-            int type = golden[g].type;
-            const quant_type *t = quant_type_of(type);
-            quant_dot_fn dot = quant_dot(type);
-            assert_non_null(dot);
-            for (int li = 0; li < 4; li++)
-                for (int rep = 0; rep < 3; rep++) {
-                    int64_t n = test_len(t, li);
-                    random_row(type, row, n);
-                    for (int64_t i = 0; i < n; i++)
-                        x[i] = frand();
-                    check_dot(isas[ia], type, row, x, n, dot(row, x, n));
-                    check_dot("dot_ref", type, row, x, n, t->dot_ref(row, x, n));
-                }
-            /* the reference quantizer's rows */
-            size_t qlen, flen;
-            uint8_t *q = slurp(golden[g].name, "q", &qlen);
-            free(slurp(golden[g].name, "f32", &flen));
-            uint64_t rb = quant_row_bytes(type, GCOLS);
-            for (int r = 0; r < GROWS; r++) {
-                for (int i = 0; i < GCOLS; i++)
+    for (isa_type it = { 0 }; next_isa_type(&it);) {
+        const size_t ia = it.ia, g = it.g;
+        int type = golden[g].type;
+        const quant_type *t = quant_type_of(type);
+        quant_dot_fn dot = quant_dot(type);
+        assert_non_null(dot);
+        for (int li = 0; li < 4; li++)
+            for (int rep = 0; rep < 3; rep++) {
+                int64_t n = test_len(t, li);
+                random_row(type, row, n);
+                for (int64_t i = 0; i < n; i++)
                     x[i] = frand();
-                check_dot(isas[ia], type, q + r * rb, x, GCOLS, dot(q + r * rb, x, GCOLS));
+                check_dot(isas[ia], type, row, x, n, dot(row, x, n));
+                check_dot("dot_ref", type, row, x, n, t->dot_ref(row, x, n));
             }
-            free(q);
+        /* the reference quantizer's rows */
+        size_t qlen, flen;
+        uint8_t *q = slurp(golden[g].name, "q", &qlen);
+        free(slurp(golden[g].name, "f32", &flen));
+        uint64_t rb = quant_row_bytes(type, GCOLS);
+        for (int r = 0; r < GROWS; r++) {
+            for (int i = 0; i < GCOLS; i++)
+                x[i] = frand();
+            check_dot(isas[ia], type, q + r * rb, x, GCOLS, dot(q + r * rb, x, GCOLS));
         }
+        free(q);
     }
-    quant_force_isa(NULL);
     free(row);
     free(x);
 }
@@ -206,47 +222,43 @@ static void matmul_matches_dot(void **state)
     (void)state;
     enum { ROWS = 9, NXMAX = 40 };
     static const int nxs[] = { 1, 2, 3, 4, 5, 8, 13, 40 };
-    for (size_t ia = 0; ia < 3; ia++) {
-        if (skip_isa(isas[ia]))
-            continue;
-        for (size_t g = 0; g < NGOLDEN; g++) {
-            int type = golden[g].type;
-            const quant_type *t = quant_type_of(type);
-            for (int li = 0; li < 4; li += 1 + (li == 0)) {
-                int64_t n = test_len(t, li) + (li == 3 && t->blck == 32 ? 32 : 0);
-                size_t rb = quant_row_bytes(type, n) + 3;   /* rows need not be packed */
-                uint8_t *W = malloc(rb * ROWS);
-                float *X = malloc(sizeof(float) * (size_t)(n + 5) * NXMAX);
-                float *Y = malloc(sizeof(float) * (ROWS + 1) * NXMAX * 2);
-                for (int r = 0; r < ROWS; r++)
-                    random_row(type, W + r * rb, n);
-                for (int64_t i = 0; i < (n + 5) * NXMAX; i++)
-                    X[i] = frand();
-                for (size_t k = 0; k < sizeof nxs / sizeof *nxs; k++) {
-                    int nx = nxs[k];
-                    int64_t ldx = n + 5, ldy = ROWS + 1;
-                    quant_matmul(type, W, rb, n, 0, ROWS, X, ldx, nx, Y, ldy);
-                    for (int tv = 0; tv < nx; tv++)
-                        for (int r = 0; r < ROWS; r++) {
-                            float want = quant_dot(type)(W + r * rb, X + tv * ldx, n);
-                            float got = Y[tv * ldy + r];
-                            if (memcmp(&want, &got, 4))
-                                fail_msg("%s %s n=%lld nx=%d row %d vec %d: matmul %.9g, dot %.9g",
-                                         isas[ia], t->name, (long long)n, nx, r, tv, got, want);
-                        }
-                    /* a row range [3, 7) lands at Y[.][0..4) with the same bits */
-                    float *Y2 = Y + (ROWS + 1) * NXMAX;
-                    quant_matmul(type, W, rb, n, 3, 7, X, ldx, nx, Y2, ldy);
-                    for (int tv = 0; tv < nx; tv++)
-                        assert_memory_equal(Y2 + tv * ldy, Y + tv * ldy + 3, 4 * sizeof(float));
-                }
-                free(W);
-                free(X);
-                free(Y);
+    for (isa_type it = { 0 }; next_isa_type(&it);) {
+        const size_t ia = it.ia, g = it.g;
+        int type = golden[g].type;
+        const quant_type *t = quant_type_of(type);
+        for (int li = 0; li < 4; li += 1 + (li == 0)) {
+            int64_t n = test_len(t, li) + (li == 3 && t->blck == 32 ? 32 : 0);
+            size_t rb = quant_row_bytes(type, n) + 3;   /* rows need not be packed */
+            uint8_t *W = malloc(rb * ROWS);
+            float *X = malloc(sizeof(float) * (size_t)(n + 5) * NXMAX);
+            float *Y = malloc(sizeof(float) * (ROWS + 1) * NXMAX * 2);
+            for (int r = 0; r < ROWS; r++)
+                random_row(type, W + r * rb, n);
+            for (int64_t i = 0; i < (n + 5) * NXMAX; i++)
+                X[i] = frand();
+            for (size_t k = 0; k < sizeof nxs / sizeof *nxs; k++) {
+                int nx = nxs[k];
+                int64_t ldx = n + 5, ldy = ROWS + 1;
+                quant_matmul(type, W, rb, n, 0, ROWS, X, ldx, nx, Y, ldy);
+                for (int tv = 0; tv < nx; tv++)
+                    for (int r = 0; r < ROWS; r++) {
+                        float want = quant_dot(type)(W + r * rb, X + tv * ldx, n);
+                        float got = Y[tv * ldy + r];
+                        if (memcmp(&want, &got, 4))
+                            fail_msg("%s %s n=%lld nx=%d row %d vec %d: matmul %.9g, dot %.9g",
+                                     isas[ia], t->name, (long long)n, nx, r, tv, got, want);
+                    }
+                /* a row range [3, 7) lands at Y[.][0..4) with the same bits */
+                float *Y2 = Y + (ROWS + 1) * NXMAX;
+                quant_matmul(type, W, rb, n, 3, 7, X, ldx, nx, Y2, ldy);
+                for (int tv = 0; tv < nx; tv++)
+                    assert_memory_equal(Y2 + tv * ldy, Y + tv * ldy + 3, 4 * sizeof(float));
             }
+            free(W);
+            free(X);
+            free(Y);
         }
     }
-    quant_force_isa(NULL);
 }
 
 /* The fast decoders are bit-exact too: against the identity matrix, the
@@ -259,30 +271,26 @@ static void fast_decoders_bit_exact(void **state)
     float *Y = malloc(sizeof(float) * GCOLS * GROWS);
     for (int i = 0; i < GCOLS; i++)
         eye[i * GCOLS + i] = 1.0f;
-    for (size_t ia = 0; ia < 3; ia++) {
-        if (skip_isa(isas[ia]))
-            continue;
-        for (size_t g = 0; g < NGOLDEN; g++) {
-            int type = golden[g].type;
-            size_t qlen, flen;
-            uint8_t *q = slurp(golden[g].name, "q", &qlen);
-            float *want = slurp(golden[g].name, "f32", &flen);
-            uint64_t rb = quant_row_bytes(type, GCOLS);
-            quant_matmul(type, q, rb, GCOLS, 0, GROWS, eye, GCOLS, GCOLS, Y, GROWS);
-            for (int r = 0; r < GROWS; r++)
-                for (int i = 0; i < GCOLS; i++) {
-                    float got = Y[i * GROWS + r], w = want[r * GCOLS + i];
-                    if (got != w)
-                        fail_msg("%s %s row %d value %d: %.9g, golden %.9g", isas[ia],
-                                 golden[g].name, r, i, got, w);
-                }
-            for (int i = 0; i < GCOLS; i += 37)
-                assert_true(quant_dot(type)(q + rb, eye + i * GCOLS, GCOLS) == want[GCOLS + i]);
-            free(q);
-            free(want);
-        }
+    for (isa_type it = { 0 }; next_isa_type(&it);) {
+        const size_t ia = it.ia, g = it.g;
+        int type = golden[g].type;
+        size_t qlen, flen;
+        uint8_t *q = slurp(golden[g].name, "q", &qlen);
+        float *want = slurp(golden[g].name, "f32", &flen);
+        uint64_t rb = quant_row_bytes(type, GCOLS);
+        quant_matmul(type, q, rb, GCOLS, 0, GROWS, eye, GCOLS, GCOLS, Y, GROWS);
+        for (int r = 0; r < GROWS; r++)
+            for (int i = 0; i < GCOLS; i++) {
+                float got = Y[i * GROWS + r], w = want[r * GCOLS + i];
+                if (got != w)
+                    fail_msg("%s %s row %d value %d: %.9g, golden %.9g", isas[ia],
+                             golden[g].name, r, i, got, w);
+            }
+        for (int i = 0; i < GCOLS; i += 37)
+            assert_true(quant_dot(type)(q + rb, eye + i * GCOLS, GCOLS) == want[GCOLS + i]);
+        free(q);
+        free(want);
     }
-    quant_force_isa(NULL);
     free(eye);
     free(Y);
 }

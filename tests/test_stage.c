@@ -43,18 +43,9 @@ static stage *open_stage(int a, int b)
 static Q35__StageReply *forward(stage *s, Q35__SeqChunk **seqs, size_t n, const void *hidden,
                                 size_t hidden_len, int dtype)
 {
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = seqs;
-    fb.n_seqs = n;
-    fb.dtype = dtype;
-    fb.hidden.data = (uint8_t *)hidden;
-    fb.hidden.len = hidden_len;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.id = 42;
-    r.epoch = 3;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    r.forward = &fb;
-    return su_call(s, &r);
+    Q35__ForwardBatch fb;
+    Q35__StageRequest r;
+    return su_call(s, stagereq_forward(&r, &fb, 3, 42, seqs, n, dtype, hidden, hidden_len));
 }
 
 
@@ -111,12 +102,7 @@ static void handshake_names_the_range(void **state)
 static Q35__StageReply *chain_step(stage *a, stage *b, int slot, int pos, int n,
                                    const int32_t *ids, int logits, bool sample, int dtype)
 {
-    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
-    c.slot = slot;
-    c.pos = pos;
-    c.n_tokens = n;
-    c.n_token_ids = n;
-    c.token_ids = (int32_t *)ids;
+    Q35__SeqChunk c, *pc = stagereq_chunk(&c, slot, pos, n, (int32_t *)ids, n);
     Q35__StageReply *ra = forward(a, &pc, 1, NULL, 0, dtype);
     assert_int_equal(ra->body_case, Q35__STAGE_REPLY__BODY_FORWARD);
     assert_int_equal(ra->forward->hidden.len, (size_t)n * 256 * q35_wire_dtype_size(dtype));
@@ -221,29 +207,21 @@ static void every_bad_field_is_named(void **state)
     c.n_token_ids = 4;
     c.token_ids = ids;
 
-    c.slot = 4;
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__NOT_FOUND, "forward.seqs[0].slot");
-    c.slot = 0;
-    c.pos = 3;
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__FAILED_PRECONDITION, "forward.seqs[0].pos");
-    c.pos = 0;
-    ids[2] = 512;
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
-    ids[2] = -1;
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
-    ids[2] = 3;
-    c.n_token_ids = 3;
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
-    c.n_token_ids = 4;
+/* lv = bad: the request `call` is refused with code, naming field; then
+ * lv = ok again. */
+#define REFUSED_WITH(lv, bad, ok, call, code, field) \
+    do { (lv) = (bad); su_expect_error((call), Q35__CODE__##code, (field)); (lv) = (ok); } while (0)
+#define FWD_A forward(a, pc, 1, NULL, 0, 0)
+    REFUSED_WITH(c.slot, 4, 0, FWD_A, NOT_FOUND, "forward.seqs[0].slot");
+    REFUSED_WITH(c.pos, 3, 0, FWD_A, FAILED_PRECONDITION, "forward.seqs[0].pos");
+    REFUSED_WITH(ids[2], 512, 3, FWD_A, OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
+    REFUSED_WITH(ids[2], -1, 3, FWD_A, OUT_OF_RANGE, "forward.seqs[0].token_ids[2]");
+    REFUSED_WITH(c.n_token_ids, 3, 4, FWD_A, INVALID_ARGUMENT, "forward.seqs[0].token_ids");
     su_expect_error(forward(a, pc, 1, NULL, 0, 7), Q35__CODE__INVALID_ARGUMENT, "forward.dtype");
     c2 = c;
     su_expect_error(forward(a, pc, 2, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[1].slot");
-    c.n_tokens = 100;   /* > max_batch 64 */
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_tokens");
-    c.n_tokens = 4;
-    c.sample = true;
-    su_expect_error(forward(a, pc, 1, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sample");
-    c.sample = false;
+    REFUSED_WITH(c.n_tokens, 100, 4, FWD_A, OUT_OF_RANGE, "forward.seqs[0].n_tokens");   /* > max_batch 64 */
+    REFUSED_WITH(c.sample, true, false, FWD_A, INVALID_ARGUMENT, "forward.seqs[0].sample");
     su_expect_error(forward(a, pc, 0, NULL, 0, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs");
 
     /* last stage: hidden rows are checked against the local model */
@@ -251,32 +229,20 @@ static void every_bad_field_is_named(void **state)
     c.n_token_ids = 0;
     su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4 - 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
     su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 1), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
-    h[300] = NAN;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
-    h[300] = INFINITY;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.hidden");
-    h[300] = 0;
-    c.n_token_ids = 4;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].token_ids");
-    c.n_token_ids = 0;
+#define FWD_B forward(b, pc, 1, h, 4 * 256 * 4, 0)
+    REFUSED_WITH(h[300], NAN, 0, FWD_B, INVALID_ARGUMENT, "forward.hidden");
+    REFUSED_WITH(h[300], INFINITY, 0, FWD_B, INVALID_ARGUMENT, "forward.hidden");
+    REFUSED_WITH(c.n_token_ids, 4, 0, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].token_ids");
     Q35__Sampling sp = Q35__SAMPLING__INIT;
     c.sampling = &sp;
     c.sample = true;
-    sp.temperature = -1;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.temperature");
-    sp.temperature = 0.7f;
-    sp.top_p = 1.5f;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_p");
-    sp.top_p = 0.9f;
-    sp.top_k = -3;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].sampling.top_k");
-    sp.top_k = 0;
-    c.n_logprobs = 21;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__OUT_OF_RANGE, "forward.seqs[0].n_logprobs");
-    c.n_logprobs = 0;
-    c.logits = 9;
-    su_expect_error(forward(b, pc, 1, h, 4 * 256 * 4, 0), Q35__CODE__INVALID_ARGUMENT, "forward.seqs[0].logits");
-    c.logits = 0;
+    REFUSED_WITH(sp.temperature, -1, 0.7f, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].sampling.temperature");
+    REFUSED_WITH(sp.top_p, 1.5f, 0.9f, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].sampling.top_p");
+    REFUSED_WITH(sp.top_k, -3, 0, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].sampling.top_k");
+    REFUSED_WITH(c.n_logprobs, 21, 0, FWD_B, OUT_OF_RANGE, "forward.seqs[0].n_logprobs");
+    REFUSED_WITH(c.logits, 9, 0, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].logits");
+#undef FWD_A
+#undef FWD_B
 
     /* nothing changed: the valid request still starts at position 0 */
     Q35__StageReply *rep = forward(b, pc, 1, h, 4 * 256 * 4, 0);
@@ -378,6 +344,51 @@ static void *peer_at(void *ctx, const char *ep)
     return d;
 }
 
+/* The ownership tests' set-up: a stage (layers 4:8, the lease lease_ms)
+ * on ipc:// in a temp dir at ep, served by a thread, and two peers a and
+ * b of one zmq context. */
+typedef struct {
+    char dir[32], path[128], ep[160];
+    void *ctx, *a, *b;
+    stage *s;
+    pthread_t th;
+} served;
+
+static void served_open(served *v, int lease_ms)
+{
+    snprintf(v->dir, sizeof v->dir, "/tmp/q35-stage-XXXXXX");
+    g_lease_ms = lease_ms;
+    v->s = sock_stage(v->dir, v->path, sizeof v->path, &v->ctx, &v->a);
+    g_lease_ms = 0;
+    snprintf(v->ep, sizeof v->ep, "ipc://%s", v->path);
+    v->b = peer_at(v->ctx, v->ep);
+    g_stop = 0;
+    pthread_create(&v->th, NULL, serve, v->s);
+}
+
+/* Stops the thread; closes a, b (unless a test closed it: NULL), the
+ * context, the stage and its temp dir. */
+static void served_close(served *v)
+{
+    g_stop = 1;
+    pthread_join(v->th, NULL);
+    zmq_close(v->a);
+    if (v->b)
+        zmq_close(v->b);
+    zmq_ctx_term(v->ctx);
+    stage_destroy(&v->s);
+    unlink(v->path);
+    rmdir(v->dir);
+}
+
+/* A request (epoch 0) with the one body `body` of oneof case body_case,
+ * sent on d. */
+static void send_req(void *d, uint64_t id, int body_case, void *body)
+{
+    Q35__StageRequest rq;
+    assert_int_equal(q35_wire_send(d, NULL, 0, &stagereq_body(&rq, 0, id, body_case, body)->base, 0), 0);
+}
+
 /* Sends a Hello as coordinator instance inst (pid, host "host-<inst>"),
  * replacing instance `replaces` (0: none). */
 static void send_hello_r(void *d, uint64_t id, uint64_t inst, bool takeover, uint64_t replaces)
@@ -391,11 +402,7 @@ static void send_hello_r(void *d, uint64_t id, uint64_t inst, bool takeover, uin
     h.pid = (uint32_t)(1000 + inst);
     h.takeover = takeover;
     h.replaces = replaces;
-    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.id = id;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
-    rq.hello = &h;
-    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    send_req(d, id, Q35__STAGE_REQUEST__BODY_HELLO, &h);
 }
 
 static void send_hello(void *d, uint64_t id, uint64_t inst, bool takeover)
@@ -406,11 +413,7 @@ static void send_hello(void *d, uint64_t id, uint64_t inst, bool takeover)
 static void send_stats(void *d, uint64_t id)
 {
     Q35__StatsRequest sq = Q35__STATS_REQUEST__INIT;
-    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.id = id;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_STATS;
-    rq.stats = &sq;
-    assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
+    send_req(d, id, Q35__STAGE_REQUEST__BODY_STATS, &sq);
 }
 
 /* The reply to one request: its body case (or -code for an error, with
@@ -432,18 +435,10 @@ static int expect_reply(void *d, char *msg, size_t n)
 static void send_fwd3(void *d, uint64_t id, uint32_t slot)
 {
     float *h = calloc(3 * 256, sizeof(float));
-    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
-    c.slot = slot;
-    c.n_tokens = 3;
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = &pc;
-    fb.n_seqs = 1;
-    fb.hidden.data = (uint8_t *)h;
-    fb.hidden.len = 3 * 256 * 4;
-    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.id = id;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    rq.forward = &fb;
+    Q35__SeqChunk c, *pc = stagereq_chunk(&c, slot, 0, 3, NULL, 0);
+    Q35__ForwardBatch fb;
+    Q35__StageRequest rq;
+    stagereq_forward(&rq, &fb, 0, id, &pc, 1, Q35__DTYPE__DTYPE_F32, h, 3 * 256 * 4);
     assert_int_equal(q35_wire_send(d, NULL, 0, &rq.base, 0), 0);
     free(h);
 }
@@ -541,16 +536,10 @@ static void socket_loop_survives_bad_messages(void **state)
 static void one_owner_at_a_time(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/q35-stage-XXXXXX", path[128], ep[160], msg[Q35_ERRSZ];
-    void *ctx, *a;
-    g_lease_ms = 1000;
-    stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
-    g_lease_ms = 0;
-    snprintf(ep, sizeof ep, "ipc://%s", path);
-    void *b = peer_at(ctx, ep);
-    g_stop = 0;
-    pthread_t th;
-    pthread_create(&th, NULL, serve, s);
+    char msg[Q35_ERRSZ];
+    served v;
+    served_open(&v, 1000);
+    void *a = v.a, *b = v.b;
 
     send_fwd3(a, 1, 1);             /* no lease yet */
     assert_int_equal(expect_reply(a, msg, sizeof msg), -Q35__CODE__FAILED_PRECONDITION);
@@ -566,11 +555,7 @@ static void one_owner_at_a_time(void **state)
     /* a rogue peer */
     Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
     f.all = true;
-    Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.id = 2;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    rq.free = &f;
-    assert_int_equal(q35_wire_send(b, NULL, 0, &rq.base, 0), 0);
+    send_req(b, 2, Q35__STAGE_REQUEST__BODY_FREE, &f);
     assert_int_equal(expect_reply(b, msg, sizeof msg), -Q35__CODE__PERMISSION_DENIED);
     assert_non_null(strstr(msg, "not the owner of this stage: it serves coordinator pid 1007"));
     send_fwd3(b, 3, 2);
@@ -604,14 +589,7 @@ static void one_owner_at_a_time(void **state)
     send_stats(a, 99);
     assert_int_equal(expect_reply(a, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
     assert_string_equal(msg, "0");
-    g_stop = 1;
-    pthread_join(th, NULL);
-    zmq_close(a);
-    zmq_close(b);
-    zmq_ctx_term(ctx);
-    stage_destroy(&s);
-    unlink(path);
-    rmdir(dir);
+    served_close(&v);
 }
 
 /* A coordinator restarted while the stage is leased to its dead previous
@@ -624,16 +602,10 @@ static void one_owner_at_a_time(void **state)
 static void dead_owner_replaced(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/q35-stage-XXXXXX", path[128], ep[160], msg[Q35_ERRSZ];
-    void *ctx, *a;
-    g_lease_ms = 60000;
-    stage *s = sock_stage(dir, path, sizeof path, &ctx, &a);
-    g_lease_ms = 0;
-    snprintf(ep, sizeof ep, "ipc://%s", path);
-    void *b = peer_at(ctx, ep), *c = peer_at(ctx, ep);
-    g_stop = 0;
-    pthread_t th;
-    pthread_create(&th, NULL, serve, s);
+    char msg[Q35_ERRSZ];
+    served v;
+    served_open(&v, 60000);
+    void *a = v.a, *b = v.b, *c = peer_at(v.ctx, v.ep);
 
     send_hello(a, 1, 7, false);
     assert_int_equal(expect_reply(a, NULL, 0), Q35__STAGE_REPLY__BODY_HANDSHAKE);
@@ -665,6 +637,7 @@ static void dead_owner_replaced(void **state)
     /* b goes (its socket closed) while a and c stay connected: c gets
      * the lease at once, not 60 s later */
     zmq_close(b);
+    v.b = NULL;
     double t0 = q35_now();
     int got = 0;
     for (uint64_t id = 10; q35_now() - t0 < 20; id++) {
@@ -678,14 +651,8 @@ static void dead_owner_replaced(void **state)
     send_stats(c, 99);
     assert_int_equal(expect_reply(c, msg, sizeof msg), Q35__STAGE_REPLY__BODY_STATS);
     assert_string_equal(msg, "0");
-    g_stop = 1;
-    pthread_join(th, NULL);
-    zmq_close(a);
     zmq_close(c);
-    zmq_ctx_term(ctx);
-    stage_destroy(&s);
-    unlink(path);
-    rmdir(dir);
+    served_close(&v);
 }
 
 /* Random corruptions of a valid request: every one answered (a reply or
@@ -696,18 +663,11 @@ static void mutated_requests_always_answered(void **state)
     stage *a = open_stage(0, 4);
     int32_t ids[5] = { 1, 2, 3, 4, 5 };
     Q35__Sampling sp = Q35__SAMPLING__INIT;
-    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
-    c.slot = 1;
-    c.n_tokens = 5;
-    c.n_token_ids = 5;
-    c.token_ids = ids;
+    Q35__SeqChunk c, *pc = stagereq_chunk(&c, 1, 0, 5, ids, 5);
     c.sampling = &sp;
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = &pc;
-    fb.n_seqs = 1;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    r.forward = &fb;
+    Q35__ForwardBatch fb;
+    Q35__StageRequest r;
+    stagereq_forward(&r, &fb, 0, 0, &pc, 1, Q35__DTYPE__DTYPE_F32, NULL, 0);
     size_t n = q35__stage_request__get_packed_size(&r);
     uint8_t *good = malloc(n), *bad = malloc(n + 8);
     q35__stage_request__pack(&r, good);

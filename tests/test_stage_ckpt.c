@@ -61,19 +61,10 @@ static stage *open_stage(int a, int b, int64_t cache_bytes)
  * stage's logits of every row go to out (n x 512 floats) when non-NULL. */
 static void chain(stage *a, stage *b, int slot, int pos, int n, float *out)
 {
-    Q35__SeqChunk c = Q35__SEQ_CHUNK__INIT, *pc = &c;
-    c.slot = slot;
-    c.pos = pos;
-    c.n_tokens = n;
-    c.n_token_ids = n;
-    c.token_ids = g_toks + pos;
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = &pc;
-    fb.n_seqs = 1;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    r.forward = &fb;
-    Q35__StageReply *ra = su_call(a, &r);
+    Q35__SeqChunk c, *pc = stagereq_chunk(&c, slot, pos, n, g_toks + pos, n);
+    Q35__ForwardBatch fb;
+    Q35__StageRequest r;
+    Q35__StageReply *ra = su_call(a, stagereq_forward(&r, &fb, 0, 0, &pc, 1, 0, NULL, 0));
     if (ra->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
         fail_msg("first stage: %s", ra->error->message);
     c.n_token_ids = 0;
@@ -91,29 +82,20 @@ static void chain(stage *a, stage *b, int slot, int pos, int n, float *out)
     q35__stage_reply__free_unpacked(rb, NULL);
 }
 
-static Q35__StageReply *save(stage *s, uint64_t id, uint32_t slot, uint32_t n)
+/* A checkpoint of slot's first n positions as id: saved, or (save false)
+ * restored into slot. */
+static Q35__StageReply *ckpt_op(stage *s, bool save, uint64_t id, uint32_t slot, uint32_t n)
 {
-    Q35__CkptSave m = Q35__CKPT_SAVE__INIT;
-    m.id = id;
-    m.slot = slot;
-    m.n_tokens = n;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE;
-    r.ckpt_save = &m;
-    return su_call(s, &r);
+    Q35__CkptSave sv = Q35__CKPT_SAVE__INIT;
+    Q35__CkptRestore rs = Q35__CKPT_RESTORE__INIT;
+    sv.id = rs.id = id;
+    sv.slot = rs.slot = slot;
+    sv.n_tokens = rs.n_tokens = n;
+    return save ? su_call_body(s, Q35__STAGE_REQUEST__BODY_CKPT_SAVE, &sv)
+                : su_call_body(s, Q35__STAGE_REQUEST__BODY_CKPT_RESTORE, &rs);
 }
-
-static Q35__StageReply *restore(stage *s, uint64_t id, uint32_t slot, uint32_t n)
-{
-    Q35__CkptRestore m = Q35__CKPT_RESTORE__INIT;
-    m.id = id;
-    m.slot = slot;
-    m.n_tokens = n;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_RESTORE;
-    r.ckpt_restore = &m;
-    return su_call(s, &r);
-}
+static Q35__StageReply *save(stage *s, uint64_t id, uint32_t slot, uint32_t n) { return ckpt_op(s, true, id, slot, n); }
+static Q35__StageReply *restore(stage *s, uint64_t id, uint32_t slot, uint32_t n) { return ckpt_op(s, false, id, slot, n); }
 
 static Q35__StageReply *drop(stage *s, uint64_t *ids, size_t n, bool all)
 {
@@ -121,10 +103,7 @@ static Q35__StageReply *drop(stage *s, uint64_t *ids, size_t n, bool all)
     m.ids = ids;
     m.n_ids = n;
     m.all = all;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_CKPT_DROP;
-    r.ckpt_drop = &m;
-    return su_call(s, &r);
+    return su_call_body(s, Q35__STAGE_REQUEST__BODY_CKPT_DROP, &m);
 }
 
 static void free_slot(stage *s, uint32_t slot)
@@ -132,10 +111,7 @@ static void free_slot(stage *s, uint32_t slot)
     Q35__FreeSlots f = Q35__FREE_SLOTS__INIT;
     f.slots = &slot;
     f.n_slots = 1;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    r.free = &f;
-    q35__stage_reply__free_unpacked(su_call(s, &r), NULL);
+    q35__stage_reply__free_unpacked(su_call_body(s, Q35__STAGE_REQUEST__BODY_FREE, &f), NULL);
 }
 
 static void expect_saved(Q35__StageReply *rep, uint64_t id, uint64_t bytes)
@@ -172,10 +148,7 @@ static uint64_t ckpt_bytes(const stage *s, int n)
 static Q35__StageStats *stats(stage *s)
 {
     Q35__StatsRequest m = Q35__STATS_REQUEST__INIT;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
-    r.stats = &m;
-    Q35__StageReply *rep = su_call(s, &r);
+    Q35__StageReply *rep = su_call_body(s, Q35__STAGE_REQUEST__BODY_STATS, &m);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_STATS);
     static Q35__StageStats st;
     st = *rep->stats;
@@ -312,10 +285,7 @@ static void handshake_reports_the_store(void **state)
     stage *a = open_stage(0, 4, 32 << 20);
     Q35__Hello h = Q35__HELLO__INIT;
     h.protocol_version = 1;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
-    r.hello = &h;
-    Q35__StageReply *rep = su_call(a, &r);
+    Q35__StageReply *rep = su_call_body(a, Q35__STAGE_REQUEST__BODY_HELLO, &h);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
     assert_int_equal(rep->handshake->cache_budget, 32 << 20);
     assert_int_equal(rep->handshake->ckpt_fixed_bytes, ckpt_bytes(a, 0));
@@ -326,7 +296,7 @@ static void handshake_reports_the_store(void **state)
     stage_destroy(&a);
     /* auto: a quarter of MemAvailable read at start, not 0 */
     a = open_stage(0, 4, Q35_CACHE_AUTO);
-    rep = su_call(a, &r);
+    rep = su_call_body(a, Q35__STAGE_REQUEST__BODY_HELLO, &h);
     uint64_t mem_free;
     int share;
     q35_engine_ckpt_auto(stage_engine(a), &mem_free, &share);
@@ -339,7 +309,7 @@ static void handshake_reports_the_store(void **state)
     stage_destroy(&a);
     /* 3 stages on the host: a third of that quarter each, said at start */
     a = open_stage_shared(0, 4, Q35_CACHE_AUTO, 3);
-    rep = su_call(a, &r);
+    rep = su_call_body(a, Q35__STAGE_REQUEST__BODY_HELLO, &h);
     q35_engine_ckpt_auto(stage_engine(a), &mem_free, &share);
     assert_int_equal(share, 3);
     assert_int_equal(rep->handshake->cache_budget, mem_free / 4 / 3);

@@ -13,6 +13,7 @@
 #include "wire.h"
 #include "common.h"
 #include "opts.h"
+#include "stagereq.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -196,21 +197,18 @@ static int c_many_logprobs(probe *p)
 
 /* ---- coordinator → stage cases ------------------------------------------ */
 
+/* The probe's stage requests: epoch 424242, the ids below. */
+static int send_stage(probe *p, uint64_t id, int body_case, void *body)
+{
+    Q35__StageRequest r;
+    return send_packed(p, &stagereq_body(&r, 424242, id, body_case, body)->base);
+}
+
 static int send_forward(probe *p, Q35__SeqChunk *sc, int dtype, const void *hidden, size_t hlen)
 {
-    Q35__SeqChunk *scp = sc;
-    Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
-    fb.seqs = &scp;
-    fb.n_seqs = 1;
-    fb.dtype = dtype;
-    fb.hidden.data = (uint8_t *)hidden;
-    fb.hidden.len = hlen;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.epoch = 424242;
-    r.id = 7;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    r.forward = &fb;
-    return send_packed(p, &r.base);
+    Q35__StageRequest r;
+    Q35__ForwardBatch fb;
+    return send_packed(p, &stagereq_forward(&r, &fb, 424242, 7, &sc, 1, dtype, hidden, hlen)->base);
 }
 
 static int s_malformed(probe *p) { return c_malformed(p); }
@@ -223,16 +221,11 @@ static int s_frames(probe *p) { return c_frames(p); }
 static int send_chunk(probe *p, uint32_t slot, uint32_t pos, uint32_t n, int32_t *ids, size_t n_ids,
                       int dtype, size_t hidden_floats, float fill)
 {
-    Q35__SeqChunk sc = Q35__SEQ_CHUNK__INIT;
-    sc.slot = slot;
-    sc.pos = pos;
-    sc.n_tokens = n;
+    Q35__SeqChunk sc;
+    stagereq_chunk(&sc, slot, pos, n, p->has_embd ? ids : NULL, p->has_embd ? n_ids : 0);
     float *h = NULL;
     size_t nh = 0;
-    if (p->has_embd) {
-        sc.token_ids = ids;
-        sc.n_token_ids = n_ids;
-    } else {
+    if (!p->has_embd) {
         nh = hidden_floats ? hidden_floats : (size_t)n * p->n_embd;
         if (!(h = malloc(nh * sizeof *h + 1))) return -1;
         for (size_t i = 0; i < nh; i++) h[i] = fill;
@@ -283,21 +276,10 @@ static int s_free_unknown(probe *p)
     Q35__FreeSlots fs = Q35__FREE_SLOTS__INIT;
     fs.slots = slots;
     fs.n_slots = 1;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.epoch = 424242;
-    r.id = 8;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    r.free = &fs;
-    return send_packed(p, &r.base);
+    return send_stage(p, 8, Q35__STAGE_REQUEST__BODY_FREE, &fs);
 }
 
-static int s_no_body(probe *p)
-{
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.epoch = 424242;
-    r.id = 9;
-    return send_packed(p, &r.base);
-}
+static int s_no_body(probe *p) { return send_stage(p, 9, Q35__STAGE_REQUEST__BODY__NOT_SET, NULL); }
 
 static const pcase cases[] = {
     { "malformed", COORD, WANT_ERROR, "bytes that are no ClientRequest", c_malformed },
@@ -331,12 +313,7 @@ static int hello(probe *p)
 {
     Q35__Hello h = Q35__HELLO__INIT;
     h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.epoch = 424242;
-    r.id = 1;
-    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
-    r.hello = &h;
-    if (send_packed(p, &r.base)) return -1;
+    if (send_stage(p, 1, Q35__STAGE_REQUEST__BODY_HELLO, &h)) return -1;
     zmq_pollitem_t pi = { .socket = p->sock, .events = ZMQ_POLLIN };
     if (zmq_poll(&pi, 1, p->timeout_ms) != 1) return -1;
     q35_wire_msg m;

@@ -34,6 +34,7 @@
 #include "log.h"
 #include "stage.h"
 #include "wire.h"
+#include "tools/stagereq.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -395,11 +396,39 @@ static void seed_reply(const char *dir, const char *name, const Q35__StageReques
 
 static void fwd_req(Q35__StageRequest *r, Q35__ForwardBatch *fb)
 {
-    q35__stage_request__init(r);
-    r->epoch = 1;
-    r->id = 2;
-    r->body_case = Q35__STAGE_REQUEST__BODY_FORWARD;
-    r->forward = fb;
+    stagereq_body(r, 1, 2, Q35__STAGE_REQUEST__BODY_FORWARD, fb);
+}
+
+/* The client's request "1" with the body `body` of oneof case body_case
+ * (generate, cancel or status), put together in cr. */
+static const ProtobufCMessage *creq(Q35__ClientRequest *cr, int body_case, void *body)
+{
+    q35__client_request__init(cr);
+    cr->request_id = "1";
+    cr->body_case = body_case;
+    switch (body_case) {
+    case Q35__CLIENT_REQUEST__BODY_GENERATE: cr->generate = body; break;
+    case Q35__CLIENT_REQUEST__BODY_CANCEL: cr->cancel = body; break;
+    case Q35__CLIENT_REQUEST__BODY_STATUS: cr->status = body; break;
+    default: die("seed", "client request body");
+    }
+    return &cr->base;
+}
+
+/* Event of request "1" with the body `body` of oneof case body_case
+ * (piece, final or error), put together in ev. */
+static const ProtobufCMessage *event(Q35__Event *ev, int body_case, void *body)
+{
+    q35__event__init(ev);
+    ev->request_id = "1";
+    ev->body_case = body_case;
+    switch (body_case) {
+    case Q35__EVENT__BODY_PIECE: ev->piece = body; break;
+    case Q35__EVENT__BODY_FINAL: ev->final = body; break;
+    case Q35__EVENT__BODY_ERROR: ev->error = body; break;
+    default: die("seed", "event body");
+    }
+    return &ev->base;
 }
 
 static void write_seeds(const char *dir)
@@ -408,23 +437,15 @@ static void write_seeds(const char *dir)
     Q35__Hello h = Q35__HELLO__INIT;
     h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
     h.hidden_dtype = Q35__DTYPE__DTYPE_BF16;
-    Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
-    r.epoch = 1;
-    r.id = 1;
-    r.body_case = Q35__STAGE_REQUEST__BODY_HELLO;
-    r.hello = &h;
-    seed1(dir, "stage-hello", 0, &r.base);
+    Q35__StageRequest r;
+    seed1(dir, "stage-hello", 0, &stagereq_body(&r, 1, 1, Q35__STAGE_REQUEST__BODY_HELLO, &h)->base);
     uint32_t slots[2] = { 0, 3 };
     Q35__FreeSlots fs = Q35__FREE_SLOTS__INIT;
     fs.n_slots = 2;
     fs.slots = slots;
-    r.body_case = Q35__STAGE_REQUEST__BODY_FREE;
-    r.free = &fs;
-    seed1(dir, "stage-free", 1, &r.base);
+    seed1(dir, "stage-free", 1, &stagereq_body(&r, 1, 1, Q35__STAGE_REQUEST__BODY_FREE, &fs)->base);
     Q35__StatsRequest st = Q35__STATS_REQUEST__INIT;
-    r.body_case = Q35__STAGE_REQUEST__BODY_STATS;
-    r.stats = &st;
-    seed1(dir, "stage-stats", 2, &r.base);
+    seed1(dir, "stage-stats", 2, &stagereq_body(&r, 1, 1, Q35__STAGE_REQUEST__BODY_STATS, &st)->base);
 
     /* forward on the whole model: prefill with sampling, then one decode */
     Q35__Sampling sp = Q35__SAMPLING__INIT;
@@ -535,16 +556,11 @@ static void write_seeds(const char *dir)
     g.stop = stops;
     g.n_logprobs = 2;
     g.deadline_ms = 1000;
-    Q35__ClientRequest cr = Q35__CLIENT_REQUEST__INIT;
-    cr.request_id = "1";
-    cr.body_case = Q35__CLIENT_REQUEST__BODY_GENERATE;
-    cr.generate = &g;
+    Q35__ClientRequest cr;
     f = seed_open(dir, "client-text-cancel");
-    rec(f, 4, &cr.base);
+    rec(f, 4, creq(&cr, Q35__CLIENT_REQUEST__BODY_GENERATE, &g));
     Q35__Cancel cc = Q35__CANCEL__INIT;
-    cr.body_case = Q35__CLIENT_REQUEST__BODY_CANCEL;
-    cr.cancel = &cc;
-    rec(f, 4, &cr.base);
+    rec(f, 4, creq(&cr, Q35__CLIENT_REQUEST__BODY_CANCEL, &cc));
     fclose(f);
     Q35__ChatMessage m1 = Q35__CHAT_MESSAGE__INIT, m2 = Q35__CHAT_MESSAGE__INIT;
     m1.role = "system";
@@ -558,9 +574,7 @@ static void write_seeds(const char *dir)
     g.prompt_case = Q35__GENERATE__PROMPT_CHAT;
     g.chat = &chat;
     g.no_think = true;
-    cr.body_case = Q35__CLIENT_REQUEST__BODY_GENERATE;
-    cr.generate = &g;
-    seed1(dir, "client-chat", 4, &cr.base);
+    seed1(dir, "client-chat", 4, creq(&cr, Q35__CLIENT_REQUEST__BODY_GENERATE, &g));
     Q35__TokenIds ti = Q35__TOKEN_IDS__INIT;
     ti.n_ids = 5;
     ti.ids = ids;
@@ -568,11 +582,9 @@ static void write_seeds(const char *dir)
     g.ids = &ti;
     g.logits = true;
     g.ignore_eos = true;
-    seed1(dir, "client-ids", 4, &cr.base);
+    seed1(dir, "client-ids", 4, creq(&cr, Q35__CLIENT_REQUEST__BODY_GENERATE, &g));
     Q35__StatusRequest sr = Q35__STATUS_REQUEST__INIT;
-    cr.body_case = Q35__CLIENT_REQUEST__BODY_STATUS;
-    cr.status = &sr;
-    seed1(dir, "client-status", 4, &cr.base);
+    seed1(dir, "client-status", 4, creq(&cr, Q35__CLIENT_REQUEST__BODY_STATUS, &sr));
 
     /* stage replies: the whole-model stage's real answers to a hello and
      * to the prefill above */
@@ -623,25 +635,18 @@ static void write_seeds(const char *dir)
     pc.token_ids = ids + 1;
     pc.n_logprobs = 1;
     pc.logprobs = tls;
-    Q35__Event ev = Q35__EVENT__INIT;
-    ev.request_id = "1";
-    ev.body_case = Q35__EVENT__BODY_PIECE;
-    ev.piece = &pc;
+    Q35__Event ev;
     f = seed_open(dir, "event-piece-final");
-    rec(f, 6, &ev.base);
+    rec(f, 6, event(&ev, Q35__EVENT__BODY_PIECE, &pc));
     Q35__Usage u = Q35__USAGE__INIT;
     u.prompt_tokens = 5;
     u.completion_tokens = 1;
     Q35__Final fin = Q35__FINAL__INIT;
     fin.reason = Q35__FINISH_REASON__FINISH_STOP;
     fin.usage = &u;
-    ev.body_case = Q35__EVENT__BODY_FINAL;
-    ev.final = &fin;
-    rec(f, 6, &ev.base);
+    rec(f, 6, event(&ev, Q35__EVENT__BODY_FINAL, &fin));
     fclose(f);
-    ev.body_case = Q35__EVENT__BODY_ERROR;
-    ev.error = &e;
-    seed1(dir, "event-error", 6, &ev.base);
+    seed1(dir, "event-error", 6, event(&ev, Q35__EVENT__BODY_ERROR, &e));
 }
 
 /* ---- set-up ---------------------------------------------------------- */
