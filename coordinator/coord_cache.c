@@ -91,6 +91,24 @@ static void push_op(coord *c, link *l, const cache_op *op)
     f->v[f->n++] = *op;
 }
 
+/* Sends m on every link in order, recording op on each with the step id
+ * that send gave m; stops at the first send that fails (*failed). Returns
+ * how many went out: their answers settle the operation. */
+static int send_each(coord *c, Q35__StageRequest *m, cache_op op, bool *failed)
+{
+    *failed = false;
+    for (int i = 0; i < c->n_links; i++) {
+        link *l = &c->links[i];
+        if (link_send(c, l, m) != 0) {
+            *failed = true;
+            return i;
+        }
+        op.step_id = m->id;
+        push_op(c, l, &op);
+    }
+    return c->n_links;
+}
+
 static void send_drop(coord *c, const uint64_t *ids, int n, bool all)
 {
     Q35__CkptDrop d = Q35__CKPT_DROP__INIT;
@@ -175,20 +193,14 @@ static void save(coord *c, req *r, int n)
     /* drops before the save on every link: the stage frees first */
     make_room(c, id);
     Q35__CkptSave s = Q35__CKPT_SAVE__INIT;
-    s.id = id;
-    s.slot = (uint32_t)r->slot;
-    s.n_tokens = (uint32_t)n;
+    s.id = id, s.slot = (uint32_t)r->slot, s.n_tokens = (uint32_t)n;
     Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
-    m.body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE;
-    m.ckpt_save = &s;
-    for (int i = 0; i < c->n_links; i++) {
-        link *l = &c->links[i];
-        if (link_send(c, l, &m) != 0) {
-            forget(c, id);
-            return;
-        }
-        cache_op op = { m.id, id, 0, OP_SAVE, r->slot };
-        push_op(c, l, &op);
+    m.body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE, m.ckpt_save = &s;
+    bool failed;
+    send_each(c, &m, (cache_op){ 0, id, 0, OP_SAVE, r->slot }, &failed);
+    if (failed) {
+        forget(c, id);
+        return;
     }
     k->saves++;
 }
@@ -209,24 +221,11 @@ void cache_admit(coord *c, req *r)
     if (!id)
         return;
     Q35__CkptRestore m = Q35__CKPT_RESTORE__INIT;
-    m.id = id;
-    m.slot = (uint32_t)r->slot;
-    m.n_tokens = (uint32_t)len;
+    m.id = id, m.slot = (uint32_t)r->slot, m.n_tokens = (uint32_t)len;
     Q35__StageRequest rq = Q35__STAGE_REQUEST__INIT;
-    rq.body_case = Q35__STAGE_REQUEST__BODY_CKPT_RESTORE;
-    rq.ckpt_restore = &m;
-    r->restoring = 0;
-    r->restore_failed = false;
-    for (int i = 0; i < c->n_links; i++) {
-        link *l = &c->links[i];
-        if (link_send(c, l, &rq) != 0) {
-            r->restore_failed = true;   /* settles when the sent ones answer */
-            break;
-        }
-        cache_op op = { rq.id, id, r->serial, OP_RESTORE, r->slot };
-        push_op(c, l, &op);
-        r->restoring++;
-    }
+    rq.body_case = Q35__STAGE_REQUEST__BODY_CKPT_RESTORE, rq.ckpt_restore = &m;
+    /* a failed send settles when the sent ones answer */
+    r->restoring = send_each(c, &rq, (cache_op){ 0, id, r->serial, OP_RESTORE, r->slot }, &r->restore_failed);
     if (r->restoring == 0) {
         r->restore_failed = false;
         return;

@@ -35,17 +35,11 @@ static size_t hash_of(const ckpt_store *s, uint64_t id)
 ckpt_store *ckpt_store_new(uint64_t budget, ckpt_drop_fn drop, void *ctx)
 {
     ckpt_store *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->n_bucket = 64;
-    s->bucket = calloc(s->n_bucket, sizeof *s->bucket);
-    if (!s->bucket) {
+    if (s) *s = (ckpt_store){ .n_bucket = 64, .budget = budget, .drop = drop, .ctx = ctx };
+    if (!s || !(s->bucket = calloc((size_t)s->n_bucket, sizeof *s->bucket))) {
         free(s);
         return NULL;
     }
-    s->budget = budget;
-    s->drop = drop;
-    s->ctx = ctx;
     return s;
 }
 
