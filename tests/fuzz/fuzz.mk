@@ -45,11 +45,11 @@ FUZZ_gguf_OBJS := $(call fuzz_obj,gguf/gguf.c gguf/gguf_get.c gguf/config.c base
                   tests/fuzz/fuzz_gguf.c) $(FUZZ_QUANT_OBJS)
 FUZZ_gguf_LIBS :=
 FUZZ_tok_OBJS  := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) tests/fuzz/fuzz_tok.c) $(FUZZ_QUANT_OBJS)
-FUZZ_tok_LIBS  := -lpcre2-8
+FUZZ_tok_LIBS  := -lpcre2-8 -linih
 FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c \
                   tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
-FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash
+FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash -linih
 FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c client/client.c client/json.c $(SAMPLING_SRCS) \
                   base/common.c base/log.c base/half.c base/sbuf.c proto/wire.c proto/wire_sampling.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o
