@@ -272,6 +272,14 @@ static void test_mlock(void **s)
     if (!e)
         fail_msg("mlock of one layer: %s", err);
     long held = vm_locked_kb();
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's mlock interceptor returns 0 and locks nothing: only the open
+     * and close run here, the plain build checks the lock */
+    print_message("mlock: not checked under ASan (its mlock locks nothing)\n");
+    q35_engine_close(&e);
+    (void)held;
+    return;
+#endif
     print_message("mlock: %ld kB locked for layer 1\n", held - before);
     assert_true(held - before >= 512);
     q35_engine_close(&e);
