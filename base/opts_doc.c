@@ -79,7 +79,7 @@ void opts_help(const opts_spec *s, FILE *out)
         facts(d, f, sizeof f);
         fprintf(out, "  %-20s %s%s%s%s\n", flag, d->help, *f ? " (" : "", f, *f ? ")" : "");
     }
-    fprintf(out, "  --help               this text\n");
+    fprintf(out, "  --help               this text\n  --version            the version and how it was built\n");
 }
 
 void opts_man(const opts_spec *s, FILE *out)
@@ -214,7 +214,8 @@ void opts_tool_help(const opts_spec *s, FILE *out)
     fprintf(out, "%s\n", s->summary);
     if (!has_options(s) && s->description) wrap(out, s->description, 0, 79);   /* nothing else says it */
     each_option(s, help_line, out);
-    fprintf(out, "  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)");
+    fprintf(out, "  %-26s %s\n  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)",
+            "--version", "the version and how it was built");
     if (has_sampling(s)) {
         char d[256];
         smp_params dp = smp_defaults();
