@@ -316,6 +316,8 @@ static int time_layers(const char *model, int n, bool half, const measure_opts *
                                .be.n_threads = mo->threads, .backend = mo->backend };
         if (!(e[il] = q35_engine_open(&eo, err, errsz)))
             rc = Q35_EIO;
+        else
+            cli_progress_count("opening", (uint64_t)il + 1, (uint64_t)n, half ? "blocks" : "layers");
     }
     const q35_config *c = rc ? NULL : q35_engine_config(e[0]);
     size_t E = c ? c->n_embd : 0, V = c ? c->n_vocab : 0;
@@ -355,6 +357,8 @@ static int time_layers(const char *model, int n, bool half, const measure_opts *
                     best = (int32_t)i;
             tok[q] = best;
         }
+        if (!rc)
+            cli_progress_count("timing", (uint64_t)step + 1, MEASURE_WARM + MEASURE_STEPS, "steps");
     }
     for (int il = 0; il < n && !rc; il++) {
         sec[il] = t[il][0];
