@@ -515,6 +515,9 @@ static void examples_parse(void **state)
         if (opts_parse(&stage_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
         assert_int_equal(c.curve, strstr(stages[i], "two-hosts") != NULL);   /* across hosts: CURVE */
         assert_int_equal(stage_cfg_check_layers(&c, 40, err, sizeof err), 0);
+        /* a fixed budget is per stage (two cpu stages at 16 GiB: 32 GiB of
+         * RAM); the automatic one is divided among the host's stages */
+        assert_true(c.stage.eng.cache_bytes == Q35_CACHE_AUTO);
         stage_cfg_free(&c);
     }
     for (size_t i = 0; i < sizeof coords / sizeof coords[0]; i++) {
