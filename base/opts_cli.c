@@ -170,11 +170,7 @@ int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, 
         if ((rc = next_item(s, argc, argv, &i, &rest, &it, err, errsz))) return rc;
         if (it.kind == IT_HELP) { opts_help(s, stdout); return OPTS_EXIT; }
         if (it.kind == IT_MAN) { opts_man(s, stdout); return OPTS_EXIT; }
-        if (it.kind == IT_VERSION) {
-            char line[256];
-            puts(version_line(s->prog, line, sizeof line));
-            return OPTS_EXIT;
-        }
+        if (it.kind == IT_VERSION) { version_print(s->prog); return OPTS_EXIT; }
         if (it.kind == IT_ARG && (arg_row = next_arg_row(s, arg_row)) < 0) return unexpected(s, it.val, err, errsz);
         if (it.kind == IT_CONFIG) {
             free(b->config_path);

@@ -22,3 +22,9 @@ const char *version_line(const char *prog, char *buf, size_t n)
              Q35_OPT, Q35_CUDA_BUILT);
     return buf;
 }
+
+void version_print(const char *prog)
+{
+    char line[256];
+    puts(version_line(prog, line, sizeof line));
+}

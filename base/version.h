@@ -15,4 +15,7 @@
  * or "..., no CUDA)" for a build without it. prog: the program's name. */
 const char *version_line(const char *prog, char *buf, size_t n);
 
+/* That line and a newline on stdout (what --version prints). */
+void version_print(const char *prog);
+
 #endif

@@ -191,8 +191,7 @@ int main(int argc, char **argv)
     char err[Q35_ERRSZ];
     int a = 1;
     if (argc == 2 && !strcmp(argv[1], "--version")) {
-        char line[256];
-        puts(version_line("qwen35-gpucheck", line, sizeof line));
+        version_print("qwen35-gpucheck");
         return 0;
     }
     for (;;) {

@@ -65,8 +65,7 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--version")) {
-        char line[256];
-        puts(version_line("qwen35-fake-systemd", line, sizeof line));
+        version_print("qwen35-fake-systemd");
         return 0;
     }
     if (argc < 5 || strcmp(argv[3], "--")) {

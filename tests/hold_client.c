@@ -84,11 +84,7 @@ int main(int argc, char **argv)
         case 'w': pause_ms = atoi(optarg); break;
         case 'f': resume = optarg; break;
         case 't': timeout_ms = atoi(optarg); break;
-        case 'V': {
-            char line[256];
-            puts(version_line("qwen35-test-client", line, sizeof line));
-            return 0;
-        }
+        case 'V': version_print("qwen35-test-client"); return 0;
         default: return 2;
         }
     }
