@@ -208,20 +208,39 @@ const char *cli_size(uint64_t bytes, char *buf, size_t n)
     return buf;
 }
 
-void cli_progress(const char *what, uint64_t done, uint64_t total)
+/* The progress lines' one clock (one line at a time on the terminal):
+ * true when a line is due: stderr a terminal, 0.1 s since the last one,
+ * or the last (done >= total); *rate is done per second since done == 0. */
+static double prog_t0, prog_last;
+static bool progress_due(uint64_t done, uint64_t total, double *rate)
 {
-    static double t0, last;
     static int tty = -1;
     if (tty < 0) tty = isatty(2);
-    if (!tty) return;
+    if (!tty) return false;
     double now = q35_now();
-    if (done == 0 || t0 == 0) t0 = now;
-    if (done < total && now - last < 0.1) return;
-    last = now;
-    double rate = now > t0 ? done / (now - t0) / 1e6 : 0;
+    if (done == 0 || prog_t0 == 0) prog_t0 = now;
+    if (done < total && now - prog_last < 0.1) return false;
+    prog_last = now;
+    *rate = now > prog_t0 ? done / (now - prog_t0) : 0;
+    if (done >= total) prog_t0 = 0;
+    return true;
+}
+
+void cli_progress(const char *what, uint64_t done, uint64_t total)
+{
+    double rate;
+    if (!progress_due(done, total, &rate)) return;
     fprintf(stderr, "\r%s %.2f / %.2f GiB %3d%% %6.0f MB/s\033[K%s", what, done / 1073741824.0,
-            total / 1073741824.0, total ? (int)(100.0 * done / total) : 100, rate,
+            total / 1073741824.0, total ? (int)(100.0 * done / total) : 100, rate / 1e6,
             done >= total ? "\n" : "");
-    if (done >= total) t0 = 0;
+}
+
+void cli_progress_count(const char *what, uint64_t done, uint64_t total, const char *unit)
+{
+    double rate;
+    if (!progress_due(done, total, &rate)) return;
+    fprintf(stderr, "\r%s %llu / %llu %s %3d%%\033[K%s", what, (unsigned long long)done,
+            (unsigned long long)total, unit, total ? (int)(100.0 * done / total) : 100,
+            done >= total ? "\n" : "");
 }
 

@@ -78,6 +78,8 @@ const char *cli_size(uint64_t bytes, char *buf, size_t n);
  * done == total ends the line. Nothing when stderr is not a terminal (a
  * daemon's journal gets no per-step lines). */
 void cli_progress(const char *what, uint64_t done, uint64_t total);
+/* The same line for a count of units ("timing 12 / 40 steps  30%"). */
+void cli_progress_count(const char *what, uint64_t done, uint64_t total, const char *unit);
 
 /* --- interactive use (-cnv) ------------------------------------------------ */
 

@@ -19,7 +19,8 @@
  * spellings (opt_def.names: "-c, --ctx-size", single-dash long forms
  * such as "-cnv"), matched whole ("--long=VALUE" too; getopt would read
  * "-ngl 99" as "-n gl"); a llama.cpp flag qwen35 has no use for gets one
- * line saying what to use instead (cli.h); OPT_ARG rows take positional
+ * line saying what to use instead (cli.h; the daemons too, so that
+ * "qwen35-stage -ngl 99" says what to set); OPT_ARG rows take positional
  * arguments; OPT_HEADING rows group the --help and man page; the shared
  * sampling group comes in as one OPT_SAMPLING row (cli_sampling).
  *
@@ -204,7 +205,7 @@ struct cli_group;
 
 /* Parses defaults, --config FILE and the command line into cfg (which the
  * caller zeroed). Returns OPTS_RUN, OPTS_EXIT after printing --help /
- * --man to stdout (exit 0), or a negative Q35_E* code with one line in
+ * --man / --version to stdout (exit 0), or a negative Q35_E* code with one line in
  * err. On error cfg may hold partial values: opts_free() it. */
 int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, size_t errsz);
 
@@ -221,7 +222,7 @@ int opts_finish(const opts_spec *s, void *cfg, char *err, size_t errsz);
 
 /* A tool's main(): opts_parse into cfg (zeroed but for the tool's own
  * presets), then run(cfg); cfg's strings and lists freed after. Returns
- * the exit status: 0 after --help / --man, 2 after printing "PROG: ERROR"
+ * the exit status: 0 after --help / --man / --version, 2 after printing "PROG: ERROR"
  * on stderr for bad usage (the one place this file prints), else run's. */
 int opts_main(const opts_spec *s, void *cfg, int argc, char **argv, int (*run)(void *cfg));
 

@@ -11,12 +11,13 @@
 
 #include "cli.h"
 #include "common.h"
+#include "version.h"
 
 #define MSGSZ 256
 
 /* One argument of argv, classified. */
 typedef struct item {
-    enum { IT_END, IT_ARG, IT_OPT, IT_CONFIG, IT_HELP, IT_MAN } kind;
+    enum { IT_END, IT_ARG, IT_OPT, IT_CONFIG, IT_HELP, IT_MAN, IT_VERSION } kind;
     int def;                  /* IT_OPT: the row */
     const cli_opt *so;        /* IT_OPT of an OPT_SAMPLING row: the group's option */
     bool no;                  /* "--no-NAME" of an OPT_BOOL */
@@ -109,10 +110,11 @@ static int next_item(const opts_spec *s, int argc, char **argv, int *i, bool *re
     snprintf(it->spelling, sizeof it->spelling, "%.*s", (int)len, a);
     if (!strcmp(it->spelling, "--help") || !strcmp(it->spelling, "-h")) { it->kind = IT_HELP; return 0; }
     if (!strcmp(it->spelling, "--man")) { it->kind = IT_MAN; return 0; }
+    if (!strcmp(it->spelling, "--version")) { it->kind = IT_VERSION; return 0; }
     bool config = s->section && !strcmp(it->spelling, "--config");
     it->def = config ? -1 : match(s, a, len, it);
     if (!config && it->def < 0) {
-        if (!s->section && cli_foreign(s->prog, a, len, err, errsz)) return Q35_EINVAL;
+        if (cli_foreign(s->prog, a, len, err, errsz)) return Q35_EINVAL;
         char near[64];
         const char *c = closest(s, a, len, near, sizeof near);
         return q35_err(err, errsz, Q35_EINVAL, "%s: unknown option%s%s%s (see --help)", it->spelling,
@@ -159,7 +161,7 @@ int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, 
     int rc = opts_defaults(s, cfg, err, errsz);
     if (rc) return rc;
 
-    /* Pass 1: --help, --man, --config (the file comes before any flag),
+    /* Pass 1: --help, --man, --version, --config (the file comes before any flag),
      * and every spelling checked. */
     item it;
     bool rest = false;
@@ -168,6 +170,7 @@ int opts_parse(const opts_spec *s, void *cfg, int argc, char **argv, char *err, 
         if ((rc = next_item(s, argc, argv, &i, &rest, &it, err, errsz))) return rc;
         if (it.kind == IT_HELP) { opts_help(s, stdout); return OPTS_EXIT; }
         if (it.kind == IT_MAN) { opts_man(s, stdout); return OPTS_EXIT; }
+        if (it.kind == IT_VERSION) { version_print(s->prog); return OPTS_EXIT; }
         if (it.kind == IT_ARG && (arg_row = next_arg_row(s, arg_row)) < 0) return unexpected(s, it.val, err, errsz);
         if (it.kind == IT_CONFIG) {
             free(b->config_path);

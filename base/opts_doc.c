@@ -79,7 +79,7 @@ void opts_help(const opts_spec *s, FILE *out)
         facts(d, f, sizeof f);
         fprintf(out, "  %-20s %s%s%s%s\n", flag, d->help, *f ? " (" : "", f, *f ? ")" : "");
     }
-    fprintf(out, "  --help               this text\n");
+    fprintf(out, "  --help               this text\n  --version            the version and how it was built\n");
 }
 
 void opts_man(const opts_spec *s, FILE *out)
@@ -115,7 +115,11 @@ void opts_man(const opts_spec *s, FILE *out)
         if (*f) { fputs(" (", out); cli_roff(out, f); fputs(")", out); }
         fputc('\n', out);
     }
-    fputs(".TP\n\\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n", out);
+    fputs(".TP\n\\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n"
+          ".TP\n\\fB\\-\\-version\\fR\nPrint the version, the git commit and how the program was "
+          "built (compiler, optimisation, CUDA archs), and exit.\n"
+          ".PP\nA llama.cpp flag (\\fB\\-ngl\\fR, \\fB\\-fa\\fR, ...) is refused with one line "
+          "saying what to set instead.\n", out);
     if (s->files) {
         fputs(".SH FILES\n", out);
         cli_roff_paragraphs(out, s->files);
@@ -214,7 +218,8 @@ void opts_tool_help(const opts_spec *s, FILE *out)
     fprintf(out, "%s\n", s->summary);
     if (!has_options(s) && s->description) wrap(out, s->description, 0, 79);   /* nothing else says it */
     each_option(s, help_line, out);
-    fprintf(out, "  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)");
+    fprintf(out, "  %-26s %s\n  %-26s %s\n  %-26s %s\n", "-h, --help", "this text", "--man", "the man page (roff)",
+            "--version", "the version and how it was built");
     if (has_sampling(s)) {
         char d[256];
         smp_params dp = smp_defaults();
@@ -296,7 +301,9 @@ void opts_tool_man(const opts_spec *s, FILE *out)
     fputs(".SH OPTIONS\n", out);
     each_option(s, man_entry, out);
     fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nPrint a summary of the options and exit.\n"
-          ".TP\n\\fB\\-\\-man\\fR\nPrint this page (roff) and exit.\n", out);
+          ".TP\n\\fB\\-\\-man\\fR\nPrint this page (roff) and exit.\n"
+          ".TP\n\\fB\\-\\-version\\fR\nPrint the version, the git commit and how the program was "
+          "built (compiler, optimisation, CUDA archs), and exit.\n", out);
     fputs(".PP\nA llama.cpp flag that has no meaning here (\\fB\\-ngl\\fR, \\fB\\-fa\\fR, "
           "\\fB\\-\\-mlock\\fR, ...) is refused with one line saying what to use instead.\n", out);
     if (s->examples) man_examples(out, s->examples);

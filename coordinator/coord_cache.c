@@ -234,7 +234,7 @@ void cache_admit(coord *c, req *r)
     r->n_fed = len;
     k->cached_tokens += (uint64_t)len;
     k->restores++;
-    q35_log_debug("request %s: %d of %d prompt tokens from checkpoint %llu", r->rid, len,
+    q35_log_debug("request %s: %d of %d prompt tokens from checkpoint %llu", r->tag, len,
                   r->n_prompt, (unsigned long long)id);
 }
 
@@ -298,7 +298,7 @@ static void restore_answered(coord *c, const cache_op *op, const Q35__StageReply
     if (rp->body_case != Q35__STAGE_REPLY__BODY_CKPT_RESTORED) {
         r->restore_failed = true;
         if (rp->body_case == Q35__STAGE_REPLY__BODY_ERROR)
-            q35_log_warn("request %s: restoring checkpoint %llu: %s; prefilling instead", r->rid,
+            q35_log_warn("request %s: restoring checkpoint %llu: %s; prefilling instead", r->tag,
                          (unsigned long long)op->ckpt, rp->error->message);
     }
     if (--r->restoring > 0 || !r->restore_failed)

@@ -31,7 +31,7 @@ int client_send(coord *c, const req *r, const uint8_t *ident, size_t ident_len, 
         return 0;
     }
     if (r && !r->cancelled) {
-        q35_log_info("request %s: client gone (%s): cancelled", r->rid, zmq_strerror(errno));
+        q35_log_info("request %s: client gone (%s): cancelled", r->tag, zmq_strerror(errno));
         ((req *)r)->cancelled = true;
     }
     return -1;
@@ -268,6 +268,7 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     memcpy(r->ident, ident, ident_len);
     r->ident_len = ident_len;
     snprintf(r->rid, sizeof r->rid, "%s", rid);
+    snprintf(r->tag, sizeof r->tag, "%llu (id %s)", (unsigned long long)++c->requests_seen, rid);
     q35__sampling__init(&r->sp);
     q35_wire_sampling_put(&sp, &r->sp);
     r->n_logprobs = (int)g->n_logprobs;
@@ -296,7 +297,7 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     }
     unread_attach(c, r);
     req_enqueue(c, r);
-    q35_log_debug("request %s: %d prompt tokens, max %d", r->rid, r->n_prompt, r->max_tokens);
+    q35_log_debug("request %s: %d prompt tokens, max %d", r->tag, r->n_prompt, r->max_tokens);
 }
 
 static void on_status(coord *c, const uint8_t *ident, size_t ident_len, const char *rid)

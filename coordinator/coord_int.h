@@ -103,6 +103,10 @@ typedef struct req {
     uint8_t ident[Q35_WIRE_MAX_IDENT];
     size_t ident_len;
     char rid[COORD_RID_LEN + 1];
+    /* The log's name of it: "17 (id 1)", its number in this coordinator's
+     * life and the client's request_id (each client counts its own from
+     * 1, so the id alone names every one-shot client's request alike). */
+    char tag[COORD_RID_LEN + 32];
     int slot;
     int32_t *toks;                  /* prompt + generated */
     int n_toks, cap;
@@ -176,6 +180,7 @@ struct coord {
     char lost_why[400];
     double t_start;
     uint64_t requests_done, tokens_generated;
+    uint64_t requests_seen;         /* generate requests accepted (the last one's number) */
     double rate_t[8];
     uint64_t rate_n[8];
     int rate_i;

@@ -131,7 +131,7 @@ void req_finish(coord *c, req *r, Q35__FinishReason why)
     ev.final = &f;
     client_send(c, r, NULL, 0, &ev);
     q35_log_info("request %s: %s, %d prompt (%d cached) + %d completion tokens, ttft %.3f s, "
-                 "%.1f tokens/s", r->rid, finish_name(why), r->n_prompt, r->n_cached, r->n_gen,
+                 "%.1f tokens/s", r->tag, finish_name(why), r->n_prompt, r->n_cached, r->n_gen,
                  u.ttft_s, u.tokens_per_s);
     cache_on_finish(c, r);   /* before the slot is freed */
     req_free_slot(c, r);
@@ -148,7 +148,7 @@ void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     client_error(c, r, NULL, 0, NULL, code, msg);
-    q35_log_info("request %s: %s: %s", r->rid, q35_wire_code_name(code), msg);
+    q35_log_info("request %s: %s: %s", r->tag, q35_wire_code_name(code), msg);
     r->in_flight = false;
     req_free_slot(c, r);
     req_unlink(c, r);

@@ -354,7 +354,7 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
             r->t_last = now;
             if (r->t_paused) {
                 q35_log_info("request %s: stream resumed after a %.3f s pause (rebuilt from %d "
-                             "tokens)", r->rid, now - r->t_paused, r->n_toks - 1);
+                             "tokens)", r->tag, now - r->t_paused, r->n_toks - 1);
                 r->t_paused = 0;
             }
             stop = client_piece(c, r, sm->token, sm, &stop_idx);

@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "version.h"
+
 int gc_device = 0;
 bool gc_no_graphs = false;
 static int failures = 0;
@@ -188,6 +190,10 @@ int main(int argc, char **argv)
 {
     char err[Q35_ERRSZ];
     int a = 1;
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        version_print("qwen35-gpucheck");
+        return 0;
+    }
     for (;;) {
         if (a + 1 < argc && !strcmp(argv[a], "--device")) { gc_device = atoi(argv[a + 1]); a += 2; }
         else if (a < argc && !strcmp(argv[a], "--no-graphs")) { gc_no_graphs = true; a++; }

@@ -265,6 +265,11 @@ static int write_tensor(gguf_writer *w, const tdesc *t, int type, uint64_t seed,
     return 0;
 }
 
+static uint64_t tensor_bytes(const tdesc *t, int type)
+{
+    return (uint64_t)quant_row_bytes(type, t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
 static int build_plan(plan *p, const preset *m, const mkmodel_opts *o)
 {
     int rc = 0;
@@ -329,8 +334,14 @@ int mkmodel_write(const mkmodel_opts *o, const char *path, char *err, size_t err
     size_t chunk_sz = 4u << 20;
     uint8_t *chunk = rc ? NULL : malloc(chunk_sz);
     if (!rc && !chunk) rc = q35_err(err, errsz, Q35_ENOMEM, "%s: out of memory", path);
-    for (int i = 0; !rc && i < p.n; i++)
+    uint64_t total = 0, done = 0;
+    for (int i = 0; !rc && i < p.n; i++) total += tensor_bytes(&p.t[i], types[i]);
+    if (!rc && o->progress) o->progress(0, total);
+    for (int i = 0; !rc && i < p.n; i++) {
         rc = write_tensor(w, &p.t[i], types[i], o->seed * 0x9e3779b97f4a7c15ull + 1, chunk, chunk_sz, err, errsz);
+        done += tensor_bytes(&p.t[i], types[i]);
+        if (!rc && o->progress) o->progress(done, total);
+    }
     free(chunk);
     free(types);
     free(p.t);

@@ -30,6 +30,10 @@ typedef struct mkmodel_opts {
     bool head_from_embd;     /* output.weight = a copy of token_embd (same type, same bytes) */
     bool fused_gate_up;      /* blk.N.ffn_gate_up_exps [E, 2F, X] in place of ffn_gate_exps and
                                 ffn_up_exps: per expert the F gate rows, then the F up rows */
+    /* Tensor bytes written so far of total: once at 0, after each tensor
+     * (the last call has done == total); NULL: none (qwen35-mkmodel passes
+     * base/cli.h's terminal progress line). */
+    void (*progress)(uint64_t done, uint64_t total);
 } mkmodel_opts;
 
 /* Writes the model to `path` (via path.tmp, renamed when complete).

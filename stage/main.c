@@ -86,23 +86,34 @@ int main(int argc, char **argv)
         stage_cfg_free(&c);
         return 1;
     }
+    /* The endpoint first: a taken port or path fails now, not after the
+     * weights are read (minutes for a big range). Nobody is answered
+     * until the loop below; a coordinator's connect just waits. */
+    stage *s = stage_listen(&c.stage, c.bind, err, sizeof err);
+    if (!s) {
+        q35_log_error("%s", err);
+        stage_cfg_free(&c);
+        return 1;
+    }
     /* Read the range's weights before READY=1 (progress in STATUS), so
      * "ready" means loaded, not merely mapped. */
     q35_log_info("loading layers " Q35_CUT_FMT ":" Q35_CUT_FMT " of %s", Q35_CUT_ARGS(c.layers.begin),
                  Q35_CUT_ARGS(c.layers.end), c.stage.eng.model_path);
     double t_load = q35_now();
     uint64_t bytes = 0;
-    stage *s = NULL;
     /* the simulator reads no weights: nothing to load */
     rc = !strcmp(c.stage.eng.backend, "sim") ? 0
        : preload_cuts(c.stage.eng.model_path, c.layers.begin, c.layers.end, on_progress, NULL, &bytes, err,
                        sizeof err);
     if (rc && sig_stop_requested()) {   /* SIGTERM while loading: a clean stop */
         q35_log_info("stop requested while loading");
+        stage_destroy(&s);
         stage_cfg_free(&c);
         return 0;
     }
-    if (rc == 0 && (s = stage_new(&c.stage, err, sizeof err))) {
+    /* rc stays preload's: a range that the engine cannot open exits 1 */
+    bool loaded = rc == 0 && stage_load(s, &c.stage, err, sizeof err) == 0;
+    if (loaded) {
         const q35_engine *e = stage_engine(s);
         char w[24], st[24];
         q35_log_info("loaded layers " Q35_CUT_FMT ":" Q35_CUT_FMT ": weights %s resident, slot state %s "
@@ -111,7 +122,7 @@ int main(int argc, char **argv)
                      cli_size(q35_engine_state_bytes(e), st, sizeof st), q35_engine_max_seqs(e),
                      q35_engine_max_ctx(e), q35_now() - t_load);
     }
-    if (!s || stage_bind(s, c.bind, err, sizeof err)) {
+    if (!loaded) {
         q35_log_error("%s", err);
         stage_destroy(&s);
         stage_cfg_free(&c);

@@ -84,45 +84,17 @@ static int load_identity(stage *s, const char *path, const char *cache, char *er
     return rc;
 }
 
-stage *stage_new(const stage_opts *o, char *err, size_t errsz)
+/* A stage before its weights: the options' limits, a fresh instance. */
+static stage *stage_alloc(const stage_opts *o, char *err, size_t errsz)
 {
     stage *s = calloc(1, sizeof *s);
     if (!s) {
         q35_err(err, errsz, Q35_ENOMEM, "out of memory");
         return NULL;
     }
-    s->eng = q35_engine_open(&o->eng, err, errsz);
-    if (!s->eng)
-        goto fail;
-    s->cfg = q35_engine_config(s->eng);
-    s->cut_begin = q35_engine_cut_begin(s->eng);
-    s->cut_end = q35_engine_cut_end(s->eng);
-    s->first = q35_engine_has_embd(s->eng);
-    s->last = q35_engine_has_head(s->eng);
     s->max_seqs = o->eng.be.max_seqs;
     s->max_ctx = o->eng.be.max_ctx;
     s->max_batch = o->max_batch > 0 ? o->max_batch : 256;
-    /* full-logits rows per batch: what fits 64 MiB, raised to one per slot,
-     * then capped at the batch: min(max_seqs, max_batch) rows at least,
-     * which is all a batch's one-row-per-sequence logits can need (it has
-     * at most max_seqs sequences and max_batch tokens, one each at least) */
-    uint64_t rows = (64u << 20) / ((uint64_t)s->cfg->n_vocab * 4);
-    if (rows < (uint64_t)s->max_seqs)
-        rows = (uint64_t)s->max_seqs;
-    if (rows > (uint64_t)s->max_batch)
-        rows = (uint64_t)s->max_batch;
-    s->max_logit_rows = (int)rows;
-    if (load_identity(s, o->eng.model_path, o->identity_cache, err, errsz))
-        goto fail;
-    size_t hid = (size_t)s->max_batch * s->cfg->n_embd;
-    s->x_in = malloc(hid * sizeof(float));
-    s->x_out = malloc(hid * sizeof(float));
-    s->logits = s->last ? malloc((size_t)s->max_logit_rows * s->cfg->n_vocab * sizeof(float)) : NULL;
-    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs) : NULL;
-    if (!s->x_in || !s->x_out || (s->last && (!s->logits || !s->smp))) {
-        q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d batch rows", s->max_batch);
-        goto fail;
-    }
     uint64_t inst = 0;
     FILE *ur = fopen("/dev/urandom", "rb");
     if (!ur || fread(&inst, sizeof inst, 1, ur) != 1)
@@ -134,10 +106,51 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
     s->curve_secret = o->curve_secret;
     s->curve_allowed = o->curve_allowed;
     s->n_curve_allowed = o->n_curve_allowed;
-    s->req_max = q35_wire_stage_req_max(s->cfg->n_embd, s->max_batch, s->max_seqs);
-    if (o->max_msg && o->max_msg < s->req_max)
-        s->req_max = o->max_msg;
     s->t_start = q35_now();
+    return s;
+}
+
+/* The bound on a request's bytes: a full batch of n_embd rows, capped by
+ * opts.max_msg. The same before the weights (stage_listen, from the
+ * header) and after (stage_load), so the early socket's limit holds. */
+static size_t req_limit(const stage *s, const stage_opts *o, uint32_t n_embd)
+{
+    size_t m = q35_wire_stage_req_max(n_embd, s->max_batch, s->max_seqs);
+    return o->max_msg && o->max_msg < m ? o->max_msg : m;
+}
+
+int stage_load(stage *s, const stage_opts *o, char *err, size_t errsz)
+{
+    s->eng = q35_engine_open(&o->eng, err, errsz);
+    if (!s->eng)
+        return Q35_EINVAL;
+    s->cfg = q35_engine_config(s->eng);
+    s->cut_begin = q35_engine_cut_begin(s->eng);
+    s->cut_end = q35_engine_cut_end(s->eng);
+    s->first = q35_engine_has_embd(s->eng);
+    s->last = q35_engine_has_head(s->eng);
+    /* full-logits rows per batch: what fits 64 MiB, raised to one per slot,
+     * then capped at the batch: min(max_seqs, max_batch) rows at least,
+     * which is all a batch's one-row-per-sequence logits can need (it has
+     * at most max_seqs sequences and max_batch tokens, one each at least) */
+    uint64_t rows = (64u << 20) / ((uint64_t)s->cfg->n_vocab * 4);
+    if (rows < (uint64_t)s->max_seqs)
+        rows = (uint64_t)s->max_seqs;
+    if (rows > (uint64_t)s->max_batch)
+        rows = (uint64_t)s->max_batch;
+    s->max_logit_rows = (int)rows;
+    int rc = load_identity(s, o->eng.model_path, o->identity_cache, err, errsz);
+    if (rc)
+        return rc;
+    size_t hid = (size_t)s->max_batch * s->cfg->n_embd;
+    s->x_in = malloc(hid * sizeof(float));
+    s->x_out = malloc(hid * sizeof(float));
+    s->logits = s->last ? malloc((size_t)s->max_logit_rows * s->cfg->n_vocab * sizeof(float)) : NULL;
+    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs) : NULL;
+    if (!s->x_in || !s->x_out || (s->last && (!s->logits || !s->smp))) {
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d batch rows", s->max_batch);
+    }
+    s->req_max = req_limit(s, o, s->cfg->n_embd);
     ckpt_stats cs;
     q35_engine_ckpt_stats(s->eng, &cs);
     uint64_t ck_fixed, ck_pos, mem_free;
@@ -158,10 +171,35 @@ stage *stage_new(const stage_opts *o, char *err, size_t errsz)
              q35_engine_backend(s->eng), s->max_seqs, s->max_ctx, s->max_batch,
              (double)cs.budget / (1 << 20), how,
              (double)ck_fixed / (1 << 20), (double)ck_pos / 1024);
+    return 0;
+}
+
+stage *stage_new(const stage_opts *o, char *err, size_t errsz)
+{
+    stage *s = stage_alloc(o, err, errsz);
+    if (s && stage_load(s, o, err, errsz))
+        stage_destroy(&s);
     return s;
-fail:
-    stage_destroy(&s);
-    return NULL;
+}
+
+stage *stage_listen(const stage_opts *o, const char *endpoint, char *err, size_t errsz)
+{
+    char msg[Q35_ERRSZ - 64];
+    q35_config cfg;
+    gguf_file *f = gguf_open(o->eng.model_path, msg, sizeof msg);
+    int rc = f ? q35_config_load(f, &cfg, msg, sizeof msg) : Q35_EINVAL;
+    gguf_close(&f);
+    if (rc) {
+        q35_err(err, errsz, rc, "%s: %s", o->eng.model_path, msg);
+        return NULL;
+    }
+    stage *s = stage_alloc(o, err, errsz);
+    if (!s)
+        return NULL;
+    s->req_max = req_limit(s, o, cfg.n_embd);
+    if (stage_bind(s, endpoint, err, errsz))
+        stage_destroy(&s);
+    return s;
 }
 
 void stage_destroy(stage **ps)

@@ -40,6 +40,15 @@ typedef struct stage stage;
 stage *stage_new(const stage_opts *o, char *err, size_t errsz);
 void stage_destroy(stage **s);
 
+/* The daemon's order: the socket first, then the weights, so that a
+ * taken endpoint fails at once instead of after minutes of loading.
+ * stage_listen() reads only the model's header (the request size bound)
+ * and binds endpoint as stage_bind does; NULL with the reason in err.
+ * stage_load() then loads the range as stage_new does: 0, or a Q35_E*
+ * code with err (the stage is then only fit for stage_destroy). */
+stage *stage_listen(const stage_opts *o, const char *endpoint, char *err, size_t errsz);
+int stage_load(stage *s, const stage_opts *o, char *err, size_t errsz);
+
 /* Creates the ROUTER socket (limits from the model) and binds endpoint;
  * with opts.curve_secret, starts the ZAP handler first and makes the
  * socket a CURVE server. */

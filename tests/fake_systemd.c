@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "version.h"
+
 static double t0;
 static FILE *logf;
 static volatile sig_atomic_t pending[65];
@@ -62,6 +64,10 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        version_print("qwen35-fake-systemd");
+        return 0;
+    }
     if (argc < 5 || strcmp(argv[3], "--")) {
         fprintf(stderr, "usage: qwen35-fake-systemd LOG WATCHDOG_USEC -- COMMAND [ARGS...]\n");
         return 2;

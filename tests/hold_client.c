@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "qwen35_client.h"
+#include "version.h"
 
 #define MAX_REQ 64
 
@@ -70,7 +71,7 @@ int main(int argc, char **argv)
     bool logits = false;
     static const struct option lo[] = {
         { "endpoint", 1, 0, 'e' }, { "prompt-ids", 1, 0, 'p' }, { "requests", 1, 0, 'k' },
-        { "logits", 0, 0, 'l' }, { "pause-ms", 1, 0, 'w' }, { "resume-file", 1, 0, 'f' }, { "timeout", 1, 0, 't' },
+        { "logits", 0, 0, 'l' }, { "pause-ms", 1, 0, 'w' }, { "resume-file", 1, 0, 'f' }, { "timeout", 1, 0, 't' }, { "version", 0, 0, 'V' },
         { 0, 0, 0, 0 },
     };
     for (int o; (o = getopt_long(argc, argv, "n:", lo, NULL)) != -1;) {
@@ -83,6 +84,7 @@ int main(int argc, char **argv)
         case 'w': pause_ms = atoi(optarg); break;
         case 'f': resume = optarg; break;
         case 't': timeout_ms = atoi(optarg); break;
+        case 'V': version_print("qwen35-test-client"); return 0;
         default: return 2;
         }
     }

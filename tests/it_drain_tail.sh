@@ -61,7 +61,7 @@ check() {   # check ROUND N HOW: the client got N tokens and exit 0, the coordin
     [ "$got" -eq "$2" ] && [ $rc -eq 0 ] ||
         fail "round $1 ($3): the request got $got of $2 tokens, client exit $rc: $(tr '\n' ' ' <"$T/client-$1.err")"
     # the request ended after the drain began (else the round proves nothing)
-    awk -v want="request 1: length, 64 prompt (0 cached) + $2 completion" '
+    awk -v want="(id 1): length, 64 prompt (0 cached) + $2 completion" '
         /stopping: draining requests/ { d = 1 } index($0, want) && d { ok = 1 } END { exit !ok }' "$T/coord-$1.err" ||
         fail "round $1: the coordinator did not finish the request (length, $2 tokens) while draining"
 }

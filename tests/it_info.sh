@@ -3,7 +3,8 @@
 # elsewhere), the right tensor type mix, a --plan that covers every layer
 # once; clean errors on bad input; reads what qwen35-mkmodel writes;
 # --plan --batch B moves layers to the last stage as B grows; --measure
-# times every layer and plans by those times.
+# times every layer and plans by those times; without --backend the
+# stage files name the backend that runs here (cpu without a CUDA device).
 set -u
 . "$(dirname "$0")/lib.sh"
 setup
@@ -137,8 +138,20 @@ planned() {   # K [more qwen35-info options]: plan, write, start, check
 planned 2
 planned 3 --half-layers
 cat "$T"/cfg/stage-*.conf | grep -q '^layers = [0-9]*\.5:' || fail "--plan 3 --half-layers: no range starts at a half-layer: $(cat "$T"/cfg/stage-*.conf | grep '^layers')"
-"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 3 --half-layers > /dev/null 2> "$T/err" && fail "--half-layers with cuda accepted"
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 3 --half-layers --backend cuda > /dev/null 2> "$T/err" && fail "--half-layers with cuda accepted"
 grep -q -- "--half-layers: the cuda backend runs whole layers only" "$T/err" || fail "--half-layers cuda message: $(cat "$T/err")"
+
+# no --backend: the backend that runs here (cuda only with a usable CUDA
+# device; a stage of a cuda plan on a machine without one fails to start)
+here=cpu
+[ -x "$BIN/qwen35-gpucheck" ] && "$BIN/qwen35-gpucheck" devices >/dev/null 2>&1 && here=cuda
+rm -rf "$T/auto"
+"$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 2 --write-configs "$T/auto" > /dev/null 2> "$T/err" ||
+    fail "--plan 2 --write-configs: $(cat "$T/err")"
+for s in 0 1; do
+    grep -qx "backend = $here" "$T/auto/stage-$s.conf" ||
+        fail "--plan 2 on a machine with backend $here: stage-$s.conf says $(grep '^backend' "$T/auto/stage-$s.conf")"
+done
 
 # bad input: one line on stderr naming the problem, non-zero exit
 "$BIN/qwen35-info" "$G/models/tiny-Q8_0.gguf" --plan 9 > /dev/null 2> "$T/err" && fail "--plan 9 accepted"

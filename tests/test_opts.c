@@ -221,6 +221,15 @@ static void bad_flags(void **state)
                                       "--bind", "tcp://host", NULL), err) < 0);
     assert_non_null(strstr(err, "--bind: bind: 'tcp://host' is not a ZeroMQ endpoint"));
     stage_cfg_free(&c);
+    /* llama.cpp's flags: the daemons name them and say what to use, as the tools do */
+    assert_true(load_stage(&c, ts_args_of("-ngl", "99", NULL), err) < 0);
+    assert_non_null(strstr(err, "-ngl: llama.cpp's GPU layer count is not a qwen35-stage option; "));
+    assert_non_null(strstr(err, "--backend cuda"));
+    stage_cfg_free(&c);
+    coord_cfg cc;
+    assert_true(load_coord(&cc, ts_args_of("-fa", NULL), err) < 0);
+    assert_non_null(strstr(err, "-fa: llama.cpp's flash attention is not a qwen35-coordinator option; "));
+    coord_cfg_free(&cc);
 }
 
 static void coordinator_stage_ranges(void **state)
@@ -506,6 +515,9 @@ static void examples_parse(void **state)
         if (opts_parse(&stage_cfg_spec, &c, a.argc, a.argv, err, sizeof err)) fail_msg("%s", err);
         assert_int_equal(c.curve, strstr(stages[i], "two-hosts") != NULL);   /* across hosts: CURVE */
         assert_int_equal(stage_cfg_check_layers(&c, 40, err, sizeof err), 0);
+        /* a fixed budget is per stage (two cpu stages at 16 GiB: 32 GiB of
+         * RAM); the automatic one is divided among the host's stages */
+        assert_true(c.stage.eng.cache_bytes == Q35_CACHE_AUTO);
         stage_cfg_free(&c);
     }
     for (size_t i = 0; i < sizeof coords / sizeof coords[0]; i++) {

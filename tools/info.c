@@ -38,6 +38,9 @@
 #include "backend.h"
 #include "engine.h"
 #include "gguf.h"
+#ifdef Q35_HAVE_CUDA
+#include "cuda.h"
+#endif
 #include "info_plan.h"
 #include "opts.h"
 #include "quant.h"
@@ -313,6 +316,8 @@ static int time_layers(const char *model, int n, bool half, const measure_opts *
                                .be.n_threads = mo->threads, .backend = mo->backend };
         if (!(e[il] = q35_engine_open(&eo, err, errsz)))
             rc = Q35_EIO;
+        else
+            cli_progress_count("opening", (uint64_t)il + 1, (uint64_t)n, half ? "blocks" : "layers");
     }
     const q35_config *c = rc ? NULL : q35_engine_config(e[0]);
     size_t E = c ? c->n_embd : 0, V = c ? c->n_vocab : 0;
@@ -352,6 +357,8 @@ static int time_layers(const char *model, int n, bool half, const measure_opts *
                     best = (int32_t)i;
             tok[q] = best;
         }
+        if (!rc)
+            cli_progress_count("timing", (uint64_t)step + 1, MEASURE_WARM + MEASURE_STEPS, "steps");
     }
     for (int il = 0; il < n && !rc; il++) {
         sec[il] = t[il][0];
@@ -482,7 +489,7 @@ static const opt_def defs[] = {
       "stage, the slots x positions that fit what is left after weights and scratch, with the "
       "KV cache in f32 (as stored) and in f16 (a planning figure: not implemented)"),
     OPT_TOOL_STR(info_cfg, "--write-configs", po.write_dir, "DIR", "write the files into DIR (created) instead of stdout"),
-    OPT_TOOL_STR(info_cfg, "--backend", po.backend, "cpu|cuda", "backend written to the stage files (default cuda)"),
+    OPT_TOOL_STR(info_cfg, "--backend", po.backend, "cpu|cuda", "backend written to the stage files (default: cuda when a CUDA device is usable here, else cpu)"),
     OPT_TOOL_STR(info_cfg, "--model-path", po.model_path, "PATH",
       "model path written to the files (default: MODEL's absolute path)"),
     OPT_TOOL_STR(info_cfg, "--host", po.host, "ADDR",
@@ -534,6 +541,19 @@ static const opts_spec spec = {
     OPTS_DEFS(defs),
 };
 
+/* The stages' backend when --backend does not say: cuda only where a CUDA
+ * device answers here (a cuda build without a driver or device plans for
+ * cpu, as its stages would otherwise fail at start); a plan for another
+ * machine's GPUs says --backend cuda. */
+static const char *backend_here(void)
+{
+#ifdef Q35_HAVE_CUDA
+    char err[Q35_ERRSZ];
+    if (q35_cuda_device_count(err, sizeof err) > 0) return "cuda";
+#endif
+    return "cpu";
+}
+
 static int info(void *cfg)
 {
     const info_cfg *ic = cfg;
@@ -543,7 +563,7 @@ static int info(void *cfg)
     plan_opts po = ic->po;
     bool threads_set = opts_given(&spec, ic, "--threads");
     po.seqs_auto = !opts_given(&spec, ic, "--max-seqs");
-    if (!po.backend) po.backend = "cuda";
+    if (!po.backend) po.backend = backend_here();
     if (!po.host) po.host = "127.0.0.1";
     char err[Q35_ERRSZ];
     if (strcmp(po.backend, "cpu") && strcmp(po.backend, "cuda")) {

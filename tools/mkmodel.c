@@ -1,4 +1,5 @@
 /* qwen35-mkmodel: writes a valid qwen35moe GGUF with random weights. */
+#include "cli.h"
 #include "common.h"
 #include "mkmodel.h"
 #include "opts.h"
@@ -53,6 +54,12 @@ static const opts_spec spec = {
     OPTS_DEFS(defs),
 };
 
+/* One line rewritten in place on a terminal (nothing otherwise). */
+static void on_progress(uint64_t done, uint64_t total)
+{
+    cli_progress("writing", done, total);
+}
+
 static int write_model(void *cfg)
 {
     const mk_cfg *c = cfg;
@@ -65,6 +72,7 @@ static int write_model(void *cfg)
         fprintf(stderr, "qwen35-mkmodel: -o OUT.gguf is required (see --help)\n");
         return 2;
     }
+    mk.progress = on_progress;
     double t0 = q35_now();
     if (mkmodel_write(&mk, out, err, sizeof err)) {
         fprintf(stderr, "qwen35-mkmodel: %s\n", err);
