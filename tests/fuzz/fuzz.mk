@@ -59,6 +59,12 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
+# --version's header (base/version.mk), generated under $(FUZZ_DIR) too
+$(FUZZ_DIR)/gen/q35_version.h: $(BUILD)/gen/q35_version.h
+	@mkdir -p $(@D)
+	cp $< $@
+$(FUZZ_DIR)/obj/base/version.o: $(FUZZ_DIR)/gen/q35_version.h
+
 $(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/gen/%.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
