@@ -98,6 +98,11 @@ typedef struct q35c_request {
                                      its n (1..20) most likely alternatives */
     bool logits;                  /* full logits: every prompt position and
                                      every generated token */
+    const char *grammar;          /* NULL: free output; else the answer is
+                                     constrained to this grammar (GBNF, see
+                                     text/grammar.h; the rule "root"): after
+                                     </think> when thinking, else from the
+                                     first generated token */
     uint64_t id;                  /* 0: the library picks one */
 } q35c_request;
 
