@@ -467,9 +467,10 @@ static void socket_loop_survives_bad_messages(void **state)
     assert_non_null(r);
     assert_non_null(strstr(r->error->message, "frames"));
     q35__stage_reply__free_unpacked(r, NULL);
-    /* oversized: ZMQ_MAXMSGSIZE (from n_embd and the batch size) drops the
+    /* oversized: ZMQ_MAXMSGSIZE (from n_embd and the batch size, and on
+     * the last stage a grammar and an answer per slot) drops the
      * connection before any allocation; the DEALER reconnects by itself */
-    size_t big = q35_wire_stage_req_max(256, 64, 4) + 1024;
+    size_t big = q35_wire_stage_req_max(256, 64, 4) + 4 * q35_wire_constraint_max(128) + 1024;
     char *buf = calloc(1, big);
     zmq_send(d, buf, big, 0);
     free(buf);
