@@ -52,9 +52,6 @@ static void slot_grammar_clear(slot_grammar *sg)
     memset(sg, 0, sizeof *sg);
 }
 
-/* The token bytes from the model's tokenizer: the ends of a turn end the
- * grammar's sentence; other control tokens, the think markers and ids past
- * the tokenizer's (padding rows) are never allowed under a grammar. */
 static int load_vocab(stage_sampler *s, char *err, size_t errsz)
 {
     char msg[Q35_ERRSZ];
@@ -62,29 +59,18 @@ static int load_vocab(stage_sampler *s, char *err, size_t errsz)
     if (!t)
         return q35_err(err, errsz, Q35_EINVAL, "constraint: no tokenizer to match a grammar against: %s",
                        s->model_path ? msg : "no model path");
-    int32_t nt = tok_n_vocab(t), end[3] = { tok_eos(t), tok_find(t, "<|im_end|>"), tok_find(t, "<|endoftext|>") };
-    int32_t never[2] = { tok_find(t, "<think>"), tok_find(t, "</think>") };
     const char **piece = calloc(s->n_vocab, sizeof *piece);
     size_t *len = calloc(s->n_vocab, sizeof *len);
     uint8_t *kind = calloc(s->n_vocab, 1);
-    int rc = Q35_ENOMEM;
     if (piece && len && kind) {
-        for (int32_t i = 0; i < (int32_t)s->n_vocab; i++) {
-            piece[i] = i < nt ? tok_piece(t, i, &len[i]) : "";
-            int ty = tok_type(t, i);
-            kind[i] = i >= nt || ty == TOK_T_CONTROL || ty == TOK_T_UNUSED || i == never[0] || i == never[1]
-                          ? GRAM_TOK_NEVER : GRAM_TOK_TEXT;
-            for (int k = 0; k < 3; k++)
-                if (i == end[k]) kind[i] = GRAM_TOK_END;
-        }
+        gram_tok_pieces(t, (int32_t)s->n_vocab, piece, len, kind);
         s->vocab = gram_vocab_new((int32_t)s->n_vocab, piece, len, kind);
-        rc = s->vocab ? 0 : Q35_ENOMEM;
     }
     free(piece);
     free(len);
     free(kind);
     tok_destroy(&t);
-    return rc ? q35_err(err, errsz, rc, "constraint: out of memory for the vocabulary") : 0;
+    return s->vocab ? 0 : q35_err(err, errsz, Q35_ENOMEM, "constraint: out of memory for the vocabulary");
 }
 
 /* Masks logits by the chunk's grammar, after feeding the matcher what the
