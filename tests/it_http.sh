@@ -4,8 +4,9 @@
 # ids, text and usage as qwen35-client; models.list; 401, 400, 404, 429;
 # aborted streams free their slots), curl -N (SSE chunks arrive one by one,
 # gaps measured), promtool check metrics, 50+ malformed requests and stalled
-# clients, the chat page in headless chromium (screenshot in
-# $QWEN35_BUILD/http-chat.png), and a drain on SIGTERM.
+# clients, the chat page in headless chromium (screenshots in
+# $QWEN35_BUILD/http-chat.png and, 390 px wide, http-chat-390.png), and a
+# drain on SIGTERM.
 set -eu
 . "$(dirname "$0")/lib.sh"
 need node curl promtool chromium
@@ -100,6 +101,7 @@ done
 node "$NPM/malformed.mjs" || fail "the malformed-request checks failed"
 node "$NPM/browser.mjs" || fail "the browser checks failed"
 [ -s "$Q35_SHOT" ] || fail "no screenshot at $Q35_SHOT"
+[ -s "${Q35_SHOT%.png}-390.png" ] || fail "no screenshot at ${Q35_SHOT%.png}-390.png"
 
 # /health: 503 with a reason while a stage is down
 p35_kill s1 KILL
