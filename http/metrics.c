@@ -159,34 +159,49 @@ static void stage_gauge(FILE *f, const q35c_status *st, const char *name, const 
     }
 }
 
-static void counter1(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
-{
-    head(f, name, type, help);
-    fprintf(f, "%s %llu\n", name, (unsigned long long)v);
-}
+/* The per-stage series from the status (stage_gauge's `which`), in the
+ * order they are written after the busy ratios. */
+static const struct { const char *name, *type, *help; int which; } STAGE_SERIES[] = {
+    { "qwen35_stage_forward_steps_total", "counter", "Forward steps the stage computed.", 4 },
+    { "qwen35_stage_tokens_total", "counter", "Token rows the stage computed.", 7 },
+    { "qwen35_stage_rows_per_step", "gauge", "Token rows per forward step since the stage started.", 6 },
+    { "qwen35_stage_wire_bytes_total", "counter",
+      "Bytes between the coordinator and the stage (out: to it, in: from it).", 5 },
+    { "qwen35_stage_slots_used", "gauge", "Sequence slots in use on the stage.", 8 },
+    { "qwen35_stage_queue_depth", "gauge",
+      "Forward steps sent to the stage and not answered, or formed and waiting for it.", 9 },
+    { "qwen35_stage_prefix_cache_bytes", "gauge", "Bytes of checkpoints the stage holds.", 10 },
+    { "qwen35_stage_prefix_cache_budget_bytes", "gauge", "The most bytes of checkpoints the stage keeps.", 11 },
+    { "qwen35_stage_prefix_cache_hits_total", "counter", "Checkpoint restores the stage served.", 12 },
+    { "qwen35_stage_prefix_cache_misses_total", "counter", "Checkpoint restores the stage could not serve.", 13 },
+    { "qwen35_stage_prefix_cache_evictions_total", "counter",
+      "Checkpoints the stage dropped to stay within its budget.", 14 },
+};
 
-/* The prefix cache: the coordinator's lookups and tree, each stage's store. */
-static void cache_write(FILE *f, const q35c_status *st)
+/* The coordinator's own figures: prefix cache, replays, promotions. */
+static void coord_figures(FILE *f, const q35c_status *st)
 {
-    counter1(f, "qwen35_prefix_cache_hits_total", "counter",
-             "Admitted requests whose prompt prefix was restored from a checkpoint.", st->cache_hits);
-    counter1(f, "qwen35_prefix_cache_misses_total", "counter",
-             "Admitted requests that looked for a cached prefix and computed their prompt.", st->cache_misses);
-    counter1(f, "qwen35_prefix_cache_prompt_tokens_total", "counter",
-             "Prompt tokens of admitted requests.", st->prompt_tokens);
-    counter1(f, "qwen35_prefix_cache_cached_tokens_total", "counter",
-             "Prompt tokens restored from checkpoints instead of computed.", st->cached_tokens);
-    counter1(f, "qwen35_prefix_cache_entries", "gauge", "Checkpoints the coordinator names.", st->cache_entries);
-    counter1(f, "qwen35_prefix_cache_evictions_total", "counter",
-             "Checkpoints the coordinator dropped to stay within the stages' budgets.", st->cache_evictions);
-    stage_gauge(f, st, "qwen35_stage_prefix_cache_bytes", "gauge", "Bytes of checkpoints the stage holds.", 10);
-    stage_gauge(f, st, "qwen35_stage_prefix_cache_budget_bytes", "gauge",
-                "The most bytes of checkpoints the stage keeps.", 11);
-    stage_gauge(f, st, "qwen35_stage_prefix_cache_hits_total", "counter", "Checkpoint restores the stage served.", 12);
-    stage_gauge(f, st, "qwen35_stage_prefix_cache_misses_total", "counter",
-                "Checkpoint restores the stage could not serve.", 13);
-    stage_gauge(f, st, "qwen35_stage_prefix_cache_evictions_total", "counter",
-                "Checkpoints the stage dropped to stay within its budget.", 14);
+    const struct { const char *name, *type, *help; uint64_t v; } s[] = {
+        { "qwen35_prefix_cache_hits_total", "counter",
+          "Admitted requests whose prompt prefix was restored from a checkpoint.", st->cache_hits },
+        { "qwen35_prefix_cache_misses_total", "counter",
+          "Admitted requests that looked for a cached prefix and computed their prompt.", st->cache_misses },
+        { "qwen35_prefix_cache_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+          st->prompt_tokens },
+        { "qwen35_prefix_cache_cached_tokens_total", "counter",
+          "Prompt tokens restored from checkpoints instead of computed.", st->cached_tokens },
+        { "qwen35_prefix_cache_entries", "gauge", "Checkpoints the coordinator names.", st->cache_entries },
+        { "qwen35_prefix_cache_evictions_total", "counter",
+          "Checkpoints the coordinator dropped to stay within the stages' budgets.", st->cache_evictions },
+        { "qwen35_replays_total", "counter",
+          "Sequences rebuilt from their tokens after a stage was lost (coordinator's life).", st->replays },
+        { "qwen35_spare_promotions_total", "counter",
+          "Spares promoted in place of a lost stage (coordinator's life).", st->promotions },
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        head(f, s[i].name, s[i].type, s[i].help);
+        fprintf(f, "%s %llu\n", s[i].name, (unsigned long long)s[i].v);
+    }
 }
 
 char *metrics_render(const q35c_status *st)
@@ -245,21 +260,10 @@ char *metrics_render(const q35c_status *st)
                         (w == 2 ? st->stages[i].busy_pct : st->stages[i].busy_pct_total) / 100.0);
             }
         }
-        stage_gauge(f, st, "qwen35_stage_forward_steps_total", "counter", "Forward steps the stage computed.", 4);
-        stage_gauge(f, st, "qwen35_stage_tokens_total", "counter", "Token rows the stage computed.", 7);
-        stage_gauge(f, st, "qwen35_stage_rows_per_step", "gauge", "Token rows per forward step since the stage started.", 6);
-        stage_gauge(f, st, "qwen35_stage_wire_bytes_total", "counter",
-                    "Bytes between the coordinator and the stage (out: to it, in: from it).", 5);
-        stage_gauge(f, st, "qwen35_stage_slots_used", "gauge", "Sequence slots in use on the stage.", 8);
-        stage_gauge(f, st, "qwen35_stage_queue_depth", "gauge",
-                    "Forward steps sent to the stage and not answered, or formed and waiting for it.", 9);
-        cache_write(f, st);
-        head(f, "qwen35_replays_total", "counter",
-             "Sequences rebuilt from their tokens after a stage was lost (coordinator's life).");
-        fprintf(f, "qwen35_replays_total %llu\n", (unsigned long long)st->replays);
-        head(f, "qwen35_spare_promotions_total", "counter",
-             "Spares promoted in place of a lost stage (coordinator's life).");
-        fprintf(f, "qwen35_spare_promotions_total %llu\n", (unsigned long long)st->promotions);
+        for (size_t k = 0; k < sizeof STAGE_SERIES / sizeof STAGE_SERIES[0]; k++)
+            stage_gauge(f, st, STAGE_SERIES[k].name, STAGE_SERIES[k].type, STAGE_SERIES[k].help,
+                        STAGE_SERIES[k].which);
+        coord_figures(f, st);
         if (st->n_spares)
             head(f, "qwen35_spare_up", "gauge",
                  "1 while the spare is handshaken and ready to take the place of the stage of its layers.");
