@@ -639,6 +639,7 @@ static void fill_stage(q35c_stage_status *o, const Q35__StageStatus *g)
     o->cache_hits = g->cache_hits;
     o->cache_misses = g->cache_misses;
     o->cache_evictions = g->cache_evictions;
+    o->queue_depth = (int)g->queue_depth;
 }
 
 static void fill_status(q35c_status *s, const Q35__StatusReply *m)
@@ -660,6 +661,10 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
     s->cached_tokens = m->cached_tokens;
     s->cache_entries = m->cache_entries;
     s->cache_evictions = m->cache_evictions;
+    s->cache_hits = m->cache_hits;
+    s->cache_misses = m->cache_misses;
+    s->replays = m->replays;
+    s->promotions = m->promotions;
     s->n_stages = (int)m->n_stages;
     for (size_t i = 0; i < m->n_stages; i++)
         fill_stage(&s->stages[i], m->stages[i]);
@@ -813,8 +818,10 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
         ack(c, id, len);
     } else if (e->body_case == Q35__EVENT__BODY_FINAL) {
         const Q35__Usage *u = e->final->usage;
-        q35c_event ev = { .kind = Q35C_EV_FINAL, .id = id, .finish = finish_of(e->final->reason) };
+        q35c_event ev = { .kind = Q35C_EV_FINAL, .id = id, .finish = finish_of(e->final->reason),
+                          .queue_s = -1 };
         if (u) {
+            ev.queue_s = u->queue_s;
             ev.prompt_tokens = (int)u->prompt_tokens;
             ev.completion_tokens = (int)u->completion_tokens;
             ev.cached_tokens = (int)u->cached_tokens;

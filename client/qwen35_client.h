@@ -154,6 +154,7 @@ typedef struct q35c_event {
     int cached_tokens;            /* prompt tokens restored from the prefix cache */
     double ttft_s;                /* submission to first token */
     double decode_tps;            /* completion tokens / decode time */
+    double queue_s;               /* submission to a slot; -1: not reported */
     /* ERROR (and FINAL with finish ERROR) */
     const char *code;             /* e.g. "UNAVAILABLE", "INVALID_ARGUMENT" */
     const char *message;
@@ -194,6 +195,7 @@ typedef struct q35c_stage_status {
     uint64_t cache_entries, cache_bytes, cache_budget;
     uint64_t cache_hits, cache_misses, cache_evictions;
     int spare_for;                /* a spare: the stage it stands in for, -1 none known */
+    int queue_depth;              /* forward steps sent to it or formed for it, not answered */
 } q35c_stage_status;
 
 typedef struct q35c_status {
@@ -208,6 +210,9 @@ typedef struct q35c_status {
     uint64_t requests_done, tokens_generated;
     /* prefix cache: prompt tokens admitted, of them restored; checkpoints named */
     uint64_t prompt_tokens, cached_tokens, cache_entries, cache_evictions;
+    uint64_t cache_hits, cache_misses;   /* admitted requests: a prefix restored or not */
+    /* sequences rebuilt after a stage was lost; spares promoted in a lost one's place */
+    uint64_t replays, promotions;
     int n_stages;
     q35c_stage_status *stages;    /* [n_stages] */
     int n_spares;

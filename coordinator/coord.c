@@ -372,6 +372,10 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->cache_misses = l->st.cache_misses;
         s->cache_evictions = l->st.cache_evictions;
         s->spare_for = l->spare ? spare_for(c, l->want_begin, l->want_end) : 0;
+        s->queue_depth = (uint32_t)l->n_busy;
+        for (int m = 0; !l->spare && m < c->n_mb; m++)   /* formed, waiting for it */
+            s->queue_depth += c->mb[m].used && !c->mb[m].dead && c->mb[m].stage == i &&
+                              !sched_in_flight(c, &c->mb[m]);
         pss[i] = s;
     }
     st->n_stages = c->n_links;
@@ -396,6 +400,8 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
     st->model = c->file_name;
     st->n_layer = c->cfg.n_layer;
     st->uptime_s = q35_now() - c->t_start;
+    st->replays = c->replays;
+    st->promotions = c->promotions;
     cache_status(c, st);
 }
 

@@ -125,6 +125,7 @@ typedef struct req {
     char *grammar;                  /* NULL: free output; else the answer's GBNF */
     int32_t think_end;              /* the answer starts after this token (</think>), -1: at once */
     double t_recv, t_first, t_last, deadline;
+    double t_admit;                 /* got its slot at; 0: still queued */
     bool in_flight, cancelled, expired;
     bool unread;                    /* past an unread bound: ends with an error */
     int unread_why;                 /* which (enum unread_why) */
@@ -183,6 +184,8 @@ struct coord {
     double t_start;
     uint64_t requests_done, tokens_generated;
     uint64_t requests_seen;         /* generate requests accepted (the last one's number) */
+    uint64_t replays;               /* sequences rebuilt after a stage was lost */
+    uint64_t promotions;            /* spares promoted in place of a lost stage */
     double rate_t[8];
     uint64_t rate_n[8];
     int rate_i;

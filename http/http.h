@@ -133,6 +133,10 @@ void metrics_request_done(const char *endpoint, const char *finish, int prompt_t
 void metrics_http_status(int status);
 void metrics_ttft(double s);
 void metrics_itl(double s);
+/* A request's life here, from its arrival to its last event. */
+void metrics_request_seconds(double s);
+/* Its wait for a slot, as the coordinator measured it (Final's usage). */
+void metrics_queue_wait(double s);
 void metrics_streams(int delta);
 /* The Prometheus text exposition: the counters above and, from st (may be
  * NULL when the coordinator did not answer), the pipeline's gauges.

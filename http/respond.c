@@ -262,6 +262,8 @@ int resp_event(const q35c_event *ev, void *user)
         }
         metrics_request_done(k->g->kind == HTTP_CHAT ? "chat" : "completions", q35c_finish_name(k->finish),
                              k->prompt_tokens, k->completion_tokens);
+        metrics_request_seconds(t - k->t_start);
+        if (ev->kind == Q35C_EV_FINAL && ev->queue_s >= 0) metrics_queue_wait(ev->queue_s);
         break;
     }
     return 0;

@@ -453,12 +453,16 @@ static void test_metrics_text(void **state)
     metrics_request_done("testep", "stop", 10, 5);   /* the response tests above counted chat */
     metrics_ttft(0.02);
     metrics_itl(0.003);
-    q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8 } };
+    metrics_request_seconds(400);   /* past the last bucket: +Inf only */
+    metrics_queue_wait(0.002);
+    q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8,
+                                  .queue_depth = 3, .cache_bytes = 4096, .cache_hits = 7, .cache_misses = 2 } };
     snprintf(sg[0].endpoint, sizeof sg[0].endpoint, "ipc:///a\"b\\c");
     q35c_stage_status sp[2] = { { .up = true, .spare_for = 0 }, { .spare_for = -1 } };
     snprintf(sp[0].endpoint, sizeof sp[0].endpoint, "ipc:///spare");
     snprintf(sp[1].endpoint, sizeof sp[1].endpoint, "ipc:///other");
-    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4, .n_spares = 2, .spares = sp };
+    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4, .n_spares = 2, .spares = sp,
+                       .cache_hits = 5, .cache_misses = 6, .replays = 9, .promotions = 1 };
     char *t = metrics_render(&st);
     assert_non_null(strstr(t, "qwen35_spare_up{spare=\"0\",endpoint=\"ipc:///spare\",for_stage=\"0\"} 1\n"));
     assert_non_null(strstr(t, "qwen35_spare_up{spare=\"1\",endpoint=\"ipc:///other\",for_stage=\"\"} 0\n"));
@@ -466,6 +470,27 @@ static void test_metrics_text(void **state)
     assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"+Inf\"}"));
     assert_non_null(strstr(t, "endpoint=\"ipc:///a\\\"b\\\\c\",window=\"10s\"} 0.5\n"));
     assert_non_null(strstr(t, "qwen35_stage_rows_per_step{stage=\"0\""));
+    assert_non_null(strstr(t, "qwen35_stage_queue_depth{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 3\n"));
+    assert_non_null(strstr(t, "qwen35_stage_prefix_cache_bytes{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 4096\n"));
+    assert_non_null(strstr(t, "qwen35_stage_prefix_cache_hits_total{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 7\n"));
+    assert_non_null(strstr(t, "qwen35_stage_prefix_cache_misses_total{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 2\n"));
+    assert_non_null(strstr(t, "\nqwen35_prefix_cache_hits_total 5\n"));
+    assert_non_null(strstr(t, "\nqwen35_prefix_cache_misses_total 6\n"));
+    assert_non_null(strstr(t, "\nqwen35_replays_total 9\n"));
+    assert_non_null(strstr(t, "\nqwen35_spare_promotions_total 1\n"));
+    /* the 400 s answer is in +Inf only: the last finite bucket counts one fewer */
+    unsigned long long in300 = 0, inf = 0, w1ms = 0, w5ms = 0;
+    const char *p = strstr(t, "qwen35_request_duration_seconds_bucket{le=\"300\"} ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "qwen35_request_duration_seconds_bucket{le=\"300\"} %llu\n"
+                               "qwen35_request_duration_seconds_bucket{le=\"+Inf\"} %llu", &in300, &inf), 2);
+    assert_int_equal(in300 + 1, inf);
+    /* 2 ms waited: counted from the 5 ms bucket on */
+    p = strstr(t, "qwen35_queue_wait_seconds_bucket{le=\"0.001\"} ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "qwen35_queue_wait_seconds_bucket{le=\"0.001\"} %llu\n"
+                               "qwen35_queue_wait_seconds_bucket{le=\"0.005\"} %llu", &w1ms, &w5ms), 2);
+    assert_int_equal(w1ms + 1, w5ms);
     free(t);
 }
 
