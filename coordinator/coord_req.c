@@ -57,6 +57,8 @@ void req_destroy(coord *c, req *r)
         free(r->stop[i]);
     coord_textstate_destroy(&r->text);
     free(r->toks);
+    free(r->bias);
+    free(r->bias_p);
     free(r);
 }
 
