@@ -441,6 +441,14 @@ static void test_resp_not_a_call_and_errors(void **state)
 
 /* ---- model names, logit_bias, parallel_tool_calls ----------------------------- */
 
+/* A one-message chat body with these fields (the rest of the object, "}" included). */
+static int chat_with(const char *fields, http_gen *g, http_err *e)
+{
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s", fields);
+    return parse(HTTP_CHAT, body, g, e);
+}
+
 static void test_model_names(void **state)
 {
     (void)state;
@@ -498,8 +506,7 @@ static void test_logit_bias(void **state)
     (void)state;
     http_gen g;
     http_err e;
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                      "\"logit_bias\":{\"5\":-100,\"17\":2.5,\"0\":100}}", &g, &e), 0);
+    assert_int_equal(chat_with("\"logit_bias\":{\"5\":-100,\"17\":2.5,\"0\":100}}", &g, &e), 0);
     const smp_params *sp = &g.r.sampling;
     assert_int_equal(sp->n_bias, 3);
     float got[3] = { 0 };
@@ -554,30 +561,26 @@ static void test_choices_and_parallel_calls(void **state)
     (void)state;
     http_gen g;
     http_err e;
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", &g, &e), -1);
+    assert_int_equal(chat_with("\"n\":3}", &g, &e), -1);
     assert_string_equal(e.param, "n");
     assert_non_null(strstr(e.message, "n: only 1"));
     http_gen_free(&g);
     assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"a\",\"best_of\":2}", &g, &e), -1);
     assert_string_equal(e.param, "best_of");
     http_gen_free(&g);
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                      "\"parallel_tool_calls\":\"no\"}", &g, &e), -1);
+    assert_int_equal(chat_with("\"parallel_tool_calls\":\"no\"}", &g, &e), -1);
     assert_string_equal(e.param, "parallel_tool_calls");
     http_gen_free(&g);
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &g, &e), 0);
+    assert_int_equal(chat_with("\"n\":1}", &g, &e), 0);
     assert_true(g.parallel_tool_calls);
     http_gen_free(&g);
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                      "\"modalities\":[\"text\"],\"audio\":null,\"store\":true,\"user\":\"u1\","
+    assert_int_equal(chat_with("\"modalities\":[\"text\"],\"audio\":null,\"store\":true,\"user\":\"u1\","
                                       "\"metadata\":{\"a\":\"b\"},\"service_tier\":\"auto\"}", &g, &e), 0);
     http_gen_free(&g);
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                      "\"modalities\":[\"text\",\"audio\"]}", &g, &e), -1);
+    assert_int_equal(chat_with("\"modalities\":[\"text\",\"audio\"]}", &g, &e), -1);
     assert_string_equal(e.param, "modalities");
     http_gen_free(&g);
-    assert_int_equal(parse(HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                      "\"audio\":{\"voice\":\"alloy\"}}", &g, &e), -1);
+    assert_int_equal(chat_with("\"audio\":{\"voice\":\"alloy\"}}", &g, &e), -1);
     assert_string_equal(e.param, "audio");
     http_gen_free(&g);
     /* false: of two calls in the answer, the first only; the second is not content */
