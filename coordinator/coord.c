@@ -21,7 +21,7 @@ static int load_model(coord *c, char *err, size_t errsz)
     if (!rc) {
         const char *base = strrchr(c->o.model_path, '/');
         snprintf(c->file_name, sizeof c->file_name, "%s", base ? base + 1 : c->o.model_path);
-        gguf_str name;   /* optional: clients then know the model by its file name */
+        gguf_str name = {0};   /* optional: clients then know the model by its file name */
         if (!gguf_get_str(f, "general.name", false, &name, err, errsz) && name.ptr)
             snprintf(c->model_name, sizeof c->model_name, "%.*s",
                      (int)(name.len < sizeof c->model_name ? name.len : sizeof c->model_name - 1), name.ptr);
