@@ -137,6 +137,7 @@ json_t *q35c_status_to_json(const q35c_status *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "model", json_string(s->model));
+    json_object_set_new(o, "model_name", json_string(s->model_name));
     json_object_set_new(o, "n_layer", json_integer(s->n_layer));
     json_object_set_new(o, "active", json_integer(s->active));
     json_object_set_new(o, "queued", json_integer(s->queued));

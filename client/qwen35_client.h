@@ -32,6 +32,7 @@ typedef struct q35c_client q35c_client;
  * coordinator takes; qwen35-http's max-messages is at most this. */
 #define Q35C_MAX_MESSAGES 1024
 #define Q35C_MAX_MESSAGES_STR "1024"
+#define Q35C_MAX_BIAS 300         /* sampling.bias entries per request (proto/wire.h) */
 
 typedef struct q35c_opts {
     /* A request is refused with Q35_EIO when no connection to the
@@ -89,8 +90,11 @@ typedef struct q35c_request {
      * in text/sampler.h, the same as qwen35-run's): greedy, top-k 40,
      * top-p 0.95, min-p 0.05 (they act once temperature > 0), window 64.
      * Every parameter of the table (text/sampling.h) goes to the wire and
-     * is checked by its one check; n_top, logprobs and bias are not sent
-     * (n_logprobs below asks for logprobs). */
+     * is checked by its one check, and so is the bias list (bias, n_bias:
+     * at most Q35C_MAX_BIAS entries, ids >= 0, biases finite or -INFINITY
+     * to ban; ids past the vocabulary are the coordinator's
+     * INVALID_ARGUMENT); n_top and logprobs are not sent (n_logprobs
+     * below asks for logprobs). */
     smp_params sampling;
 
     uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */
@@ -199,7 +203,8 @@ typedef struct q35c_stage_status {
 } q35c_stage_status;
 
 typedef struct q35c_status {
-    char model[256];
+    char model[256];              /* the GGUF's file name */
+    char model_name[256];         /* its general.name; "" when it has none */
     int n_layer;
     int active, queued, max_queue;
     int slots_used, slots_total;

@@ -116,6 +116,7 @@ typedef struct req {
     int n_replays;                  /* times rebuilt after a stage was lost */
     double t_paused;                /* its stream stopped (a stage lost) at; 0: flowing */
     Q35__Sampling sp;
+    Q35__LogitBias *bias, **bias_p; /* sp.logit_bias's storage */
     uint64_t rng;
     int n_logprobs;
     bool want_logits, ignore_eos;
@@ -155,6 +156,7 @@ struct coord {
     q35_config cfg;
     Q35__ModelIdentity id;
     char file_name[256];
+    char model_name[256];           /* general.name; "" when the GGUF has none */
     coord_text *tx;
     void *zctx, *cli;
     int n_links, n_spares;

@@ -59,6 +59,8 @@ void req_destroy(coord *c, req *r)
     coord_textstate_destroy(&r->text);
     free(r->grammar);
     free(r->toks);
+    free(r->bias);
+    free(r->bias_p);
     free(r);
 }
 

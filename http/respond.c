@@ -203,6 +203,9 @@ static json_t *finish_tools(http_resp *k)
         k->pending.n = 0;
         return NULL;
     }
+    /* parallel_tool_calls false: the first call only; the others are
+     * dropped, not shown as text */
+    while (!k->g->parallel_tool_calls && json_array_size(calls) > 1) json_array_remove(calls, 1);
     size_t i;
     json_t *c;
     json_array_foreach(calls, i, c) {                  /* unique ids per response */
