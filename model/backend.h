@@ -155,6 +155,11 @@ void q35_weights_free(q35_weights *w);
 
 /* Weight bytes one decoded token reads (engine.h q35_engine_decode_bytes). */
 uint64_t q35_weights_decode_bytes(const q35_weights *w);
+/* Multiply-adds of the range's matrices per token (the routed experts at
+ * expert_used_count; no embedding lookup, no LM head: *head gets the LM
+ * head's, paid once per sequence that wants logits). The compute a
+ * prefill token costs, before attention's context-long dot products. */
+uint64_t q35_weights_token_macs(const q35_weights *w, uint64_t *head);
 
 /* Map the pages of every bound tensor but token_embd (of which a step
  * reads only its tokens' rows) into this process now (Linux

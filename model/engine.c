@@ -458,3 +458,4 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
 }
 
 uint64_t q35_engine_decode_bytes(const q35_engine *e) { return q35_weights_decode_bytes(&e->w); }
+uint64_t q35_engine_token_macs(const q35_engine *e, uint64_t *head) { return q35_weights_token_macs(&e->w, head); }

@@ -140,6 +140,9 @@ int q35_engine_max_ctx(const q35_engine *e);
  * SSM / router / shared-expert matrix, expert_used_count experts per
  * layer, the LM head, one embedding row (benchmarks, planning). */
 uint64_t q35_engine_decode_bytes(const q35_engine *e);
+/* Multiply-adds per prefill token of the range's matrices, and the LM
+ * head's (once per sequence wanting logits): q35_weights_token_macs. */
+uint64_t q35_engine_token_macs(const q35_engine *e, uint64_t *head);
 
 /* Runs the batch. Validates slots, positions (continuing each slot,
  * < max_ctx), token ids, sizes: Q35_EINVAL / Q35_ESTATE with a message

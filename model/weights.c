@@ -179,6 +179,22 @@ uint64_t q35_weights_decode_bytes(const q35_weights *w)
     return n;
 }
 
+uint64_t q35_weights_token_macs(const q35_weights *w, uint64_t *head)
+{
+    uint64_t n = 0;
+    *head = w->has_head ? (uint64_t)w->output.ne[0] * (uint64_t)w->output.ne[1] : 0;
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
+        const q35_layer_weights *l = &w->layers[il - w->layer_begin];
+#define MACS(field, suffix, kinds, role, ...)                                                   \
+        if (l->field.data && l->field.ne[1] > 1)                                                \
+            n += (uint64_t)l->field.ne[0] * (uint64_t)l->field.ne[1] *                          \
+                 (Q35_ROLE_EXPERTS(role) ? (uint64_t)w->cfg->n_expert_used : 1);
+        Q35_LAYER_TENSORS(MACS)
+#undef MACS
+    }
+    return n;
+}
+
 /* The page-aligned span of t, populated; false when the kernel refused. */
 static bool populate_tensor(const q35_tensor *t)
 {

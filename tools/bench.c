@@ -16,6 +16,7 @@
 #include "common.h"
 #include "engine.h"
 #include "membw.h"
+#include "peak.h"
 #include "opts.h"
 #include "quant.h"
 #include "quant_act.h"
@@ -250,6 +251,14 @@ static int bench_threads(const bench_opts *o, int t, int act, bool all, float *l
         goto out;
     }
     double allowed = bw * 1e9 / bytes;
+    peak_result pk;
+    if (peak_measure(t, 3, &pk, err, errsz)) {
+        rc = fail("peak", err);
+        goto out;
+    }
+    uint64_t head_macs, macs = q35_engine_token_macs(e, &head_macs);
+    printf("%s, threads %d: arithmetic peaks %.2f int8 TOPS (%s), %.2f fp32 TFLOPS (%s); %.1f MMAC per prefill token\n",
+           an, t, pk.int8_tops, pk.int8_isa, pk.fp32_tflops, pk.fp32_isa, (double)macs / 1e6);
     if (!o->only || !strcmp(o->only, "decode")) {
         if (decode_rate(e, 1, o->n_decode, logits, &tps, err, errsz)) {
             rc = fail("decode", err);
@@ -277,8 +286,11 @@ static int bench_threads(const bench_opts *o, int t, int act, bool all, float *l
                 rc = fail("prefill", err);
                 goto out;
             }
-            printf("%s, threads %d: prefill of %d tokens %.1f tok/s (bandwidth %.1f GB/s)\n",
-                   an, t, prefills[i], r, bw);
+            /* ops/s the prefill retired: 2 per multiply-add, the LM head once */
+            double ops = 2.0 * r * ((double)macs + (double)head_macs / prefills[i]);
+            printf("%s, threads %d: prefill of %d tokens %.1f tok/s (bandwidth %.1f GB/s) = %.1f%% of the int8 peak, "
+                   "%.1f%% of the fp32 peak\n", an, t, prefills[i], r, bw,
+                   pk.int8_tops > 0 ? 100 * ops / (pk.int8_tops * 1e12) : 0, 100 * ops / (pk.fp32_tflops * 1e12));
             printf("RESULT prefill%d %d %s %.3f %.2f\n", prefills[i], t, an, r, bw);
         }
 out:
