@@ -267,6 +267,17 @@ int resp_event(const q35c_event *ev, void *user)
     return 0;
 }
 
+void resp_stream_start(http_resp *k)
+{
+    if (k->g->kind == HTTP_CHAT && !k->role_sent) emit(k, "content", "", 0, NULL, NULL, NULL, NULL);
+    else resp_keepalive(k);
+}
+
+void resp_keepalive(http_resp *k)
+{
+    sbuf_add(&k->out, ": keep-alive\n\n", 14);
+}
+
 /* The stream's end: tool calls, the finish chunk, usage, [DONE]. */
 void resp_stream_end(http_resp *k)
 {
