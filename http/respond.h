@@ -39,8 +39,9 @@ int resp_event(const q35c_event *ev, void *user);
  * first; for completions, which have no such chunk, a keep-alive comment. */
 void resp_stream_start(http_resp *k);
 
-/* Streams: an SSE comment (": keep-alive"), which clients skip: bytes on
- * an otherwise silent stream. */
+/* Streams: bytes on an otherwise silent stream that change no answer: for
+ * chat a chunk with an empty delta, for completions an SSE comment
+ * (": keep-alive"). */
 void resp_keepalive(http_resp *k);
 
 /* Streams: the end (held-back tool calls, the finish chunk, usage, or an

@@ -200,12 +200,13 @@ static void cancel_request(conn *k, const char *why)
 }
 
 /* A stream's headers and first bytes go out once it has waited this long
- * without output, and a comment after each such wait until the first token
- * and between held-back tokens: clients time out a request whose headers
- * do not come (Qwen Code's OpenAI SDK gives up after 120 s and sends it
- * again, 3 times) and proxies an idle connection, while a long prompt
- * prefills for minutes. The first second still lets a refusal (queue full,
- * prompt too long) answer with its HTTP status. */
+ * without output, and a keep-alive (respond.h) after each such wait until
+ * the first token and between held-back tokens: clients time out a request
+ * whose headers do not come (Qwen Code's OpenAI SDK gives up after 120 s
+ * and sends it again, 3 times), then a stream without chunks (Qwen Code:
+ * 240 s), and proxies an idle connection, while a long prompt prefills for
+ * minutes. The first second still lets a refusal (queue full, prompt too
+ * long) answer with its HTTP status. */
 #define HEAD_WAIT_S 1.0
 #define KEEPALIVE_S 5.0
 
