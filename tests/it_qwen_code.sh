@@ -12,8 +12,10 @@
 # cause (qwen35-http held the headers until the first token). Here its
 # timeout is cut to QC_TIMEOUT_S (default 3 s, scaled), under the
 # prefill's time, so the test fails unless the headers come at once.
+# Its stream idle timeout (no chunk for QC_IDLE_S, default 12 s, scaled)
+# is cut under the prefill's time too: the keep-alive chunks must reach it.
 # Before it, curl -N times a stream on a long prompt: its headers and
-# role chunk come at once, keep-alive comments while it prefills.
+# role chunk come at once, keep-alive chunks while it prefills.
 # Prints the prompt size, the TTFT of each request, the prefill rate, the
 # run's time and the load.
 set -eu
@@ -40,8 +42,8 @@ KEY=sk-qc-$$
 printf '%s\n' "$KEY" >"$T/keys"
 http_front http --api-key-file "$T/keys"
 
-# curl -N: a stream's headers, its role chunk and then keep-alive comments
-# come while a long prompt (~7K tokens of words, none cached) prefills,
+# curl -N: a stream's headers, its role chunk and then keep-alive chunks
+# (an empty delta) come while a long prompt (~7K tokens of words, none cached) prefills,
 # long before its first token
 awk 'BEGIN { srand(7); n = split("the of and to in a is that for it as was with be by on not he this " \
     "are or his from at which but have an they you were her she there one all we can their has been", w, " ")
@@ -53,16 +55,16 @@ curl -sN -w '%{time_starttransfer} %{time_total}\n' -o "$T/long.sse" -H "Authori
     fail "curl -N on the long prompt failed"
 read -r first total <"$T/curl.t"
 c_ttft=$(sed -n 's/.*request 1 (.*ttft \([0-9.]*\) s.*/\1/p' "$T/coord.log")
-kas=$(grep -c '^: keep-alive' "$T/long.sse" || true)
+kas=$(grep -c '"delta":{},' "$T/long.sse" || true)
 echo "curl -N, $(sed -n 's/.*request 1 (.*: [a-z]*, \([0-9]*\) prompt.*/\1/p' "$T/coord.log") prompt tokens:" \
-     "first bytes after $first s, the first token after $c_ttft s, done after $total s, $kas keep-alive comments"
+     "first bytes after $first s, the first token after $c_ttft s, done after $total s, $kas keep-alive chunks"
 head -n 1 "$T/long.sse" | grep -q '"delta":{"role":"assistant","content":""}' ||
     fail "the stream does not open with the role chunk: $(head -c 300 "$T/long.sse")"
 grep -q '^data: \[DONE\]' "$T/long.sse" || fail "no [DONE] in the long stream: $(tail -c 300 "$T/long.sse")"
 awk -v f="$first" -v t="$c_ttft" -v w="$(p35_scale 1)" 'BEGIN { exit !(t > 3 * w && f < 1 + w && f < t - w) }' ||
     fail "first bytes after $first s, the first token after $c_ttft s: not at once (or the prompt was too quick)"
 awk -v t="$c_ttft" -v n="$kas" 'BEGIN { exit !(t < 11 || n >= 1) }' ||
-    fail "no keep-alive comment in a $c_ttft s wait for the first token"
+    fail "no keep-alive chunk in a $c_ttft s wait for the first token"
 
 # Its settings in a home of its own; the workspace an empty folder. Plan
 # mode runs no tool that writes or executes; max_tokens bounds each
@@ -71,11 +73,13 @@ awk -v t="$c_ttft" -v n="$kas" 'BEGIN { exit !(t < 11 || n >= 1) }' ||
 # only is one Qwen Code takes for empty and asks again. No background
 # memory agents (their requests would only lengthen the run).
 TIMEOUT_MS=$(awk -v s="$(p35_scale "${QC_TIMEOUT_S:-3}")" 'BEGIN { printf "%d", s * 1000 }')
+IDLE_MS=$(awk -v s="$(p35_scale "${QC_IDLE_S:-12}")" 'BEGIN { printf "%d", s * 1000 }')
 mkdir -p "$T/home/.qwen" "$T/work"
 cat >"$T/home/.qwen/settings.json" <<EOF
 {
   "security": { "auth": { "selectedType": "openai" } },
   "model": { "generationConfig": { "timeout": $TIMEOUT_MS, "maxRetries": 3,
+                                    "streamIdleTimeoutMs": $IDLE_MS,
                                     "samplingParams": { "max_tokens": 24, "temperature": 0 },
                                     "extra_body": { "chat_template_kwargs": { "enable_thinking": false } } } },
   "privacy": { "usageStatisticsEnabled": false },
