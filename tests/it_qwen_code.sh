@@ -3,17 +3,16 @@
 # tests/http/package-lock.json) runs non-interactively against qwen35-http
 # on 2 stages of a generated model whose context holds its prompt (tiny
 # sizes, 4 layers, the real Qwen3 vocabulary, context 16384): its first
-# call sends ~14K tokens of system prompt and tool definitions (~8K with
+# call sends ~13K tokens of system prompt and tool definitions (~8K with
 # --bare, which reads no settings file: not used here, the settings set the
-# timeout). It must exit
-# 0 with an answer, and no request may be sent twice: Qwen Code's OpenAI
-# SDK gives up on a request whose response headers have not come within
-# its timeout and retries it (maxRetries 3), which a long prefill used to
-# cause (qwen35-http held the headers until the first token). Here its
-# timeout is cut to QC_TIMEOUT_S (default 3 s, scaled), under the
-# prefill's time, so the test fails unless the headers come at once.
-# Its stream idle timeout (no chunk for QC_IDLE_S, default 12 s, scaled)
-# is cut under the prefill's time too: the keep-alive chunks must reach it.
+# timeouts). It must exit 0 with an answer, and no request may be sent
+# twice. Qwen Code's OpenAI SDK gives up on a request whose response
+# headers have not come within its timeout and sends it again (maxRetries
+# 3), and it gives up on a stream without a chunk for its idle timeout: a
+# long prefill did both when qwen35-http held the headers until the first
+# token. Here both are cut under the prefill's time (QC_TIMEOUT_S, default
+# 3 s, QC_IDLE_S, default 12 s, both scaled), so the test fails unless the
+# headers come at once and keep-alive chunks follow.
 # Before it, curl -N times a stream on a long prompt: its headers and
 # role chunk come at once, keep-alive chunks while it prefills.
 # Prints the prompt size, the TTFT of each request, the prefill rate, the
@@ -29,8 +28,9 @@ VOCAB=$G/tokenizer/qwen3-vocab.gguf
 [ -f "$VOCAB" ] || skip "no $VOCAB"
 CTX=16384
 
-# 4 layers (one attention layer) of 256 wide: an 8K prompt in seconds on
-# one loaded core, a real tokenizer so that its text is ~8K tokens
+# 4 layers (one attention layer) of 256 wide: 13K tokens prefill in under
+# a minute on a loaded core; a real tokenizer, so that text is as many
+# tokens as a real model's
 MODEL=$T/qc.gguf
 "$BIN/qwen35-mkmodel" --preset tiny --layers 4 --ctx $CTX --types q8_0 --vocab-from "$VOCAB" \
     -o "$MODEL" >"$T/mkmodel.log" 2>&1 || fail "qwen35-mkmodel: $(tail -n 2 "$T/mkmodel.log")"
@@ -43,8 +43,8 @@ printf '%s\n' "$KEY" >"$T/keys"
 http_front http --api-key-file "$T/keys"
 
 # curl -N: a stream's headers, its role chunk and then keep-alive chunks
-# (an empty delta) come while a long prompt (~7K tokens of words, none cached) prefills,
-# long before its first token
+# (an empty delta) come while a long prompt (~7K tokens of words, none
+# cached) prefills, long before its first token
 awk 'BEGIN { srand(7); n = split("the of and to in a is that for it as was with be by on not he this " \
     "are or his from at which but have an they you were her she there one all we can their has been", w, " ")
     for (i = 0; i < 7000; i++) printf "%s ", w[int(rand() * n) + 1] }' >"$T/words"
@@ -61,7 +61,7 @@ echo "curl -N, $(sed -n 's/.*request 1 (.*: [a-z]*, \([0-9]*\) prompt.*/\1/p' "$
 head -n 1 "$T/long.sse" | grep -q '"delta":{"role":"assistant","content":""}' ||
     fail "the stream does not open with the role chunk: $(head -c 300 "$T/long.sse")"
 grep -q '^data: \[DONE\]' "$T/long.sse" || fail "no [DONE] in the long stream: $(tail -c 300 "$T/long.sse")"
-awk -v f="$first" -v t="$c_ttft" -v w="$(p35_scale 1)" 'BEGIN { exit !(t > 3 * w && f < 1 + w && f < t - w) }' ||
+awk -v f="$first" -v t="$c_ttft" -v w="$(p35_scale 1)" 'BEGIN { exit !(t > 2.5 && f < 1 + w && f < t / 2) }' ||
     fail "first bytes after $first s, the first token after $c_ttft s: not at once (or the prompt was too quick)"
 awk -v t="$c_ttft" -v n="$kas" 'BEGIN { exit !(t < 11 || n >= 1) }' ||
     fail "no keep-alive chunk in a $c_ttft s wait for the first token"
