@@ -272,6 +272,20 @@ int resp_event(const q35c_event *ev, void *user)
     return 0;
 }
 
+void resp_stream_start(http_resp *k)
+{
+    if (k->g->kind == HTTP_CHAT && !k->role_sent) emit(k, "content", "", 0, NULL, NULL, NULL, NULL);
+    else resp_keepalive(k);
+}
+
+void resp_keepalive(http_resp *k)
+{
+    /* a chat client's SDK drops comments unseen: an idle timer on its
+     * chunks (Qwen Code's, 240 s) needs a chunk, one that adds nothing */
+    if (k->g->kind == HTTP_CHAT) emit(k, NULL, NULL, 0, NULL, NULL, NULL, NULL);
+    else sbuf_add(&k->out, ": keep-alive\n\n", 14);
+}
+
 /* The stream's end: tool calls, the finish chunk, usage, [DONE]. */
 void resp_stream_end(http_resp *k)
 {

@@ -34,6 +34,16 @@ void resp_free(http_resp *k);
  * Always returns 0. */
 int resp_event(const q35c_event *ev, void *user);
 
+/* Streams: the first event before any token (the headers go out with
+ * it): for chat the assistant's role and empty content, as OpenAI sends
+ * first; for completions, which have no such chunk, a keep-alive comment. */
+void resp_stream_start(http_resp *k);
+
+/* Streams: bytes on an otherwise silent stream that change no answer: for
+ * chat a chunk with an empty delta, for completions an SSE comment
+ * (": keep-alive"). */
+void resp_keepalive(http_resp *k);
+
 /* Streams: the end (held-back tool calls, the finish chunk, usage, or an
  * error event) and "data: [DONE]", appended to out once. */
 void resp_stream_end(http_resp *k);

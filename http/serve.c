@@ -207,24 +207,39 @@ static void cancel_request(conn *k, const char *why)
         q35c_run_some(k->c, 100, err, sizeof err);
 }
 
-/* Turns the client until output is ready or the request ended. Returns
- * false when the peer went away (the request is cancelled then). */
-static bool pump_events(conn *k)
+/* A stream's headers and first bytes go out once it has waited this long
+ * without output, and a keep-alive (respond.h) after each such wait until
+ * the first token and between held-back tokens: clients time out a request
+ * whose headers do not come (Qwen Code's OpenAI SDK gives up after 120 s
+ * and sends it again, 3 times), then a stream without chunks (Qwen Code:
+ * 240 s), and proxies an idle connection, while a long prompt prefills for
+ * minutes. The first second still lets a refusal (queue full, prompt too
+ * long) answer with its HTTP status. */
+#define HEAD_WAIT_S 1.0
+#define KEEPALIVE_S 5.0
+
+enum pump { PUMP_READY, PUMP_IDLE, PUMP_GONE };
+
+/* Turns the client until output is ready or the request ended (READY),
+ * `until` passed first (IDLE; 0: no limit) or the peer went away (GONE:
+ * the request is cancelled then). */
+static enum pump pump_events(conn *k, double until)
 {
     char err[Q35_ERRSZ];
     while (!k->resp->done && k->resp->out.n == k->resp->out_pos) {
-        if (peer_gone(k)) { cancel_request(k, "client closed the connection"); return false; }
+        if (until > 0 && now_s() >= until) return PUMP_IDLE;
+        if (peer_gone(k)) { cancel_request(k, "client closed the connection"); return PUMP_GONE; }
         if (atomic_load(&k->srv->aborting)) {
             cancel_request(k, "the server is stopping");
             resp_fail(k->resp, "UNAVAILABLE", "the server stopped before the request finished");
-            return true;
+            return PUMP_READY;
         }
         if (q35c_run_some(k->c, 50, err, sizeof err)) {
             resp_fail(k->resp, "UNAVAILABLE", err);
         }
         if (!k->resp->done && !q35c_in_flight(k->c)) k->resp->done = true;
     }
-    return true;
+    return PUMP_READY;
 }
 
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -233,7 +248,9 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
     conn *k = cls;
     if (k->resp->out.n == k->resp->out_pos) {
         k->resp->out.n = k->resp->out_pos = 0;
-        if (!pump_events(k)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        enum pump p = pump_events(k, now_s() + KEEPALIVE_S);
+        if (p == PUMP_GONE) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (p == PUMP_IDLE) resp_keepalive(k->resp);
         if (k->resp->done && k->resp->out.n == k->resp->out_pos) {
             if (k->resp->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
             resp_stream_end(k->resp);
@@ -272,7 +289,8 @@ static enum MHD_Result generate(conn *k)
     atomic_fetch_add(&s->active, 1);
     /* from here the request may wait for a slot as long as it takes */
     MHD_set_connection_option(k->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0);
-    if (!pump_events(k)) return MHD_NO;
+    enum pump p = pump_events(k, k->g.stream ? now_s() + HEAD_WAIT_S : 0);
+    if (p == PUMP_GONE) return MHD_NO;
     if (k->resp->done && k->resp->code[0] && !k->resp->n_tokens) {        /* refused before any output: a real status */
         http_err_from_code(&e, k->resp->code, k->resp->message);
         return send_err(k, &e);
@@ -280,7 +298,7 @@ static enum MHD_Result generate(conn *k)
     if (!k->g.stream) {
         while (!k->resp->done) {
             k->resp->out.n = k->resp->out_pos = 0;
-            if (!pump_events(k)) return MHD_NO;
+            if (pump_events(k, 0) == PUMP_GONE) return MHD_NO;
         }
         if (k->resp->code[0]) {
             http_err_from_code(&e, k->resp->code, k->resp->message);
@@ -288,6 +306,7 @@ static enum MHD_Result generate(conn *k)
         }
         return send_json(k, 200, resp_body(k->resp));
     }
+    if (p == PUMP_IDLE) resp_stream_start(k->resp);      /* still prefilling (or queued) */
     metrics_streams(1);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, k, NULL);
     if (!r) return MHD_NO;

@@ -302,6 +302,9 @@ int mkmodel_write(const mkmodel_opts *o, const char *path, char *err, size_t err
     if (o->n_layer) m.n_layer = (uint32_t)o->n_layer;
     if (o->n_expert) m.n_expert = (uint32_t)o->n_expert;
     if (o->n_vocab) m.n_vocab = o->n_vocab;
+    if (o->n_ctx) m.n_ctx = (uint32_t)o->n_ctx;
+    if (m.n_ctx < 16 || m.n_ctx > 1u << 24)
+        return q35_err(err, errsz, Q35_EINVAL, "context length %u: out of range (16..16777216)", m.n_ctx);
     if (m.n_layer < 1 || m.n_layer > 256 || m.n_expert < 1 || m.n_expert > 4096)
         return q35_err(err, errsz, Q35_EINVAL, "layers %u / experts %u: out of range (1..256 / 1..4096)",
                        m.n_layer, m.n_expert);

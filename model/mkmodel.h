@@ -22,6 +22,7 @@ typedef struct mkmodel_opts {
     const char *types;       /* "f32", "q8_0", "q4_k_m" (default), "q3_k_m" */
     const char *vocab_from;  /* GGUF whose tokenizer.* keys are copied; NULL: generated BPE */
     int n_vocab;             /* generated vocabulary size; 0: the preset's */
+    int n_ctx;               /* context_length; 0: the preset's (tiny's 4096 holds no agent's prompt) */
     uint64_t seed;
     /* Variants of the same random weights (each tensor's values depend on
      * the seed and its name only, so these differ from the default file in

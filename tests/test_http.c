@@ -608,6 +608,42 @@ static void test_choices_and_parallel_calls(void **state)
     }
 }
 
+/* Before the first token (a long prefill): a chat stream opens with the
+ * role and empty content, then keep-alive chunks with an empty delta; the
+ * first token's chunk carries no role again. Completions open with a
+ * comment, and keep alive with comments. */
+static void test_resp_stream_start(void **state)
+{
+    (void)state;
+    http_gen g;
+    request_with_tools(&g, true);
+    http_resp k;
+    resp_init(&k, &g, "chatcmpl-t5", 1, 0);
+    resp_stream_start(&k);
+    resp_keepalive(&k);
+    feed(&k, "Hi", false, 1);
+    feed_final(&k, Q35C_FINISH_STOP, 9000, 1, 0);
+    resp_stream_end(&k);
+    char *first = strtok(k.out.p, "\n");
+    assert_non_null(strstr(first, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}"));
+    char *ka = strtok(NULL, "\n");
+    assert_non_null(strstr(ka, "\"delta\":{},\"logprobs\":null,\"finish_reason\":null"));
+    char *tok = strtok(NULL, "\n");
+    assert_non_null(strstr(tok, "\"content\":\"Hi\""));
+    assert_null(strstr(tok, "\"role\""));
+    resp_free(&k);
+    http_gen_free(&g);
+
+    http_err e;
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"x\",\"stream\":true}", &g, &e), 0);
+    resp_init(&k, &g, "cmpl-t6", 1, 0);
+    resp_stream_start(&k);
+    resp_keepalive(&k);
+    assert_string_equal(k.out.p, ": keep-alive\n\n: keep-alive\n\n");
+    resp_free(&k);
+    http_gen_free(&g);
+}
+
 static void test_listen(void **state)
 {
     (void)state;
@@ -682,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_tool_safe_prefix),
         cmocka_unit_test(test_resp_tool_calls_whole),
         cmocka_unit_test(test_resp_tool_calls_streamed),
+        cmocka_unit_test(test_resp_stream_start),
         cmocka_unit_test(test_resp_not_a_call_and_errors),
         cmocka_unit_test(test_model_names),
         cmocka_unit_test(test_logit_bias),

@@ -167,10 +167,12 @@ static void vocab_copied(void **s)
 static void generated_vocab(void **s)
 {
     (void)s;
-    mkmodel_opts o = { .preset = "tiny", .n_layer = 1, .n_vocab = 1000, .seed = 1 };
+    /* --ctx: a context that holds an agent's 8K-token prompt */
+    mkmodel_opts o = { .preset = "tiny", .n_layer = 1, .n_vocab = 1000, .n_ctx = 16384, .seed = 1 };
     q35_config c;
     gguf_file *f = make(&o, "v.gguf", &c);
     assert_int_equal(c.n_vocab, 1000);
+    assert_int_equal(c.n_ctx_train, 16384);
     const gguf_kv *tk = gguf_find(f, "tokenizer.ggml.tokens");
     const gguf_kv *ty = gguf_find(f, "tokenizer.ggml.token_type");
     const gguf_kv *mg = gguf_find(f, "tokenizer.ggml.merges");
@@ -215,6 +217,7 @@ static void micro_preset(void **s)
         assert_int_equal(c.layer_kind[1], Q35_LAYER_ATTN);
         assert_int_equal(c.n_embd, 64);
         assert_int_equal(c.n_vocab, 300);
+        assert_int_equal(c.n_ctx_train, 256);
         assert_true(gguf_size(f) < 600000);
         /* K-quant mixes fall back to Q8_0 for 64-wide rows */
         int want = i == 0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
@@ -236,6 +239,10 @@ static void bad_options(void **s)
     assert_int_equal(mkmodel_write(&o, path, err, sizeof err), Q35_EINVAL);
     assert_non_null(strstr(err, "types 'q2_k': unknown"));
     o.types = NULL;
+    o.n_ctx = 8;
+    assert_int_equal(mkmodel_write(&o, path, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "context length 8: out of range"));
+    o.n_ctx = 0;
     o.vocab_from = "/nonexistent.gguf";
     assert_int_not_equal(mkmodel_write(&o, path, err, sizeof err), 0);
     assert_non_null(strstr(err, "/nonexistent.gguf: cannot open"));
