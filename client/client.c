@@ -381,6 +381,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     gen.n_logprobs = (uint32_t)r->n_logprobs;
     gen.logits = r->logits;
     gen.ignore_eos = r->ignore_eos;
+    if (r->grammar) gen.grammar = (char *)r->grammar;
 
     drain_monitor(c);
     if (c->n_req == 0) {

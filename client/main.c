@@ -32,7 +32,7 @@ typedef struct cli {
     const char *endpoint;         /* NULL after parsing: $QWEN35_ENDPOINT or the default */
     bool chat, json, ids, status, stats;
     enum cli_think think;
-    const char *prompt_ids_file, *logits_out, *system, *prompt, *prompt_file;
+    const char *prompt_ids_file, *logits_out, *system, *prompt, *prompt_file, *grammar_file;
     opt_list stop;                /* --stop, at most MAX_STOP */
     smp_params sp;
     q35c_request req;
@@ -260,6 +260,8 @@ static const opt_def defs[] = {
       "pipeline's max-ctx)"),
     OPT_TOOL_LIST(cli, "--stop, -r, --reverse-prompt", stop, "S", "stop before the text S (repeatable, up to 16)"),
     OPT_TOOL_FLAG(cli, "--ignore-eos", req.ignore_eos, true, "keep generating past end-of-sequence tokens"),
+    OPT_TOOL_STR(cli, "--grammar", req.grammar, "GBNF", "constrain the answer to this grammar (rule root; see text/grammar.h)"),
+    OPT_TOOL_STR(cli, "--grammar-file", grammar_file, "FILE", "constrain the answer to the grammar in FILE"),
     OPT_TOOL_PARSE(cli, "--deadline", req.deadline_ms, uint32_t, "MS", parse_ms, "end the request after MS"),
     OPT_TOOL_PARSE(cli, "-t, --threads", req.max_tokens, int, "N", refuse,
                    "refused here: threads are the stage's (qwen35-stage --threads)"),
@@ -324,6 +326,10 @@ static int parse_args(cli *c, int argc, char **argv)
     if (c->req.max_tokens < 0) c->req.max_tokens = 0;   /* llama.cpp's -1 (no limit): up to the context */
     c->req.logits = c->logits_out != NULL;
     c->req.sampling = c->sp;
+    if (c->req.grammar && c->grammar_file) {
+        fprintf(stderr, "qwen35-client: give one of --grammar and --grammar-file\n");
+        return 2;
+    }
     int n_inputs = (c->prompt != NULL) + (c->prompt_file != NULL) + (c->prompt_ids_file != NULL);
     if (n_pos > 1 || n_inputs > 1 || (c->chat && c->prompt_ids_file)) {
         fprintf(stderr, "qwen35-client: give one of \"prompt\" (-p), -f FILE, --prompt-ids FILE"
@@ -368,6 +374,7 @@ int main(int argc, char **argv)
 
     int rc;
     char *stdin_prompt = NULL;
+    char *grammar_text = NULL;
     int32_t *ids = NULL;
     if (c.logits_out && !(c.logits_f = fopen(c.logits_out, "wb"))) {
         fprintf(stderr, "qwen35-client: --logits-out %s: %s\n", c.logits_out, strerror(errno));
@@ -376,7 +383,19 @@ int main(int argc, char **argv)
         rc = run_status(qc, &c);
     } else {
         rc = 0;
-        if (c.prompt_ids_file) {
+        if (c.grammar_file) {
+            FILE *f = fopen(c.grammar_file, "rb");
+            size_t cap = 0;
+            ssize_t len = f ? getdelim(&grammar_text, &cap, 0, f) : -1;
+            if (len <= 0) {
+                fprintf(stderr, "qwen35-client: --grammar-file %s: %s\n", c.grammar_file, !f ? strerror(errno) : "empty");
+                rc = -1;
+            }
+            if (f) fclose(f);
+            c.req.grammar = grammar_text;
+        }
+        if (rc) {
+        } else if (c.prompt_ids_file) {
             char err[Q35_ERRSZ];
             rc = q35_read_ids(c.prompt_ids_file, &ids, &c.req.n_prompt_ids, err, sizeof err);
             if (rc)
@@ -411,6 +430,8 @@ done:
     g_client = NULL;
     q35c_destroy(&qc);
     free(stdin_prompt);
+    if (c.req.grammar == grammar_text) c.req.grammar = NULL;   /* not the option table's */
+    free(grammar_text);
     free(ids);
     free(c.answer);
     opts_free(&spec, &c);

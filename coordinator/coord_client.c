@@ -12,6 +12,7 @@
 #include "coord_int.h"
 #include "log.h"
 #include "qwen35_client.h"
+#include "grammar.h"
 #include "sampler.h"
 
 #define MAX_MESSAGES Q35C_MAX_MESSAGES   /* qwen35_client.h: one limit for every client */
@@ -83,6 +84,23 @@ static req *find_req(coord *c, const uint8_t *ident, size_t ident_len, const cha
  * table's one range check (text/sampling.h), and a window the context
  * holds. The default window (what every client sends) is fine on a
  * shorter context: it then covers the whole history. */
+/* A grammar is parsed here once, so a bad one is refused at the door with
+ * its line and column, not by the last stage mid-answer. */
+static int check_grammar(const char *src, char *err, size_t errsz)
+{
+    if (!src || !src[0])
+        return 0;
+    size_t n = strlen(src);
+    if (n > Q35_WIRE_MAX_GRAMMAR)
+        return q35_err(err, errsz, Q35_EINVAL, "generate.grammar: %zu bytes, at most %u", n, Q35_WIRE_MAX_GRAMMAR);
+    char msg[Q35_ERRSZ];
+    gram *g = gram_parse(src, n, msg, sizeof msg);
+    if (!g)
+        return q35_err(err, errsz, Q35_EINVAL, "generate.grammar: %s", msg);
+    gram_destroy(&g);
+    return 0;
+}
+
 static int check_sampling(const smp_params *p, int max_ctx, char *err, size_t errsz)
 {
     int rc = smp_check_fields(p, "generate.sampling.", NULL, err, errsz);
@@ -254,6 +272,8 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     if (!rc && g->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
         rc = q35_err(err, sizeof err, Q35_ERANGE, "generate.n_logprobs: %u, at most %d", g->n_logprobs, Q35_WIRE_MAX_LOGPROBS);
     if (!rc)
+        rc = check_grammar(g->grammar, err, sizeof err);
+    if (!rc)
         rc = build_prompt(c, r, g, max_ctx, err, sizeof err);
     if (rc) {
         if (rc == Q35_ERANGE)
@@ -274,6 +294,12 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     r->n_logprobs = (int)g->n_logprobs;
     r->want_logits = g->logits;
     r->ignore_eos = g->ignore_eos;
+    r->think_end = coord_text_answer_after(c->tx, r->toks, r->n_prompt);
+    if (g->grammar && g->grammar[0] && !(r->grammar = strdup(g->grammar))) {
+        reply_error(c, ident, ident_len, rid, Q35__CODE__RESOURCE_EXHAUSTED, "out of memory");
+        req_destroy(c, r);
+        return;
+    }
     for (size_t i = 0; i < g->n_stop; i++)
         if ((r->stop[r->n_stop] = strdup(g->stop[i])))
             r->n_stop++;

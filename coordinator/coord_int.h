@@ -122,6 +122,8 @@ typedef struct req {
     char *stop[COORD_MAX_STOP];
     int n_stop;
     int stop_hit;                   /* index of the stop string matched, -1 */
+    char *grammar;                  /* NULL: free output; else the answer's GBNF */
+    int32_t think_end;              /* the answer starts after this token (</think>), -1: at once */
     double t_recv, t_first, t_last, deadline;
     bool in_flight, cancelled, expired;
     bool unread;                    /* past an unread bound: ends with an error */

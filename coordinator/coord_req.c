@@ -56,6 +56,7 @@ void req_destroy(coord *c, req *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     coord_textstate_destroy(&r->text);
+    free(r->grammar);
     free(r->toks);
     free(r);
 }

@@ -56,6 +56,7 @@ static int send_mb(coord *c, mbatch *m)
     link *l = &c->links[m->stage];
     bool first = m->stage == 0, last = m->stage == c->n_links - 1;
     Q35__SeqChunk ch[64], *pch[64];
+    Q35__Constraint cons[64];
     Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
     for (int i = 0; i < m->n; i++) {
         req *r = m->r[i];
@@ -75,6 +76,15 @@ static int send_mb(coord *c, mbatch *m)
             ch[i].n_logprobs = r->n_logprobs;
             ch[i].logits = r->want_logits ? Q35__LOGITS_MODE__LOGITS_ALL
                                           : Q35__LOGITS_MODE__LOGITS_NONE;
+            if (ch[i].sample && r->grammar) {
+                /* the whole answer so far: a stage rebuilds its matcher from it */
+                q35__constraint__init(&cons[i]);
+                cons[i].grammar = r->grammar;
+                cons[i].think_end = r->think_end + 1;
+                cons[i].n_generated = (size_t)(m->pos[i] + m->ntok[i] - r->n_prompt);
+                cons[i].generated = r->toks + r->n_prompt;
+                ch[i].constraint = &cons[i];
+            }
             if ((r->sp.repeat_penalty > 0 && r->sp.repeat_penalty != 1) ||
                 r->sp.presence_penalty != 0 || r->sp.frequency_penalty != 0) {
                 int end = m->pos[i] + m->ntok[i];

@@ -95,6 +95,15 @@ int coord_text_chat(coord_text *t, const Q35__ChatMessages *m, bool no_think, in
     return take(&v, ids, n);
 }
 
+int32_t coord_text_answer_after(const coord_text *t, const int32_t *prompt, int n_prompt)
+{
+    /* inside <think> when the prompt's last think marker opens one */
+    for (int i = n_prompt - 1; i >= 0; i--)
+        if (prompt[i] == t->think || prompt[i] == t->end_think)
+            return prompt[i] == t->think && t->think >= 0 ? t->end_think : -1;
+    return -1;
+}
+
 coord_textstate *coord_textstate_new(coord_text *t, const int32_t *prompt, int n_prompt,
                                      const char *const *stop, int n_stop, bool ignore_eos,
                                      char *err, size_t errsz)
@@ -105,12 +114,7 @@ coord_textstate *coord_textstate_new(coord_text *t, const int32_t *prompt, int n
         return NULL;
     }
     s->ct = t;
-    /* inside <think> when the prompt's last think marker opens one */
-    for (int i = n_prompt - 1; i >= 0; i--)
-        if (prompt[i] == t->think || prompt[i] == t->end_think) {
-            s->reasoning = prompt[i] == t->think && t->think >= 0;
-            break;
-        }
+    s->reasoning = coord_text_answer_after(t, prompt, n_prompt) >= 0;
     if (ignore_eos) {
         s->ts = tok_stream_new(t->t, 0, err, errsz);
         s->stop = stop;

@@ -34,6 +34,10 @@ typedef struct coord_piece { const char *text; size_t len; bool reasoning; } coo
  * ignore_eos, and at a stop string (not emitted). The prompt tells whether
  * generation starts inside <think>. stop[] is borrowed for the life of the
  * state. */
+/* The token the answer starts after: </think>'s id when the prompt leaves
+ * a <think> open (the model reasons first), else -1 (it answers at once). */
+int32_t coord_text_answer_after(const coord_text *t, const int32_t *prompt, int n_prompt);
+
 coord_textstate *coord_textstate_new(coord_text *t, const int32_t *prompt, int n_prompt,
                                      const char *const *stop, int n_stop, bool ignore_eos,
                                      char *err, size_t errsz);

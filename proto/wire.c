@@ -105,6 +105,11 @@ size_t q35_wire_stage_req_max(uint32_t n_embd, uint32_t max_tokens, uint32_t max
     return sat(max_seqs, SEQ_OVERHEAD + 4 * 64 /* repeat history */, rows + MSG_OVERHEAD);
 }
 
+size_t q35_wire_constraint_max(uint32_t max_ctx)
+{
+    return sat(max_ctx, 5, Q35_WIRE_MAX_GRAMMAR + 64);
+}
+
 size_t q35_wire_stage_reply_max(uint32_t n_embd, uint32_t n_vocab, uint32_t max_tokens,
                                 uint32_t max_logit_rows, uint32_t max_seqs)
 {

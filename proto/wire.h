@@ -61,6 +61,12 @@ void q35_wire_free(void *msg, q35_wire_budget *b);
 /* Largest StageRequest a stage accepts: a ForwardBatch of max_tokens f32
  * rows of n_embd plus token ids and per-sequence fields for max_seqs. */
 size_t q35_wire_stage_req_max(uint32_t n_embd, uint32_t max_tokens, uint32_t max_seqs);
+
+/* The largest grammar a request may carry (Generate.grammar, and the
+ * Constraint of every step), and the bytes one SeqChunk's Constraint may
+ * add to a step for a context of max_ctx tokens. */
+#define Q35_WIRE_MAX_GRAMMAR (256u << 10)
+size_t q35_wire_constraint_max(uint32_t max_ctx);
 /* Largest StageReply a coordinator accepts: hidden rows or max_logit_rows
  * of n_vocab f32 logits plus sampled tokens. */
 size_t q35_wire_stage_reply_max(uint32_t n_embd, uint32_t n_vocab, uint32_t max_tokens,

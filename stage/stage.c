@@ -116,6 +116,10 @@ static stage *stage_alloc(const stage_opts *o, char *err, size_t errsz)
 static size_t req_limit(const stage *s, const stage_opts *o, uint32_t n_embd)
 {
     size_t m = q35_wire_stage_req_max(n_embd, s->max_batch, s->max_seqs);
+    if (s->last) {                  /* every sequence may carry a grammar and its answer */
+        size_t k = q35_wire_constraint_max((uint32_t)s->max_ctx) * (size_t)s->max_seqs;
+        m = m > SIZE_MAX - k ? SIZE_MAX : m + k;
+    }
     return o->max_msg && o->max_msg < m ? o->max_msg : m;
 }
 
@@ -146,7 +150,7 @@ int stage_load(stage *s, const stage_opts *o, char *err, size_t errsz)
     s->x_in = malloc(hid * sizeof(float));
     s->x_out = malloc(hid * sizeof(float));
     s->logits = s->last ? malloc((size_t)s->max_logit_rows * s->cfg->n_vocab * sizeof(float)) : NULL;
-    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs) : NULL;
+    s->smp = s->last ? stage_sampler_new(s->cfg->n_vocab, s->max_seqs, o->eng.model_path) : NULL;
     if (!s->x_in || !s->x_out || (s->last && (!s->logits || !s->smp))) {
         return q35_err(err, errsz, Q35_ENOMEM, "out of memory for %d batch rows", s->max_batch);
     }
@@ -506,6 +510,16 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
     if (c->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
         return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("n_logprobs"), "%s: %u, at most %d", f,
                     c->n_logprobs, Q35_WIRE_MAX_LOGPROBS);
+    const Q35__Constraint *k = c->constraint;
+    if (k && k->grammar && strlen(k->grammar) > Q35_WIRE_MAX_GRAMMAR)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("constraint.grammar"), "%s: %zu bytes, at most %u", f,
+                    strlen(k->grammar), Q35_WIRE_MAX_GRAMMAR);
+    if (k && k->n_generated > (size_t)s->max_ctx)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("constraint.generated"), "%s: %zu tokens, at most %d", f,
+                    k->n_generated, s->max_ctx);
+    if (k && (k->think_end < 0 || (uint32_t)k->think_end > s->cfg->n_vocab))
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("constraint.think_end"), "%s: %d not in [0, %u]", f,
+                    k->think_end, s->cfg->n_vocab);
     if (c->n_history > (size_t)s->max_ctx)
         return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("history"), "%s: %zu tokens, at most %d",
                     f, c->n_history, s->max_ctx);

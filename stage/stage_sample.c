@@ -3,17 +3,32 @@
 #include <string.h>
 
 #include "common.h"
+#include "grammar.h"
 #include "stage_sample.h"
+#include "tokenizer.h"
 #include "wire.h"
+
+/* A slot's grammar and what its matcher has read (a copy of the answer's
+ * tokens, to tell a continuation from a replay or a new request). */
+typedef struct slot_grammar {
+    uint64_t hash;
+    gram *g;
+    gram_match *m;
+    int32_t *fed;
+    size_t n_fed, cap;
+} slot_grammar;
 
 struct stage_sampler {
     uint32_t n_vocab;
     int n;
     smp **per_slot;          /* [n] cached samplers */
     smp_params *params;      /* [n] what each was built with */
+    char *model_path;
+    gram_vocab *vocab;       /* token bytes, on the first constrained step */
+    slot_grammar *gr;        /* [n] */
 };
 
-stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs)
+stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs, const char *model_path)
 {
     stage_sampler *s = calloc(1, sizeof *s);
     if (!s)
@@ -22,9 +37,114 @@ stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs)
     s->n = max_seqs;
     s->per_slot = calloc((size_t)max_seqs, sizeof *s->per_slot);
     s->params = calloc((size_t)max_seqs, sizeof *s->params);
-    if (!s->per_slot || !s->params)
+    s->gr = calloc((size_t)max_seqs, sizeof *s->gr);
+    s->model_path = model_path ? strdup(model_path) : NULL;
+    if (!s->per_slot || !s->params || !s->gr || (model_path && !s->model_path))
         stage_sampler_destroy(&s);
     return s;
+}
+
+static void slot_grammar_clear(slot_grammar *sg)
+{
+    gram_match_destroy(&sg->m);
+    gram_destroy(&sg->g);
+    free(sg->fed);
+    memset(sg, 0, sizeof *sg);
+}
+
+/* The token bytes from the model's tokenizer: the ends of a turn end the
+ * grammar's sentence; other control tokens, the think markers and ids past
+ * the tokenizer's (padding rows) are never allowed under a grammar. */
+static int load_vocab(stage_sampler *s, char *err, size_t errsz)
+{
+    char msg[Q35_ERRSZ];
+    tok *t = s->model_path ? tok_open(s->model_path, msg, sizeof msg) : NULL;
+    if (!t)
+        return q35_err(err, errsz, Q35_EINVAL, "constraint: no tokenizer to match a grammar against: %s",
+                       s->model_path ? msg : "no model path");
+    int32_t nt = tok_n_vocab(t), end[3] = { tok_eos(t), tok_find(t, "<|im_end|>"), tok_find(t, "<|endoftext|>") };
+    int32_t never[2] = { tok_find(t, "<think>"), tok_find(t, "</think>") };
+    const char **piece = calloc(s->n_vocab, sizeof *piece);
+    size_t *len = calloc(s->n_vocab, sizeof *len);
+    uint8_t *kind = calloc(s->n_vocab, 1);
+    int rc = Q35_ENOMEM;
+    if (piece && len && kind) {
+        for (int32_t i = 0; i < (int32_t)s->n_vocab; i++) {
+            piece[i] = i < nt ? tok_piece(t, i, &len[i]) : "";
+            int ty = tok_type(t, i);
+            kind[i] = i >= nt || ty == TOK_T_CONTROL || ty == TOK_T_UNUSED || i == never[0] || i == never[1]
+                          ? GRAM_TOK_NEVER : GRAM_TOK_TEXT;
+            for (int k = 0; k < 3; k++)
+                if (i == end[k]) kind[i] = GRAM_TOK_END;
+        }
+        s->vocab = gram_vocab_new((int32_t)s->n_vocab, piece, len, kind);
+        rc = s->vocab ? 0 : Q35_ENOMEM;
+    }
+    free(piece);
+    free(len);
+    free(kind);
+    tok_destroy(&t);
+    return rc ? q35_err(err, errsz, rc, "constraint: out of memory for the vocabulary") : 0;
+}
+
+/* Masks logits by the chunk's grammar, after feeding the matcher what the
+ * answer holds that it has not read. */
+static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float *logits, char *err,
+                     size_t errsz)
+{
+    int rc;
+    if (!s->vocab && (rc = load_vocab(s, err, errsz)))
+        return rc;
+    slot_grammar *sg = &s->gr[slot];
+    size_t glen = strlen(c->grammar);
+    uint64_t h = q35_wire_fnv1a(0, c->grammar, glen);
+    if (!sg->m || sg->hash != h) {
+        slot_grammar_clear(sg);
+        char msg[Q35_ERRSZ];
+        if (!(sg->g = gram_parse(c->grammar, glen, msg, sizeof msg)))
+            return q35_err(err, errsz, Q35_EINVAL, "constraint.grammar: %s", msg);
+        if (!(sg->m = gram_match_new(sg->g, s->vocab))) {
+            slot_grammar_clear(sg);
+            return q35_err(err, errsz, Q35_ENOMEM, "constraint: out of memory for the matcher");
+        }
+        sg->hash = h;
+    }
+    /* the answer: after </think> when the model reasons first (until then free) */
+    size_t from = 0;
+    if (c->think_end > 0) {
+        while (from < c->n_generated && c->generated[from] != c->think_end - 1)
+            from++;
+        if (from == c->n_generated)
+            return 0;
+        from++;
+    }
+    const int32_t *a = c->generated + from;
+    size_t n = c->n_generated - from;
+    if (sg->n_fed > n || memcmp(sg->fed, a, sg->n_fed * sizeof *a)) {
+        gram_match_reset(sg->m);
+        sg->n_fed = 0;
+    }
+    if (n > sg->cap) {
+        int32_t *f = realloc(sg->fed, n * sizeof *f);
+        if (!f)
+            return q35_err(err, errsz, Q35_ENOMEM, "constraint: out of memory");
+        sg->fed = f;
+        sg->cap = n;
+    }
+    for (; sg->n_fed < n; sg->n_fed++) {
+        char msg[Q35_ERRSZ];
+        if ((rc = gram_match_token(sg->m, a[sg->n_fed], msg, sizeof msg))) {
+            size_t at = from + sg->n_fed;
+            gram_match_reset(sg->m);
+            sg->n_fed = 0;
+            return q35_err(err, errsz, rc, "constraint.generated[%zu]: %s", at, msg);
+        }
+        sg->fed[sg->n_fed] = a[sg->n_fed];
+    }
+    rc = gram_match_mask(sg->m, logits);
+    if (rc == 0)
+        return q35_err(err, errsz, Q35_EINVAL, "constraint: the grammar allows no token after %zu tokens of the answer", n);
+    return rc < 0 ? q35_err(err, errsz, rc, "constraint: out of memory for a mask") : 0;
 }
 
 void stage_sampler_destroy(stage_sampler **ps)
@@ -34,6 +154,11 @@ void stage_sampler_destroy(stage_sampler **ps)
         return;
     for (int i = 0; s->per_slot && i < s->n; i++)
         smp_destroy(&s->per_slot[i]);
+    for (int i = 0; s->gr && i < s->n; i++)
+        slot_grammar_clear(&s->gr[i]);
+    free(s->gr);
+    gram_vocab_destroy(&s->vocab);
+    free(s->model_path);
     free(s->per_slot);
     free(s->params);
     free(s);
@@ -60,8 +185,12 @@ int stage_sample_seq(stage_sampler *s, float *logits, const Q35__SeqChunk *c, Q3
             return Q35_EINVAL;
         s->params[slot] = p;
     }
+    int rc;
+    if (c->constraint && c->constraint->grammar && c->constraint->grammar[0] &&
+        (rc = constrain(s, slot, c->constraint, logits, err, errsz)))
+        return rc;
     smp_result r;
-    int rc = smp_sample(s->per_slot[slot], logits, c->history, c->n_history,
+    rc = smp_sample(s->per_slot[slot], logits, c->history, c->n_history,
                         (int64_t)c->pos + c->n_tokens, &r, err, errsz);
     if (rc)
         return rc;

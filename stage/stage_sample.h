@@ -17,7 +17,9 @@
 
 typedef struct stage_sampler stage_sampler;
 
-stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs);
+/* model_path: the GGUF whose tokenizer gives the token bytes a grammar is
+ * matched against (read on the first constrained step; borrowed). */
+stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs, const char *model_path);
 void stage_sampler_destroy(stage_sampler **s);
 
 /* The sampler parameters a SeqChunk asks for (0 values = off, see the
@@ -25,10 +27,14 @@ void stage_sampler_destroy(stage_sampler **s);
 smp_params stage_sample_params(const Q35__SeqChunk *c);
 
 /* Samples the token at position c->pos + c->n_tokens from `logits` (the
- * sequence's last row; modified in place by penalties). Fills sm->token,
+ * sequence's last row; modified in place by the grammar's mask when
+ * c->constraint is set, and by penalties). Fills sm->token,
  * logprob, top[0..n_top) (the caller provides Q35_WIRE_MAX_LOGPROBS
  * entries) and rng_state (0: the draw is counter-based). 0, or Q35_EINVAL
- * with the sampler's message (NaN logits, every token banned). */
+ * with the sampler's message (NaN logits, every token banned) or the
+ * grammar's (a generated token it refuses, no token allowed). A grammar's
+ * matcher is kept per slot and rebuilt from c->constraint whenever the
+ * answer it was fed is not a prefix of the one the chunk carries. */
 int stage_sample_seq(stage_sampler *s, float *logits, const Q35__SeqChunk *c, Q35__Sampled *sm,
                      char *err, size_t errsz);
 

@@ -1,0 +1,233 @@
+/* The grammar engine (text/grammar.h): GBNF parsing and its errors, byte
+ * matching (UTF-8 classes, repetition bounds, recursion), and the mask
+ * against a brute-force check of every token on random walks. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common.h"
+#include "grammar.h"
+
+static const char *JSON_G =
+    "root   ::= ws value ws\n"
+    "value  ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+    "object ::= \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"\n"
+    "array  ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* \"\\\"\"\n"
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n"
+    "ws     ::= [ \\t\\n]{0,4}  # bounded\n";
+
+static gram *parse_ok(const char *src)
+{
+    char err[Q35_ERRSZ] = "";
+    gram *g = gram_parse(src, strlen(src), err, sizeof err);
+    if (!g) fail_msg("%s", err);
+    return g;
+}
+
+static void parse_fails(const char *src, const char *want)
+{
+    char err[Q35_ERRSZ] = "";
+    gram *g = gram_parse(src, strlen(src), err, sizeof err);
+    if (g) {
+        gram_destroy(&g);
+        fail_msg("'%s' parsed", src);
+    }
+    if (!strstr(err, want)) fail_msg("'%s': error '%s' lacks '%s'", src, err, want);
+}
+
+static void test_parse_errors(void **st)
+{
+    (void)st;
+    parse_fails("root ::= item\n", "rule 'item' is used but not defined");
+    parse_fails("start ::= \"a\"\n", "no rule 'root'");
+    parse_fails("root ::= root \"a\" | \"b\"\n", "left-recursive");
+    parse_fails("root ::= x \"a\"\nx ::= \"\" | root\n", "left-recursive");
+    parse_fails("root ::= \"a\n", "line 1 column");
+    parse_fails("root ::= \"a\"\n  \"b\" \\q\n", "line 2 column 7: unexpected '\\'");
+    parse_fails("root ::= \"\\q\"", "unknown escape '\\q'");
+    parse_fails("root ::= [a-", "a class without its ']'");
+    parse_fails("root ::= [z-a]", "runs backwards");
+    parse_fails("root ::= \"a\"{3,2}", "below the minimum");
+    parse_fails("root ::= \"a\"{2000}", "at most 1000");
+    parse_fails("root ::= ( \"a\" ", "')' expected");
+    parse_fails("root ::= \"a\"\nroot ::= \"b\"", "defined twice");
+    parse_fails("root ::= \"\\x\"", "needs 2 hex digits");
+    parse_fails("root ::= \"\\uD800\"", "is not a character");
+    gram *g = parse_ok(JSON_G);
+    gram_destroy(&g);
+    assert_null(g);
+}
+
+/* A matcher over a vocabulary of the 256 single bytes (for byte tests). */
+typedef struct fix { gram *g; gram_vocab *v; gram_match *m; } fix;
+
+static fix fix_new(const char *src)
+{
+    fix f = { parse_ok(src), NULL, NULL };
+    static char bytes[256];
+    const char *piece[256];
+    size_t len[256];
+    for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[i] = &bytes[i], len[i] = 1;
+    f.v = gram_vocab_new(256, piece, len, NULL);
+    assert_non_null(f.v);
+    f.m = gram_match_new(f.g, f.v);
+    assert_non_null(f.m);
+    return f;
+}
+
+static void fix_free(fix *f)
+{
+    gram_match_destroy(&f->m);
+    gram_vocab_destroy(&f->v);
+    gram_destroy(&f->g);
+}
+
+/* Whole string s is (or is not) a sentence of the grammar. */
+static bool sentence(fix *f, const char *s, size_t n)
+{
+    gram_match_reset(f->m);
+    return gram_match_bytes(f->m, s, n) == 0 && gram_match_can_end(f->m);
+}
+#define SENT(f, s) sentence(f, s, strlen(s))
+
+static void test_json_bytes(void **st)
+{
+    (void)st;
+    fix f = fix_new(JSON_G);
+    const char *good[] = {
+        "{}", "[]", "0", "-0.5e+10", "\"\"", "true", " null ", "{\"a\": [1, 2.5e3, \"x\\u00e9\"], \"b\": null}",
+        "[[[[[]]]]]", "{\"k\":{\"k\":{\"k\":[true,false]}}}", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"",
+        "123456789012345",
+    };
+    const char *bad[] = {
+        "{", "{\"a\" 1}", "[1,]", "01", "\"\\x\"", "tru", "[1 2]", "\"a\nb\"", "\"\xc0\x80\"", "\"\x80\"",
+        "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "1234567890123456789", "{\"a\":1}}", "     {}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (!SENT(&f, good[i])) fail_msg("refused %s", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (SENT(&f, bad[i])) fail_msg("accepted %s", bad[i]);
+    /* a prefix is fed but cannot end; a wrong byte leaves the state as it was */
+    gram_match_reset(f.m);
+    assert_int_equal(gram_match_bytes(f.m, "{\"a\":", 5), 0);
+    assert_false(gram_match_can_end(f.m));
+    assert_int_equal(gram_match_bytes(f.m, "}", 1), Q35_EINVAL);
+    assert_int_equal(gram_match_bytes(f.m, "1}", 2), 0);
+    assert_true(gram_match_can_end(f.m));
+    fix_free(&f);
+}
+
+static void test_classes_and_repeats(void **st)
+{
+    (void)st;
+    fix f = fix_new("root ::= [\\u03B1-\\u03C9]+ \"-\" [^a-z\\u00E9] \"-\" \"a\"{2,3} \"b\"{2} \"c\"{1,} . x?\n"
+                    "x ::= \"(\" x? \")\"\n");
+    assert_true(SENT(&f, "\xce\xb1\xcf\x89-Z-aabbc\xe2\x82\xac"));
+    assert_true(SENT(&f, "\xce\xb2-\xc3\xa8-aaabbccc!(())"));
+    assert_false(SENT(&f, "a-Z-aabbc!"));                 /* a is not greek */
+    assert_false(SENT(&f, "\xce\xb1-z-aabbc!"));         /* z is excluded */
+    assert_false(SENT(&f, "\xce\xb1-\xc3\xa9-aabbc!"));  /* so is é */
+    assert_false(SENT(&f, "\xce\xb1-Z-abbc!"));          /* one a */
+    assert_false(SENT(&f, "\xce\xb1-Z-aaaabbc!"));       /* four */
+    assert_false(SENT(&f, "\xce\xb1-Z-aabbbc!"));        /* three b */
+    assert_false(SENT(&f, "\xce\xb1-Z-aabbc!(()"));      /* unbalanced */
+    fix_free(&f);
+}
+
+/* A small vocabulary over JSON's alphabet: every 1..3-byte piece drawn
+ * from the characters below, plus an end token and a never token. */
+static const char ALPHA[] = "{}[]\":, 0123456789.-eatrufnl\\";
+
+static void test_mask_brute(void **st)
+{
+    (void)st;
+    enum { NV = 600 };
+    static char store[NV][4];
+    const char *piece[NV];
+    size_t len[NV];
+    uint8_t kind[NV];
+    uint64_t r = 42;
+    for (int i = 0; i < NV; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        size_t n = i < 30 ? 1 : 1 + (r >> 40) % 3;
+        for (size_t k = 0; k < n; k++) store[i][k] = ALPHA[(i < 30 ? (size_t)i : (size_t)(r >> (8 * k + 3))) % (sizeof ALPHA - 1)];
+        piece[i] = store[i];
+        len[i] = n;
+        kind[i] = GRAM_TOK_TEXT;
+    }
+    kind[NV - 1] = GRAM_TOK_END;
+    kind[NV - 2] = GRAM_TOK_NEVER;
+    gram *g = parse_ok(JSON_G);
+    gram_vocab *v = gram_vocab_new(NV, piece, len, kind);
+    gram_match *m = gram_match_new(g, v), *ref = gram_match_new(g, v);
+    assert_non_null(m);
+    assert_non_null(ref);
+    float logits[NV];
+    char hist[4096];
+    char err[Q35_ERRSZ];
+    int ended = 0;
+    for (int walk = 0; walk < 12; walk++) {
+        gram_match_reset(m);
+        size_t nh = 0;
+        for (int stepi = 0; stepi < 80; stepi++) {
+            for (int i = 0; i < NV; i++) logits[i] = 0;
+            int allowed = gram_match_mask(m, logits);
+            assert_true(allowed > 0);
+            int count = 0, pick = -1, nth;
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            nth = (int)((r >> 33) % (uint64_t)allowed);
+            for (int i = 0; i < NV; i++) {
+                gram_match_reset(ref);
+                bool ok = gram_match_bytes(ref, hist, nh) == 0 && gram_match_token(ref, i, err, sizeof err) == 0;
+                if (ok != (logits[i] == 0)) fail_msg("walk %d step %d token %d '%.*s': mask %d, brute force %d", walk,
+                                                     stepi, i, (int)len[i], piece[i], logits[i] == 0, ok);
+                if (ok && count++ == nth) pick = i;
+            }
+            assert_int_equal(count, allowed);
+            assert_int_equal(gram_match_token(m, pick, err, sizeof err), 0);
+            if (kind[pick] == GRAM_TOK_END) {
+                assert_true(gram_match_ended(m));
+                ended++;
+                break;
+            }
+            memcpy(hist + nh, piece[pick], len[pick]);
+            nh += len[pick];
+        }
+    }
+    uint64_t cached, walked;
+    gram_match_stats(m, &cached, &walked);
+    print_message("12 walks: %d ended, masks %llu walked + %llu cached\n", ended, (unsigned long long)walked,
+                  (unsigned long long)cached);
+    assert_true(cached > 0);
+    /* a token the mask refuses is refused by name */
+    gram_match_reset(m);
+    int close = -1;
+    for (int i = 0; i < NV && close < 0; i++)
+        if (len[i] == 1 && piece[i][0] == '}') close = i;
+    assert_int_equal(gram_match_token(m, close, err, sizeof err), Q35_EINVAL);
+    assert_non_null(strstr(err, "('}') is not allowed here"));
+    assert_int_equal(gram_match_token(m, NV - 2, err, sizeof err), Q35_EINVAL);
+    assert_int_equal(gram_match_token(m, NV - 1, err, sizeof err), Q35_EINVAL);   /* cannot end yet */
+    gram_match_destroy(&m);
+    gram_match_destroy(&ref);
+    gram_vocab_destroy(&v);
+    gram_destroy(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_json_bytes),
+        cmocka_unit_test(test_classes_and_repeats),
+        cmocka_unit_test(test_mask_brute),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

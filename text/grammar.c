@@ -1,0 +1,552 @@
+/* grammar.c — the matcher and the mask (grammar.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "grammar_int.h"
+
+#define DEAD UINT32_MAX
+#define N_CACHE 16
+/* Past these the tables are rebuilt from the current state alone: a long
+ * answer walks many states once, and none of them is needed again. */
+#define MAX_NODES (1u << 21)
+#define MAX_POOL (1u << 23)
+#define MAX_STEPS (1u << 22)
+
+/* ---- a u64 -> u32 open-addressing map (keys stored + 1; 0 is empty) ---- */
+
+typedef struct u64map { uint64_t *k; uint32_t *v; size_t cap, n; } u64map;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static void map_clear(u64map *m)
+{
+    if (m->k) memset(m->k, 0, m->cap * sizeof *m->k);
+    m->n = 0;
+}
+
+static void map_free(u64map *m)
+{
+    free(m->k);
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+static int map_get(const u64map *m, uint64_t key, uint32_t *v)
+{
+    if (!m->cap) return 0;
+    for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->k[i]) return 0;
+        if (m->k[i] == key + 1) {
+            *v = m->v[i];
+            return 1;
+        }
+    }
+}
+
+static int map_put(u64map *m, uint64_t key, uint32_t v);
+
+static int map_grow(u64map *m)
+{
+    u64map n = { calloc(m->cap ? m->cap * 2 : 1024, sizeof *n.k), NULL, m->cap ? m->cap * 2 : 1024, 0 };
+    n.v = malloc(n.cap * sizeof *n.v);
+    if (!n.k || !n.v) {
+        map_free(&n);
+        return Q35_ENOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->k[i]) map_put(&n, m->k[i] - 1, m->v[i]);
+    map_free(m);
+    *m = n;
+    return 0;
+}
+
+static int map_put(u64map *m, uint64_t key, uint32_t v)
+{
+    if ((m->n + 1) * 2 > m->cap && map_grow(m)) return Q35_ENOMEM;
+    size_t i = mix(key) & (m->cap - 1);
+    while (m->k[i] && m->k[i] != key + 1) i = (i + 1) & (m->cap - 1);
+    if (!m->k[i]) m->n++;
+    m->k[i] = key + 1;
+    m->v[i] = v;
+    return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elsz)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *n = realloc(*p, c * elsz);
+    if (!n) return Q35_ENOMEM;
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+/* ---- the vocabulary -------------------------------------------------------------- */
+
+struct gram_vocab {
+    int32_t n;
+    uint8_t *bytes;             /* all pieces back to back */
+    uint32_t *off, *len;        /* [n] */
+    uint8_t *kind;              /* [n] enum gram_tok */
+    int32_t *sorted;            /* text tokens with bytes, by bytes */
+    uint32_t n_sorted;
+    uint32_t *lcp;              /* [n_sorted] common prefix with the one before */
+    int32_t *ends;              /* GRAM_TOK_END ids */
+    int n_ends;
+    uint32_t max_len;
+};
+
+static int cmp_piece(const void *a, const void *b, void *ctx)
+{
+    const gram_vocab *v = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = v->len[x], ly = v->len[y];
+    int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], lx < ly ? lx : ly);
+    return c ? c : lx < ly ? -1 : lx > ly ? 1 : (x > y) - (x < y);
+}
+
+gram_vocab *gram_vocab_new(int32_t n, const char *const *piece, const size_t *len, const uint8_t *kind)
+{
+    gram_vocab *v = calloc(1, sizeof *v);
+    if (!v || n <= 0) {
+        free(v);
+        return NULL;
+    }
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += len[i];
+    v->n = n;
+    v->bytes = malloc(total + 1);
+    v->off = malloc((size_t)n * sizeof *v->off);
+    v->len = malloc((size_t)n * sizeof *v->len);
+    v->kind = malloc((size_t)n);
+    v->sorted = malloc((size_t)n * sizeof *v->sorted);
+    v->lcp = malloc((size_t)n * sizeof *v->lcp);
+    v->ends = malloc((size_t)n * sizeof *v->ends);
+    if (!v->bytes || !v->off || !v->len || !v->kind || !v->sorted || !v->lcp || !v->ends || total > UINT32_MAX) {
+        gram_vocab_destroy(&v);
+        return NULL;
+    }
+    size_t o = 0;
+    for (int32_t i = 0; i < n; i++) {
+        v->off[i] = (uint32_t)o;
+        v->len[i] = (uint32_t)len[i];
+        if (len[i]) memcpy(v->bytes + o, piece[i], len[i]);
+        o += len[i];
+        v->kind[i] = kind ? kind[i] : GRAM_TOK_TEXT;
+        if (v->kind[i] == GRAM_TOK_END) v->ends[v->n_ends++] = i;
+        else if (v->kind[i] == GRAM_TOK_TEXT && len[i]) v->sorted[v->n_sorted++] = i;
+        if (v->len[i] > v->max_len) v->max_len = v->len[i];
+    }
+    qsort_r(v->sorted, v->n_sorted, sizeof *v->sorted, cmp_piece, v);
+    for (uint32_t k = 0; k < v->n_sorted; k++) {
+        uint32_t l = 0;
+        if (k) {
+            const uint8_t *a = v->bytes + v->off[v->sorted[k - 1]], *b = v->bytes + v->off[v->sorted[k]];
+            uint32_t m = v->len[v->sorted[k - 1]] < v->len[v->sorted[k]] ? v->len[v->sorted[k - 1]]
+                                                                            : v->len[v->sorted[k]];
+            while (l < m && a[l] == b[l]) l++;
+        }
+        v->lcp[k] = l;
+    }
+    return v;
+}
+
+void gram_vocab_destroy(gram_vocab **pv)
+{
+    gram_vocab *v = *pv;
+    if (!v) return;
+    free(v->bytes), free(v->off), free(v->len), free(v->kind);
+    free(v->sorted), free(v->lcp), free(v->ends);
+    free(v);
+    *pv = NULL;
+}
+
+int32_t gram_vocab_size(const gram_vocab *v) { return v->n; }
+
+/* ---- the matcher --------------------------------------------------------------------
+ *
+ * A node is a stack frame (pos, parent): the position to read next and the
+ * frame to return to, interned so equal stacks are one id. Node 0 is the
+ * empty stack: in a state it means "the root is complete". A state is a
+ * sorted set of nodes whose positions are GE_CHAR (plus maybe 0), interned
+ * too, so (state, byte) -> state is a map lookup once seen. */
+
+struct gram_match {
+    const gram *g;
+    const gram_vocab *v;
+    uint32_t *npos, *npar, *visit;        /* [n_nodes] */
+    size_t n_nodes, cap_nodes, cap_visit;
+    u64map nodes;
+    uint32_t *pool;                       /* state contents back to back */
+    size_t n_pool, cap_pool;
+    uint32_t *soff, *slen;                /* [n_states] */
+    size_t n_states, cap_states, cap_slen;
+    u64map states;                        /* content hash -> first state id with it (chained by probing) */
+    u64map steps;                         /* state << 8 | byte -> state or DEAD */
+    uint32_t *out;
+    size_t n_out, cap_out;
+    uint32_t gen;
+    uint32_t start, cur;
+    bool ended;
+    uint32_t *walk;                       /* [max_len + 1] states along a token */
+    struct { uint32_t state; int32_t allowed; uint64_t tick; uint64_t *bits; } cache[N_CACHE];
+    uint64_t tick, n_cached, n_walked;
+    int oom;
+};
+
+static uint32_t intern_node(gram_match *m, uint32_t pos, uint32_t parent)
+{
+    uint64_t key = (uint64_t)pos << 32 | parent;
+    uint32_t id;
+    if (map_get(&m->nodes, key, &id)) return id;
+    if (grow((void **)&m->npos, &m->cap_nodes, m->n_nodes + 1, sizeof *m->npos)) goto oom;
+    size_t cap = m->cap_visit;
+    if (grow((void **)&m->npar, &cap, m->n_nodes + 1, sizeof *m->npar)) goto oom;
+    if (cap != m->cap_visit) {
+        uint32_t *nv = realloc(m->visit, cap * sizeof *nv);
+        if (!nv) goto oom;
+        memset(nv + m->cap_visit, 0, (cap - m->cap_visit) * sizeof *nv);
+        m->visit = nv;
+        m->cap_visit = cap;
+    }
+    id = (uint32_t)m->n_nodes++;
+    m->npos[id] = pos;
+    m->npar[id] = parent;
+    if (map_put(&m->nodes, key, id)) goto oom;
+    return id;
+oom:
+    m->oom = 1;
+    return 0;
+}
+
+static void add_out(gram_match *m, uint32_t node)
+{
+    if (grow((void **)&m->out, &m->cap_out, m->n_out + 1, sizeof *m->out)) {
+        m->oom = 1;
+        return;
+    }
+    m->out[m->n_out++] = node;
+}
+
+/* Every frame reachable from (pos, parent) without reading a byte, into
+ * out: those at a class, and 0 when the root can end. */
+static void expand(gram_match *m, uint32_t pos, uint32_t parent)
+{
+    const gram *g = m->g;
+    uint32_t node = intern_node(m, pos, parent);
+    if (m->oom || m->visit[node] == m->gen) return;
+    m->visit[node] = m->gen;
+    gram_el e = g->el[pos];
+    if (e.type == GE_CHAR) {
+        add_out(m, node);
+    } else if (e.type == GE_RULE) {
+        uint8_t t = g->el[pos + 1].type;
+        /* a reference that ends its alternative returns straight to the
+         * parent: x* as R ::= x R runs in constant depth */
+        uint32_t cont = t == GE_ALT || t == GE_END ? parent : intern_node(m, pos + 1, parent);
+        for (uint32_t a = g->rule_start[e.v];;) {
+            expand(m, a, cont);
+            while (g->el[a].type != GE_ALT && g->el[a].type != GE_END) a++;
+            if (g->el[a].type == GE_END) break;
+            a++;
+        }
+    } else if (!parent) {
+        add_out(m, 0);
+    } else {
+        expand(m, m->npos[parent], m->npar[parent]);
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The state of out[0..n_out) (sorted, deduplicated here), DEAD if empty. */
+static uint32_t intern_state(gram_match *m)
+{
+    if (!m->n_out || m->oom) return DEAD;
+    qsort(m->out, m->n_out, sizeof *m->out, cmp_u32);
+    size_t k = 1;
+    for (size_t i = 1; i < m->n_out; i++)
+        if (m->out[i] != m->out[k - 1]) m->out[k++] = m->out[i];
+    m->n_out = k;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < k; i++) h = mix(h ^ m->out[i]);
+    /* probe h, h+1, … until a state with the same content or a free key */
+    uint32_t id;
+    for (uint64_t key = h;; key++) {
+        if (!map_get(&m->states, key, &id)) break;
+        if (m->slen[id] == k && !memcmp(m->pool + m->soff[id], m->out, k * sizeof *m->out)) return id;
+        h = key + 1;
+    }
+    if (grow((void **)&m->pool, &m->cap_pool, m->n_pool + k, sizeof *m->pool)
+        || grow((void **)&m->soff, &m->cap_states, m->n_states + 1, sizeof *m->soff)
+        || grow((void **)&m->slen, &m->cap_slen, m->n_states + 1, sizeof *m->slen)) {
+        m->oom = 1;
+        return DEAD;
+    }
+    id = (uint32_t)m->n_states++;
+    m->soff[id] = (uint32_t)m->n_pool;
+    m->slen[id] = (uint32_t)k;
+    memcpy(m->pool + m->n_pool, m->out, k * sizeof *m->out);
+    m->n_pool += k;
+    if (map_put(&m->states, h, id)) m->oom = 1;
+    return id;
+}
+
+static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
+{
+    uint64_t key = (uint64_t)s << 8 | b;
+    uint32_t r;
+    if (map_get(&m->steps, key, &r)) return r;
+    m->gen++;
+    m->n_out = 0;
+    for (uint32_t i = 0; i < m->slen[s]; i++) {
+        uint32_t node = m->pool[m->soff[s] + i];
+        if (!node) continue;
+        uint32_t pos = m->npos[node];
+        if (gram_cls_has(m->g->cls[m->g->el[pos].v], b)) expand(m, pos + 1, m->npar[node]);
+    }
+    r = intern_state(m);
+    if (!m->oom && map_put(&m->steps, key, r)) m->oom = 1;
+    return r;
+}
+
+static bool state_can_end(const gram_match *m, uint32_t s)
+{
+    return m->slen[s] && m->pool[m->soff[s]] == 0;
+}
+
+static uint32_t start_state(gram_match *m)
+{
+    m->gen++;
+    m->n_out = 0;
+    for (uint32_t a = m->g->rule_start[m->g->root];;) {
+        expand(m, a, 0);
+        while (m->g->el[a].type != GE_ALT && m->g->el[a].type != GE_END) a++;
+        if (m->g->el[a].type == GE_END) break;
+        a++;
+    }
+    return intern_state(m);
+}
+
+static void clear_tables(gram_match *m)
+{
+    map_clear(&m->nodes);
+    map_clear(&m->states);
+    map_clear(&m->steps);
+    m->n_nodes = m->n_pool = m->n_states = 0;
+    if (m->visit) memset(m->visit, 0, m->cap_visit * sizeof *m->visit);
+    m->gen = 0;
+    for (int i = 0; i < N_CACHE; i++) m->cache[i].state = DEAD;
+    intern_node(m, UINT32_MAX, 0);                 /* node 0: the empty stack */
+}
+
+/* Rebuilds the tables from the current state alone (its stacks re-interned
+ * root first), so memory stays bounded however long the answer runs. */
+static int compact(gram_match *m)
+{
+    if (m->n_nodes < MAX_NODES && m->n_pool < MAX_POOL && m->steps.n < MAX_STEPS) return 0;
+    size_t total = 0;
+    for (uint32_t i = 0; i < m->slen[m->cur]; i++)
+        for (uint32_t n = m->pool[m->soff[m->cur] + i]; n; n = m->npar[n]) total++;
+    uint32_t *chains = malloc((total + m->slen[m->cur] + 1) * sizeof *chains);
+    if (!chains) return Q35_ENOMEM;
+    size_t k = 0;
+    uint32_t nstacks = m->slen[m->cur];
+    for (uint32_t i = 0; i < nstacks; i++) {       /* depth, then positions top first */
+        size_t at = k++;
+        uint32_t d = 0;
+        for (uint32_t n = m->pool[m->soff[m->cur] + i]; n; n = m->npar[n]) chains[k++] = m->npos[n], d++;
+        chains[at] = d;
+    }
+    clear_tables(m);
+    m->start = start_state(m);
+    m->n_out = 0;
+    uint32_t *out = malloc((nstacks + 1) * sizeof *out);
+    if (!out) {
+        free(chains);
+        return Q35_ENOMEM;
+    }
+    size_t j = 0;
+    for (uint32_t i = 0; i < nstacks; i++) {
+        uint32_t d = chains[j++], node = 0;
+        for (uint32_t q = d; q-- > 0;) node = intern_node(m, chains[j + q], node);
+        j += d;
+        out[i] = node;
+    }
+    for (uint32_t i = 0; i < nstacks; i++) add_out(m, out[i]);
+    m->cur = intern_state(m);
+    free(out);
+    free(chains);
+    return m->oom || m->cur == DEAD ? Q35_ENOMEM : 0;
+}
+
+gram_match *gram_match_new(const gram *g, const gram_vocab *v)
+{
+    gram_match *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->g = g;
+    m->v = v;
+    size_t words = ((size_t)v->n + 63) / 64;
+    m->walk = malloc(((size_t)v->max_len + 1) * sizeof *m->walk);
+    for (int i = 0; i < N_CACHE; i++) {
+        m->cache[i].state = DEAD;
+        if (!(m->cache[i].bits = malloc(words * sizeof(uint64_t)))) m->oom = 1;
+    }
+    if (m->walk && !m->oom) {
+        clear_tables(m);
+        m->cur = m->start = start_state(m);
+    }
+    if (!m->walk || m->oom || m->start == DEAD) gram_match_destroy(&m);
+    return m;
+}
+
+void gram_match_destroy(gram_match **pm)
+{
+    gram_match *m = *pm;
+    if (!m) return;
+    free(m->npos), free(m->npar), free(m->visit);
+    map_free(&m->nodes), map_free(&m->states), map_free(&m->steps);
+    free(m->pool), free(m->soff), free(m->slen), free(m->out), free(m->walk);
+    for (int i = 0; i < N_CACHE; i++) free(m->cache[i].bits);
+    free(m);
+    *pm = NULL;
+}
+
+void gram_match_reset(gram_match *m)
+{
+    m->cur = m->start;
+    m->ended = false;
+}
+
+bool gram_match_can_end(const gram_match *m) { return state_can_end(m, m->cur); }
+bool gram_match_ended(const gram_match *m) { return m->ended; }
+
+static uint32_t walk_bytes(gram_match *m, uint32_t s, const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n && s != DEAD; i++) s = step(m, s, b[i]);
+    return s;
+}
+
+int gram_match_bytes(gram_match *m, const char *s, size_t n)
+{
+    if (compact(m)) return Q35_ENOMEM;
+    uint32_t r = m->ended ? DEAD : walk_bytes(m, m->cur, (const uint8_t *)s, n);
+    if (m->oom) return Q35_ENOMEM;
+    if (r == DEAD) return Q35_EINVAL;
+    m->cur = r;
+    return 0;
+}
+
+int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz)
+{
+    const gram_vocab *v = m->v;
+    if (id < 0 || id >= v->n) return q35_err(err, errsz, Q35_EINVAL, "grammar: token %d is not in the vocabulary", id);
+    if (compact(m)) return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
+    const uint8_t *b = v->bytes + v->off[id];
+    if (v->kind[id] == GRAM_TOK_END) {
+        if (m->ended || state_can_end(m, m->cur)) {
+            m->ended = true;
+            return 0;
+        }
+    } else if (v->kind[id] == GRAM_TOK_TEXT && v->len[id] && !m->ended) {
+        uint32_t r = walk_bytes(m, m->cur, b, v->len[id]);
+        if (m->oom) return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
+        if (r != DEAD) {
+            m->cur = r;
+            return 0;
+        }
+    }
+    return q35_err(err, errsz, Q35_EINVAL, "grammar: token %d ('%.*s') is not allowed here", id,
+                   v->len[id] > 40 ? 40 : (int)v->len[id], (const char *)b);
+}
+
+/* The allowed tokens of state s into bits (one per id). */
+static int32_t walk_vocab(gram_match *m, uint32_t s, uint64_t *bits)
+{
+    const gram_vocab *v = m->v;
+    memset(bits, 0, (((size_t)v->n + 63) / 64) * sizeof *bits);
+    int32_t allowed = 0;
+    if (!m->ended) {
+        uint32_t valid = 0;
+        m->walk[0] = s;
+        for (uint32_t k = 0; k < v->n_sorted; k++) {
+            int32_t id = v->sorted[k];
+            uint32_t len = v->len[id], d = v->lcp[k] < valid ? v->lcp[k] : valid;
+            const uint8_t *b = v->bytes + v->off[id];
+            while (d < len) {
+                uint32_t r = step(m, m->walk[d], b[d]);
+                if (r == DEAD) break;
+                m->walk[++d] = r;
+            }
+            if (m->oom) return Q35_ENOMEM;
+            valid = d;
+            if (d == len) {
+                bits[id >> 6] |= 1ull << (id & 63);
+                allowed++;
+            } else {
+                /* every token after this one sharing its first d+1 bytes dies too */
+                while (k + 1 < v->n_sorted && v->lcp[k + 1] > d) k++;
+            }
+        }
+    }
+    if (m->ended || state_can_end(m, s))
+        for (int i = 0; i < v->n_ends; i++) {
+            bits[v->ends[i] >> 6] |= 1ull << (v->ends[i] & 63);
+            allowed++;
+        }
+    return allowed;
+}
+
+int gram_match_mask(gram_match *m, float *logits)
+{
+    if (compact(m)) return Q35_ENOMEM;
+    uint32_t key = m->ended ? DEAD - 1 : m->cur;
+    int slot = -1, lru = 0;
+    for (int i = 0; i < N_CACHE; i++) {
+        if (m->cache[i].state == key) slot = i;
+        if (m->cache[i].tick < m->cache[lru].tick) lru = i;
+    }
+    if (slot >= 0) {
+        m->n_cached++;
+    } else {
+        slot = lru;
+        m->cache[slot].state = DEAD;
+        int32_t a = walk_vocab(m, m->cur, m->cache[slot].bits);
+        if (a < 0) return a;
+        m->cache[slot].state = key;
+        m->cache[slot].allowed = a;
+        m->n_walked++;
+    }
+    m->cache[slot].tick = ++m->tick;
+    const uint64_t *bits = m->cache[slot].bits;
+    int32_t n = m->v->n;
+    for (int32_t w = 0; w * 64 < n; w++) {
+        uint64_t x = bits[w];
+        if (x == ~0ull) continue;
+        int32_t hi = (w + 1) * 64 < n ? 64 : n - w * 64;
+        for (int32_t j = 0; j < hi; j++)
+            if (!(x >> j & 1)) logits[w * 64 + j] = -INFINITY;
+    }
+    return m->cache[slot].allowed;
+}
+
+void gram_match_stats(const gram_match *m, uint64_t *cached, uint64_t *walked)
+{
+    if (cached) *cached = m->n_cached;
+    if (walked) *walked = m->n_walked;
+}
