@@ -685,16 +685,34 @@ char *schema_json_object(void)
 
 static bool tc_name_ok(const char *s) { return *s && !strpbrk(s, ">\n"); }
 
+/* Whether string v has lo..hi characters (hi < 0: no bound). */
+static bool fits(json_t *v, long long lo, long long hi)
+{
+    long long n = 0;
+    for (const unsigned char *p = (const unsigned char *)json_string_value(v); *p; p++) n += (*p & 0xC0) != 0x80;
+    return n >= lo && (hi < 0 || n <= hi);
+}
+
 /* A parameter declared "string" travels as raw text (tc_parse keeps it as
- * it is): free text, one of its enum/const values, nothing else. */
+ * it is): free text, one of its enum/const values, or with a length bound
+ * characters other than '<' (no end tag can start, and each counts one). */
 static int raw_param(sctx *c, json_t *p, sbuf *b)
 {
     const char *k;
     json_t *v;
     json_object_foreach(p, k, v)
-        if (!in_list(ANNOTATIONS, k) && strcmp(k, "type") && strcmp(k, "enum") && strcmp(k, "const"))
+        if (!in_list(ANNOTATIONS, k) && strcmp(k, "type") && strcmp(k, "enum") && strcmp(k, "const")
+            && strcmp(k, "minLength") && strcmp(k, "maxLength"))
             return bad(c, "the keyword '%s' is not supported on a string parameter", k);
     json_t *en = json_object_get(p, "enum"), *cn = json_object_get(p, "const");
+    long long lo = 0, hi = -1;
+    if (get_count(c, p, "minLength", MAX_LEN, &lo) || get_count(c, p, "maxLength", MAX_LEN, &hi)) return -1;
+    if (hi >= 0 && lo > hi) return bad(c, "minLength is larger than maxLength%s", "");
+    if (!en && !cn && (lo || hi >= 0)) {
+        sbuf_str(b, hi ? "[^<]" : "\"\"");
+        if (hi) rep(b, lo, hi);
+        return 0;
+    }
     if (!en && !cn) {
         c->uses |= U_RAW;
         sbuf_str(b, "raw");
@@ -703,11 +721,11 @@ static int raw_param(sctx *c, json_t *p, sbuf *b)
     if (en && (!json_is_array(en) || !json_array_size(en))) return bad(c, "enum must be a non-empty array%s", "");
     size_t i, n = 0;
     json_array_foreach(cn ? NULL : en, i, v) {
-        if (!json_is_string(v) || strstr(json_string_value(v), "</")) continue;
+        if (!json_is_string(v) || strstr(json_string_value(v), "</") || !fits(v, lo, hi)) continue;
         sbuf_str(b, n++ ? " | " : "(");
         lit(b, json_string_value(v), json_string_length(v));
     }
-    if (cn && json_is_string(cn) && !strstr(json_string_value(cn), "</")) {
+    if (cn && json_is_string(cn) && !strstr(json_string_value(cn), "</") && fits(cn, lo, hi)) {
         sbuf_str(b, "(");
         lit(b, json_string_value(cn), json_string_length(cn));
         n++;

@@ -233,8 +233,8 @@ static void test_tool_grammar(void **state)
     static const struct { const char *tools, *param, *msg; } bad[] = {
         { "[{\"type\":\"function\",\"function\":{\"name\":\"a>b\"}}]", "tools[0].function", "cannot be written" },
         { "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
-          "{\"s\":{\"type\":\"string\",\"maxLength\":3}}}}}]", "tools[0].function.parameters.properties.s",
-          "'maxLength' is not supported on a string parameter" },
+          "{\"s\":{\"type\":\"string\",\"pattern\":\"a\"}}}}}]", "tools[0].function.parameters.properties.s",
+          "'pattern' is not supported on a string parameter" },
         { "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
           "{\"n\":{\"type\":\"integer\",\"maximum\":3}}}}}]", "tools[0].function.parameters.properties.n",
           "'maximum' is not supported" },
