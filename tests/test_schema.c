@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../http/http.h"
+#include "../text/grammar.h"
 
 static const char *WHERE = "response_format.json_schema.schema";
 
@@ -22,7 +23,52 @@ static char *conv(const char *schema, http_err *e)
     memset(e, 0, sizeof *e);
     char *g = schema_grammar(s, WHERE, e);
     json_decref(s);
+    if (g) {
+        /* whatever the converter writes, the engine parses */
+        char err[256];
+        gram *gr = gram_parse(g, strlen(g), err, sizeof err);
+        if (!gr) fail_msg("%s\n%s", err, g);
+        gram_destroy(&gr);
+    }
     return g;
+}
+
+/* The engine over grammar text: each doc of ok[] is a whole sentence,
+ * none of no[] is (NULL-terminated lists). */
+static void engine_check(const char *what, const char *text, const char *const *ok, const char *const *no)
+{
+    char err[256];
+    gram *g = gram_parse(text, strlen(text), err, sizeof err);
+    if (!g) fail_msg("%s: %s\n%s", what, err, text);
+    const char *piece[256];
+    size_t len[256];
+    static char bytes[256];
+    for (int i = 0; i < 256; i++) {
+        bytes[i] = (char)i;
+        piece[i] = &bytes[i];
+        len[i] = 1;
+    }
+    gram_vocab *v = gram_vocab_new(256, piece, len, NULL);
+    gram_match *m = gram_match_new(g, v);
+    assert_non_null(m);
+    for (int pass = 0; pass < 2; pass++)
+        for (const char *const *d = pass ? no : ok; *d; d++) {
+            gram_match_reset(m);
+            bool in = gram_match_bytes(m, *d, strlen(*d)) == 0 && gram_match_can_end(m);
+            if (in != !pass) fail_msg("%s: %s %s", what, *d, pass ? "accepted" : "refused");
+        }
+    gram_match_destroy(&m);
+    gram_vocab_destroy(&v);
+    gram_destroy(&g);
+}
+
+static void engine_schema(const char *schema, const char *const *ok, const char *const *no)
+{
+    http_err e;
+    char *g = conv(schema, &e);
+    if (!g) fail_msg("%s: %s", schema, e.message);
+    engine_check(schema, g, ok, no);
+    free(g);
 }
 
 static void test_object_text(void **state)
@@ -340,6 +386,131 @@ static void test_request_errors(void **state)
     }
 }
 
+/* Sample documents per schema family through the engine. */
+static void test_engine_objects(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "{\"name\":\"bob\"}", "{\"name\":\"\"}", " {\"name\":\"x\"} ", "{ \"name\" : \"x\" }\n",
+        "{\"name\":\"a\\\"b\"}", "{\"name\":\"\\u00e9\\n\\t\\/\"}", "{\"name\":\"\xc3\xa9t\xc3\xa9\"}",
+        "{\"name\":\"x\",\"age\":0}", "{\"name\":\"x\",\"age\":-7}", "{\"name\":\"x\",\"age\":123456789012345}",
+        "{\"name\":\"x\",\"tags\":[\"a\"]}", "{\"name\":\"x\",\"tags\":[\"a\",\"bb\",\"ccccc\"]}",
+        "{\"name\":\"x\",\"age\":1,\"tags\":[\"\"]}", "{\"name\":\"x\",\"email\":null}",
+        "{\"name\":\"x\",\"email\":\"a@b\"}", "{\"name\":\"x\",\"age\":2,\"tags\":[\"t\"],\"email\":null}",
+        "{\n  \"name\": \"x\",\n  \"age\": 3\n}", "{\"name\":\"x\",\"tags\":[ \"a\" , \"b\" ]}",
+        "{\"name\":\"\xf0\x9f\x98\x80\"}", "{\"name\":\"x\",\"age\":-0}", NULL };
+    static const char *const no[] = {
+        "{}", "{\"age\":1}", "{\"age\":1,\"name\":\"x\"}", "{\"name\":\"x\",}", "{\"name\":\"x\",\"other\":1}",
+        "{\"name\":\"x\",\"age\":01}", "{\"name\":\"x\",\"age\":1.5}", "{\"name\":\"x\",\"age\":1234567890123456}",
+        "{\"name\":\"x\",\"tags\":[]}", "{\"name\":\"x\",\"tags\":[\"a\",\"b\",\"c\",\"d\"]}",
+        "{\"name\":\"x\",\"tags\":[\"abcdef\"]}", "{\"name\":\"a\nb\"}", "{\"name\":\"\\x\"}", "{\"name\":x}",
+        "{\"name\":\"x\"", "{\"name\":\"x\",\"email\":1}", "{\"name\":\"x\"}}", "[\"name\"]",
+        "{\"name\":\"x\"}                         ", "{\"name\":\"\xc3\"}", NULL };
+    engine_schema("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+                  "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":5},\"minItems\":1,"
+                  "\"maxItems\":3},\"email\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"name\"],"
+                  "\"additionalProperties\":false}", ok, no);
+}
+
+static void test_engine_values(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "1", "0", "-1", "2.5", "-0.125", "1e5", "1E+10", "3.0e-99", "123456789012345", "\"red\"", "\"green\"",
+        "true", "null", "{\"k\":[1,\"x\"]}", "[]", "\"v7\"", "\"v299\"", "{\"kind\":\"b\",\"b\":true}",
+        "{\"kind\":\"a\",\"a\":-3}", " 7 ", NULL };
+    static const char *const no[] = {
+        "01", "1.", ".5", "1e", "1e100", "+1", "NaN", "\"blue\"", "\"v300\"", "false", "{\"k\":[1,\"y\"]}",
+        "[1]", "{\"kind\":\"b\",\"a\":1}", "{\"kind\":\"c\"}", "{\"kind\":\"a\"}", "\"RED\"", "nul", "", NULL };
+    char s[8192];
+    size_t n = (size_t)snprintf(s, sizeof s, "{\"anyOf\":[{\"type\":\"number\"},{\"enum\":[\"red\",\"green\",true,null,"
+                                              "{\"k\":[1,\"x\"]},[]]},{\"type\":\"string\",\"enum\":[");
+    for (int i = 0; i < 300; i++) n += (size_t)snprintf(s + n, sizeof s - n, "%s\"v%d\"", i ? "," : "", i);
+    snprintf(s + n, sizeof s - n, "]},{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"a\":"
+                                  "{\"type\":\"integer\"}},\"required\":[\"kind\",\"a\"]},{\"type\":\"object\","
+                                  "\"properties\":{\"kind\":{\"const\":\"b\"},\"b\":{\"type\":\"boolean\"}},"
+                                  "\"required\":[\"kind\",\"b\"]}]}");
+    engine_schema(s, ok, no);
+}
+
+static void test_engine_arrays_refs(void **state)
+{
+    (void)state;
+    static const char *const ok_a[] = {
+        "[1,2]", "[1,2,3]", "[1,2,3,4]", "[ 1 , 2 ]", "[-5,0]", "[\n1,\n2\n]", "[0,0,0,0]", "[10,20]", "[7,8,9]",
+        "[1, 2, 3, 4]", "[100000,2]", "[1,-2]", "[3,3]", "[1,2,3 ]", "[ 4,5]", "[9,9,9]", "[2,1]", "[0,1,2,3]", "[5,6]",
+        "[12,34]", NULL };
+    static const char *const no_a[] = { "[]", "[1]", "[1,2,3,4,5]", "[1,]", "[1 2]", "[1.5,2]", "[\"1\",2]", "[1,2", NULL };
+    engine_schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":4}", ok_a, no_a);
+    static const char *const ok_r[] = {
+        "{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}",
+        "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3,\"next\":null}}}", "{\"v\":1,\"kids\":[]}",
+        "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4}]}]}", "{\"v\":0}", NULL };
+    static const char *const no_r[] = { "{\"next\":null}", "{\"v\":1,\"next\":{}}", "{\"v\":1,\"kids\":[null]}",
+                                        "{\"v\":1,\"next\":{\"v\":\"2\"}}", NULL };
+    engine_schema("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                  "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},{\"type\":\"null\"}]},\"kids\":{\"type\":\"array\","
+                  "\"items\":{\"$ref\":\"#/definitions/k\"}}},\"required\":[\"v\"]}},\"definitions\":{\"k\":"
+                  "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\","
+                  "\"items\":{\"$ref\":\"#/definitions/k\"}}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/n\"}", ok_r, no_r);
+    char *g = schema_json_object();
+    static const char *const ok_o[] = { "{}", "{\"a\":1}", "{\"a\":{\"b\":[1,\"x\",null,true,{}]}}", " { } ", NULL };
+    static const char *const no_o[] = { "[]", "1", "\"x\"", "{\"a\"}", "{1:2}", NULL };
+    engine_check("json_object", g, ok_o, no_o);
+    free(g);
+}
+
+/* What tc_assistant_content renders for a call is in the tool grammar,
+ * and what the grammar allows tc_parse reads back. */
+static void test_engine_tools(void **state)
+{
+    (void)state;
+    json_t *t = tools(WEATHER);
+    http_err e = {0};
+    char *g = schema_tool_grammar(t, NULL, true, "tools", &e);
+    assert_non_null(g);
+    static const char *const calls[] = {
+        "[{\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]",
+        "[{\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"a\\\\n</param\\\",\\\"days\\\":3,"
+        "\\\"unit\\\":\\\"f\\\",\\\"at\\\":{\\\"lat\\\":1.5,\\\"note\\\":\\\"x\\\"}}\"}}]",
+        "[{\"function\":{\"name\":\"noargs\",\"arguments\":\"{}\"}},"
+        "{\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"\\\",\\\"days\\\":-1}\"}}]",
+    };
+    const char *ok[4] = { 0 };
+    char *own[3];
+    for (int i = 0; i < 3; i++) {
+        json_t *c = json_loads(calls[i], 0, NULL);
+        assert_non_null(c);
+        own[i] = tc_assistant_content("", c, "x", &e);
+        assert_non_null(own[i]);
+        ok[i] = own[i];
+        size_t pre;
+        json_t *back = tc_parse(own[i], strlen(own[i]), t, &pre);
+        assert_non_null(back);
+        assert_int_equal(json_array_size(back), json_array_size(c));
+        json_decref(back);
+        json_decref(c);
+    }
+    static const char *const no[] = {
+        "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>",                       /* city is required */
+        "<tool_call>\n<function=other>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\na</parameter>b\n</parameter>\n</function>\n"
+        "</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\na</tool_call>\n</parameter>\n</function>\n"
+        "</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n</parameter>\n<parameter=days>\n1.5\n"
+        "</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n</parameter>\n<parameter=unit>\nk\n"
+        "</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n</parameter>\n<parameter=at>\n"
+        "{\"lat\":1,\"note\":\"</parameter>\"}\n</parameter>\n</function>\n</tool_call>",
+        "hello <tool_call>\n<function=noargs>\n</function>\n</tool_call>", "", NULL };
+    engine_check("tools", g, ok, no);
+    for (int i = 0; i < 3; i++) free(own[i]);
+    free(g);
+    json_decref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -351,6 +522,10 @@ int main(void)
         cmocka_unit_test(test_tool_grammar),
         cmocka_unit_test(test_request_fields),
         cmocka_unit_test(test_request_errors),
+        cmocka_unit_test(test_engine_objects),
+        cmocka_unit_test(test_engine_values),
+        cmocka_unit_test(test_engine_arrays_refs),
+        cmocka_unit_test(test_engine_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
