@@ -12,12 +12,13 @@
  * fails the caller's validator would be worse than a 400. */
 #include "http.h"
 #include "sbuf.h"
+#include "wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_DEPTH = 32, MAX_RULES = 4096, MAX_GRAMMAR = 1 << 20, MAX_ITEMS = 100, MAX_LEN = 1000,
+enum { MAX_DEPTH = 32, MAX_RULES = 4096, MAX_GRAMMAR = Q35_WIRE_MAX_GRAMMAR, MAX_ITEMS = 100, MAX_LEN = 1000,
        MAX_CALLS = 8 };
 
 /* the shared rules a grammar refers to, emitted once at the end */
@@ -127,7 +128,11 @@ static int emit(sctx *c, const char *name, sbuf *body)
     sbuf_str(&c->out, "\n");
     sbuf_free(body);
     if (c->out.oom) return oom(c);
-    if (c->out.n > MAX_GRAMMAR) return bad(c, "the schema's grammar is larger than %s bytes", "1048576");
+    if (c->out.n > MAX_GRAMMAR) {
+        char n[24];
+        snprintf(n, sizeof n, "%u", (unsigned)MAX_GRAMMAR);
+        return bad(c, "the schema's grammar is larger than %s bytes (the wire's limit)", n);
+    }
     return 0;
 }
 

@@ -220,6 +220,23 @@ static void test_limits(void **state)
     assert_int_equal(e.status, 400);
     assert_non_null(strstr(e.message, "more than 4096 grammar rules"));
     json_decref(s);
+    /* a grammar past the wire's limit is refused here, not by the coordinator */
+    char *big = malloc(4001);
+    memset(big, 'x', 4000);
+    big[4000] = 0;
+    json_t *en = json_array();
+    for (int i = 0; i < 80; i++) {
+        big[0] = (char)('A' + i % 26);
+        big[1] = (char)('A' + i / 26);
+        json_array_append_new(en, json_string(big));
+    }
+    free(big);
+    s = json_pack("{s:o}", "enum", en);
+    g = schema_grammar(s, WHERE, &e);
+    assert_null(g);
+    assert_int_equal(e.status, 400);
+    assert_non_null(strstr(e.message, "larger than 262144 bytes"));
+    json_decref(s);
 }
 
 static void test_json_object(void **state)
