@@ -6,7 +6,7 @@
  *
  * Files: api.c (request bodies -> q35c_request, OpenAI error shapes),
  * toolcall.c (tools into the prompt, <tool_call> out of the answer),
- * schema.c (response_format and forced tool calls as grammars),
+ * schema.c (response_format as a grammar), schema_tool.c (forced tool calls),
  * serve.c (libmicrohttpd routes, streaming, cancellation), metrics.c
  * (Prometheus text), cfg.c (the option table), main.c (lifecycle).
  */

@@ -1,6 +1,6 @@
-/* schema.c — structured output: JSON Schema, "any JSON object" and forced
- * tool calls as GBNF grammars (text/grammar.h parses them; the last stage
- * masks the logits with them).
+/* schema.c — structured output: JSON Schema and "any JSON object" as GBNF
+ * grammars (text/grammar.h parses them; the last stage masks the logits
+ * with them), and the grammar writer schema_tool.c shares (schema_gen.h).
  *
  * The grammar only ever produces documents that validate: an object lists
  * its declared properties in order (required ones always, optional ones
@@ -10,37 +10,11 @@
  * let a model emit blanks until max_tokens). A keyword the grammar cannot
  * honour is refused with its path rather than ignored: an answer that
  * fails the caller's validator would be worse than a 400. */
-#include "http.h"
-#include "sbuf.h"
-#include "wire.h"
+#include "schema_gen.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { MAX_DEPTH = 32, MAX_RULES = 4096, MAX_GRAMMAR = Q35_WIRE_MAX_GRAMMAR, MAX_ITEMS = 100, MAX_LEN = 1000,
-       MAX_CALLS = 8 };
-
-/* the shared rules a grammar refers to, emitted once at the end */
-enum { U_WS = 1, U_STRING = 2, U_NUMBER = 4, U_INTEGER = 8, U_BOOLEAN = 16, U_NULL = 32,
-       U_VALUE = 64, U_JCHAR = 128, U_RAW = 256 };
-
-typedef struct sref { json_t *node; int id; } sref;
-
-typedef struct sctx {
-    sbuf out;                     /* finished rules */
-    json_t *root;                 /* what "#" means */
-    char path[512];               /* where the node at hand sits */
-    char where0[160];             /* the root's path ("…json_schema.schema") */
-    bool tool;                    /* inside a <parameter>: no '<' in JSON text */
-    unsigned uses;
-    int n_rules;
-    sref *refs;                   /* $ref targets already named */
-    int n_refs, cap_refs;
-    int (*edges)[2];              /* rule a starts with rule b (left recursion check) */
-    int n_edges, cap_edges;
-    http_err *e;
-} sctx;
 
 static const char *const ANNOTATIONS[] = { "title", "description", "$schema", "$id", "default", "examples",
                                            "$comment", "strict", "deprecated", "readOnly", "writeOnly", NULL };
@@ -55,18 +29,20 @@ static bool in_list(const char *const *l, const char *k)
     return false;
 }
 
-static int bad(sctx *c, const char *fmt, const char *arg)
+bool sg_annotation(const char *k) { return in_list(ANNOTATIONS, k); }
+
+int sg_bad(sg_ctx *c, const char *fmt, const char *arg)
 {
     char msg[400];
     snprintf(msg, sizeof msg, fmt, arg);
     return http_fail(c->e, 400, c->path, "unsupported_value", "%s: %s", c->path, msg);
 }
 
-static int oom(sctx *c) { return http_fail(c->e, 500, NULL, NULL, "out of memory"); }
+int sg_oom(sg_ctx *c) { return http_fail(c->e, 500, NULL, NULL, "out of memory"); }
 
 /* Appends ".seg" (or "[i]" when seg is NULL) to the path; returns the old
  * length to restore. */
-static size_t push(sctx *c, const char *seg, size_t i)
+size_t sg_push(sg_ctx *c, const char *seg, size_t i)
 {
     size_t n = strlen(c->path);
     if (seg) snprintf(c->path + n, sizeof c->path - n, ".%s", seg);
@@ -74,11 +50,11 @@ static size_t push(sctx *c, const char *seg, size_t i)
     return n;
 }
 
-static void pop(sctx *c, size_t n) { c->path[n] = 0; }
+void sg_pop(sg_ctx *c, size_t n) { c->path[n] = 0; }
 
 /* A GBNF literal of s[0..n): quotes, backslashes and control bytes escaped,
  * the rest (UTF-8 included) as it is. */
-static void lit(sbuf *b, const char *s, size_t n)
+void sg_lit(sbuf *b, const char *s, size_t n)
 {
     char x[8];
     sbuf_add(b, "\"", 1);
@@ -98,48 +74,47 @@ static void lit(sbuf *b, const char *s, size_t n)
 }
 
 /* The literal of a JSON value as its compact text. */
-static int lit_json(sctx *c, sbuf *b, json_t *v)
+static int lit_json(sg_ctx *c, sbuf *b, json_t *v)
 {
     char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!t) return oom(c);
-    lit(b, t, strlen(t));
+    if (!t) return sg_oom(c);
+    sg_lit(b, t, strlen(t));
     free(t);
     return 0;
 }
 
-static void rname(char *buf, size_t n, int id) { snprintf(buf, n, "r%d", id); }
 
-static int new_rule(sctx *c)
+int sg_new_rule(sg_ctx *c)
 {
-    if (c->n_rules >= MAX_RULES) {
+    if (c->n_rules >= SG_MAX_RULES) {
         char n[16];
-        snprintf(n, sizeof n, "%d", MAX_RULES);
-        return bad(c, "the schema needs more than %s grammar rules", n) - 1;
+        snprintf(n, sizeof n, "%d", SG_MAX_RULES);
+        return sg_bad(c, "the schema needs more than %s grammar rules", n) - 1;
     }
     return c->n_rules++;
 }
 
 /* Ends rule name ::= body. */
-static int emit(sctx *c, const char *name, sbuf *body)
+int sg_emit(sg_ctx *c, const char *name, sbuf *body)
 {
     sbuf_str(&c->out, name);
     sbuf_str(&c->out, " ::= ");
     sbuf_add(&c->out, body->p, body->n);
     sbuf_str(&c->out, "\n");
     sbuf_free(body);
-    if (c->out.oom) return oom(c);
-    if (c->out.n > MAX_GRAMMAR) {
+    if (c->out.oom) return sg_oom(c);
+    if (c->out.n > SG_MAX_GRAMMAR) {
         char n[24];
-        snprintf(n, sizeof n, "%u", (unsigned)MAX_GRAMMAR);
-        return bad(c, "the schema's grammar is larger than %s bytes (the wire's limit)", n);
+        snprintf(n, sizeof n, "%u", (unsigned)SG_MAX_GRAMMAR);
+        return sg_bad(c, "the schema's grammar is larger than %s bytes (the wire's limit)", n);
     }
     return 0;
 }
 
-static int edge(sctx *c, int a, int b)
+static int edge(sg_ctx *c, int a, int b)
 {
     if (a < 0 || b < 0) return 0;
-    if (SBUF_RESERVE(c->edges, c->cap_edges, c->n_edges + 1, 16)) return oom(c);
+    if (SBUF_RESERVE(c->edges, c->cap_edges, c->n_edges + 1, 16)) return sg_oom(c);
     c->edges[c->n_edges][0] = a;
     c->edges[c->n_edges++][1] = b;
     return 0;
@@ -147,7 +122,7 @@ static int edge(sctx *c, int a, int b)
 
 /* A rule that can reach itself without reading a byte would loop the
  * engine ({"anyOf": [{"$ref": "#"}, …]}). mark: 0 new, 1 on the path, 2 done. */
-static bool cycles(const sctx *c, int r, char *mark)
+static bool cycles(const sg_ctx *c, int r, char *mark)
 {
     if (mark[r] == 1) return true;
     if (mark[r] == 2) return false;
@@ -158,10 +133,10 @@ static bool cycles(const sctx *c, int r, char *mark)
     return false;
 }
 
-static int gen(sctx *c, json_t *s, int depth, char *name, size_t nlen, int *id);
+int sg_gen(sg_ctx *c, json_t *s, int depth, char *name, size_t nlen, int *id);
 
 /* "#", "#/$defs/X", "#/definitions/X", any "#/…" pointer into the root. */
-static json_t *resolve(sctx *c, const char *ref)
+static json_t *resolve(sg_ctx *c, const char *ref)
 {
     if (ref[0] != '#') return NULL;
     json_t *n = c->root;
@@ -185,22 +160,22 @@ static json_t *resolve(sctx *c, const char *ref)
     return n;
 }
 
-static int get_count(sctx *c, json_t *s, const char *k, long long max, long long *out)
+int sg_count(sg_ctx *c, json_t *s, const char *k, long long max, long long *out)
 {
     json_t *v = json_object_get(s, k);
     if (!v) return 0;
     char m[32];
     snprintf(m, sizeof m, "%lld", max);
     if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        size_t o = push(c, k, 0);
-        int r = bad(c, "must be an integer >= 0%s", "");
-        pop(c, o);
+        size_t o = sg_push(c, k, 0);
+        int r = sg_bad(c, "must be an integer >= 0%s", "");
+        sg_pop(c, o);
         return r;
     }
     if (json_integer_value(v) > max) {
-        size_t o = push(c, k, 0);
-        int r = bad(c, "values above %s are not supported", m);
-        pop(c, o);
+        size_t o = sg_push(c, k, 0);
+        int r = sg_bad(c, "values above %s are not supported", m);
+        sg_pop(c, o);
         return r;
     }
     *out = json_integer_value(v);
@@ -208,7 +183,7 @@ static int get_count(sctx *c, json_t *s, const char *k, long long max, long long
 }
 
 /* "{m}", "{m,}", "{m,n}", "*", "+", "?" or "" for a repetition lo..hi (hi < 0: unbounded). */
-static void rep(sbuf *b, long long lo, long long hi)
+void sg_rep(sbuf *b, long long lo, long long hi)
 {
     char x[48];
     if (lo == 0 && hi < 0) snprintf(x, sizeof x, "*");
@@ -221,27 +196,27 @@ static void rep(sbuf *b, long long lo, long long hi)
     sbuf_str(b, x);
 }
 
-static int gen_object(sctx *c, json_t *s, int depth, int self, sbuf *b)
+static int gen_object(sg_ctx *c, json_t *s, int depth, int self, sbuf *b)
 {
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *ap = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props)) return bad(c, "properties must be an object%s", "");
-    if (req && !json_is_array(req)) return bad(c, "required must be an array of property names%s", "");
+    if (props && !json_is_object(props)) return sg_bad(c, "properties must be an object%s", "");
+    if (req && !json_is_array(req)) return sg_bad(c, "required must be an array of property names%s", "");
     if (ap && !json_is_boolean(ap) && !(json_is_object(ap) && json_object_size(ap) == 0))
-        return bad(c, "the keyword 'additionalProperties' is supported as true or false only%s", "");
+        return sg_bad(c, "the keyword 'additionalProperties' is supported as true or false only%s", "");
     size_t n = props ? json_object_size(props) : 0, i;
     json_t *r;
     json_array_foreach(req, i, r)
         if (!json_is_string(r) || !json_object_get(props, json_string_value(r))) {
-            size_t o = push(c, "required", 0);
-            push(c, NULL, i);
-            int rc = bad(c, "'%s' is not one of the properties", json_is_string(r) ? json_string_value(r) : "?");
-            pop(c, o);
+            size_t o = sg_push(c, "required", 0);
+            sg_push(c, NULL, i);
+            int rc = sg_bad(c, "'%s' is not one of the properties", json_is_string(r) ? json_string_value(r) : "?");
+            sg_pop(c, o);
             return rc;
         }
     if (!n) {
         if (json_is_false(ap)) { sbuf_str(b, "\"{\" ws \"}\""); return 0; }
-        c->uses |= U_VALUE;           /* no properties listed: any object */
+        c->uses |= SG_U_VALUE;           /* no properties listed: any object */
         sbuf_str(b, "object");
         return 0;
     }
@@ -249,7 +224,7 @@ static int gen_object(sctx *c, json_t *s, int depth, int self, sbuf *b)
     char (*kv)[24] = calloc(n, sizeof *kv);
     sbuf *keys = calloc(n, sizeof *keys);
     bool *need = calloc(n, sizeof *need);
-    int rc = (!kv || !keys || !need) ? oom(c) : 0;
+    int rc = (!kv || !keys || !need) ? sg_oom(c) : 0;
     const char *k;
     json_t *v;
     i = 0;
@@ -258,11 +233,11 @@ static int gen_object(sctx *c, json_t *s, int depth, int self, sbuf *b)
         json_t *ks = json_string(k);
         rc = lit_json(c, &keys[i], ks);
         json_decref(ks);
-        size_t o = push(c, "properties", 0);
-        push(c, k, 0);
+        size_t o = sg_push(c, "properties", 0);
+        sg_push(c, k, 0);
         int cid = -1;
-        if (!rc) rc = gen(c, v, depth + 1, kv[i], sizeof kv[i], &cid);
-        pop(c, o);
+        if (!rc) rc = sg_gen(c, v, depth + 1, kv[i], sizeof kv[i], &cid);
+        sg_pop(c, o);
         size_t j;
         json_array_foreach(req, j, r)
             if (!strcmp(json_string_value(r), k)) need[i] = true;
@@ -273,7 +248,7 @@ static int gen_object(sctx *c, json_t *s, int depth, int self, sbuf *b)
         if (need[i]) first_req = (int)i;
     /* tail t(i) = item(i) t(i+1): item "," ws kv, optional when not required */
     char me[24], t[64];
-    rname(me, sizeof me, self);
+    sg_rname(me, sizeof me, self);
     for (size_t j = n; !rc && j-- > 1;) {
         sbuf tb = {0};
         sbuf_str(&tb, need[j] ? "\",\" ws " : "(\",\" ws ");
@@ -286,7 +261,7 @@ static int gen_object(sctx *c, json_t *s, int depth, int self, sbuf *b)
             sbuf_str(&tb, t);
         }
         snprintf(t, sizeof t, "%s-t%zu", me, j);
-        rc = emit(c, t, &tb);
+        rc = sg_emit(c, t, &tb);
     }
     /* the first member: any optional one before the first required, or that */
     size_t last = first_req < 0 ? n - 1 : (size_t)first_req;
@@ -308,32 +283,32 @@ static int gen_object(sctx *c, json_t *s, int depth, int self, sbuf *b)
     free(keys);
     free(kv);
     free(need);
-    c->uses |= U_WS;
+    c->uses |= SG_U_WS;
     return rc;
 }
 
-static int gen_array(sctx *c, json_t *s, int depth, sbuf *b)
+static int gen_array(sg_ctx *c, json_t *s, int depth, sbuf *b)
 {
     long long lo = 0, hi = -1;
-    if (get_count(c, s, "minItems", MAX_ITEMS, &lo) || get_count(c, s, "maxItems", MAX_ITEMS, &hi)) return -1;
+    if (sg_count(c, s, "minItems", SG_MAX_ITEMS, &lo) || sg_count(c, s, "maxItems", SG_MAX_ITEMS, &hi)) return -1;
     json_t *items = json_object_get(s, "items");
     if (items && !json_is_object(items) && !json_is_boolean(items)) {
-        size_t o = push(c, "items", 0);
-        int rc = bad(c, "the keyword 'items' is supported as one schema only (not a list)%s", "");
-        pop(c, o);
+        size_t o = sg_push(c, "items", 0);
+        int rc = sg_bad(c, "the keyword 'items' is supported as one schema only (not a list)%s", "");
+        sg_pop(c, o);
         return rc;
     }
-    c->uses |= U_WS;
-    if (hi >= 0 && lo > hi) return bad(c, "minItems is larger than maxItems%s", "");
+    c->uses |= SG_U_WS;
+    if (hi >= 0 && lo > hi) return sg_bad(c, "minItems is larger than maxItems%s", "");
     if (hi == 0) { sbuf_str(b, "\"[\" ws \"]\""); return 0; }
     char it[24];
     if (!items) {
-        c->uses |= U_VALUE;
+        c->uses |= SG_U_VALUE;
         snprintf(it, sizeof it, "value");
     } else {
-        size_t o = push(c, "items", 0);
-        int id = -1, rc = gen(c, items, depth + 1, it, sizeof it, &id);
-        pop(c, o);
+        size_t o = sg_push(c, "items", 0);
+        int id = -1, rc = sg_gen(c, items, depth + 1, it, sizeof it, &id);
+        sg_pop(c, o);
         if (rc) return -1;
     }
     sbuf_str(b, lo ? "\"[\" ws " : "\"[\" ws (");
@@ -344,27 +319,27 @@ static int gen_array(sctx *c, json_t *s, int depth, sbuf *b)
         sbuf_str(b, " (\",\" ws ");
         sbuf_str(b, it);
         sbuf_str(b, " ws)");
-        rep(b, rlo, rhi);
+        sg_rep(b, rlo, rhi);
     }
     sbuf_str(b, lo ? " \"]\"" : ")? \"]\"");
     return 0;
 }
 
-static int gen_string(sctx *c, json_t *s, sbuf *b)
+static int gen_string(sg_ctx *c, json_t *s, sbuf *b)
 {
     long long lo = 0, hi = -1;
-    if (get_count(c, s, "minLength", MAX_LEN, &lo) || get_count(c, s, "maxLength", MAX_LEN, &hi)) return -1;
-    if (hi >= 0 && lo > hi) return bad(c, "minLength is larger than maxLength%s", "");
+    if (sg_count(c, s, "minLength", SG_MAX_LEN, &lo) || sg_count(c, s, "maxLength", SG_MAX_LEN, &hi)) return -1;
+    if (hi >= 0 && lo > hi) return sg_bad(c, "minLength is larger than maxLength%s", "");
     if (lo == 0 && hi < 0) {
-        c->uses |= U_STRING;
+        c->uses |= SG_U_STRING;
         sbuf_str(b, "string");
         return 0;
     }
-    c->uses |= U_JCHAR;
+    c->uses |= SG_U_JCHAR;
     sbuf_str(b, "\"\\\"\" ");
     if (hi != 0) {
         sbuf_str(b, "jchar");
-        rep(b, lo, hi);
+        sg_rep(b, lo, hi);
         sbuf_str(b, " ");
     }
     sbuf_str(b, "\"\\\"\"");
@@ -396,11 +371,11 @@ static bool of_types(json_t *v, json_t *type)
 }
 
 /* One type's alternative of node s. */
-static int gen_type(sctx *c, json_t *s, const char *t, int depth, int self, sbuf *b)
+static int gen_type(sg_ctx *c, json_t *s, const char *t, int depth, int self, sbuf *b)
 {
     static const struct { const char *t, *rule; unsigned use; } simple[] = {
-        { "number", "number", U_NUMBER }, { "integer", "integer", U_INTEGER },
-        { "boolean", "boolean", U_BOOLEAN }, { "null", "null", U_NULL },
+        { "number", "number", SG_U_NUMBER }, { "integer", "integer", SG_U_INTEGER },
+        { "boolean", "boolean", SG_U_BOOLEAN }, { "null", "null", SG_U_NULL },
     };
     for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
         if (!strcmp(t, simple[i].t)) {
@@ -411,15 +386,15 @@ static int gen_type(sctx *c, json_t *s, const char *t, int depth, int self, sbuf
     if (!strcmp(t, "string")) return gen_string(c, s, b);
     if (!strcmp(t, "object")) return gen_object(c, s, depth, self, b);
     if (!strcmp(t, "array")) return gen_array(c, s, depth, b);
-    return bad(c, "'%s' is not a JSON Schema type", t);
+    return sg_bad(c, "'%s' is not a JSON Schema type", t);
 }
 
-static int check_keywords(sctx *c, json_t *s)
+static int check_keywords(sg_ctx *c, json_t *s)
 {
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v)
-        if (!in_list(ANNOTATIONS, k) && !in_list(HANDLED, k)) return bad(c, "the keyword '%s' is not supported", k);
+        if (!in_list(ANNOTATIONS, k) && !in_list(HANDLED, k)) return sg_bad(c, "the keyword '%s' is not supported", k);
     bool ref = json_object_get(s, "$ref"), any = json_object_get(s, "anyOf");
     if (ref || any)
         json_object_foreach(s, k, v)
@@ -432,42 +407,42 @@ static int check_keywords(sctx *c, json_t *s)
 }
 
 /* The body of rule self for node s (an object schema, true or false). */
-static int gen_body(sctx *c, json_t *s, int depth, int self, sbuf *b)
+static int gen_body(sg_ctx *c, json_t *s, int depth, int self, sbuf *b)
 {
-    if (depth > MAX_DEPTH) return bad(c, "the schema nests deeper than %s levels", "32");
+    if (depth > SG_MAX_DEPTH) return sg_bad(c, "the schema nests deeper than %s levels", "32");
     if (json_is_true(s) || (json_is_object(s) && !json_object_size(s))) {
-        c->uses |= U_VALUE;
+        c->uses |= SG_U_VALUE;
         sbuf_str(b, "value");
         return 0;
     }
-    if (json_is_false(s)) return bad(c, "the schema false allows no value%s", "");
-    if (!json_is_object(s)) return bad(c, "a schema must be an object or a boolean%s", "");
+    if (json_is_false(s)) return sg_bad(c, "the schema false allows no value%s", "");
+    if (!json_is_object(s)) return sg_bad(c, "a schema must be an object or a boolean%s", "");
     if (check_keywords(c, s)) return -1;
     json_t *any = json_object_get(s, "anyOf"), *en = json_object_get(s, "enum"), *type = json_object_get(s, "type");
     json_t *cn = json_object_get(s, "const");
     size_t i;
     json_t *v;
     if (type && !json_is_string(type) && !(json_is_array(type) && json_array_size(type)))
-        return bad(c, "type must be a type name or a non-empty array of them%s", "");
+        return sg_bad(c, "type must be a type name or a non-empty array of them%s", "");
     json_array_foreach(type, i, v)
-        if (!json_is_string(v)) return bad(c, "type must be a type name or a non-empty array of them%s", "");
+        if (!json_is_string(v)) return sg_bad(c, "type must be a type name or a non-empty array of them%s", "");
     if (json_object_get(s, "$ref")) {
         char nm[24];
         int id = -1;
-        if (gen(c, s, depth, nm, sizeof nm, &id) || edge(c, self, id)) return -1;
+        if (sg_gen(c, s, depth, nm, sizeof nm, &id) || edge(c, self, id)) return -1;
         sbuf_str(b, nm);
         return 0;
     }
     if (any) {
-        if (!json_is_array(any) || !json_array_size(any)) return bad(c, "anyOf must be a non-empty array%s", "");
+        if (!json_is_array(any) || !json_array_size(any)) return sg_bad(c, "anyOf must be a non-empty array%s", "");
         sbuf_str(b, "(");
         json_array_foreach(any, i, v) {
             char nm[24];
             int id = -1;
-            size_t o = push(c, "anyOf", 0);
-            push(c, NULL, i);
-            int rc = gen(c, v, depth + 1, nm, sizeof nm, &id);
-            pop(c, o);
+            size_t o = sg_push(c, "anyOf", 0);
+            sg_push(c, NULL, i);
+            int rc = sg_gen(c, v, depth + 1, nm, sizeof nm, &id);
+            sg_pop(c, o);
             if (rc || edge(c, self, id)) return -1;
             if (i) sbuf_str(b, " | ");
             sbuf_str(b, nm);
@@ -476,7 +451,7 @@ static int gen_body(sctx *c, json_t *s, int depth, int self, sbuf *b)
         return 0;
     }
     if (cn || en) {
-        if (en && (!json_is_array(en) || !json_array_size(en))) return bad(c, "enum must be a non-empty array%s", "");
+        if (en && (!json_is_array(en) || !json_array_size(en))) return sg_bad(c, "enum must be a non-empty array%s", "");
         int k = 0;
         json_t *one = json_array();
         json_array_append(one, cn);
@@ -491,7 +466,7 @@ static int gen_body(sctx *c, json_t *s, int depth, int self, sbuf *b)
             json_array_foreach(en, i, v) in = in || json_equal(v, cn);
             if (!in) k = 0;
         }
-        if (!k) return bad(c, "no value of enum/const fits the schema's type%s", "");
+        if (!k) return sg_bad(c, "no value of enum/const fits the schema's type%s", "");
         return 0;
     }
     if (!type) {
@@ -502,7 +477,7 @@ static int gen_body(sctx *c, json_t *s, int depth, int self, sbuf *b)
                         || json_object_get(s, "maxItems") ? "array"
                         : json_object_get(s, "minLength") || json_object_get(s, "maxLength") ? "string" : NULL;
         if (!t) {
-            c->uses |= U_VALUE;
+            c->uses |= SG_U_VALUE;
             sbuf_str(b, "value");
             return 0;
         }
@@ -518,47 +493,47 @@ static int gen_body(sctx *c, json_t *s, int depth, int self, sbuf *b)
     return 0;
 }
 
-static int gen_rule(sctx *c, json_t *s, int depth, int id)
+static int gen_rule(sg_ctx *c, json_t *s, int depth, int id)
 {
     char nm[24];
     sbuf b = {0};
-    rname(nm, sizeof nm, id);
+    sg_rname(nm, sizeof nm, id);
     if (gen_body(c, s, depth, id, &b)) { sbuf_free(&b); return -1; }
-    if (b.oom) { sbuf_free(&b); return oom(c); }
-    return emit(c, nm, &b);
+    if (b.oom) { sbuf_free(&b); return sg_oom(c); }
+    return sg_emit(c, nm, &b);
 }
 
 /* The rule name for node s: a $ref's target (named once, so recursion
  * ends), else a new rule. *id: the rule's number, -1 for a shared rule. */
-static int gen(sctx *c, json_t *s, int depth, char *name, size_t nlen, int *id)
+int sg_gen(sg_ctx *c, json_t *s, int depth, char *name, size_t nlen, int *id)
 {
     json_t *ref = json_is_object(s) ? json_object_get(s, "$ref") : NULL;
     if (!ref) {
-        if ((*id = new_rule(c)) < 0) return -1;
-        rname(name, nlen, *id);
+        if ((*id = sg_new_rule(c)) < 0) return -1;
+        sg_rname(name, nlen, *id);
         return gen_rule(c, s, depth, *id);
     }
-    size_t o = push(c, "$ref", 0);
-    if (!json_is_string(ref)) { int rc = bad(c, "$ref must be a string%s", ""); pop(c, o); return rc; }
-    if (check_keywords(c, s)) { pop(c, o); return -1; }
+    size_t o = sg_push(c, "$ref", 0);
+    if (!json_is_string(ref)) { int rc = sg_bad(c, "$ref must be a string%s", ""); sg_pop(c, o); return rc; }
+    if (check_keywords(c, s)) { sg_pop(c, o); return -1; }
     json_t *t = resolve(c, json_string_value(ref));
     if (!t) {
-        int rc = bad(c, "'%.120s' is not a reference into this schema (#, #/$defs/NAME, #/definitions/NAME)",
+        int rc = sg_bad(c, "'%.120s' is not a reference into this schema (#, #/$defs/NAME, #/definitions/NAME)",
                      json_string_value(ref));
-        pop(c, o);
+        sg_pop(c, o);
         return rc;
     }
-    pop(c, o);
+    sg_pop(c, o);
     for (int i = 0; i < c->n_refs; i++)
         if (c->refs[i].node == t) {
             *id = c->refs[i].id;
-            rname(name, nlen, *id);
+            sg_rname(name, nlen, *id);
             return 0;
         }
-    if ((*id = new_rule(c)) < 0) return -1;
-    if (SBUF_RESERVE(c->refs, c->cap_refs, c->n_refs + 1, 8)) return oom(c);
-    c->refs[c->n_refs++] = (sref){ t, *id };
-    rname(name, nlen, *id);
+    if ((*id = sg_new_rule(c)) < 0) return -1;
+    if (SBUF_RESERVE(c->refs, c->cap_refs, c->n_refs + 1, 8)) return sg_oom(c);
+    c->refs[c->n_refs++] = (sg_ref){ t, *id };
+    sg_rname(name, nlen, *id);
     /* the target is described where it sits ("schema.$defs.X"), not
      * where it was referenced */
     char saved[sizeof c->path];
@@ -575,80 +550,37 @@ static int gen(sctx *c, json_t *s, int depth, char *name, size_t nlen, int *id)
     return rc;
 }
 
-/* A tool's string parameter is free text that tc_parse must find the end
- * of: it holds neither "</parameter>" nor "</tool_call>". The rules are
- * the words' automaton (Aho-Corasick/KMP): both begin with '<' and hold no
- * other '<', so after a partial match ("rawlt") a byte that continues no
- * word either restarts at '<' or drops to the start state ("rawmis": the
- * partial match and that byte). Text is then runs of [^<] and rawmis,
- * ended by partial matches. */
-static const char *const RAW_STOPS[] = { "</parameter>", "</tool_call>" };
-
-static void raw_rules(sbuf *o)
-{
-    enum { NW = sizeof RAW_STOPS / sizeof RAW_STOPS[0] };
-    sbuf lt = {0}, mis = {0};
-    for (int w = 0; w < NW; w++)
-        for (size_t k = 1; k < strlen(RAW_STOPS[w]); k++) {
-            bool seen = false;              /* a prefix an earlier word has */
-            for (int v = 0; v < w; v++)
-                seen = seen || (strlen(RAW_STOPS[v]) > k && !strncmp(RAW_STOPS[v], RAW_STOPS[w], k));
-            if (seen) continue;
-            char next[NW + 2];
-            size_t nn = 0;
-            for (int v = w; v < NW; v++)
-                if (strlen(RAW_STOPS[v]) > k && !strncmp(RAW_STOPS[v], RAW_STOPS[w], k)
-                    && !memchr(next, RAW_STOPS[v][k], nn))
-                    next[nn++] = RAW_STOPS[v][k];
-            next[nn] = 0;
-            if (lt.n) { sbuf_str(&lt, " | "); sbuf_str(&mis, " | "); }
-            lit(&lt, RAW_STOPS[w], k);
-            lit(&mis, RAW_STOPS[w], k);
-            sbuf_str(&mis, " [^");
-            sbuf_str(&mis, next);
-            sbuf_str(&mis, "<]");
-        }
-    sbuf_str(o, "raw ::= ([^<] | rawlt* rawmis)* rawlt*\nrawlt ::= ");
-    sbuf_add(o, lt.p, lt.n);
-    sbuf_str(o, "\nrawmis ::= ");
-    sbuf_add(o, mis.p, mis.n);
-    sbuf_str(o, "\n");
-    if (lt.oom || mis.oom) o->oom = true;
-    sbuf_free(&lt);
-    sbuf_free(&mis);
-}
-
 /* The shared rules the grammar used. */
-static void common(sctx *c)
+static void common(sg_ctx *c)
 {
     sbuf *o = &c->out;
     unsigned u = c->uses;
-    if (u & U_VALUE) u |= U_STRING | U_NUMBER | U_BOOLEAN | U_NULL | U_WS;
-    if (u & U_STRING) u |= U_JCHAR;
-    if (u & U_VALUE)
+    if (u & SG_U_VALUE) u |= SG_U_STRING | SG_U_NUMBER | SG_U_BOOLEAN | SG_U_NULL | SG_U_WS;
+    if (u & SG_U_STRING) u |= SG_U_JCHAR;
+    if (u & SG_U_VALUE)
         sbuf_str(o, "value ::= object | array | string | number | boolean | null\n"
                     "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"
                     "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n");
-    if (u & U_STRING) sbuf_str(o, "string ::= \"\\\"\" jchar* \"\\\"\"\n");
+    if (u & SG_U_STRING) sbuf_str(o, "string ::= \"\\\"\" jchar* \"\\\"\"\n");
     /* in a tool call '<' is written \u003c: a "</parameter>" or
      * "</tool_call>" inside a string would end the block for tc_parse */
-    if (u & U_JCHAR)
+    if (u & SG_U_JCHAR)
         sbuf_str(o, c->tool ? "jchar ::= [^\"\\\\\\x00-\\x1F<] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
                             : "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n");
-    if (u & U_NUMBER)
+    if (u & SG_U_NUMBER)
         sbuf_str(o, "number ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14}) (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?\n");
-    if (u & U_INTEGER) sbuf_str(o, "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14})\n");
-    if (u & U_BOOLEAN) sbuf_str(o, "boolean ::= \"true\" | \"false\"\n");
-    if (u & U_NULL) sbuf_str(o, "null ::= \"null\"\n");
-    if (u & U_WS) sbuf_str(o, "ws ::= [ \\t\\n]{0,20}\n");
-    if (u & U_RAW) raw_rules(o);
+    if (u & SG_U_INTEGER) sbuf_str(o, "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14})\n");
+    if (u & SG_U_BOOLEAN) sbuf_str(o, "boolean ::= \"true\" | \"false\"\n");
+    if (u & SG_U_NULL) sbuf_str(o, "null ::= \"null\"\n");
+    if (u & SG_U_WS) sbuf_str(o, "ws ::= [ \\t\\n]{0,20}\n");
+    if (u & SG_U_RAW) sg_raw_rules(o);
 }
 
-static char *finish(sctx *c, int rc)
+char *sg_finish(sg_ctx *c, int rc)
 {
     if (!rc && c->n_edges) {
         char *mark = calloc((size_t)c->n_rules + 1, 1);
-        if (!mark) rc = oom(c);
+        if (!mark) rc = sg_oom(c);
         for (int r = 0; !rc && r < c->n_rules; r++)
             if (cycles(c, r, mark)) {
                 rc = http_fail(c->e, 400, c->where0, "unsupported_value",
@@ -658,7 +590,7 @@ static char *finish(sctx *c, int rc)
         free(mark);
     }
     if (!rc) common(c);
-    if (!rc && c->out.oom) rc = oom(c);
+    if (!rc && c->out.oom) rc = sg_oom(c);
     free(c->refs);
     free(c->edges);
     if (rc) { sbuf_free(&c->out); return NULL; }
@@ -667,172 +599,22 @@ static char *finish(sctx *c, int rc)
 
 char *schema_grammar(json_t *schema, const char *where, http_err *e)
 {
-    sctx c = { .root = schema, .e = e };
+    sg_ctx c = { .root = schema, .e = e };
     snprintf(c.path, sizeof c.path, "%s", where);
     snprintf(c.where0, sizeof c.where0, "%s", where);
-    if (SBUF_RESERVE(c.refs, c.cap_refs, 1, 8)) { oom(&c); return NULL; }
+    if (SBUF_RESERVE(c.refs, c.cap_refs, 1, 8)) { sg_oom(&c); return NULL; }
     /* "#" is the root: named r0 before its body so recursion finds it */
-    c.refs[c.n_refs++] = (sref){ schema, 0 };
+    c.refs[c.n_refs++] = (sg_ref){ schema, 0 };
     c.n_rules = 1;
-    c.uses = U_WS;
+    c.uses = SG_U_WS;
     sbuf_str(&c.out, "root ::= ws r0 ws\n");
-    return finish(&c, gen_rule(&c, schema, 0, 0));
+    return sg_finish(&c, gen_rule(&c, schema, 0, 0));
 }
 
 char *schema_json_object(void)
 {
-    sctx c = { .uses = U_VALUE };
+    sg_ctx c = { .uses = SG_U_VALUE };
     sbuf_str(&c.out, "root ::= ws object ws\n");
-    return finish(&c, 0);
+    return sg_finish(&c, 0);
 }
 
-/* ---- forced tool calls ---------------------------------------------------- */
-
-static bool tc_name_ok(const char *s) { return *s && !strpbrk(s, ">\n"); }
-
-/* Whether string v has lo..hi characters (hi < 0: no bound). */
-static bool fits(json_t *v, long long lo, long long hi)
-{
-    long long n = 0;
-    for (const unsigned char *p = (const unsigned char *)json_string_value(v); *p; p++) n += (*p & 0xC0) != 0x80;
-    return n >= lo && (hi < 0 || n <= hi);
-}
-
-/* A parameter declared "string" travels as raw text (tc_parse keeps it as
- * it is): free text, one of its enum/const values, or with a length bound
- * characters other than '<' (no end tag can start, and each counts one). */
-static int raw_param(sctx *c, json_t *p, sbuf *b)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(p, k, v)
-        if (!in_list(ANNOTATIONS, k) && strcmp(k, "type") && strcmp(k, "enum") && strcmp(k, "const")
-            && strcmp(k, "minLength") && strcmp(k, "maxLength"))
-            return bad(c, "the keyword '%s' is not supported on a string parameter", k);
-    json_t *en = json_object_get(p, "enum"), *cn = json_object_get(p, "const");
-    long long lo = 0, hi = -1;
-    if (get_count(c, p, "minLength", MAX_LEN, &lo) || get_count(c, p, "maxLength", MAX_LEN, &hi)) return -1;
-    if (hi >= 0 && lo > hi) return bad(c, "minLength is larger than maxLength%s", "");
-    if (!en && !cn && (lo || hi >= 0)) {
-        sbuf_str(b, hi ? "[^<]" : "\"\"");
-        if (hi) rep(b, lo, hi);
-        return 0;
-    }
-    if (!en && !cn) {
-        c->uses |= U_RAW;
-        sbuf_str(b, "raw");
-        return 0;
-    }
-    if (en && (!json_is_array(en) || !json_array_size(en))) return bad(c, "enum must be a non-empty array%s", "");
-    size_t i, n = 0;
-    json_array_foreach(cn ? NULL : en, i, v) {
-        if (!json_is_string(v) || strstr(json_string_value(v), "</") || !fits(v, lo, hi)) continue;
-        sbuf_str(b, n++ ? " | " : "(");
-        lit(b, json_string_value(v), json_string_length(v));
-    }
-    if (cn && json_is_string(cn) && !strstr(json_string_value(cn), "</") && fits(cn, lo, hi)) {
-        sbuf_str(b, "(");
-        lit(b, json_string_value(cn), json_string_length(cn));
-        n++;
-    }
-    if (!n) return bad(c, "no enum/const value is a string without \"</\"%s", "");
-    sbuf_str(b, ")");
-    return 0;
-}
-
-/* <function=NAME>\n, a <parameter=K>\nV\n</parameter>\n block per
- * property in declared order (required ones always), </function>\n */
-static int tool_rule(sctx *c, json_t *f, int id)
-{
-    json_t *ps = json_object_get(f, "parameters");
-    c->root = ps;
-    const char *name = json_string_value(json_object_get(f, "name"));
-    if (!tc_name_ok(name)) return bad(c, "the function name '%.64s' cannot be written in a tool call", name);
-    sbuf b = {0};
-    sbuf_str(&b, "\"<function=\" ");
-    lit(&b, name, strlen(name));
-    sbuf_str(&b, " \">\\n\"");
-    int rc = 0;
-    if (ps && !json_is_null(ps)) {
-        size_t o = push(c, "parameters", 0);
-        snprintf(c->where0, sizeof c->where0, "%s", c->path);
-        const char *k;
-        json_t *v, *ty = json_object_get(ps, "type");
-        json_object_foreach(ps, k, v)
-            if (!rc && !in_list(ANNOTATIONS, k) && strcmp(k, "type") && strcmp(k, "properties")
-                && strcmp(k, "required") && strcmp(k, "additionalProperties") && strcmp(k, "$defs")
-                && strcmp(k, "definitions"))
-                rc = bad(c, "the keyword '%s' is not supported at the top of a function's parameters", k);
-        if (!rc && ty && !(json_is_string(ty) && !strcmp(json_string_value(ty), "object")))
-            rc = bad(c, "type must be \"object\"%s", "");
-        json_t *props = json_object_get(ps, "properties"), *req = json_object_get(ps, "required");
-        if (!rc && props && !json_is_object(props)) rc = bad(c, "properties must be an object%s", "");
-        if (!rc && req && !json_is_array(req)) rc = bad(c, "required must be an array%s", "");
-        size_t i;
-        json_array_foreach(rc ? NULL : req, i, v)
-            if (!rc && (!json_is_string(v) || !json_object_get(props, json_string_value(v))))
-                rc = bad(c, "required names '%s', which is not one of the properties",
-                         json_is_string(v) ? json_string_value(v) : "?");
-        json_object_foreach(rc ? NULL : props, k, v) {
-            if (rc) break;
-            bool need = false;
-            json_t *r;
-            json_array_foreach(req, i, r) need = need || !strcmp(json_string_value(r), k);
-            size_t o2 = push(c, "properties", 0);
-            push(c, k, 0);
-            if (!tc_name_ok(k)) rc = bad(c, "the parameter name '%.64s' cannot be written in a tool call", k);
-            sbuf_str(&b, need ? " \"<parameter=\" " : " (\"<parameter=\" ");
-            lit(&b, k, strlen(k));
-            sbuf_str(&b, " \">\\n\" ");
-            json_t *t = json_object_get(v, "type");
-            if (rc) {
-            } else if (json_is_string(t) && !strcmp(json_string_value(t), "string")) {
-                rc = raw_param(c, v, &b);
-            } else {
-                char nm[24];
-                int cid = -1;
-                rc = gen(c, v, 1, nm, sizeof nm, &cid);
-                sbuf_str(&b, nm);
-            }
-            sbuf_str(&b, need ? " \"\\n</parameter>\\n\"" : " \"\\n</parameter>\\n\")?");
-            pop(c, o2);
-        }
-        pop(c, o);
-    }
-    sbuf_str(&b, " \"</function>\\n\"");
-    char nm[24];
-    rname(nm, sizeof nm, id);
-    if (rc) { sbuf_free(&b); return -1; }
-    return b.oom ? oom(c) : emit(c, nm, &b);
-}
-
-char *schema_tool_grammar(json_t *tools, const char *only, bool many, const char *where, http_err *e)
-{
-    sctx c = { .e = e, .tool = true, .uses = U_WS };
-    sbuf calls = {0};
-    size_t i;
-    json_t *t;
-    int rc = 0, n = 0;
-    json_array_foreach(tools, i, t) {
-        json_t *f = json_object_get(t, "function");
-        if (only && strcmp(json_string_value(json_object_get(f, "name")), only)) continue;
-        snprintf(c.path, sizeof c.path, "%s[%zu].function", where, i);
-        int id = new_rule(&c);
-        if (id < 0 || tool_rule(&c, f, id)) { rc = -1; break; }
-        char nm[24];
-        rname(nm, sizeof nm, id);
-        sbuf_str(&calls, n++ ? " | " : "");
-        sbuf_str(&calls, nm);
-    }
-    if (!rc) {
-        char tail[64];
-        snprintf(tail, sizeof tail, many ? " (\"\\n\" call){0,%d}\n" : "\n", MAX_CALLS - 1);
-        sbuf_str(&c.out, "root ::= ws call");
-        sbuf_str(&c.out, tail);
-        sbuf_str(&c.out, "call ::= \"<tool_call>\\n\" (");
-        sbuf_add(&c.out, calls.p, calls.n);
-        sbuf_str(&c.out, ") \"</tool_call>\"\n");
-    }
-    sbuf_free(&calls);
-    return finish(&c, rc);
-}
