@@ -564,9 +564,16 @@ static void common(sg_ctx *c)
     if (u & SG_U_STRING) sbuf_str(o, "string ::= \"\\\"\" jchar* \"\\\"\"\n");
     /* in a tool call '<' is written \u003c: a "</parameter>" or
      * "</tool_call>" inside a string would end the block for tc_parse */
-    if (u & SG_U_JCHAR)
-        sbuf_str(o, c->tool ? "jchar ::= [^\"\\\\\\x00-\\x1F<] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
-                            : "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n");
+    if (u & SG_U_JCHAR) {
+        sbuf_str(o, c->tool ? "jchar ::= [^\"\\\\\\x00-\\x1F<] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ucode)\n"
+                            : "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ucode)\n");
+        /* \uXXXX of a character: not U+0000, a surrogate only in a pair
+         * (jansson, which reads tool arguments back, refuses both) */
+        sbuf_str(o, "ucode ::= \"0\" (\"0\" (\"0\" [1-9a-fA-F] | [1-9a-fA-F] hex) | [1-9a-fA-F] hex hex) | "
+                    "[1-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex | "
+                    "[dD] [89abAB] hex hex \"\\\\u\" [dD] [c-fC-F] hex hex\n"
+                    "hex ::= [0-9a-fA-F]\n");
+    }
     if (u & SG_U_NUMBER)
         sbuf_str(o, "number ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14}) (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?\n");
     if (u & SG_U_INTEGER) sbuf_str(o, "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14})\n");

@@ -90,7 +90,10 @@ static void test_object_text(void **state)
         "r0-t1 ::= (\",\" ws \"\\\"age\\\"\" ws \":\" ws r2 ws)? r0-t2\n"
         "r0 ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws r1 ws r0-t1 \"}\"\n"
         "string ::= \"\\\"\" jchar* \"\\\"\"\n"
-        "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
+        "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ucode)\n"
+        "ucode ::= \"0\" (\"0\" (\"0\" [1-9a-fA-F] | [1-9a-fA-F] hex) | [1-9a-fA-F] hex hex) | "
+        "[1-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex | [dD] [89abAB] hex hex \"\\\\u\" [dD] [c-fC-F] hex hex\n"
+        "hex ::= [0-9a-fA-F]\n"
         "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14})\n"
         "ws ::= [ \\t\\n]{0,20}\n");
     free(g);
@@ -415,14 +418,16 @@ static void test_engine_objects(void **state)
         "{\"name\":\"x\",\"age\":1,\"tags\":[\"\"]}", "{\"name\":\"x\",\"email\":null}",
         "{\"name\":\"x\",\"email\":\"a@b\"}", "{\"name\":\"x\",\"age\":2,\"tags\":[\"t\"],\"email\":null}",
         "{\n  \"name\": \"x\",\n  \"age\": 3\n}", "{\"name\":\"x\",\"tags\":[ \"a\" , \"b\" ]}",
-        "{\"name\":\"\xf0\x9f\x98\x80\"}", "{\"name\":\"x\",\"age\":-0}", NULL };
+        "{\"name\":\"\xf0\x9f\x98\x80\"}", "{\"name\":\"x\",\"age\":-0}",
+        "{\"name\":\"\\ud83d\\ude00\\u0001\\uFFFF\"}", NULL };
     static const char *const no[] = {
         "{}", "{\"age\":1}", "{\"age\":1,\"name\":\"x\"}", "{\"name\":\"x\",}", "{\"name\":\"x\",\"other\":1}",
         "{\"name\":\"x\",\"age\":01}", "{\"name\":\"x\",\"age\":1.5}", "{\"name\":\"x\",\"age\":1234567890123456}",
         "{\"name\":\"x\",\"tags\":[]}", "{\"name\":\"x\",\"tags\":[\"a\",\"b\",\"c\",\"d\"]}",
         "{\"name\":\"x\",\"tags\":[\"abcdef\"]}", "{\"name\":\"a\nb\"}", "{\"name\":\"\\x\"}", "{\"name\":x}",
         "{\"name\":\"x\"", "{\"name\":\"x\",\"email\":1}", "{\"name\":\"x\"}}", "[\"name\"]",
-        "{\"name\":\"x\"}                         ", "{\"name\":\"\xc3\"}", NULL };
+        "{\"name\":\"x\"}                         ", "{\"name\":\"\xc3\"}",
+        "{\"name\":\"\\ud800\"}", "{\"name\":\"\\ude00\\ud83d\"}", "{\"name\":\"\\u0000\"}", "{\"name\":\"\\u12\"}", NULL };
     engine_schema("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
                   "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":5},\"minItems\":1,"
                   "\"maxItems\":3},\"email\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"name\"],"
