@@ -34,7 +34,9 @@ static char *conv(const char *schema, http_err *e)
 }
 
 /* The engine over grammar text: each doc of ok[] is a whole sentence,
- * none of no[] is (NULL-terminated lists). */
+ * none of no[] is (NULL-terminated lists). no[] holds invalid documents
+ * and, marked "by design", valid ones the grammar never writes: another
+ * property order, a property not listed. */
 static void engine_check(const char *what, const char *text, const char *const *ok, const char *const *no)
 {
     char err[256];
@@ -421,7 +423,7 @@ static void test_engine_objects(void **state)
         "{\"name\":\"\xf0\x9f\x98\x80\"}", "{\"name\":\"x\",\"age\":-0}",
         "{\"name\":\"\\ud83d\\ude00\\u0001\\uFFFF\"}", NULL };
     static const char *const no[] = {
-        "{}", "{\"age\":1}", "{\"age\":1,\"name\":\"x\"}", "{\"name\":\"x\",}", "{\"name\":\"x\",\"other\":1}",
+        "{}", "{\"age\":1}", /* by design: */ "{\"age\":1,\"name\":\"x\"}", "{\"name\":\"x\",}", "{\"name\":\"x\",\"other\":1}",
         "{\"name\":\"x\",\"age\":01}", "{\"name\":\"x\",\"age\":1.5}", "{\"name\":\"x\",\"age\":1234567890123456}",
         "{\"name\":\"x\",\"tags\":[]}", "{\"name\":\"x\",\"tags\":[\"a\",\"b\",\"c\",\"d\"]}",
         "{\"name\":\"x\",\"tags\":[\"abcdef\"]}", "{\"name\":\"a\nb\"}", "{\"name\":\"\\x\"}", "{\"name\":x}",
@@ -467,9 +469,17 @@ static void test_engine_arrays_refs(void **state)
     static const char *const ok_r[] = {
         "{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}",
         "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3,\"next\":null}}}", "{\"v\":1,\"kids\":[]}",
-        "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4}]}]}", "{\"v\":0}", NULL };
+        "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4}]}]}", "{\"v\":0}",
+        "{\"v\":-1,\"next\":null,\"kids\":[]}", "{\"v\":1,\"next\":{\"v\":2,\"kids\":[{\"v\":3}]}}",
+        "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[]}]}", "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"v\":3,\"kids\":[{\"v\":4}]}]}]}",
+        " {\"v\": 1, \"next\": {\"v\": 2, \"next\": null}} ", "{\"v\":7,\"kids\":[{\"v\":1},{\"v\":2},{\"v\":3}]}",
+        "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3,\"next\":{\"v\":4,\"next\":{\"v\":5}}}}}",
+        "{\"v\":123456789012345,\"next\":null}", "{\"v\":0,\"next\":{\"v\":0,\"next\":{\"v\":0,\"kids\":[]}}}",
+        "{\"v\":1,\"kids\":[{\"v\":1,\"kids\":[{\"v\":1}]},{\"v\":2}]}", "{\"v\":9,\"next\":{\"v\":8}}",
+        "{\n\"v\":1\n}", "{\"v\":1 ,\"kids\":[ ]}", "{\"v\":-5,\"next\":{\"v\":-6,\"next\":null,\"kids\":[]}}", NULL };
     static const char *const no_r[] = { "{\"next\":null}", "{\"v\":1,\"next\":{}}", "{\"v\":1,\"kids\":[null]}",
-                                        "{\"v\":1,\"next\":{\"v\":\"2\"}}", NULL };
+                                        "{\"v\":1,\"next\":{\"v\":\"2\"}}",
+                                        /* by design: */ "{\"v\":1,\"kids\":[{\"v\":2,\"next\":null}]}", "{\"kids\":[],\"v\":1}", NULL };
     engine_schema("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
                   "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},{\"type\":\"null\"}]},\"kids\":{\"type\":\"array\","
                   "\"items\":{\"$ref\":\"#/definitions/k\"}}},\"required\":[\"v\"]}},\"definitions\":{\"k\":"
@@ -491,18 +501,38 @@ static void test_engine_tools(void **state)
     http_err e = {0};
     char *g = schema_tool_grammar(t, NULL, true, "tools", &e);
     assert_non_null(g);
-    static const char *const calls[] = {
-        "[{\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]",
-        "[{\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"a\\\\n</param\\\",\\\"days\\\":3,"
-        "\\\"unit\\\":\\\"f\\\",\\\"at\\\":{\\\"lat\\\":1.5,\\\"note\\\":\\\"x\\\"}}\"}}]",
-        "[{\"function\":{\"name\":\"noargs\",\"arguments\":\"{}\"}},"
-        "{\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"\\\",\\\"days\\\":-1}\"}}]",
+    /* NAME ARGS [NAME ARGS]: one or two calls (top-level booleans and
+     * nulls are left out: the template writes them as Python's True/None) */
+    static const char *const calls[][4] = {
+        { "get_weather", "{\"city\":\"Paris\"}" },
+        { "get_weather", "{\"city\":\"a\\n</param\",\"days\":3,\"unit\":\"f\",\"at\":{\"lat\":1.5,\"note\":\"x\"}}" },
+        { "noargs", "{}", "get_weather", "{\"city\":\"\",\"days\":-1}" },
+        { "get_weather", "{\"city\":\"\\n\\nmany\\nlines\\n\"}" },
+        { "get_weather", "{\"city\":\"<tool_call>\"}" },
+        { "get_weather", "{\"city\":\"</parameter\"}" },
+        { "get_weather", "{\"city\":\"a</tool_callb\"}" },
+        { "get_weather", "{\"city\":\"<<</\"}" },
+        { "get_weather", "{\"city\":\"\xc3\xa9t\xc3\xa9 \xe2\x82\xac\"}" },
+        { "get_weather", "{\"city\":\"x\",\"unit\":\"c\"}" },
+        { "get_weather", "{\"city\":\"x\",\"days\":0,\"unit\":\"c\"}" },
+        { "get_weather", "{\"city\":\"x\",\"at\":{\"lat\":-0.5}}" },
+        { "get_weather", "{\"city\":\"x\",\"at\":{\"lat\":2,\"note\":null}}" },
+        { "get_weather", "{\"city\":\"x\",\"at\":{\"lat\":1e5,\"note\":\"\\u00e9\\\"q\"}}" },
+        { "get_weather", "{\"city\":\"x\",\"days\":123456789012345}" },
+        { "noargs", "{}" },
+        { "noargs", "{}", "noargs", "{}" },
+        { "get_weather", "{\"city\":\"a\"}", "get_weather", "{\"city\":\"b\",\"days\":2}" },
+        { "get_weather", "{\"city\":\"tab\\there\"}", "noargs", "{}" },
+        { "get_weather", "{\"city\":\" spaced \"}" },
     };
-    const char *ok[4] = { 0 };
-    char *own[3];
-    for (int i = 0; i < 3; i++) {
-        json_t *c = json_loads(calls[i], 0, NULL);
-        assert_non_null(c);
+    enum { NC = sizeof calls / sizeof calls[0] };
+    const char *ok[NC + 1] = { 0 };
+    char *own[NC];
+    for (int i = 0; i < NC; i++) {
+        json_t *c = json_array();
+        for (int k = 0; k < 4 && calls[i][k]; k += 2)
+            json_array_append_new(c, json_pack("{s:{s:s,s:s}}", "function", "name", calls[i][k], "arguments",
+                                               calls[i][k + 1]));
         own[i] = tc_assistant_content("", c, "x", &e);
         assert_non_null(own[i]);
         ok[i] = own[i];
@@ -510,6 +540,15 @@ static void test_engine_tools(void **state)
         json_t *back = tc_parse(own[i], strlen(own[i]), t, &pre);
         assert_non_null(back);
         assert_int_equal(json_array_size(back), json_array_size(c));
+        for (size_t k = 0; k < json_array_size(c); k++) {       /* the arguments come back as they were */
+            json_t *want = json_loads(calls[i][2 * k + 1], 0, NULL);
+            const char *got = json_string_value(json_object_get(json_object_get(json_array_get(back, k), "function"),
+                                                                "arguments"));
+            json_t *have = json_loads(got, 0, NULL);
+            if (!json_equal(want, have)) fail_msg("call %d.%zu: %s came back as %s", i, k, calls[i][2 * k + 1], got);
+            json_decref(want);
+            json_decref(have);
+        }
         json_decref(back);
         json_decref(c);
     }
@@ -528,7 +567,7 @@ static void test_engine_tools(void **state)
         "{\"lat\":1,\"note\":\"</parameter>\"}\n</parameter>\n</function>\n</tool_call>",
         "hello <tool_call>\n<function=noargs>\n</function>\n</tool_call>", "", NULL };
     engine_check("tools", g, ok, no);
-    for (int i = 0; i < 3; i++) free(own[i]);
+    for (int i = 0; i < NC; i++) free(own[i]);
     free(g);
     json_decref(t);
 }
