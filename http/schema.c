@@ -451,7 +451,8 @@ static int gen_body(sg_ctx *c, json_t *s, int depth, int self, sbuf *b)
         return 0;
     }
     if (cn || en) {
-        if (en && (!json_is_array(en) || !json_array_size(en))) return sg_bad(c, "enum must be a non-empty array%s", "");
+        if (en && (!json_is_array(en) || !json_array_size(en)))
+            return sg_bad(c, "enum must be a non-empty array%s", "");
         int k = 0;
         json_t *one = json_array();
         json_array_append(one, cn);

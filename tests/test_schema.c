@@ -479,7 +479,8 @@ static void test_engine_arrays_refs(void **state)
         "{\n\"v\":1\n}", "{\"v\":1 ,\"kids\":[ ]}", "{\"v\":-5,\"next\":{\"v\":-6,\"next\":null,\"kids\":[]}}", NULL };
     static const char *const no_r[] = { "{\"next\":null}", "{\"v\":1,\"next\":{}}", "{\"v\":1,\"kids\":[null]}",
                                         "{\"v\":1,\"next\":{\"v\":\"2\"}}",
-                                        /* by design: */ "{\"v\":1,\"kids\":[{\"v\":2,\"next\":null}]}", "{\"kids\":[],\"v\":1}", NULL };
+                                        /* by design: */ "{\"v\":1,\"kids\":[{\"v\":2,\"next\":null}]}",
+                                        "{\"kids\":[],\"v\":1}", NULL };
     engine_schema("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
                   "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},{\"type\":\"null\"}]},\"kids\":{\"type\":\"array\","
                   "\"items\":{\"$ref\":\"#/definitions/k\"}}},\"required\":[\"v\"]}},\"definitions\":{\"k\":"
