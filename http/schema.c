@@ -487,6 +487,9 @@ static int gen_body(sg_ctx *c, json_t *s, int depth, int self, sbuf *b)
     if (json_is_string(type)) return gen_type(c, s, json_string_value(type), depth, self, b);
     sbuf_str(b, "(");
     json_array_foreach(type, i, v) {
+        bool again = false;           /* ["object", "object"] would define an object's tails twice */
+        for (size_t j = 0; j < i; j++) again = again || json_equal(json_array_get(type, j), v);
+        if (again) continue;
         if (i) sbuf_str(b, " | ");
         if (gen_type(c, s, json_string_value(v), depth, self, b)) return -1;
     }

@@ -134,6 +134,13 @@ static void test_refs_enums(void **state)
     assert_non_null(g);
     assert_non_null(strstr(g, "r0 ::= \"{\\\"k\\\":[true]}\"\n"));
     free(g);
+    /* a type named twice is one alternative */
+    g = conv("{\"type\":[\"object\",\"null\",\"object\"],\"properties\":{\"a\":{\"type\":\"null\"},"
+             "\"b\":{\"type\":\"null\"}}}", &e);
+    assert_non_null(g);
+    assert_non_null(strstr(g, " | null)\n"));
+    assert_null(strstr(g, " | null | "));
+    free(g);
     /* no type, no keywords: any JSON value */
     g = conv("{\"description\":\"anything\"}", &e);
     assert_non_null(g);
