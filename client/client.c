@@ -252,6 +252,25 @@ static int send_req(q35c_client *c, const Q35__ClientRequest *m, char *err, size
 
 /* --- requests --------------------------------------------------------- */
 
+_Static_assert(Q35C_MAX_BIAS == Q35_WIRE_MAX_BIAS, "one limit on bias entries");
+
+static int check_bias(const smp_params *p, char *err, size_t errsz)
+{
+    if (p->n_bias < 0 || p->n_bias > Q35_WIRE_MAX_BIAS || (p->n_bias && !p->bias))
+        return q35_err(err, errsz, Q35_EINVAL, "request: sampling.n_bias: %d (want 0..%d entries)",
+                       p->n_bias, Q35_WIRE_MAX_BIAS);
+    for (int32_t i = 0; i < p->n_bias; i++) {
+        float b = p->bias[i].bias;
+        if (p->bias[i].id < 0)
+            return q35_err(err, errsz, Q35_EINVAL, "request: sampling.bias[%d].id: %d is negative", i,
+                           p->bias[i].id);
+        if (isnan(b) || b == INFINITY)
+            return q35_err(err, errsz, Q35_EINVAL, "request: sampling.bias[%d].bias: %g (want finite or -inf)",
+                           i, b);
+    }
+    return 0;
+}
+
 static int check_request(const q35c_request *r, char *err, size_t errsz)
 {
     int n_in = (r->prompt != NULL) + (r->n_messages > 0) + (r->n_prompt_ids > 0);
@@ -285,9 +304,10 @@ static int check_request(const q35c_request *r, char *err, size_t errsz)
     if (r->n_logprobs < 0 || r->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
         return q35_err(err, errsz, Q35_EINVAL, "request: n_logprobs: %d (want 0..%d)", r->n_logprobs,
                        Q35_WIRE_MAX_LOGPROBS);
-    return 0;
+    return check_bias(&r->sampling, err, errsz);
 }
 
+/* The ids' range is the coordinator's to check: only it knows the vocabulary. */
 static inflight *find_req(q35c_client *c, uint64_t id)
 {
     for (int i = 0; i < c->n_req; i++)
@@ -371,6 +391,16 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
         gen.chat = &chat;
     }
     q35_wire_sampling_put(&r->sampling, &samp);
+    Q35__LogitBias *lb = r->sampling.n_bias ? calloc((size_t)r->sampling.n_bias, sizeof *lb) : NULL;
+    Q35__LogitBias **lbp = r->sampling.n_bias ? calloc((size_t)r->sampling.n_bias, sizeof *lbp) : NULL;
+    if (r->sampling.n_bias && (!lb || !lbp)) {
+        free(lb);
+        free(lbp);
+        free(cm);
+        free(cmp);
+        return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    }
+    q35_wire_bias_put(r->sampling.bias, r->sampling.n_bias, lb, lbp, &samp);
     gen.sampling = &samp;
     gen.max_tokens = (uint32_t)r->max_tokens;
     gen.ctx_size = (uint32_t)r->ctx_size;
@@ -395,6 +425,8 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     if (buf) protobuf_c_message_pack(&m.base, buf);
     free(cm);
     free(cmp);
+    free(lb);
+    free(lbp);
     if (rc) return rc;
     c->req[c->n_req++] = (inflight){ .id = id, .fn = fn, .user = user,
                                      .status_seq = c->next_probe, .req_buf = buf,
@@ -639,11 +671,13 @@ static void fill_stage(q35c_stage_status *o, const Q35__StageStatus *g)
     o->cache_hits = g->cache_hits;
     o->cache_misses = g->cache_misses;
     o->cache_evictions = g->cache_evictions;
+    o->queue_depth = (int)g->queue_depth;
 }
 
 static void fill_status(q35c_status *s, const Q35__StatusReply *m)
 {
     snprintf(s->model, sizeof s->model, "%s", m->model ? m->model : "");
+    snprintf(s->model_name, sizeof s->model_name, "%s", m->model_name ? m->model_name : "");
     s->n_layer = (int)m->n_layer;
     s->active = (int)m->active;
     s->queued = (int)m->queued;
@@ -660,6 +694,10 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
     s->cached_tokens = m->cached_tokens;
     s->cache_entries = m->cache_entries;
     s->cache_evictions = m->cache_evictions;
+    s->cache_hits = m->cache_hits;
+    s->cache_misses = m->cache_misses;
+    s->replays = m->replays;
+    s->promotions = m->promotions;
     s->n_stages = (int)m->n_stages;
     for (size_t i = 0; i < m->n_stages; i++)
         fill_stage(&s->stages[i], m->stages[i]);
@@ -813,8 +851,10 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
         ack(c, id, len);
     } else if (e->body_case == Q35__EVENT__BODY_FINAL) {
         const Q35__Usage *u = e->final->usage;
-        q35c_event ev = { .kind = Q35C_EV_FINAL, .id = id, .finish = finish_of(e->final->reason) };
+        q35c_event ev = { .kind = Q35C_EV_FINAL, .id = id, .finish = finish_of(e->final->reason),
+                          .queue_s = -1 };
         if (u) {
+            ev.queue_s = u->queue_s;
             ev.prompt_tokens = (int)u->prompt_tokens;
             ev.completion_tokens = (int)u->completion_tokens;
             ev.cached_tokens = (int)u->cached_tokens;

@@ -10,10 +10,11 @@
 # stages: an 8-turn chat, 16 requests sharing a system prompt, stage RSS
 # (client/bench_prefix.sh).
 .PHONY: demo bench-pipeline bench-pipeline-sim bench-prefix
+# The demo installs and builds itself (phases 1 and 2 of client/demo.sh),
+# their output in $(BUILD)/demo.log: the terminal gets one line per phase.
 demo:
-	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory bins
-	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/demo.sh
+	@QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) DEMO_MAKE="$(MAKE) --no-print-directory" \
+	    DEMO_JOBS=$(JOBS) sh client/demo.sh
 
 bench-pipeline:
 	@$(MAKE) --no-print-directory bins

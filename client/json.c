@@ -137,6 +137,7 @@ json_t *q35c_status_to_json(const q35c_status *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "model", json_string(s->model));
+    json_object_set_new(o, "model_name", json_string(s->model_name));
     json_object_set_new(o, "n_layer", json_integer(s->n_layer));
     json_object_set_new(o, "active", json_integer(s->active));
     json_object_set_new(o, "queued", json_integer(s->queued));
@@ -149,6 +150,11 @@ json_t *q35c_status_to_json(const q35c_status *s)
     json_object_set_new(o, "cached_tokens", json_integer((json_int_t)s->cached_tokens));
     json_object_set_new(o, "cache_entries", json_integer((json_int_t)s->cache_entries));
     json_object_set_new(o, "cache_evictions", json_integer((json_int_t)s->cache_evictions));
+    /* not cache_hits: the stages' own counters have that name */
+    json_object_set_new(o, "prefix_hits", json_integer((json_int_t)s->cache_hits));
+    json_object_set_new(o, "prefix_misses", json_integer((json_int_t)s->cache_misses));
+    json_object_set_new(o, "replays", json_integer((json_int_t)s->replays));
+    json_object_set_new(o, "promotions", json_integer((json_int_t)s->promotions));
     json_object_set_new(o, "tokens_per_s", num(s->tokens_per_s));
     json_object_set_new(o, "stages", stages_json(s->stages, s->n_stages, false));
     if (s->n_spares)
@@ -184,6 +190,7 @@ static json_t *stages_json(const q35c_stage_status *gs, int n, bool spares)
         json_object_set_new(st, "cache_hits", json_integer((json_int_t)g->cache_hits));
         json_object_set_new(st, "cache_misses", json_integer((json_int_t)g->cache_misses));
         json_object_set_new(st, "cache_evictions", json_integer((json_int_t)g->cache_evictions));
+        json_object_set_new(st, "queue_depth", json_integer(g->queue_depth));
         json_object_set_new(st, "wire_bytes_in", json_integer((json_int_t)g->wire_bytes_in));
         json_object_set_new(st, "busy_s", num(g->busy_s));
         json_object_set_new(st, "idle_s", num(g->idle_s));

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,8 @@ typedef struct cli {
     enum cli_think think;
     const char *prompt_ids_file, *logits_out, *system, *prompt, *prompt_file, *grammar_file;
     opt_list stop;                /* --stop, at most MAX_STOP */
+    opt_list logit_bias;          /* -l TOKEN(+|-)BIAS */
+    smp_bias bias[Q35C_MAX_BIAS];
     smp_params sp;
     q35c_request req;
     q35c_opts opts;
@@ -259,6 +262,8 @@ static const opt_def defs[] = {
       "this request's context: prompt plus answer within N positions (default and most: the "
       "pipeline's max-ctx)"),
     OPT_TOOL_LIST(cli, "--stop, -r, --reverse-prompt", stop, "S", "stop before the text S (repeatable, up to 16)"),
+    OPT_TOOL_LIST(cli, "-l, --logit-bias", logit_bias, "ID(+|-)B",
+                  "add B to token ID's logit (\"15043+1\", \"15043-inf\" bans it; repeatable)"),
     OPT_TOOL_FLAG(cli, "--ignore-eos", req.ignore_eos, true, "keep generating past end-of-sequence tokens"),
     OPT_TOOL_STR(cli, "--grammar", req.grammar, "GBNF", "constrain the answer to this grammar (rule root; see text/grammar.h)"),
     OPT_TOOL_STR(cli, "--grammar-file", grammar_file, "FILE", "constrain the answer to the grammar in FILE"),
@@ -322,10 +327,27 @@ static int parse_args(cli *c, int argc, char **argv)
         fprintf(stderr, "qwen35-client: --stop: at most %d stop strings\n", MAX_STOP);
         return -1;
     }
+    if (c->logit_bias.n > Q35C_MAX_BIAS) {
+        fprintf(stderr, "qwen35-client: --logit-bias: at most %d entries\n", Q35C_MAX_BIAS);
+        return -1;
+    }
+    for (int i = 0; i < c->logit_bias.n; i++) {   /* llama.cpp's form: ID, a sign, the bias or inf */
+        const char *v = c->logit_bias.v[i];
+        char *end;
+        long id = strtol(v, &end, 10);
+        double b = end != v && (*end == '+' || *end == '-') ? strtod(end, &end) : NAN;
+        if (end == v || *end || id < 0 || id > INT32_MAX || isnan(b)) {
+            fprintf(stderr, "qwen35-client: %s: '%s' is not ID+BIAS or ID-BIAS\n", c->logit_bias.where[i], v);
+            return -1;
+        }
+        c->bias[i] = (smp_bias){ (int32_t)id, (float)b };
+    }
     int n_pos = opts_given(&spec, c, "prompt") + opts_given(&spec, c, "-p, --prompt");
     if (c->req.max_tokens < 0) c->req.max_tokens = 0;   /* llama.cpp's -1 (no limit): up to the context */
     c->req.logits = c->logits_out != NULL;
     c->req.sampling = c->sp;
+    c->req.sampling.bias = c->bias;
+    c->req.sampling.n_bias = c->logit_bias.n;
     if (c->req.grammar && c->grammar_file) {
         fprintf(stderr, "qwen35-client: give one of --grammar and --grammar-file\n");
         return 2;

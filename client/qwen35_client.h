@@ -32,6 +32,7 @@ typedef struct q35c_client q35c_client;
  * coordinator takes; qwen35-http's max-messages is at most this. */
 #define Q35C_MAX_MESSAGES 1024
 #define Q35C_MAX_MESSAGES_STR "1024"
+#define Q35C_MAX_BIAS 300         /* sampling.bias entries per request (proto/wire.h) */
 
 typedef struct q35c_opts {
     /* A request is refused with Q35_EIO when no connection to the
@@ -89,8 +90,11 @@ typedef struct q35c_request {
      * in text/sampler.h, the same as qwen35-run's): greedy, top-k 40,
      * top-p 0.95, min-p 0.05 (they act once temperature > 0), window 64.
      * Every parameter of the table (text/sampling.h) goes to the wire and
-     * is checked by its one check; n_top, logprobs and bias are not sent
-     * (n_logprobs below asks for logprobs). */
+     * is checked by its one check, and so is the bias list (bias, n_bias:
+     * at most Q35C_MAX_BIAS entries, ids >= 0, biases finite or -INFINITY
+     * to ban; ids past the vocabulary are the coordinator's
+     * INVALID_ARGUMENT); n_top and logprobs are not sent (n_logprobs
+     * below asks for logprobs). */
     smp_params sampling;
 
     uint32_t deadline_ms;         /* 0 = none; counted by the coordinator from receipt */
@@ -154,6 +158,7 @@ typedef struct q35c_event {
     int cached_tokens;            /* prompt tokens restored from the prefix cache */
     double ttft_s;                /* submission to first token */
     double decode_tps;            /* completion tokens / decode time */
+    double queue_s;               /* submission to a slot; -1: not reported */
     /* ERROR (and FINAL with finish ERROR) */
     const char *code;             /* e.g. "UNAVAILABLE", "INVALID_ARGUMENT" */
     const char *message;
@@ -194,10 +199,12 @@ typedef struct q35c_stage_status {
     uint64_t cache_entries, cache_bytes, cache_budget;
     uint64_t cache_hits, cache_misses, cache_evictions;
     int spare_for;                /* a spare: the stage it stands in for, -1 none known */
+    int queue_depth;              /* forward steps sent to it or formed for it, not answered */
 } q35c_stage_status;
 
 typedef struct q35c_status {
-    char model[256];
+    char model[256];              /* the GGUF's file name */
+    char model_name[256];         /* its general.name; "" when it has none */
     int n_layer;
     int active, queued, max_queue;
     int slots_used, slots_total;
@@ -208,6 +215,9 @@ typedef struct q35c_status {
     uint64_t requests_done, tokens_generated;
     /* prefix cache: prompt tokens admitted, of them restored; checkpoints named */
     uint64_t prompt_tokens, cached_tokens, cache_entries, cache_evictions;
+    uint64_t cache_hits, cache_misses;   /* admitted requests: a prefix restored or not */
+    /* sequences rebuilt after a stage was lost; spares promoted in a lost one's place */
+    uint64_t replays, promotions;
     int n_stages;
     q35c_stage_status *stages;    /* [n_stages] */
     int n_spares;

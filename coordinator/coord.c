@@ -21,6 +21,10 @@ static int load_model(coord *c, char *err, size_t errsz)
     if (!rc) {
         const char *base = strrchr(c->o.model_path, '/');
         snprintf(c->file_name, sizeof c->file_name, "%s", base ? base + 1 : c->o.model_path);
+        gguf_str name = {0};   /* optional: clients then know the model by its file name */
+        if (!gguf_get_str(f, "general.name", false, &name, err, errsz) && name.ptr)
+            snprintf(c->model_name, sizeof c->model_name, "%.*s",
+                     (int)(name.len < sizeof c->model_name ? name.len : sizeof c->model_name - 1), name.ptr);
         char dir[4096];
         bool cached;
         double t0 = q35_now();
@@ -372,6 +376,10 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->cache_misses = l->st.cache_misses;
         s->cache_evictions = l->st.cache_evictions;
         s->spare_for = l->spare ? spare_for(c, l->want_begin, l->want_end) : 0;
+        s->queue_depth = (uint32_t)l->n_busy;
+        for (int m = 0; !l->spare && m < c->n_mb; m++)   /* formed, waiting for it */
+            s->queue_depth += c->mb[m].used && !c->mb[m].dead && c->mb[m].stage == i &&
+                              !sched_in_flight(c, &c->mb[m]);
         pss[i] = s;
     }
     st->n_stages = c->n_links;
@@ -394,8 +402,11 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
     st->requests_done = c->requests_done;
     st->tokens_generated = c->tokens_generated;
     st->model = c->file_name;
+    st->model_name = c->model_name;
     st->n_layer = c->cfg.n_layer;
     st->uptime_s = q35_now() - c->t_start;
+    st->replays = c->replays;
+    st->promotions = c->promotions;
     cache_status(c, st);
 }
 

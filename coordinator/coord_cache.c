@@ -44,6 +44,7 @@ struct coord_cache {
     pending *pend;
     int n_pend, cap_pend;
     uint64_t prompt_tokens, cached_tokens, restores, fallbacks, saves, evictions;
+    uint64_t lookups;               /* admitted requests that looked for a prefix */
 };
 
 int cache_new(coord *c, char *err, size_t errsz)
@@ -216,6 +217,7 @@ void cache_admit(coord *c, req *r)
     /* full logits of every prompt row need every row computed */
     if (!cache_on(c) || r->want_logits || r->n_prompt < 2)
         return;
+    k->lookups++;
     int len = 0;
     uint64_t id = pfx_lookup(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, &len);
     if (!id)
@@ -420,4 +422,7 @@ void cache_status(const coord *c, Q35__StatusReply *st)
     st->cached_tokens = k->cached_tokens;
     st->cache_entries = (uint32_t)pfx_count(k->tree);
     st->cache_evictions = k->evictions;
+    /* a restore that failed was prefilled: a miss after all */
+    st->cache_hits = k->restores - k->fallbacks;
+    st->cache_misses = k->lookups - st->cache_hits;
 }

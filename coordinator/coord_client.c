@@ -111,6 +111,36 @@ static int check_sampling(const smp_params *p, int max_ctx, char *err, size_t er
     return 0;
 }
 
+/* logit_bias: ids in the vocabulary, biases finite or -inf (a ban), at
+ * most Q35_WIRE_MAX_BIAS; copied into r (the message is freed after). */
+static int take_bias(coord *c, req *r, const Q35__Sampling *w, char *err, size_t errsz)
+{
+    size_t n = w ? w->n_logit_bias : 0;
+    if (n > Q35_WIRE_MAX_BIAS)
+        return q35_err(err, errsz, Q35_EINVAL, "generate.sampling.logit_bias: %zu entries, at most %d", n,
+                       Q35_WIRE_MAX_BIAS);
+    for (size_t i = 0; i < n; i++) {
+        int32_t t = w->logit_bias[i]->token;
+        float b = w->logit_bias[i]->bias;
+        if (t < 0 || (uint32_t)t >= c->cfg.n_vocab)
+            return q35_err(err, errsz, Q35_EINVAL,
+                           "generate.sampling.logit_bias: token %d is not in the vocabulary [0, %u)", t,
+                           c->cfg.n_vocab);
+        if (isnan(b) || b == INFINITY)
+            return q35_err(err, errsz, Q35_EINVAL,
+                           "generate.sampling.logit_bias: token %d: bias %g (expected finite or -inf)", t, b);
+    }
+    if (!n) return 0;
+    r->bias = calloc(n, sizeof *r->bias);
+    r->bias_p = calloc(n, sizeof *r->bias_p);
+    if (!r->bias || !r->bias_p) return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
+    smp_bias b[Q35_WIRE_MAX_BIAS];
+    smp_params p;
+    q35_wire_bias_get(w, b, &p);
+    q35_wire_bias_put(b, (int)n, r->bias, r->bias_p, &r->sp);
+    return 0;
+}
+
 /* The prompt's ids into r (toks, n_prompt). */
 static int build_prompt(coord *c, req *r, const Q35__Generate *g, int max_ctx, char *err, size_t errsz)
 {
@@ -263,7 +293,10 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     }
     r->slot = -1;
     r->stop_hit = -1;
+    q35__sampling__init(&r->sp);
     int rc = check_sampling(&sp, max_ctx, err, sizeof err);
+    if (!rc)
+        rc = take_bias(c, r, g->sampling, err, sizeof err);
     if (!rc && g->n_stop > COORD_MAX_STOP)
         rc = q35_err(err, sizeof err, Q35_EINVAL, "generate.stop: %zu strings, at most %d", g->n_stop, COORD_MAX_STOP);
     for (size_t i = 0; !rc && i < g->n_stop; i++)
@@ -282,6 +315,8 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
             code = Q35__CODE__RESOURCE_EXHAUSTED;
         reply_error(c, ident, ident_len, rid, code, "%s", err);
         free(r->toks);
+        free(r->bias);
+        free(r->bias_p);
         free(r);
         return;
     }
@@ -289,7 +324,6 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
     r->ident_len = ident_len;
     snprintf(r->rid, sizeof r->rid, "%s", rid);
     snprintf(r->tag, sizeof r->tag, "%llu (id %s)", (unsigned long long)++c->requests_seen, rid);
-    q35__sampling__init(&r->sp);
     q35_wire_sampling_put(&sp, &r->sp);
     r->n_logprobs = (int)g->n_logprobs;
     r->want_logits = g->logits;

@@ -116,6 +116,7 @@ typedef struct req {
     int n_replays;                  /* times rebuilt after a stage was lost */
     double t_paused;                /* its stream stopped (a stage lost) at; 0: flowing */
     Q35__Sampling sp;
+    Q35__LogitBias *bias, **bias_p; /* sp.logit_bias's storage */
     uint64_t rng;
     int n_logprobs;
     bool want_logits, ignore_eos;
@@ -125,6 +126,7 @@ typedef struct req {
     char *grammar;                  /* NULL: free output; else the answer's GBNF */
     int32_t think_end;              /* the answer starts after this token (</think>), -1: at once */
     double t_recv, t_first, t_last, deadline;
+    double t_admit;                 /* got its slot at; 0: still queued */
     bool in_flight, cancelled, expired;
     bool unread;                    /* past an unread bound: ends with an error */
     int unread_why;                 /* which (enum unread_why) */
@@ -154,6 +156,7 @@ struct coord {
     q35_config cfg;
     Q35__ModelIdentity id;
     char file_name[256];
+    char model_name[256];           /* general.name; "" when the GGUF has none */
     coord_text *tx;
     void *zctx, *cli;
     int n_links, n_spares;
@@ -183,6 +186,8 @@ struct coord {
     double t_start;
     uint64_t requests_done, tokens_generated;
     uint64_t requests_seen;         /* generate requests accepted (the last one's number) */
+    uint64_t replays;               /* sequences rebuilt after a stage was lost */
+    uint64_t promotions;            /* spares promoted in place of a lost stage */
     double rate_t[8];
     uint64_t rate_n[8];
     int rate_i;

@@ -27,6 +27,7 @@ void req_activate(coord *c, req *r, int slot)
 {
     r->state = R_ACTIVE;
     r->slot = slot;
+    r->t_admit = q35_now();
     c->slot_req[slot] = r;
     r->prev = NULL;
     r->next = c->active;
@@ -58,6 +59,8 @@ void req_destroy(coord *c, req *r)
     coord_textstate_destroy(&r->text);
     free(r->grammar);
     free(r->toks);
+    free(r->bias);
+    free(r->bias_p);
     free(r);
 }
 
@@ -82,6 +85,7 @@ static void fill_usage(const req *r, Q35__Usage *u)
                       ? (r->n_gen - 1) / (r->t_last - r->t_first) : 0;
     u->total_s = now - r->t_recv;
     u->cached_tokens = (uint32_t)r->n_cached;
+    u->queue_s = (r->t_admit > 0 ? r->t_admit : now) - r->t_recv;
 }
 
 /* The names the client library and the HTTP front use. */

@@ -416,6 +416,7 @@ void sched_on_stage_lost(coord *c, const char *why)
         } else if (started) {
             r->n_fed = 0;
             r->n_replays++;
+            c->replays++;
             if (!r->t_paused)   /* the client's pause starts at its last token */
                 r->t_paused = r->n_gen && r->t_last > 0 ? r->t_last : q35_now();
             kept++;

@@ -50,6 +50,7 @@ static void promote(coord *c, int k, int j)
     p->spare = false;
     s->idx = j;
     s->spare = true;
+    c->promotions++;
     /* the handshake's backend string points into its own struct */
     p->hs.backend = p->backend;
     s->hs.backend = s->backend;

@@ -45,6 +45,17 @@ char *http_err_body(const http_err *e)
     return s;
 }
 
+/* The coordinator names the request field at fault in its own terms
+ * ("generate.sampling.logit_bias: token 9 ..."): the body's name for it. */
+static void wire_param(http_err *e)
+{
+    static const char pre[] = "generate.sampling.logit_bias";
+    if (strncmp(e->message, pre, sizeof pre - 1)) return;
+    snprintf(e->param, sizeof e->param, "logit_bias");
+    size_t skip = sizeof "generate.sampling." - 1;
+    memmove(e->message, e->message + skip, strlen(e->message + skip) + 1);
+}
+
 void http_err_from_code(http_err *e, const char *code, const char *message)
 {
     static const struct { const char *code; int status; const char *oai; } map[] = {
@@ -60,19 +71,11 @@ void http_err_from_code(http_err *e, const char *code, const char *message)
     for (size_t i = 0; code && i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(code, map[i].code)) {
             http_fail(e, map[i].status, NULL, map[i].oai, "%s", message ? message : code);
+            wire_param(e);
             return;
         }
     http_fail(e, 500, NULL, "internal_error", "%s%s%s", code ? code : "error",
               message ? ": " : "", message ? message : "");
-}
-
-bool http_model_matches(const char *name, const char *served)
-{
-    if (!served || !*served) return true;
-    size_t n = strlen(served);
-    if (!strcmp(name, served)) return true;
-    return n > 5 && !strcmp(served + n - 5, ".gguf") && strlen(name) == n - 5
-           && !strncmp(name, served, n - 5);
 }
 
 /* ---- field readers: absent or null = keep the default ------------------- */
@@ -263,7 +266,7 @@ static int forced_tools(http_gen *g, json_t *root, http_err *e)
     if (!g->tools)
         return http_fail(e, 400, "tool_choice", "invalid_value", "tool_choice %s needs tools",
                          only ? "naming a function" : "\"required\"");
-    bool found = !only, many = true;
+    bool found = !only;
     size_t i;
     json_t *t;
     json_array_foreach(g->tools, i, t)
@@ -271,8 +274,7 @@ static int forced_tools(http_gen *g, json_t *root, http_err *e)
     if (!found)
         return http_fail(e, 400, "tool_choice", "invalid_value", "tool_choice names '%.64s', which is not in tools",
                          only);
-    if (get_bool(root, "parallel_tool_calls", &many, e)) return -1;
-    char *gr = keep(g, schema_tool_grammar(g->tools, only, many && !only, "tools", e));
+    char *gr = keep(g, schema_tool_grammar(g->tools, only, g->parallel_tool_calls && !only, "tools", e));
     if (!gr) return e->status ? -1 : http_fail(e, 500, NULL, NULL, "out of memory");
     g->r.grammar = gr;
     return 0;
@@ -448,6 +450,47 @@ static int json_u(json_t *root, const char *k, long long jlo, long long jhi, dou
 #define JSON_I(k, f, jlo, jhi, jdef, lo, open) json_i(root, k, jlo, jhi, jdef, lo, open, &r->sampling.f, e)
 #define JSON_U(k, f, jlo, jhi, jdef, lo, open) json_u(root, k, jlo, jhi, jdef, &r->sampling.f, e)
 
+/* logit_bias: {"token id": bias in [-100, 100]}, OpenAI's keys as strings.
+ * -100 bans (OpenAI: "should result in a ban"), so it goes as -inf; the
+ * ids' range is the coordinator's check (it knows the vocabulary). */
+static int parse_logit_bias(http_gen *g, json_t *root, http_err *e)
+{
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return http_fail(e, 400, "logit_bias", "invalid_type",
+                         "logit_bias must be an object of token ids to biases, not %s", type_of(lb));
+    size_t n = json_object_size(lb);
+    if (n > Q35C_MAX_BIAS)
+        return http_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: %zu entries, at most %d", n,
+                         Q35C_MAX_BIAS);
+    if (!n) return 0;
+    g->bias = calloc(n, sizeof *g->bias);
+    if (!g->bias) return http_fail(e, 500, NULL, NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    int k = 0;
+    json_object_foreach(lb, key, v) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || *key == '-' || *key == '+' || id > INT32_MAX)
+            return http_fail(e, 400, "logit_bias", "invalid_value",
+                             "logit_bias: key '%.64s' is not a token id (an integer >= 0)", key);
+        if (!json_is_number(v))
+            return http_fail(e, 400, "logit_bias", "invalid_type", "logit_bias['%.64s'] must be a number, not %s",
+                             key, type_of(v));
+        double b = json_number_value(v);
+        if (!(b >= -100 && b <= 100))
+            return http_fail(e, 400, "logit_bias", "invalid_value",
+                             "logit_bias['%.64s'] must be between -100 and 100 (got %g)", key, b);
+        g->bias[k].id = (int32_t)id;
+        g->bias[k++].bias = b <= -100 ? -INFINITY : (float)b;
+    }
+    g->r.sampling.bias = g->bias;
+    g->r.sampling.n_bias = k;
+    return 0;
+}
+
 static int parse_sampling(http_gen *g, json_t *root, const http_limits *lim, http_err *e)
 {
     q35c_request *r = &g->r;
@@ -466,9 +509,7 @@ static int parse_sampling(http_gen *g, json_t *root, const http_limits *lim, htt
             snprintf(e->message, sizeof e->message, "n: only 1 choice per request is served");
         return -1;
     }
-    json_t *lb = json_object_get(root, "logit_bias");
-    if (lb && !json_is_null(lb) && !(json_is_object(lb) && json_object_size(lb) == 0))
-        return http_fail(e, 400, "logit_bias", "unsupported_value", "logit_bias is not supported");
+    if (parse_logit_bias(g, root, e)) return -1;
     json_t *bo = json_object_get(root, "best_of");
     if (bo && !json_is_null(bo) && !(json_is_integer(bo) && json_integer_value(bo) == 1))
         return http_fail(e, 400, "best_of", "unsupported_value", "best_of: only 1 is served");
@@ -492,8 +533,50 @@ static int parse_sampling(http_gen *g, json_t *root, const http_limits *lim, htt
     return 0;
 }
 
+/* The request's "model": any name, or with strict-model-name a served
+ * one; answers carry the served name whatever was asked. */
+static int parse_model(http_gen *g, json_t *root, const http_names *names, http_err *e)
+{
+    json_t *model = json_object_get(root, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model))
+            return http_fail(e, 400, "model", "invalid_type", "model must be a string");
+        if (names && http_model_check(json_string_value(model), names, e)) return -1;
+        snprintf(g->model, sizeof g->model, "%s", json_string_value(model));
+    }
+    const char *served = names ? http_served_name(names) : "";
+    if (*served) snprintf(g->model, sizeof g->model, "%s", served);
+    return 0;
+}
+
+/* modalities / audio: text is all this server writes, so asking for audio
+ * is refused rather than answered without it. */
+static int parse_modalities(json_t *root, http_err *e)
+{
+    json_t *a = json_object_get(root, "audio"), *m = json_object_get(root, "modalities");
+    if (a && !json_is_null(a))
+        return http_fail(e, 400, "audio", "unsupported_value", "audio output is not supported (text only)");
+    if (!m || json_is_null(m)) return 0;
+    if (!json_is_array(m))
+        return http_fail(e, 400, "modalities", "invalid_type", "modalities must be an array, not %s", type_of(m));
+    size_t i;
+    json_t *v;
+    json_array_foreach(m, i, v)
+        if (!json_is_string(v) || strcmp(json_string_value(v), "text"))
+            return http_fail(e, 400, "modalities", "unsupported_value",
+                             "modalities[%zu]: only \"text\" is served", i);
+    return 0;
+}
+
+/* parallel_tool_calls (default true): false keeps the first tool call. */
+static int parse_parallel_tool_calls(http_gen *g, json_t *root, http_err *e)
+{
+    g->parallel_tool_calls = true;
+    return get_bool(root, "parallel_tool_calls", &g->parallel_tool_calls, e);
+}
+
 int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim,
-               const char *served_model, http_gen *g, http_err *e)
+               const http_names *names, http_gen *g, http_err *e)
 {
     memset(e, 0, sizeof *e);
     g->kind = k;
@@ -506,15 +589,7 @@ int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim
     json_t *root = g->root;
     if (!json_is_object(root))
         return http_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, not %s", type_of(root));
-    json_t *model = json_object_get(root, "model");
-    if (model && !json_is_null(model)) {
-        if (!json_is_string(model))
-            return http_fail(e, 400, "model", "invalid_type", "model must be a string");
-        snprintf(g->model, sizeof g->model, "%s", json_string_value(model));
-        if (!http_model_matches(g->model, served_model))
-            return http_fail(e, 404, "model", "model_not_found", "the model '%.200s' is not served here (this is %s)",
-                             g->model, served_model);
-    }
+    if (parse_model(g, root, names, e)) return -1;
     if (get_bool(root, "stream", &g->stream, e)) return -1;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
@@ -546,7 +621,9 @@ int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim
         if (et) think = json_is_true(et) || json_is_null(et);
         g->r.think = think;
     }
-    if (parse_tools(g, root, e) || parse_response_format(g, root, e)) return -1;
+    if (parse_parallel_tool_calls(g, root, e) || parse_tools(g, root, e) || parse_modalities(root, e)
+        || parse_response_format(g, root, e))
+        return -1;
     return parse_messages(g, root, lim, g->tools, e);
 }
 
@@ -557,6 +634,7 @@ void http_gen_free(http_gen *g)
     free(g->msgs);
     free(g->stops);
     free(g->ids);
+    free(g->bias);
     json_decref(g->root);
     memset(g, 0, sizeof *g);
 }

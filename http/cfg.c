@@ -71,6 +71,14 @@ static const opt_def http_defs[] = {
       "has been sending its request the longest (or gets 503 when every one is being answered)."),
     OPT_INT_ROW(http_cfg, "drain-timeout-s", drain_timeout_s, "SECONDS", "30", 0, 3600,
       "On SIGTERM, how long requests in flight may go on before they end with an error event."),
+    OPT_LIST_ROW(http_cfg, "alias", aliases, "NAME", false, NULL,
+      "Another name of the model, as llama-server's --alias (in http.conf one "
+      "'alias = NAME' line each). GET /v1/models lists the served name (the GGUF's general.name, "
+      "else its file name) first, then each alias."),
+    OPT_BOOL_ROW(http_cfg, "strict-model-name", strict_model_name, "no",
+      "yes: a request whose \"model\" is not the GGUF's general.name, its file name (with or "
+      "without .gguf) or an alias gets 404 model_not_found, as vLLM answers. no (the default, as "
+      "llama-server): any name is served. Answers carry the served name in \"model\" either way."),
     CFG_ROW_LOG_LEVEL(http_cfg),
 };
 
@@ -88,8 +96,8 @@ const opts_spec http_cfg_spec = {
         "at /, a chat page. It is a client of qwen35-coordinator(1) over ZeroMQ, like "
         "qwen35-client, and holds no model: restart or replicate it on its own.\n\n"
         "Errors have OpenAI's shape {\"error\": {\"message\", \"type\", \"param\", \"code\"}}: 400 "
-        "for bad JSON or a bad field (named), 401 without a valid key, 404 for an unknown route or "
-        "model, 413 for a body over max-body, 429 (with Retry-After) when the coordinator's slots "
+        "for bad JSON or a bad field (named), 401 without a valid key, 404 for an unknown route (or "
+        "model, with strict-model-name), 413 for a body over max-body, 429 (with Retry-After) when the coordinator's slots "
         "and queue are full, 503 when it is unreachable, 504 past a deadline. A client that "
         "closes its connection cancels its request, which frees its slots on every stage.\n\n"
         "Under systemd (Type=notify) it sends READY=1 once it listens and the coordinator has "

@@ -5,6 +5,7 @@
  * be restarted, replicated or moved to another host on its own.
  *
  * Files: api.c (request bodies -> q35c_request, OpenAI error shapes),
+ * models.c (the names served: general.name, the file, --alias),
  * toolcall.c (tools into the prompt, <tool_call> out of the answer),
  * schema.c (response_format as a grammar), schema_tool.c (forced tool calls),
  * serve.c (libmicrohttpd routes, streaming, cancellation), metrics.c
@@ -105,6 +106,7 @@ typedef enum http_kind { HTTP_CHAT, HTTP_COMPLETION } http_kind;
 typedef struct http_gen {
     http_kind kind;
     bool stream, include_usage, logprobs, return_token_ids;
+    bool parallel_tool_calls;     /* false: at most one tool call answered */
     int top_logprobs;
     char model[256];
     json_t *tools;                /* borrowed from root; NULL: no tool parsing */
@@ -116,6 +118,7 @@ typedef struct http_gen {
     int n_strs;
     const char **stops;
     int32_t *ids;
+    smp_bias *bias;               /* logit_bias, r.sampling.bias */
 } http_gen;
 
 typedef struct http_limits {
@@ -123,16 +126,36 @@ typedef struct http_limits {
     int max_tokens_cap;           /* largest max_tokens accepted */
 } http_limits;
 
-/* Parses a request body of kind k into g (zeroed by the caller). 0, or -1
- * with e set (400 naming the field, 404 for an unknown model when
- * served_model is not NULL/empty). Free with http_gen_free either way. */
-int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim,
-               const char *served_model, http_gen *g, http_err *e);
-void http_gen_free(http_gen *g);
+/* ---- model names (models.c) ---------------------------------------------- */
 
-/* True when name is the served model (its file name, with or without
- * ".gguf"). */
-bool http_model_matches(const char *name, const char *served);
+/* What the coordinator serves and how strictly a request's "model" is read. */
+typedef struct http_names {
+    const char *name;             /* the GGUF's general.name; NULL/"": none */
+    const char *file;             /* its file name ("x.gguf"); NULL/"": not known yet */
+    char *const *aliases;         /* --alias */
+    int n_aliases;
+    bool strict;                  /* strict-model-name: other names get 404 */
+} http_names;
+
+/* The name answers carry in "model": general.name, else the file name. */
+const char *http_served_name(const http_names *n);
+/* True when name is general.name, the file name with or without ".gguf",
+ * or an alias (or the file is not known yet). */
+bool http_model_matches(const char *name, const http_names *n);
+/* 0, or with strict and a name that does not match -1 and e a 404
+ * "model_not_found" naming it (vLLM's answer). */
+int http_model_check(const char *name, const http_names *n, http_err *e);
+/* GET /v1/models (id NULL): the list, served name first, then each alias;
+ * /v1/models/ID: that entry, or NULL when ID is not served. New JSON. */
+json_t *http_models_json(const http_names *n, const char *id, long long created, int max_ctx);
+
+/* Parses a request body of kind k into g (zeroed by the caller). 0, or -1
+ * with e set (400 naming the field; 404 for a model names does not serve
+ * when names->strict; names may be NULL: any model). "model" in g is the
+ * served name. Free with http_gen_free either way. */
+int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim,
+               const http_names *names, http_gen *g, http_err *e);
+void http_gen_free(http_gen *g);
 
 /* ---- message framing (framing.c) -------------------------------------------- */
 
@@ -161,6 +184,10 @@ void metrics_request_done(const char *endpoint, const char *finish, int prompt_t
 void metrics_http_status(int status);
 void metrics_ttft(double s);
 void metrics_itl(double s);
+/* A request's life here, from its arrival to its last event. */
+void metrics_request_seconds(double s);
+/* Its wait for a slot, as the coordinator measured it (Final's usage). */
+void metrics_queue_wait(double s);
 void metrics_streams(int delta);
 /* The Prometheus text exposition: the counters above and, from st (may be
  * NULL when the coordinator did not answer), the pipeline's gauges.

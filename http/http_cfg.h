@@ -12,6 +12,8 @@ typedef struct http_cfg {
     char *cors_origin;
     int max_body, max_messages, max_connections, request_timeout_s, read_timeout_s, drain_timeout_s;
     char *log_level;
+    opt_list aliases;             /* alias, repeatable */
+    bool strict_model_name;
     /* filled by http_cfg_load */
     char host[64];
     int port;

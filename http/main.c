@@ -44,6 +44,7 @@ int main(int argc, char **argv)
         .max_connections = cf.max_connections, .request_timeout_s = cf.request_timeout_s,
         .read_timeout_s = cf.read_timeout_s,
         .lim = { .max_messages = cf.max_messages, .max_tokens_cap = 1 << 20 },
+        .aliases = cf.aliases.v, .n_aliases = cf.aliases.n, .strict_model_name = cf.strict_model_name,
     };
     /* every connection holds a socket and a client of the coordinator:
      * the hard limit is what the host grants, the soft one (often 1024)
@@ -78,7 +79,8 @@ int main(int argc, char **argv)
             t_probe = now;
             if (http_srv_status(s, &st, err, sizeof err) == 0) {
                 ready = true;
-                q35_log_info("the coordinator answers: %s, %d stages", st->model, st->n_stages);
+                q35_log_info("the coordinator answers: %s%s%s%s, %d stages", st->model, st->model_name[0] ? " (" : "",
+                             st->model_name, st->model_name[0] ? ")" : "", st->n_stages);
                 notify_ready("serving on %s:%d, coordinator %s", cf.host, http_srv_port(s), cf.coordinator);
                 q35c_status_destroy(&st);
             } else if (!said_waiting) {

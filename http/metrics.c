@@ -22,6 +22,10 @@ typedef struct hist {
 
 static const double TTFT_LE[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
 static const double ITL_LE[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1 };
+/* a whole answer: tens of milliseconds (a few tokens) to minutes */
+static const double DUR_LE[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300 };
+/* no wait at all while slots are free; seconds to minutes behind a full pipeline */
+static const double WAIT_LE[] = { 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
 
 static struct {
     pthread_mutex_t mu;
@@ -30,7 +34,7 @@ static struct {
     struct { int status; uint64_t n; } resp[MAX_SERIES];
     int n_resp;
     uint64_t prompt_tokens, completion_tokens;
-    hist ttft, itl;
+    hist ttft, itl, dur, wait;
     int streams;
 } M = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -41,6 +45,10 @@ void metrics_init(void)
     M.ttft.n = (int)(sizeof TTFT_LE / sizeof TTFT_LE[0]);
     M.itl.le = ITL_LE;
     M.itl.n = (int)(sizeof ITL_LE / sizeof ITL_LE[0]);
+    M.dur.le = DUR_LE;
+    M.dur.n = (int)(sizeof DUR_LE / sizeof DUR_LE[0]);
+    M.wait.le = WAIT_LE;
+    M.wait.n = (int)(sizeof WAIT_LE / sizeof WAIT_LE[0]);
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -84,6 +92,8 @@ static void observe(hist *h, double v)
 
 void metrics_ttft(double s) { pthread_mutex_lock(&M.mu); observe(&M.ttft, s); pthread_mutex_unlock(&M.mu); }
 void metrics_itl(double s) { pthread_mutex_lock(&M.mu); observe(&M.itl, s); pthread_mutex_unlock(&M.mu); }
+void metrics_request_seconds(double s) { pthread_mutex_lock(&M.mu); observe(&M.dur, s); pthread_mutex_unlock(&M.mu); }
+void metrics_queue_wait(double s) { pthread_mutex_lock(&M.mu); observe(&M.wait, s); pthread_mutex_unlock(&M.mu); }
 void metrics_streams(int d) { pthread_mutex_lock(&M.mu); M.streams += d; pthread_mutex_unlock(&M.mu); }
 
 static void label(FILE *f, const char *v)
@@ -138,8 +148,59 @@ static void stage_gauge(FILE *f, const q35c_status *st, const char *name, const 
             case 6: fprintf(f, "%.6g\n", (double)g->tokens / (double)g->n_forward); break;
             case 7: fprintf(f, "%llu\n", (unsigned long long)g->tokens); break;
             case 8: fprintf(f, "%d\n", g->slots_used); break;
+            case 9: fprintf(f, "%d\n", g->queue_depth); break;
+            case 10: fprintf(f, "%llu\n", (unsigned long long)g->cache_bytes); break;
+            case 11: fprintf(f, "%llu\n", (unsigned long long)g->cache_budget); break;
+            case 12: fprintf(f, "%llu\n", (unsigned long long)g->cache_hits); break;
+            case 13: fprintf(f, "%llu\n", (unsigned long long)g->cache_misses); break;
+            case 14: fprintf(f, "%llu\n", (unsigned long long)g->cache_evictions); break;
             }
         }
+    }
+}
+
+/* The per-stage series from the status (stage_gauge's `which`), in the
+ * order they are written after the busy ratios. */
+static const struct { const char *name, *type, *help; int which; } STAGE_SERIES[] = {
+    { "qwen35_stage_forward_steps_total", "counter", "Forward steps the stage computed.", 4 },
+    { "qwen35_stage_tokens_total", "counter", "Token rows the stage computed.", 7 },
+    { "qwen35_stage_rows_per_step", "gauge", "Token rows per forward step since the stage started.", 6 },
+    { "qwen35_stage_wire_bytes_total", "counter",
+      "Bytes between the coordinator and the stage (out: to it, in: from it).", 5 },
+    { "qwen35_stage_slots_used", "gauge", "Sequence slots in use on the stage.", 8 },
+    { "qwen35_stage_queue_depth", "gauge",
+      "Forward steps sent to the stage and not answered, or formed and waiting for it.", 9 },
+    { "qwen35_stage_prefix_cache_bytes", "gauge", "Bytes of checkpoints the stage holds.", 10 },
+    { "qwen35_stage_prefix_cache_budget_bytes", "gauge", "The most bytes of checkpoints the stage keeps.", 11 },
+    { "qwen35_stage_prefix_cache_hits_total", "counter", "Checkpoint restores the stage served.", 12 },
+    { "qwen35_stage_prefix_cache_misses_total", "counter", "Checkpoint restores the stage could not serve.", 13 },
+    { "qwen35_stage_prefix_cache_evictions_total", "counter",
+      "Checkpoints the stage dropped to stay within its budget.", 14 },
+};
+
+/* The coordinator's own figures: prefix cache, replays, promotions. */
+static void coord_figures(FILE *f, const q35c_status *st)
+{
+    const struct { const char *name, *type, *help; uint64_t v; } s[] = {
+        { "qwen35_prefix_cache_hits_total", "counter",
+          "Admitted requests whose prompt prefix was restored from a checkpoint.", st->cache_hits },
+        { "qwen35_prefix_cache_misses_total", "counter",
+          "Admitted requests that looked for a cached prefix and computed their prompt.", st->cache_misses },
+        { "qwen35_prefix_cache_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+          st->prompt_tokens },
+        { "qwen35_prefix_cache_cached_tokens_total", "counter",
+          "Prompt tokens restored from checkpoints instead of computed.", st->cached_tokens },
+        { "qwen35_prefix_cache_entries", "gauge", "Checkpoints the coordinator names.", st->cache_entries },
+        { "qwen35_prefix_cache_evictions_total", "counter",
+          "Checkpoints the coordinator dropped to stay within the stages' budgets.", st->cache_evictions },
+        { "qwen35_replays_total", "counter",
+          "Sequences rebuilt from their tokens after a stage was lost (coordinator's life).", st->replays },
+        { "qwen35_spare_promotions_total", "counter",
+          "Spares promoted in place of a lost stage (coordinator's life).", st->promotions },
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        head(f, s[i].name, s[i].type, s[i].help);
+        fprintf(f, "%s %llu\n", s[i].name, (unsigned long long)s[i].v);
     }
 }
 
@@ -168,6 +229,9 @@ char *metrics_render(const q35c_status *st)
     fprintf(f, "qwen35_completion_tokens_total %llu\n", (unsigned long long)M.completion_tokens);
     hist_write(f, "qwen35_time_to_first_token_seconds", "From the request's arrival to its first token.", &M.ttft);
     hist_write(f, "qwen35_inter_token_latency_seconds", "Between two tokens of one request.", &M.itl);
+    hist_write(f, "qwen35_request_duration_seconds", "From the request's arrival to its last event.", &M.dur);
+    hist_write(f, "qwen35_queue_wait_seconds",
+               "From the coordinator's receipt of the request to its slot (finished requests).", &M.wait);
     head(f, "qwen35_http_streams", "gauge", "Streaming responses open now.");
     fprintf(f, "qwen35_http_streams %d\n", M.streams);
     pthread_mutex_unlock(&M.mu);
@@ -196,12 +260,10 @@ char *metrics_render(const q35c_status *st)
                         (w == 2 ? st->stages[i].busy_pct : st->stages[i].busy_pct_total) / 100.0);
             }
         }
-        stage_gauge(f, st, "qwen35_stage_forward_steps_total", "counter", "Forward steps the stage computed.", 4);
-        stage_gauge(f, st, "qwen35_stage_tokens_total", "counter", "Token rows the stage computed.", 7);
-        stage_gauge(f, st, "qwen35_stage_rows_per_step", "gauge", "Token rows per forward step since the stage started.", 6);
-        stage_gauge(f, st, "qwen35_stage_wire_bytes_total", "counter",
-                    "Bytes between the coordinator and the stage (out: to it, in: from it).", 5);
-        stage_gauge(f, st, "qwen35_stage_slots_used", "gauge", "Sequence slots in use on the stage.", 8);
+        for (size_t k = 0; k < sizeof STAGE_SERIES / sizeof STAGE_SERIES[0]; k++)
+            stage_gauge(f, st, STAGE_SERIES[k].name, STAGE_SERIES[k].type, STAGE_SERIES[k].help,
+                        STAGE_SERIES[k].which);
+        coord_figures(f, st);
         if (st->n_spares)
             head(f, "qwen35_spare_up", "gauge",
                  "1 while the spare is handshaken and ready to take the place of the stage of its layers.");

@@ -203,6 +203,9 @@ static json_t *finish_tools(http_resp *k)
         k->pending.n = 0;
         return NULL;
     }
+    /* parallel_tool_calls false: the first call only; the others are
+     * dropped, not shown as text */
+    while (!k->g->parallel_tool_calls && json_array_size(calls) > 1) json_array_remove(calls, 1);
     size_t i;
     json_t *c;
     json_array_foreach(calls, i, c) {                  /* unique ids per response */
@@ -262,6 +265,8 @@ int resp_event(const q35c_event *ev, void *user)
         }
         metrics_request_done(k->g->kind == HTTP_CHAT ? "chat" : "completions", q35c_finish_name(k->finish),
                              k->prompt_tokens, k->completion_tokens);
+        metrics_request_seconds(t - k->t_start);
+        if (ev->kind == Q35C_EV_FINAL && ev->queue_s >= 0) metrics_queue_wait(ev->queue_s);
         break;
     }
     return 0;

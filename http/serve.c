@@ -45,8 +45,8 @@ struct http_srv {
     atomic_int active;                   /* generation requests in flight */
     atomic_bool draining, aborting;
     atomic_uint_fast64_t next_id;
-    pthread_mutex_t mu;                  /* the served model's name */
-    char model[256];
+    pthread_mutex_t mu;                  /* the served model's names */
+    char model[256], model_name[256];    /* file name, general.name */
     int max_ctx;
 };
 
@@ -151,6 +151,7 @@ int http_srv_status(http_srv *s, q35c_status **st, char *err, size_t errsz)
     if (!rc) {
         pthread_mutex_lock(&s->mu);
         snprintf(s->model, sizeof s->model, "%s", (*st)->model);
+        snprintf(s->model_name, sizeof s->model_name, "%s", (*st)->model_name);
         s->max_ctx = (*st)->max_ctx;
         pthread_mutex_unlock(&s->mu);
     }
@@ -162,7 +163,11 @@ static int status_cb(void *user, q35c_status **st, char *err, size_t errsz)
     return http_srv_status(user, st, err, errsz);
 }
 
-static void served_model(http_srv *s, char *name, size_t n, int *max_ctx)
+/* The names served (file and name: the caller's copies, n points into
+ * them); asks the coordinator once when it has not answered yet. */
+typedef struct names_buf { char file[256], name[256]; http_names n; } names_buf;
+
+static void served_names(http_srv *s, names_buf *b, int *max_ctx)
 {
     pthread_mutex_lock(&s->mu);
     if (!s->model[0]) {
@@ -172,9 +177,12 @@ static void served_model(http_srv *s, char *name, size_t n, int *max_ctx)
         if (!http_srv_status(s, &st, err, sizeof err)) q35c_status_destroy(&st);
         pthread_mutex_lock(&s->mu);
     }
-    snprintf(name, n, "%s", s->model);
+    snprintf(b->file, sizeof b->file, "%s", s->model);
+    snprintf(b->name, sizeof b->name, "%s", s->model_name);
     if (max_ctx) *max_ctx = s->max_ctx;
     pthread_mutex_unlock(&s->mu);
+    b->n = (http_names){ .name = b->name, .file = b->file, .aliases = s->o.aliases,
+                         .n_aliases = s->o.n_aliases, .strict = s->o.strict_model_name };
 }
 
 /* The peer hung up (or the socket broke): poll, never read. */
@@ -242,12 +250,11 @@ static enum MHD_Result generate(conn *k)
 {
     http_srv *s = k->srv;
     http_err e;
-    char model[256];
-    served_model(s, model, sizeof model, NULL);
+    names_buf nb;
+    served_names(s, &nb, NULL);
     if (http_parse(k->route == R_CHAT ? HTTP_CHAT : HTTP_COMPLETION, k->body.p ? k->body.p : "",
-                   k->body.n, &s->o.lim, model, &k->g, &e))
+                   k->body.n, &s->o.lim, &nb.n, &k->g, &e))
         return send_err(k, &e);
-    if (!k->g.model[0]) snprintf(k->g.model, sizeof k->g.model, "%s", model);
     if (atomic_load(&s->draining))
         return fail(k, 503, NULL, "unavailable", "the server is stopping");
     char err[Q35_ERRSZ];
@@ -299,23 +306,17 @@ static enum MHD_Result generate(conn *k)
 
 static enum MHD_Result models(conn *k, const char *id)
 {
-    char model[256];
+    names_buf nb;
     int max_ctx = 0;
-    served_model(k->srv, model, sizeof model, &max_ctx);
-    if (!model[0]) return fail(k, 503, NULL, "unavailable", "the coordinator does not answer");
-    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", model, "object", "model", "created",
-                          (json_int_t)k->created, "owned_by", "qwen35", "context_length", max_ctx);
-    json_object_set_new(m, "max_model_len", json_integer(max_ctx));
-    if (id) {
-        if (!http_model_matches(id, model)) {
-            json_decref(m);
-            http_err e;
-            http_fail(&e, 404, "model", "model_not_found", "the model '%.200s' is not served here", id);
-            return send_err(k, &e);
-        }
-        return send_json(k, 200, m);
+    served_names(k->srv, &nb, &max_ctx);
+    if (!nb.file[0]) return fail(k, 503, NULL, "unavailable", "the coordinator does not answer");
+    json_t *m = http_models_json(&nb.n, id, k->created, max_ctx);
+    if (!m) {
+        http_err e;
+        http_fail(&e, 404, "model", "model_not_found", "the model '%.200s' is not served here", id);
+        return send_err(k, &e);
     }
-    return send_json(k, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+    return send_json(k, 200, m);
 }
 
 static bool authorized(conn *k);

@@ -18,6 +18,9 @@ typedef struct http_srv_opts {
     int request_timeout_s;        /* idle: no byte of a request's headers or body */
     int read_timeout_s;           /* a whole request (headers and body), however it trickles */
     http_limits lim;
+    char *const *aliases;         /* --alias: more names of the model */
+    int n_aliases;
+    bool strict_model_name;       /* other names get 404 */
 } http_srv_opts;
 
 typedef struct http_srv http_srv;

@@ -100,9 +100,11 @@ static size_t sat(uint64_t a, uint64_t b, uint64_t c)   /* a*b + c, saturating *
 
 size_t q35_wire_stage_req_max(uint32_t n_embd, uint32_t max_tokens, uint32_t max_seqs)
 {
-    /* f32 rows + one varint (<= 5 bytes) per token id + per-seq fields */
+    /* f32 rows + one varint (<= 5 bytes) per token id + per-seq fields,
+     * logit_bias entries at <= 13 bytes each */
     size_t rows = sat((uint64_t)n_embd * 4 + 5, max_tokens, 0);
-    return sat(max_seqs, SEQ_OVERHEAD + 4 * 64 /* repeat history */, rows + MSG_OVERHEAD);
+    return sat(max_seqs, SEQ_OVERHEAD + 4 * 64 /* repeat history */ + 13 * Q35_WIRE_MAX_BIAS,
+               rows + MSG_OVERHEAD);
 }
 
 size_t q35_wire_constraint_max(uint32_t max_ctx)

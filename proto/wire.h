@@ -30,6 +30,7 @@ typedef struct q35_config q35_config;   /* config.h */
 #define Q35_WIRE_MAX_FRAMES   4       /* [identity][payload] + slack */
 #define Q35_WIRE_MAX_IDENT    256     /* ZeroMQ routing ids are <= 255 bytes */
 #define Q35_WIRE_MAX_LOGPROBS 20
+#define Q35_WIRE_MAX_BIAS     300     /* Sampling.logit_bias entries (OpenAI's limit) */
 #define Q35_WIRE_HEARTBEAT_MS 1000    /* ping interval */
 #define Q35_WIRE_HEARTBEAT_TIMEOUT_MS 3000
 
@@ -150,6 +151,15 @@ void q35_wire_decode(int dtype, const void *in, size_t n, float *x);
  * reads as every field 0. n_top, logprobs and bias stay smp_defaults'. */
 void q35_wire_sampling_put(const smp_params *p, Q35__Sampling *w);
 smp_params q35_wire_sampling_get(const Q35__Sampling *w);
+
+/* Sampling.logit_bias. put: w->logit_bias from b[0..n) (n <=
+ * Q35_WIRE_MAX_BIAS) in storage the caller owns: items[n] and ptrs[n].
+ * get: the first Q35_WIRE_MAX_BIAS entries of w (NULL: none) into
+ * out[Q35_WIRE_MAX_BIAS], pointed to by p->bias; returns how many there
+ * were in all (more than fit: the caller refuses the message). */
+void q35_wire_bias_put(const smp_bias *b, int n, Q35__LogitBias *items, Q35__LogitBias **ptrs,
+                       Q35__Sampling *w);
+size_t q35_wire_bias_get(const Q35__Sampling *w, smp_bias *out, smp_params *p);
 
 /* gRPC-style wire code for a Q35_E* code. */
 Q35__Code q35_wire_code(int q35code);

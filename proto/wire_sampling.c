@@ -18,3 +18,28 @@ smp_params q35_wire_sampling_get(const Q35__Sampling *w)
 #undef X
     return p;
 }
+
+void q35_wire_bias_put(const smp_bias *b, int n, Q35__LogitBias *items, Q35__LogitBias **ptrs,
+                       Q35__Sampling *w)
+{
+    for (int i = 0; i < n; i++) {
+        q35__logit_bias__init(&items[i]);
+        items[i].token = b[i].id;
+        items[i].bias = b[i].bias;
+        ptrs[i] = &items[i];
+    }
+    w->n_logit_bias = n > 0 ? (size_t)n : 0;
+    w->logit_bias = n > 0 ? ptrs : NULL;
+}
+
+size_t q35_wire_bias_get(const Q35__Sampling *w, smp_bias *out, smp_params *p)
+{
+    size_t n = w ? w->n_logit_bias : 0, k = n < Q35_WIRE_MAX_BIAS ? n : Q35_WIRE_MAX_BIAS;
+    for (size_t i = 0; i < k; i++) {
+        out[i].id = w->logit_bias[i]->token;
+        out[i].bias = w->logit_bias[i]->bias;
+    }
+    p->bias = k ? out : NULL;
+    p->n_bias = (int32_t)k;
+    return n;
+}

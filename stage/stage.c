@@ -534,7 +534,12 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
         return 0;
     /* the wire's 0s mapped as the sampler will get them, then the one
      * range check of the sampling table (text/sampling.h) */
-    smp_params p = stage_sample_params(c);
+    smp_bias bias[Q35_WIRE_MAX_BIAS];
+    size_t n_bias;
+    smp_params p = stage_sample_params(c, bias, &n_bias);
+    if (n_bias > Q35_WIRE_MAX_BIAS)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.logit_bias"), "%s: %zu entries, at most %d",
+                    f, n_bias, Q35_WIRE_MAX_BIAS);
     char err[Q35_ERRSZ], pre[64];
     const char *bad = "";
     snprintf(pre, sizeof pre, "forward.seqs[%zu].sampling.", i);

@@ -1,4 +1,5 @@
 /* stage_sample.c — SeqChunk sampling through text/sampler.h. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,8 @@ struct stage_sampler {
     uint32_t n_vocab;
     int n;
     smp **per_slot;          /* [n] cached samplers */
-    smp_params *params;      /* [n] what each was built with */
+    smp_params *params;      /* [n] what each was built with, bias NULL */
+    smp_bias (*bias)[Q35_WIRE_MAX_BIAS];   /* [n] its bias entries (the sampler borrows them) */
     char *model_path;
     gram_vocab *vocab;       /* token bytes, on the first constrained step */
     slot_grammar *gr;        /* [n] */
@@ -37,9 +39,10 @@ stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs, const char *mod
     s->n = max_seqs;
     s->per_slot = calloc((size_t)max_seqs, sizeof *s->per_slot);
     s->params = calloc((size_t)max_seqs, sizeof *s->params);
+    s->bias = calloc((size_t)max_seqs, sizeof *s->bias);
     s->gr = calloc((size_t)max_seqs, sizeof *s->gr);
     s->model_path = model_path ? strdup(model_path) : NULL;
-    if (!s->per_slot || !s->params || !s->gr || (model_path && !s->model_path))
+    if (!s->per_slot || !s->params || !s->bias || !s->gr || (model_path && !s->model_path))
         stage_sampler_destroy(&s);
     return s;
 }
@@ -52,9 +55,6 @@ static void slot_grammar_clear(slot_grammar *sg)
     memset(sg, 0, sizeof *sg);
 }
 
-/* The token bytes from the model's tokenizer: the ends of a turn end the
- * grammar's sentence; other control tokens, the think markers and ids past
- * the tokenizer's (padding rows) are never allowed under a grammar. */
 static int load_vocab(stage_sampler *s, char *err, size_t errsz)
 {
     char msg[Q35_ERRSZ];
@@ -62,29 +62,18 @@ static int load_vocab(stage_sampler *s, char *err, size_t errsz)
     if (!t)
         return q35_err(err, errsz, Q35_EINVAL, "constraint: no tokenizer to match a grammar against: %s",
                        s->model_path ? msg : "no model path");
-    int32_t nt = tok_n_vocab(t), end[3] = { tok_eos(t), tok_find(t, "<|im_end|>"), tok_find(t, "<|endoftext|>") };
-    int32_t never[2] = { tok_find(t, "<think>"), tok_find(t, "</think>") };
     const char **piece = calloc(s->n_vocab, sizeof *piece);
     size_t *len = calloc(s->n_vocab, sizeof *len);
     uint8_t *kind = calloc(s->n_vocab, 1);
-    int rc = Q35_ENOMEM;
     if (piece && len && kind) {
-        for (int32_t i = 0; i < (int32_t)s->n_vocab; i++) {
-            piece[i] = i < nt ? tok_piece(t, i, &len[i]) : "";
-            int ty = tok_type(t, i);
-            kind[i] = i >= nt || ty == TOK_T_CONTROL || ty == TOK_T_UNUSED || i == never[0] || i == never[1]
-                          ? GRAM_TOK_NEVER : GRAM_TOK_TEXT;
-            for (int k = 0; k < 3; k++)
-                if (i == end[k]) kind[i] = GRAM_TOK_END;
-        }
+        gram_tok_pieces(t, (int32_t)s->n_vocab, piece, len, kind);
         s->vocab = gram_vocab_new((int32_t)s->n_vocab, piece, len, kind);
-        rc = s->vocab ? 0 : Q35_ENOMEM;
     }
     free(piece);
     free(len);
     free(kind);
     tok_destroy(&t);
-    return rc ? q35_err(err, errsz, rc, "constraint: out of memory for the vocabulary") : 0;
+    return s->vocab ? 0 : q35_err(err, errsz, Q35_ENOMEM, "constraint: out of memory for the vocabulary");
 }
 
 /* Masks logits by the chunk's grammar, after feeding the matcher what the
@@ -161,29 +150,47 @@ void stage_sampler_destroy(stage_sampler **ps)
     free(s->model_path);
     free(s->per_slot);
     free(s->params);
+    free(s->bias);
     free(s);
     *ps = NULL;
 }
 
-smp_params stage_sample_params(const Q35__SeqChunk *c)
+smp_params stage_sample_params(const Q35__SeqChunk *c, smp_bias *bias, size_t *n_bias)
 {
     smp_params p = q35_wire_sampling_get(c->sampling);   /* wire 0s: wire.h */
     p.n_top = (int32_t)c->n_logprobs;
     p.logprobs = true;
+    size_t n = q35_wire_bias_get(c->sampling, bias, &p);
+    if (n_bias)
+        *n_bias = n;
     return p;
+}
+
+/* The same sampler serves the chunk: every parameter and bias entry alike
+ * (the bias arrives in a new message, at a new address, every chunk). */
+static bool same_params(const stage_sampler *s, int slot, const smp_params *p)
+{
+    smp_params a = *p;
+    a.bias = NULL;
+    return !memcmp(&a, &s->params[slot], sizeof a) &&
+           (!p->n_bias || !memcmp(p->bias, s->bias[slot], (size_t)p->n_bias * sizeof *p->bias));
 }
 
 int stage_sample_seq(stage_sampler *s, float *logits, const Q35__SeqChunk *c, Q35__Sampled *sm,
                      char *err, size_t errsz)
 {
-    smp_params p = stage_sample_params(c);
+    smp_bias bias[Q35_WIRE_MAX_BIAS];
+    smp_params p = stage_sample_params(c, bias, NULL);
     int slot = (int)c->slot;
-    if (!s->per_slot[slot] || memcmp(&p, &s->params[slot], sizeof p)) {
+    if (!s->per_slot[slot] || !same_params(s, slot, &p)) {
         smp_destroy(&s->per_slot[slot]);
+        memcpy(s->bias[slot], bias, (size_t)p.n_bias * sizeof *bias);
+        p.bias = p.n_bias ? s->bias[slot] : NULL;
         s->per_slot[slot] = smp_new(&p, (int32_t)s->n_vocab, err, errsz);
         if (!s->per_slot[slot])
             return Q35_EINVAL;
         s->params[slot] = p;
+        s->params[slot].bias = NULL;
     }
     int rc;
     if (c->constraint && c->constraint->grammar && c->constraint->grammar[0] &&

@@ -23,8 +23,10 @@ stage_sampler *stage_sampler_new(uint32_t n_vocab, int max_seqs, const char *mod
 void stage_sampler_destroy(stage_sampler **s);
 
 /* The sampler parameters a SeqChunk asks for (0 values = off, see the
- * .proto); n_logprobs alternatives reported. */
-smp_params stage_sample_params(const Q35__SeqChunk *c);
+ * .proto); n_logprobs alternatives reported; the bias entries copied into
+ * bias[Q35_WIRE_MAX_BIAS] (the first that fit) and *n_bias (may be NULL)
+ * set to how many the chunk holds. */
+smp_params stage_sample_params(const Q35__SeqChunk *c, smp_bias *bias, size_t *n_bias);
 
 /* Samples the token at position c->pos + c->n_tokens from `logits` (the
  * sequence's last row; modified in place by the grammar's mask when

@@ -4,8 +4,9 @@
 # ids, text and usage as qwen35-client; models.list; 401, 400, 404, 429;
 # aborted streams free their slots), curl -N (SSE chunks arrive one by one,
 # gaps measured), promtool check metrics, 50+ malformed requests and stalled
-# clients, the chat page in headless chromium (screenshot in
-# $QWEN35_BUILD/http-chat.png), and a drain on SIGTERM.
+# clients, the chat page in headless chromium (screenshots in
+# $QWEN35_BUILD/http-chat.png and, 390 px wide, http-chat-390.png), and a
+# drain on SIGTERM.
 set -eu
 . "$(dirname "$0")/lib.sh"
 need node curl promtool chromium
@@ -52,8 +53,35 @@ grep -qi '^Access-Control-Allow-Origin: http://page.test' "$P35_RUN/cors.txt" &&
 curl -si -H "$AUTH" "$U/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://page.test' ||
     fail "no Access-Control-Allow-Origin on GET /v1/models"
 
+# a repeated request: observed in the duration and queue-wait histograms
+# (one each), and the second restores the first's prefix (the prefix cache
+# is on unless --no-prefix-cache)
+metric() {   # FILE NAME: the sample's value, 0 when absent
+    awk -v n="$2" '$1 == n { v = $2 } END { print v + 0 }' "$1"
+}
+curl -s "$U/metrics" >"$P35_RUN/metrics0.txt" || fail "GET /metrics failed"
+REQ='{"messages":[{"role":"user","content":"Name three colours."}],"max_tokens":8,"temperature":0}'
+for i in 1 2; do
+    curl -sf -H "$AUTH" "$U/v1/chat/completions" -d "$REQ" >"$P35_RUN/rep$i.json" || fail "repeated request $i failed"
+done
+# a scrape answers from the last status and asks for a fresh one when that
+# is a second old: the coordinator's figures come a scrape or two later
+hits0=$(metric "$P35_RUN/metrics0.txt" qwen35_prefix_cache_hits_total)
+i=0
+while :; do
+    curl -s "$U/metrics" >"$P35_RUN/metrics.txt" || fail "GET /metrics failed"
+    [ "$(metric "$P35_RUN/metrics.txt" qwen35_prefix_cache_hits_total)" -gt "$hits0" ] || [ $i -ge 40 ] && break
+    sleep 0.25
+    i=$((i + 1))
+done
+for m in qwen35_request_duration_seconds_count qwen35_queue_wait_seconds_count qwen35_prefix_cache_hits_total; do
+    a=$(metric "$P35_RUN/metrics0.txt" $m) b=$(metric "$P35_RUN/metrics.txt" $m)
+    want=2
+    [ $m = qwen35_prefix_cache_hits_total ] && want=1
+    [ $((b - a)) -ge $want ] || fail "$m went from $a to $b over a repeated request (want +$want)"
+done
+echo "repeated request: duration and queue-wait observed, prefix cache hits $(metric "$P35_RUN/metrics.txt" qwen35_prefix_cache_hits_total), stage 0 restores served $(awk '/^qwen35_stage_prefix_cache_hits_total\{stage="0"/ { print $2 }' "$P35_RUN/metrics.txt")"
 # promtool on /metrics (after the requests above filled the counters)
-curl -s "$U/metrics" >"$P35_RUN/metrics.txt" || fail "GET /metrics failed"
 if promtool check metrics <"$P35_RUN/metrics.txt" >"$P35_RUN/promtool.txt" 2>&1; then
     echo "promtool check metrics: ok ($(grep -c '^qwen35_' "$P35_RUN/metrics.txt") samples)"
 else
@@ -61,13 +89,19 @@ else
 fi
 for m in qwen35_requests_total qwen35_time_to_first_token_seconds_bucket qwen35_inter_token_latency_seconds_bucket \
          qwen35_queue_depth qwen35_slots_used qwen35_stage_up qwen35_stage_busy_ratio qwen35_stage_forward_steps_total \
-         qwen35_stage_rows_per_step qwen35_stage_wire_bytes_total qwen35_prompt_tokens_total; do
+         qwen35_stage_rows_per_step qwen35_stage_wire_bytes_total qwen35_prompt_tokens_total \
+         qwen35_request_duration_seconds_bucket qwen35_queue_wait_seconds_bucket qwen35_stage_queue_depth \
+         qwen35_prefix_cache_hits_total qwen35_prefix_cache_misses_total qwen35_prefix_cache_entries \
+         qwen35_prefix_cache_evictions_total qwen35_prefix_cache_cached_tokens_total qwen35_stage_prefix_cache_bytes \
+         qwen35_stage_prefix_cache_hits_total qwen35_stage_prefix_cache_misses_total \
+         qwen35_stage_prefix_cache_evictions_total qwen35_replays_total qwen35_spare_promotions_total; do
     grep -q "^$m" "$P35_RUN/metrics.txt" || fail "/metrics has no $m: $(grep "^qwen35_stage" "$P35_RUN/metrics.txt" | tr "\n" " ")"
 done
 
 node "$NPM/malformed.mjs" || fail "the malformed-request checks failed"
 node "$NPM/browser.mjs" || fail "the browser checks failed"
 [ -s "$Q35_SHOT" ] || fail "no screenshot at $Q35_SHOT"
+[ -s "${Q35_SHOT%.png}-390.png" ] || fail "no screenshot at ${Q35_SHOT%.png}-390.png"
 
 # /health: 503 with a reason while a stage is down
 p35_kill s1 KILL

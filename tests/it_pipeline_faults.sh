@@ -52,6 +52,10 @@ p35_kill s1 KILL
 sleep 1
 stage s1 4:8
 check4 kill-last "$t0"
+# --status counts the rebuilt sequences (qwen35_replays_total in /metrics)
+rp=$(p35_field "$(p35_client --status --json)" replays)
+[ "${rp:-0}" -ge 1 ] || fail "kill-last: --status counts ${rp:-?} replays"
+echo "kill-last: --status counts $rp sequences replayed"
 
 start4 kill-first
 mid_decode kill-first

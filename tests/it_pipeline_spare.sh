@@ -81,7 +81,9 @@ begin() {
     L0=$(wc -l <"$P35_RUN/coord.log")
 }
 # check4 NAME T0 PROMOTED: each stream ends within 60 s, exit 0, equal to
-# its reference; the spare PROMOTED took over; the pause was short
+# its reference; the spare PROMOTED took over (--status counts the
+# promotion and the rebuilt sequences); the pause was short
+PROMOTIONS=0 REPLAYS=0
 check4() {
     wait4 "$1" 60
     _log=$(tail -n +$((L0 + 1)) "$P35_RUN/coord.log")
@@ -89,12 +91,18 @@ check4() {
         fail "$1: $3 was not promoted: $(printf '%s\n' "$_log" | grep -i 'spare\|lost' | head -n 3)"
     _n=$(printf '%s\n' "$_log" | grep -c 'stream resumed after' || true)
     [ "$_n" -ge 1 ] || fail "$1: no stream was rebuilt (the fault hit nothing)"
+    _st=$(status)
+    _pr=$(p35_field "$_st" promotions) _rp=$(p35_field "$_st" replays)
+    [ "${_pr:-0}" -gt "$PROMOTIONS" ] && [ "${_rp:-0}" -ge $((REPLAYS + _n)) ] ||
+        fail "$1: --status counts ${_pr:-?} promotions (before $PROMOTIONS), ${_rp:-?} replays (before $REPLAYS, $_n resumed)"
+    PROMOTIONS=$_pr REPLAYS=$_rp
     _p=$(longest_pause "$L0")
     # well below the replay wait: a loaded machine gets a generous bound
     awk -v p="${_p:-99}" -v w=$WAIT_MS 'BEGIN { exit !(p * 1000 < w / 4) }' ||
         fail "$1: a stream paused ${_p:-?} s (replay wait $((WAIT_MS / 1000)) s): no faster than a restart"
     echo "$1: 4 streams identical, $_n rebuilt on $3; the longest pause a stream saw: ${_p:-?} s" \
-         "(replay wait $((WAIT_MS / 1000)) s); all done $(since "$2") s after the fault"
+         "(replay wait $((WAIT_MS / 1000)) s); all done $(since "$2") s after the fault;" \
+         "--status: $PROMOTIONS promotions, $REPLAYS replays"
 }
 
 # the last stage killed, nothing restarted

@@ -1,5 +1,6 @@
 /* test_http — qwen35-http's request parser, tool-call rendering and
  * parsing (on recorded model outputs), error shapes and metrics text. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,10 +17,15 @@
 
 static const http_limits LIM = { .max_messages = 100, .max_tokens_cap = 1 << 20 };
 
+static char *const ALIASES[] = { "qwen-small", "chat" };
+/* strict: the refusal cases below include a model not served */
+static const http_names NAMES = { .name = "Tiny Qwen", .file = "tiny-Q8_0.gguf", .aliases = ALIASES,
+                                  .n_aliases = 2, .strict = true };
+
 static int parse(http_kind k, const char *body, http_gen *g, http_err *e)
 {
     memset(g, 0, sizeof *g);
-    return http_parse(k, body, strlen(body), &LIM, "tiny-Q8_0.gguf", g, e);
+    return http_parse(k, body, strlen(body), &LIM, &NAMES, g, e);
 }
 
 static void test_chat_fields(void **state)
@@ -433,6 +439,175 @@ static void test_resp_not_a_call_and_errors(void **state)
     http_gen_free(&g);
 }
 
+/* ---- model names, logit_bias, parallel_tool_calls ----------------------------- */
+
+/* A one-message chat body with these fields (the rest of the object, "}" included). */
+static int chat_with(const char *fields, http_gen *g, http_err *e)
+{
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s", fields);
+    return parse(HTTP_CHAT, body, g, e);
+}
+
+static void test_model_names(void **state)
+{
+    (void)state;
+    http_gen g;
+    http_err e;
+    http_names any = NAMES;
+    any.strict = false;
+    /* by default any name is served, answered as the served name */
+    const char *body = "{\"model\":\"anything\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+    memset(&g, 0, sizeof g);
+    assert_int_equal(http_parse(HTTP_CHAT, body, strlen(body), &LIM, &any, &g, &e), 0);
+    assert_string_equal(g.model, "Tiny Qwen");
+    http_gen_free(&g);
+    /* strict: general.name, the file name, the stem, an alias; else 404 */
+    const char *ok[] = { "Tiny Qwen", "tiny-Q8_0.gguf", "tiny-Q8_0", "qwen-small", "chat" };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", ok[i]);
+        if (parse(HTTP_CHAT, b, &g, &e)) fail_msg("%s: %d %s", ok[i], e.status, e.message);
+        assert_string_equal(g.model, "Tiny Qwen");
+        http_gen_free(&g);
+    }
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"model\":\"tiny\",\"prompt\":\"a\"}", &g, &e), -1);
+    assert_int_equal(e.status, 404);
+    assert_string_equal(e.code, "model_not_found");
+    assert_non_null(strstr(e.message, "'tiny'"));
+    http_gen_free(&g);
+    /* no general.name: the file name is the served one */
+    http_names noname = { .file = "m.gguf" };
+    assert_string_equal(http_served_name(&noname), "m.gguf");
+    assert_true(http_model_matches("m", &noname) && !http_model_matches("n", &noname));
+    /* /v1/models: the served name first, then each alias */
+    json_t *l = http_models_json(&NAMES, NULL, 7, 4096);
+    json_t *d = json_object_get(l, "data");
+    assert_int_equal(json_array_size(d), 3);
+    const char *ids[] = { "Tiny Qwen", "qwen-small", "chat" };
+    for (size_t i = 0; i < 3; i++) {
+        json_t *m = json_array_get(d, i);
+        assert_string_equal(json_string_value(json_object_get(m, "id")), ids[i]);
+        assert_string_equal(json_string_value(json_object_get(m, "owned_by")), "qwen35");
+        assert_int_equal(json_integer_value(json_object_get(m, "context_length")), 4096);
+    }
+    json_decref(l);
+    json_t *one = http_models_json(&NAMES, "chat", 7, 4096);
+    assert_string_equal(json_string_value(json_object_get(one, "id")), "chat");
+    json_decref(one);
+    one = http_models_json(&NAMES, "tiny-Q8_0", 7, 4096);
+    assert_string_equal(json_string_value(json_object_get(one, "id")), "Tiny Qwen");
+    json_decref(one);
+    assert_null(http_models_json(&NAMES, "gpt-4o", 7, 4096));
+}
+
+static void test_logit_bias(void **state)
+{
+    (void)state;
+    http_gen g;
+    http_err e;
+    assert_int_equal(chat_with("\"logit_bias\":{\"5\":-100,\"17\":2.5,\"0\":100}}", &g, &e), 0);
+    const smp_params *sp = &g.r.sampling;
+    assert_int_equal(sp->n_bias, 3);
+    float got[3] = { 0 };
+    for (int i = 0; i < 3; i++) {
+        int32_t id = sp->bias[i].id;
+        assert_true(id == 5 || id == 17 || id == 0);
+        got[id == 5 ? 0 : id == 17 ? 1 : 2] = sp->bias[i].bias;
+    }
+    assert_true(got[0] == -INFINITY && got[1] == 2.5f && got[2] == 100.0f);
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{}}", &g, &e), 0);
+    assert_int_equal(g.r.sampling.n_bias, 0);
+    http_gen_free(&g);
+    static const struct { const char *lb; const char *says; } bad[] = {
+        { "[1]", "must be an object" },
+        { "{\"x\":1}", "key 'x' is not a token id" },
+        { "{\"-1\":1}", "key '-1'" },
+        { "{\"3000000000\":1}", "key '3000000000'" },
+        { "{\"1\":101}", "between -100 and 100" },
+        { "{\"1\":\"2\"}", "must be a number" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "{\"prompt\":\"a\",\"logit_bias\":%s}", bad[i].lb);
+        if (parse(HTTP_COMPLETION, b, &g, &e) != -1 || e.status != 400 || strcmp(e.param, "logit_bias") ||
+            !strstr(e.message, bad[i].says))
+            fail_msg("%s: %d '%s' %s", bad[i].lb, e.status, e.param, e.message);
+        http_gen_free(&g);
+    }
+    /* OpenAI's limit: 300 entries */
+    char *big = malloc(16 * 400);
+    int n = sprintf(big, "{\"prompt\":\"a\",\"logit_bias\":{");
+    for (int i = 0; i < 301; i++) n += sprintf(big + n, "%s\"%d\":1", i ? "," : "", i);
+    sprintf(big + n, "}}");
+    assert_int_equal(parse(HTTP_COMPLETION, big, &g, &e), -1);
+    assert_string_equal(e.param, "logit_bias");
+    assert_non_null(strstr(e.message, "at most 300"));
+    http_gen_free(&g);
+    free(big);
+    /* the coordinator's refusal of an id past the vocabulary: a 400 naming logit_bias */
+    http_err_from_code(&e, "INVALID_ARGUMENT",
+                       "generate.sampling.logit_bias: token 999999 is not in the vocabulary [0, 512)");
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "logit_bias");
+    assert_string_equal(e.message, "logit_bias: token 999999 is not in the vocabulary [0, 512)");
+    http_err_from_code(&e, "INVALID_ARGUMENT", "generate.stop[0]: empty");
+    assert_string_equal(e.param, "");
+}
+
+static void test_choices_and_parallel_calls(void **state)
+{
+    (void)state;
+    http_gen g;
+    http_err e;
+    assert_int_equal(chat_with("\"n\":3}", &g, &e), -1);
+    assert_string_equal(e.param, "n");
+    assert_non_null(strstr(e.message, "n: only 1"));
+    http_gen_free(&g);
+    assert_int_equal(parse(HTTP_COMPLETION, "{\"prompt\":\"a\",\"best_of\":2}", &g, &e), -1);
+    assert_string_equal(e.param, "best_of");
+    http_gen_free(&g);
+    assert_int_equal(chat_with("\"parallel_tool_calls\":\"no\"}", &g, &e), -1);
+    assert_string_equal(e.param, "parallel_tool_calls");
+    http_gen_free(&g);
+    assert_int_equal(chat_with("\"n\":1}", &g, &e), 0);
+    assert_true(g.parallel_tool_calls);
+    http_gen_free(&g);
+    assert_int_equal(chat_with("\"modalities\":[\"text\"],\"audio\":null,\"store\":true,\"user\":\"u1\","
+                                      "\"metadata\":{\"a\":\"b\"},\"service_tier\":\"auto\"}", &g, &e), 0);
+    http_gen_free(&g);
+    assert_int_equal(chat_with("\"modalities\":[\"text\",\"audio\"]}", &g, &e), -1);
+    assert_string_equal(e.param, "modalities");
+    http_gen_free(&g);
+    assert_int_equal(chat_with("\"audio\":{\"voice\":\"alloy\"}}", &g, &e), -1);
+    assert_string_equal(e.param, "audio");
+    http_gen_free(&g);
+    /* false: of two calls in the answer, the first only; the second is not content */
+    for (int par = 0; par < 2; par++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"}],\"tools\":%s,"
+                 "\"parallel_tool_calls\":%s}", TOOLS, par ? "true" : "false");
+        assert_int_equal(parse(HTTP_CHAT, body, &g, &e), 0);
+        http_resp k;
+        resp_init(&k, &g, "chatcmpl-p1", 1, 0);
+        feed(&k, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+                 "</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nLyon\n</parameter>\n"
+                 "</function>\n</tool_call>", false, 1);
+        feed_final(&k, Q35C_FINISH_STOP, 10, 1, 0);
+        json_t *b = resp_body(&k);
+        json_t *m = json_object_get(json_array_get(json_object_get(b, "choices"), 0), "message");
+        json_t *tc = json_object_get(m, "tool_calls");
+        assert_int_equal(json_array_size(tc), par ? 2 : 1);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(tc, 0), "function"),
+                                                              "arguments")), "{\"city\":\"Paris\"}");
+        assert_true(json_is_null(json_object_get(m, "content")));
+        json_decref(b);
+        resp_free(&k);
+        http_gen_free(&g);
+    }
+}
+
 static void test_listen(void **state)
 {
     (void)state;
@@ -453,12 +628,16 @@ static void test_metrics_text(void **state)
     metrics_request_done("testep", "stop", 10, 5);   /* the response tests above counted chat */
     metrics_ttft(0.02);
     metrics_itl(0.003);
-    q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8 } };
+    metrics_request_seconds(400);   /* past the last bucket: +Inf only */
+    metrics_queue_wait(0.002);
+    q35c_stage_status sg[1] = { { .up = true, .busy_pct = 50, .busy_pct_total = 25, .n_forward = 4, .tokens = 8,
+                                  .queue_depth = 3, .cache_bytes = 4096, .cache_hits = 7, .cache_misses = 2 } };
     snprintf(sg[0].endpoint, sizeof sg[0].endpoint, "ipc:///a\"b\\c");
     q35c_stage_status sp[2] = { { .up = true, .spare_for = 0 }, { .spare_for = -1 } };
     snprintf(sp[0].endpoint, sizeof sp[0].endpoint, "ipc:///spare");
     snprintf(sp[1].endpoint, sizeof sp[1].endpoint, "ipc:///other");
-    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4, .n_spares = 2, .spares = sp };
+    q35c_status st = { .n_stages = 1, .stages = sg, .slots_total = 4, .n_spares = 2, .spares = sp,
+                       .cache_hits = 5, .cache_misses = 6, .replays = 9, .promotions = 1 };
     char *t = metrics_render(&st);
     assert_non_null(strstr(t, "qwen35_spare_up{spare=\"0\",endpoint=\"ipc:///spare\",for_stage=\"0\"} 1\n"));
     assert_non_null(strstr(t, "qwen35_spare_up{spare=\"1\",endpoint=\"ipc:///other\",for_stage=\"\"} 0\n"));
@@ -466,6 +645,27 @@ static void test_metrics_text(void **state)
     assert_non_null(strstr(t, "qwen35_time_to_first_token_seconds_bucket{le=\"+Inf\"}"));
     assert_non_null(strstr(t, "endpoint=\"ipc:///a\\\"b\\\\c\",window=\"10s\"} 0.5\n"));
     assert_non_null(strstr(t, "qwen35_stage_rows_per_step{stage=\"0\""));
+    assert_non_null(strstr(t, "qwen35_stage_queue_depth{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 3\n"));
+    assert_non_null(strstr(t, "qwen35_stage_prefix_cache_bytes{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 4096\n"));
+    assert_non_null(strstr(t, "qwen35_stage_prefix_cache_hits_total{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 7\n"));
+    assert_non_null(strstr(t, "qwen35_stage_prefix_cache_misses_total{stage=\"0\",endpoint=\"ipc:///a\\\"b\\\\c\"} 2\n"));
+    assert_non_null(strstr(t, "\nqwen35_prefix_cache_hits_total 5\n"));
+    assert_non_null(strstr(t, "\nqwen35_prefix_cache_misses_total 6\n"));
+    assert_non_null(strstr(t, "\nqwen35_replays_total 9\n"));
+    assert_non_null(strstr(t, "\nqwen35_spare_promotions_total 1\n"));
+    /* the 400 s answer is in +Inf only: the last finite bucket counts one fewer */
+    unsigned long long in300 = 0, inf = 0, w1ms = 0, w5ms = 0;
+    const char *p = strstr(t, "qwen35_request_duration_seconds_bucket{le=\"300\"} ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "qwen35_request_duration_seconds_bucket{le=\"300\"} %llu\n"
+                               "qwen35_request_duration_seconds_bucket{le=\"+Inf\"} %llu", &in300, &inf), 2);
+    assert_int_equal(in300 + 1, inf);
+    /* 2 ms waited: counted from the 5 ms bucket on */
+    p = strstr(t, "qwen35_queue_wait_seconds_bucket{le=\"0.001\"} ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "qwen35_queue_wait_seconds_bucket{le=\"0.001\"} %llu\n"
+                               "qwen35_queue_wait_seconds_bucket{le=\"0.005\"} %llu", &w1ms, &w5ms), 2);
+    assert_int_equal(w1ms + 1, w5ms);
     free(t);
 }
 
@@ -483,6 +683,9 @@ int main(void)
         cmocka_unit_test(test_resp_tool_calls_whole),
         cmocka_unit_test(test_resp_tool_calls_streamed),
         cmocka_unit_test(test_resp_not_a_call_and_errors),
+        cmocka_unit_test(test_model_names),
+        cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_choices_and_parallel_calls),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_metrics_text),
     };

@@ -98,6 +98,8 @@ static void handshake_names_the_range(void **state)
     assert_null(s);
 }
 
+static Q35__Sampling *g_sampling;   /* chain_step's sampling; NULL: the defaults (greedy) */
+
 /* Runs chunk [pos, pos+n) of g_toks (or one token t) through a - b. */
 static Q35__StageReply *chain_step(stage *a, stage *b, int slot, int pos, int n,
                                    const int32_t *ids, int logits, bool sample, int dtype)
@@ -110,6 +112,7 @@ static Q35__StageReply *chain_step(stage *a, stage *b, int slot, int pos, int n,
     c.token_ids = NULL;
     c.logits = logits;
     c.sample = sample;
+    c.sampling = g_sampling;
     Q35__StageReply *rb = forward(b, &pc, 1, ra->forward->hidden.data, ra->forward->hidden.len, dtype);
     q35__stage_reply__free_unpacked(ra, NULL);
     if (rb->body_case != Q35__STAGE_REPLY__BODY_FORWARD)
@@ -196,6 +199,38 @@ static void chain_matches_golden(void **state)
     stage_destroy(&b);
 }
 
+/* logit_bias: -inf bans the greedy token, +100 forces one; the slot's
+ * cached sampler follows new bias values even at the same address. */
+static void logit_bias_bans_and_forces(void **state)
+{
+    (void)state;
+    stage *a = open_stage(0, 4), *b = open_stage(4, 8);
+    Q35__StageReply *rb = chain_step(a, b, 1, 0, 64, g_toks, Q35__LOGITS_MODE__LOGITS_NONE, true,
+                                     Q35__DTYPE__DTYPE_F32);
+    int32_t greedy = rb->forward->sampled[0]->token;
+    q35__stage_reply__free_unpacked(rb, NULL);
+    Q35__Sampling sp = Q35__SAMPLING__INIT;
+    Q35__LogitBias lb = Q35__LOGIT_BIAS__INIT, *plb = &lb;
+    sp.logit_bias = &plb;
+    sp.n_logit_bias = 1;
+    g_sampling = &sp;
+    lb.token = greedy;
+    lb.bias = -INFINITY;
+    rb = chain_step(a, b, 2, 0, 64, g_toks, Q35__LOGITS_MODE__LOGITS_NONE, true, Q35__DTYPE__DTYPE_F32);
+    int32_t next = rb->forward->sampled[0]->token;
+    assert_int_not_equal(next, greedy);
+    q35__stage_reply__free_unpacked(rb, NULL);
+    int32_t forced = greedy == 7 ? 8 : 7;
+    lb.token = forced;
+    lb.bias = 100;
+    rb = chain_step(a, b, 2, 64, 1, &next, Q35__LOGITS_MODE__LOGITS_NONE, true, Q35__DTYPE__DTYPE_F32);
+    assert_int_equal(rb->forward->sampled[0]->token, forced);
+    q35__stage_reply__free_unpacked(rb, NULL);
+    g_sampling = NULL;
+    stage_destroy(&a);
+    stage_destroy(&b);
+}
+
 static void every_bad_field_is_named(void **state)
 {
     (void)state;
@@ -240,6 +275,11 @@ static void every_bad_field_is_named(void **state)
     REFUSED_WITH(sp.top_p, 1.5f, 0.9f, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].sampling.top_p");
     REFUSED_WITH(sp.top_k, -3, 0, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].sampling.top_k");
     REFUSED_WITH(c.n_logprobs, 21, 0, FWD_B, OUT_OF_RANGE, "forward.seqs[0].n_logprobs");
+    Q35__LogitBias lb = Q35__LOGIT_BIAS__INIT, *plb = &lb;
+    lb.token = 512;                                   /* the vocabulary is 512 */
+    lb.bias = 1;
+    sp.logit_bias = &plb;
+    REFUSED_WITH(sp.n_logit_bias, 1, 0, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].sampling");
     REFUSED_WITH(c.logits, 9, 0, FWD_B, INVALID_ARGUMENT, "forward.seqs[0].logits");
 #undef FWD_A
 #undef FWD_B
@@ -278,7 +318,7 @@ static void every_bad_field_is_named(void **state)
     r.stats = &sq;
     rep = su_call(b, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_STATS);
-    assert_int_equal(rep->stats->n_errors, 14);
+    assert_int_equal(rep->stats->n_errors, 15);
     assert_int_equal(rep->stats->n_forward, 1);
     assert_int_equal(rep->stats->slots_in_use, 1);
     q35__stage_reply__free_unpacked(rep, NULL);
@@ -467,9 +507,10 @@ static void socket_loop_survives_bad_messages(void **state)
     assert_non_null(r);
     assert_non_null(strstr(r->error->message, "frames"));
     q35__stage_reply__free_unpacked(r, NULL);
-    /* oversized: ZMQ_MAXMSGSIZE (from n_embd and the batch size) drops the
+    /* oversized: ZMQ_MAXMSGSIZE (from n_embd and the batch size, and on
+     * the last stage a grammar and an answer per slot) drops the
      * connection before any allocation; the DEALER reconnects by itself */
-    size_t big = q35_wire_stage_req_max(256, 64, 4) + 1024;
+    size_t big = q35_wire_stage_req_max(256, 64, 4) + 4 * q35_wire_constraint_max(128) + 1024;
     char *buf = calloc(1, big);
     zmq_send(d, buf, big, 0);
     free(buf);
@@ -808,6 +849,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(handshake_names_the_range),
         cmocka_unit_test(chain_matches_golden),
+        cmocka_unit_test(logit_bias_bans_and_forces),
         cmocka_unit_test(every_bad_field_is_named),
         cmocka_unit_test(socket_loop_survives_bad_messages),
         cmocka_unit_test(one_owner_at_a_time),

@@ -7,7 +7,14 @@
 #include "grammar_int.h"
 
 #define DEAD UINT32_MAX
-#define N_CACHE 16
+#define UNKNOWN (UINT32_MAX - 1)
+#define NO_ROW UINT32_MAX
+#define N_CACHE 64
+/* States that get a dense row of their 256 steps: the walk over the
+ * vocabulary steps the same few states (a string's body) hundreds of
+ * thousands of times, and a row is one load where the map is a probe
+ * into a table too big for the cache. */
+#define MAX_ROWS 1024
 /* Past these the tables are rebuilt from the current state alone: a long
  * answer walks many states once, and none of them is needed again. */
 #define MAX_NODES (1u << 21)
@@ -101,6 +108,9 @@ struct gram_vocab {
     uint8_t *kind;              /* [n] enum gram_tok */
     int32_t *sorted;            /* text tokens with bytes, by bytes */
     uint32_t n_sorted;
+    /* the walk's data in sorted order, so it reads memory front to back */
+    uint8_t *sbytes;            /* their pieces back to back */
+    uint32_t *soff, *slen;      /* [n_sorted] */
     uint32_t *lcp;              /* [n_sorted] common prefix with the one before */
     int32_t *ends;              /* GRAM_TOK_END ids */
     int n_ends;
@@ -149,6 +159,21 @@ gram_vocab *gram_vocab_new(int32_t n, const char *const *piece, const size_t *le
         if (v->len[i] > v->max_len) v->max_len = v->len[i];
     }
     qsort_r(v->sorted, v->n_sorted, sizeof *v->sorted, cmp_piece, v);
+    v->sbytes = malloc(total + 1);
+    v->soff = malloc((size_t)v->n_sorted * sizeof *v->soff + 1);
+    v->slen = malloc((size_t)v->n_sorted * sizeof *v->slen + 1);
+    if (!v->sbytes || !v->soff || !v->slen) {
+        gram_vocab_destroy(&v);
+        return NULL;
+    }
+    o = 0;
+    for (uint32_t k = 0; k < v->n_sorted; k++) {
+        int32_t id = v->sorted[k];
+        v->soff[k] = (uint32_t)o;
+        v->slen[k] = v->len[id];
+        memcpy(v->sbytes + o, v->bytes + v->off[id], v->len[id]);
+        o += v->len[id];
+    }
     for (uint32_t k = 0; k < v->n_sorted; k++) {
         uint32_t l = 0;
         if (k) {
@@ -168,6 +193,7 @@ void gram_vocab_destroy(gram_vocab **pv)
     if (!v) return;
     free(v->bytes), free(v->off), free(v->len), free(v->kind);
     free(v->sorted), free(v->lcp), free(v->ends);
+    free(v->sbytes), free(v->soff), free(v->slen);
     free(v);
     *pv = NULL;
 }
@@ -193,7 +219,11 @@ struct gram_match {
     uint32_t *soff, *slen;                /* [n_states] */
     size_t n_states, cap_states, cap_slen;
     u64map states;                        /* content hash -> first state id with it (chained by probing) */
-    u64map steps;                         /* state << 8 | byte -> state or DEAD */
+    u64map steps;                         /* state << 8 | byte -> state or DEAD, for states without a row */
+    uint32_t *row_of;                     /* [cap_row_of] state -> row, NO_ROW */
+    size_t cap_row_of;
+    uint32_t *rows;                       /* [n_rows][256] state or DEAD, UNKNOWN not yet stepped */
+    size_t n_rows;
     uint32_t *out;
     size_t n_out, cap_out;
     uint32_t gen;
@@ -307,11 +337,34 @@ static uint32_t intern_state(gram_match *m)
     return id;
 }
 
+/* The dense row of state s (made on its first step while rows last), or NULL. */
+static uint32_t *state_row(gram_match *m, uint32_t s)
+{
+    if (s >= m->cap_row_of) {
+        size_t cap = m->cap_row_of ? m->cap_row_of : 1024;
+        while (cap <= s) cap *= 2;
+        uint32_t *n = realloc(m->row_of, cap * sizeof *n);
+        if (!n) return NULL;
+        memset(n + m->cap_row_of, 0xff, (cap - m->cap_row_of) * sizeof *n);
+        m->row_of = n;
+        m->cap_row_of = cap;
+    }
+    if (m->row_of[s] == NO_ROW) {
+        if (m->n_rows == MAX_ROWS) return NULL;
+        if (!m->rows && !(m->rows = malloc((size_t)MAX_ROWS * 256 * sizeof *m->rows))) return NULL;
+        m->row_of[s] = (uint32_t)m->n_rows;
+        for (int i = 0; i < 256; i++) m->rows[m->n_rows * 256 + (size_t)i] = UNKNOWN;
+        m->n_rows++;
+    }
+    return m->rows + (size_t)m->row_of[s] * 256;
+}
+
 static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
 {
     uint64_t key = (uint64_t)s << 8 | b;
     uint32_t r;
-    if (map_get(&m->steps, key, &r)) return r;
+    uint32_t *row = state_row(m, s);
+    if (row ? row[b] != UNKNOWN : map_get(&m->steps, key, &r)) return row ? row[b] : r;
     m->gen++;
     m->n_out = 0;
     for (uint32_t i = 0; i < m->slen[s]; i++) {
@@ -321,7 +374,9 @@ static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
         if (gram_cls_has(m->g->cls[m->g->el[pos].v], b)) expand(m, pos + 1, m->npar[node]);
     }
     r = intern_state(m);
-    if (!m->oom && map_put(&m->steps, key, r)) m->oom = 1;
+    row = state_row(m, s);                        /* interning may have moved the rows' owner table */
+    if (row) row[b] = r;
+    else if (!m->oom && map_put(&m->steps, key, r)) m->oom = 1;
     return r;
 }
 
@@ -348,6 +403,8 @@ static void clear_tables(gram_match *m)
     map_clear(&m->nodes);
     map_clear(&m->states);
     map_clear(&m->steps);
+    if (m->row_of) memset(m->row_of, 0xff, m->cap_row_of * sizeof *m->row_of);
+    m->n_rows = 0;
     m->n_nodes = m->n_pool = m->n_states = 0;
     if (m->visit) memset(m->visit, 0, m->cap_visit * sizeof *m->visit);
     m->gen = 0;
@@ -422,6 +479,7 @@ void gram_match_destroy(gram_match **pm)
     free(m->npos), free(m->npar), free(m->visit);
     map_free(&m->nodes), map_free(&m->states), map_free(&m->steps);
     free(m->pool), free(m->soff), free(m->slen), free(m->out), free(m->walk);
+    free(m->row_of), free(m->rows);
     for (int i = 0; i < N_CACHE; i++) free(m->cache[i].bits);
     free(m);
     *pm = NULL;
@@ -485,17 +543,23 @@ static int32_t walk_vocab(gram_match *m, uint32_t s, uint64_t *bits)
         uint32_t valid = 0;
         m->walk[0] = s;
         for (uint32_t k = 0; k < v->n_sorted; k++) {
-            int32_t id = v->sorted[k];
-            uint32_t len = v->len[id], d = v->lcp[k] < valid ? v->lcp[k] : valid;
-            const uint8_t *b = v->bytes + v->off[id];
+            uint32_t len = v->slen[k], d = v->lcp[k] < valid ? v->lcp[k] : valid;
+            const uint8_t *b = v->sbytes + v->soff[k];
             while (d < len) {
-                uint32_t r = step(m, m->walk[d], b[d]);
+                uint32_t cur = m->walk[d], r;
+                /* the row's load inline: this loop is the mask's cost */
+                if (cur < m->cap_row_of && m->row_of[cur] != NO_ROW &&
+                    (r = m->rows[(size_t)m->row_of[cur] * 256 + b[d]]) != UNKNOWN) {
+                } else {
+                    r = step(m, cur, b[d]);
+                }
                 if (r == DEAD) break;
                 m->walk[++d] = r;
             }
             if (m->oom) return Q35_ENOMEM;
             valid = d;
             if (d == len) {
+                int32_t id = v->sorted[k];
                 bits[id >> 6] |= 1ull << (id & 63);
                 allowed++;
             } else {

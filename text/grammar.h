@@ -62,6 +62,16 @@ gram_vocab *gram_vocab_new(int32_t n_vocab, const char *const *piece, const size
 void gram_vocab_destroy(gram_vocab **v);
 int32_t gram_vocab_size(const gram_vocab *v);
 
+/* The pieces and kinds of a model's vocabulary of n_vocab ids from its
+ * tokenizer (text/tokenizer.h), for gram_vocab_new: the ends of a turn
+ * (eos, <|im_end|>, <|endoftext|>) are GRAM_TOK_END; other control and
+ * unused tokens, the think markers (the answer must not reopen or close
+ * reasoning) and ids past the tokenizer's (padding rows) GRAM_TOK_NEVER;
+ * the rest text, user-defined tokens (<tool_call>) by their text. The
+ * pieces point into t. */
+struct tok;
+void gram_tok_pieces(const struct tok *t, int32_t n_vocab, const char **piece, size_t *len, uint8_t *kind);
+
 /* A matcher at the start of g's root, over v (both borrowed: they must
  * outlive it). NULL without memory. */
 gram_match *gram_match_new(const gram *g, const gram_vocab *v);

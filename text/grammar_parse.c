@@ -599,7 +599,7 @@ static gram *layout(P *p, uint32_t root)
     }
     g->n_el = (uint32_t)k;
     g->n_rule = (uint32_t)p->nr;
-    memcpy(g->cls, p->cls, p->ncls * sizeof *g->cls);
+    if (p->ncls) memcpy(g->cls, p->cls, p->ncls * sizeof *g->cls);
     g->n_cls = (uint32_t)p->ncls;
     g->root = root;
     return g;

@@ -18,9 +18,15 @@ BENCH_RESOLVE = m="$(BENCH_MODEL)"; \
         { rc=$$?; [ $$rc -eq 3 ] && exit 0; exit $$rc; }; fi
 
 .PHONY: bench
-bench: $(BUILD)/bin/qwen35-bench $(BUILD)/bin/qwen35-mkmodel
+# Then the grammar mask's cost on a 248320-id vocabulary (tools/bench_grammar.c),
+# as a share of the last thread count's exact decode step measured above.
+bench: $(BUILD)/bin/qwen35-bench $(BUILD)/bin/qwen35-mkmodel $(BUILD)/bin/qwen35-bench-grammar
 	@$(BENCH_RESOLVE); echo "$(BUILD)/bin/qwen35-bench -m $$m $(BENCH_ARGS)"; \
-	    $(BUILD)/bin/qwen35-bench -m "$$m" $(BENCH_ARGS)
+	    { $(BUILD)/bin/qwen35-bench -m "$$m" $(BENCH_ARGS); echo $$? >$(BUILD)/bench.rc; } | tee $(BUILD)/bench.out; \
+	    [ "$$(cat $(BUILD)/bench.rc)" = 0 ] || exit 1; \
+	    step=$$(awk '$$1 == "RESULT" && $$2 == "decode" && $$4 == "exact" { ms = 1000 / $$5 } END { if (ms) printf "%.3f", ms }' $(BUILD)/bench.out); \
+	    echo "$(BUILD)/bin/qwen35-bench-grammar --vocab $(GOLDEN)/tokenizer/qwen3-vocab.gguf$${step:+ --step-ms $$step}"; \
+	    $(BUILD)/bin/qwen35-bench-grammar --vocab $(GOLDEN)/tokenizer/qwen3-vocab.gguf $${step:+--step-ms $$step}
 
 # Side by side with the reference engine's llama-bench on the same file,
 # interleaved rounds (tools/bench_peer.sh). The peer is never downloaded

@@ -8,6 +8,8 @@
 #              coordinator's client and stage-reply paths over inproc)
 #   fuzz_tok   tok_encode / tok_decode / the streaming detokenizer on the
 #              golden Qwen3 vocabulary (a generated one without golden data)
+#   fuzz_grammar  the GBNF parser and the mask (text/grammar.h) checked
+#              against the matcher byte by byte (seeds: tests/fuzz/grammar_seeds/)
 #   fuzz_http  qwen35-http's request parser (chat and text completions) and
 #              its tool-call parser (seeds: tests/fuzz/http_seeds/)
 #
@@ -26,7 +28,7 @@ FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -MMD -MP $(ENGINE_INC) -Iproto -Iclient -Istage -Icoordinator \
                 -I$(FUZZ_DIR)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_ARGS ?=
-FUZZ_TARGETS := gguf wire tok http
+FUZZ_TARGETS := gguf wire tok http grammar
 
 # The engine, instrumented, except the type table (quant*.c): built by
 # $(CC) uninstrumented, its run-time CPU dispatch uses cpuid names clang 14
@@ -50,10 +52,12 @@ FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wir
                   tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash -linih
-FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/toolcall.c http/schema.c http/schema_tool.c client/client.c client/json.c $(SAMPLING_SRCS) \
+FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c client/client.c client/json.c $(SAMPLING_SRCS) \
                   base/common.c base/log.c base/half.c base/sbuf.c proto/wire.c proto/wire_sampling.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
+FUZZ_grammar_OBJS := $(call fuzz_obj,text/grammar.c text/grammar_parse.c base/common.c base/sbuf.c tests/fuzz/fuzz_grammar.c)
+FUZZ_grammar_LIBS :=
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -74,7 +78,7 @@ $(FUZZ_DIR)/gen/%.pb-c.c $(FUZZ_DIR)/gen/%.pb-c.h: proto/%.proto
 	protoc-c --proto_path=proto --c_out=$(FUZZ_DIR)/gen $<
 
 # Sources that include the generated header wait for it.
-$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c tests/fuzz/fuzz_wire.c client/client.c client/json.c http/api.c \
+$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c tests/fuzz/fuzz_wire.c client/client.c client/json.c http/api.c http/models.c \
                  tests/fuzz/fuzz_http.c): | $(FUZZ_GEN:.c=.h)
 
 $(FUZZ_DIR)/plain/%.o: %.c
@@ -125,6 +129,10 @@ fuzz-http-seeds:
 	@rm -rf $(FUZZ_DIR)/seeds/http && mkdir -p $(FUZZ_DIR)/seeds/http
 	cp tests/fuzz/http_seeds/* $(FUZZ_DIR)/seeds/http/
 
+fuzz-grammar-seeds:
+	@rm -rf $(FUZZ_DIR)/seeds/grammar && mkdir -p $(FUZZ_DIR)/seeds/grammar
+	cp tests/fuzz/grammar_seeds/* $(FUZZ_DIR)/seeds/grammar/
+
 fuzz-seeds: $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-seeds)
 
 # Per-target libFuzzer options.
@@ -132,6 +140,7 @@ FUZZ_gguf_OPTS := -dict=tests/fuzz/gguf.dict -max_len=1048576 -malloc_limit_mb=5
 FUZZ_wire_OPTS := -close_fd_mask=2 -max_len=65536 -malloc_limit_mb=512 -rss_limit_mb=2048
 FUZZ_tok_OPTS  := -dict=tests/fuzz/tok.dict -max_len=4096 -malloc_limit_mb=512 -rss_limit_mb=2048
 FUZZ_http_OPTS := -dict=tests/fuzz/http.dict -max_len=16384 -malloc_limit_mb=512 -rss_limit_mb=2048
+FUZZ_grammar_OPTS := -max_len=4096 -malloc_limit_mb=512 -rss_limit_mb=2048
 FUZZ_COMMON    := -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/
 
 # make fuzz: grows build-fuzz/corpus/<target> across runs.
@@ -150,7 +159,7 @@ fuzz: $(foreach t,$(FUZZ_TARGETS),fuzz-$(t)-run)
 fuzz-ci: fuzz-build fuzz-seeds
 	@for t in $(FUZZ_TARGETS); do \
 	    rm -rf $(FUZZ_DIR)/ci/$$t && mkdir -p $(FUZZ_DIR)/ci/$$t $(FUZZ_DIR)/artifacts || exit 1; \
-	    case $$t in gguf) o='$(FUZZ_gguf_OPTS)';; wire) o='$(FUZZ_wire_OPTS)';; tok) o='$(FUZZ_tok_OPTS)';; http) o='$(FUZZ_http_OPTS)';; esac; \
+	    case $$t in gguf) o='$(FUZZ_gguf_OPTS)';; wire) o='$(FUZZ_wire_OPTS)';; tok) o='$(FUZZ_tok_OPTS)';; http) o='$(FUZZ_http_OPTS)';; grammar) o='$(FUZZ_grammar_OPTS)';; esac; \
 	    echo "fuzz-ci: $$t for $(FUZZ_CI_SECONDS) s"; \
 	    $(FUZZ_ENV) $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/ci/$$t $(FUZZ_DIR)/seeds/$$t $$o $(FUZZ_COMMON) \
 	        -seed=1 -max_total_time=$(FUZZ_CI_SECONDS) >$(FUZZ_DIR)/ci/$$t.log 2>&1; rc=$$?; \

@@ -11,13 +11,16 @@
 #include "../../http/http.h"
 
 static const http_limits LIM = { .max_messages = 64, .max_tokens_cap = 1 << 20 };
+static char *const ALIASES[] = { "tiny" };
+static const http_names NAMES = { .name = "Tiny", .file = "tiny.gguf", .aliases = ALIASES, .n_aliases = 1,
+                                  .strict = true };
 
 static void one(http_kind k, const char *d, size_t n)
 {
     http_gen g;
     http_err e;
     memset(&g, 0, sizeof g);
-    if (http_parse(k, d, n, &LIM, "tiny.gguf", &g, &e)) {
+    if (http_parse(k, d, n, &LIM, &NAMES, &g, &e)) {
         if (e.status < 400 || e.status > 599 || !e.message[0]) abort();
         char *b = http_err_body(&e);
         json_t *j = b ? json_loads(b, 0, NULL) : NULL;
