@@ -109,6 +109,10 @@ typedef struct q35_batch {
      * : [n_seq][n_vocab] (each sequence's last row) */
     float *logits;
     int all_logits;
+    /* Without all_logits: want_logits[s] = 0 skips sequence s's logits (a
+     * prefill chunk that samples nothing runs no LM head), and the rows
+     * above count only the wanted ones, in order. NULL: every sequence. */
+    const uint8_t *want_logits;
     q35_batch_fault *fault;   /* optional: set when validation fails */
 } q35_batch;
 

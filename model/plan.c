@@ -82,9 +82,10 @@ int q35_plan_build(q35_plan *p, const q35_batch *b, q35_pass_limits lim, bool he
             ps->n += take;
             t += take;
             if (t == b->n_tok[q]) {                 /* the sequence ends in this pass */
-                if (head && !all)
+                if (head && !all && (!b->want_logits || b->want_logits[q])) {
                     p->out_row[out + ps->n_out++] = ps->n - 1;
-                seqs_done++;
+                    seqs_done++;          /* counts the sequences with an output row */
+                }
                 q++;
                 t = 0;
             }

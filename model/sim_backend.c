@@ -216,7 +216,9 @@ static int sim_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
     const q35_config *c = w->cfg;
     int64_t E = c->n_embd;
     uint32_t V = c->n_vocab;
-    int out_rows = w->has_head ? (bt->all_logits ? bt->n_total : bt->n_seq) : 0;
+    int out_rows = 0;
+    for (int s = 0; w->has_head && s < bt->n_seq; s++)
+        out_rows += bt->all_logits ? bt->n_tok[s] : !bt->want_logits || bt->want_logits[s];
     double step = sim_step_s(b, bt->n_total, bt->n_seq, out_rows);
 
     /* first stage: rows from the token ids; others: the rows they got */
@@ -227,7 +229,7 @@ static int sim_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
         if (!tmp)
             return q35_err(err, errsz, Q35_ENOMEM, "backend sim: out of memory");
     }
-    for (int s = 0, r = 0; s < bt->n_seq; s++)
+    for (int s = 0, r = 0, o = 0; s < bt->n_seq; s++)
         for (int k = 0; k < bt->n_tok[s]; k++, r++) {
             float *row = x ? x + (size_t)r * E : tmp;
             if (w->has_embd)
@@ -239,8 +241,8 @@ static int sim_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
             bool last = k == bt->n_tok[s] - 1;
             if (bt->all_logits)
                 logit_row(bt->logits + (size_t)r * V, V, row_token(row, E, V));
-            else if (last)
-                logit_row(bt->logits + (size_t)s * V, V, row_token(row, E, V));
+            else if (last && (!bt->want_logits || bt->want_logits[s]))
+                logit_row(bt->logits + (size_t)o++ * V, V, row_token(row, E, V));
         }
     free(tmp);
 

@@ -693,6 +693,7 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
 {
     size_t ns = fb->n_seqs;
     int slot[ns ? ns : 1], pos[ns ? ns : 1], ntok[ns ? ns : 1];
+    uint8_t want[ns ? ns : 1];
     int n_total = 0, lrows = 0;
     bool all = false;
     if (fb->n_seqs > (size_t)s->max_seqs)   /* before the VLAs get big */
@@ -718,10 +719,14 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
      * engine refuses an empty sequence before it writes a row), and
      * max_logit_rows >= min(max_seqs, max_batch) (stage_new): it fits.
      * Not ">= max_seqs": a max_batch below max_seqs caps the rows. */
+    /* a chunk that neither samples nor returns logits (a long prompt's
+     * earlier chunks) runs no LM head */
+    for (size_t i = 0; i < ns; i++)
+        want[i] = fb->seqs[i]->sample || fb->seqs[i]->logits != Q35__LOGITS_MODE__LOGITS_NONE;
     q35_batch b = {
         .n_seq = (int)ns, .slot = slot, .pos = pos, .n_tok = ntok, .n_total = n_total,
         .tokens = ids, .x_in = s->first ? NULL : s->x_in, .x_out = s->last ? NULL : s->x_out,
-        .logits = s->last ? s->logits : NULL, .all_logits = all, .fault = &flt,
+        .logits = s->last ? s->logits : NULL, .all_logits = all, .want_logits = want, .fault = &flt,
     };
     char err[Q35_ERRSZ];
     double t0 = q35_now();
@@ -762,11 +767,13 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
         if (!o->sm || !o->psm || !o->tops || !o->ptops || (lrows && !o->hidden))
             return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
         float *lout = (float *)o->hidden;
-        int row = 0, lr = 0;
+        int row = 0, lr = 0, wanted = 0;
         for (size_t i = 0; i < ns; i++) {
             const Q35__SeqChunk *c = fb->seqs[i];
-            /* this sequence's rows in the engine's logits */
-            const float *first = s->logits + (size_t)(all ? row : (int)i) * V;
+            /* this sequence's rows in the engine's logits (all rows, or the
+             * last row of each sequence that wants one) */
+            const float *first = s->logits + (size_t)(all ? row : wanted) * V;
+            wanted += want[i];
             const float *lastrow = all ? first + (size_t)(c->n_tokens - 1) * V : first;
             if (c->logits == Q35__LOGITS_MODE__LOGITS_ALL) {
                 memcpy(lout + (size_t)lr * V, first, (size_t)c->n_tokens * V * sizeof(float));

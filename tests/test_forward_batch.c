@@ -165,6 +165,31 @@ static void test_mixed_batch(void **s)
     fu_chain_batch(&sep, &b2);
     for (int q = 0, row = 0; q < 3; row += nt[q], q++)
         assert_true(fu_max_diff(last + (size_t)q * V, lm + (size_t)(row + nt[q] - 1) * V, V) <= 1e-4);
+
+    /* want_logits {1, 0, 1}: two rows, the first and the third sequence's,
+     * nothing written past them; the second still advances its slot. */
+    for (int q = 0; q < 3; q++)
+        pos[q] += nt[q];
+    memcpy(t2, tk, sizeof t2);
+    const uint8_t want[3] = { 1, 0, 1 };
+    for (size_t i = 0; i < (size_t)3 * V; i++)
+        last[i] = 12345.0f;
+    q35_batch b3 = { .n_seq = 3, .slot = slot, .pos = pos, .n_tok = nt, .n_total = 9,
+                     .tokens = t2, .logits = last, .all_logits = 0, .want_logits = want };
+    fu_chain_batch(&mix, &b3);
+    b3.logits = lm;
+    b3.all_logits = 1;
+    b3.want_logits = NULL;
+    fu_chain_batch(&sep, &b3);
+    assert_true(fu_max_diff(last, lm + (size_t)(nt[0] - 1) * V, V) <= 1e-4);
+    assert_true(fu_max_diff(last + V, lm + (size_t)(nt[0] + nt[1] + nt[2] - 1) * V, V) <= 1e-4);
+    for (size_t i = (size_t)2 * V; i < (size_t)3 * V; i++)
+        assert_true(last[i] == 12345.0f);
+    pos[1] += nt[1];                  /* slot 1 went on: its next position is accepted */
+    int one[1] = { 1 }, p1[1] = { pos[1] }, n1[1] = { 1 };
+    q35_batch b4 = { .n_seq = 1, .slot = one, .pos = p1, .n_tok = n1, .n_total = 1, .tokens = t2,
+                     .logits = last, .all_logits = 0 };
+    fu_chain_batch(&mix, &b4);
     fu_chain_close(&mix);
     fu_chain_close(&sep);
     free(tmp); free(lm); free(ls); free(last);
