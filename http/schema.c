@@ -244,7 +244,7 @@ static int gen_object(sg_ctx *c, json_t *s, int depth, int self, sbuf *b)
         i++;
     }
     int first_req = -1;
-    for (i = 0; i < n && first_req < 0; i++)
+    for (i = 0; !rc && i < n && first_req < 0; i++)
         if (need[i]) first_req = (int)i;
     /* tail t(i) = item(i) t(i+1): item "," ws kv, optional when not required */
     char me[24], t[64];
@@ -279,7 +279,7 @@ static int gen_object(sg_ctx *c, json_t *s, int depth, int self, sbuf *b)
         }
     }
     sbuf_str(b, group ? (first_req < 0 ? ")? \"}\"" : ") \"}\"") : " \"}\"");
-    for (i = 0; i < n; i++) sbuf_free(&keys[i]);
+    for (i = 0; keys && i < n; i++) sbuf_free(&keys[i]);
     free(keys);
     free(kv);
     free(need);
