@@ -166,8 +166,11 @@ static int tool_rule(sg_ctx *c, json_t *f, int id)
     sbuf_str(&b, " \"</function>\\n\"");
     char nm[24];
     sg_rname(nm, sizeof nm, id);
-    if (rc) { sbuf_free(&b); return -1; }
-    return b.oom ? sg_oom(c) : sg_emit(c, nm, &b);
+    if (rc || b.oom) {
+        sbuf_free(&b);
+        return rc ? -1 : sg_oom(c);
+    }
+    return sg_emit(c, nm, &b);
 }
 
 char *schema_tool_grammar(json_t *tools, const char *only, bool many, const char *where, http_err *e)
@@ -188,6 +191,7 @@ char *schema_tool_grammar(json_t *tools, const char *only, bool many, const char
         sbuf_str(&calls, n++ ? " | " : "");
         sbuf_str(&calls, nm);
     }
+    if (!rc && calls.oom) rc = sg_oom(&c);
     if (!rc) {
         char tail[64];
         snprintf(tail, sizeof tail, many ? " (\"\\n\" call){0,%d}\n" : "\n", SG_MAX_CALLS - 1);
