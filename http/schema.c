@@ -94,9 +94,9 @@ int sg_new_rule(sg_ctx *c)
     return c->n_rules++;
 }
 
-/* Ends rule name ::= body. */
 int sg_emit(sg_ctx *c, const char *name, sbuf *body)
 {
+    if (body->oom) c->out.oom = true;        /* a cut body is no rule */
     sbuf_str(&c->out, name);
     sbuf_str(&c->out, " ::= ");
     sbuf_add(&c->out, body->p, body->n);
