@@ -239,21 +239,98 @@ static int parse_messages(http_gen *g, json_t *root, const http_limits *lim, jso
     return 0;
 }
 
+/* tool_choice "required" or {"type":"function","function":{"name":N}}:
+ * the answer is constrained to tool calls (one or more, or exactly one
+ * call of N) by a grammar; "auto" and "none" leave it free. */
+static int forced_tools(http_gen *g, json_t *root, http_err *e)
+{
+    json_t *choice = json_object_get(root, "tool_choice");
+    const char *only = NULL;
+    if (!choice || json_is_null(choice)) return 0;
+    if (json_is_object(choice)) {
+        json_t *ty = json_object_get(choice, "type"), *f = json_object_get(choice, "function");
+        json_t *n = json_object_get(f, "name");
+        if (!json_is_string(ty) || strcmp(json_string_value(ty), "function") || !json_is_string(n))
+            return http_fail(e, 400, "tool_choice", "invalid_value",
+                             "tool_choice must be \"none\", \"auto\", \"required\" or "
+                             "{\"type\": \"function\", \"function\": {\"name\": …}}");
+        only = json_string_value(n);
+    } else if (!json_is_string(choice) || (strcmp(json_string_value(choice), "auto")
+                                           && strcmp(json_string_value(choice), "required"))) {
+        return http_fail(e, 400, "tool_choice", "invalid_value",
+                         "tool_choice must be \"none\", \"auto\", \"required\" or "
+                         "{\"type\": \"function\", \"function\": {\"name\": …}}");
+    } else if (!strcmp(json_string_value(choice), "auto")) {
+        return 0;
+    }
+    if (!g->tools)
+        return http_fail(e, 400, "tool_choice", "invalid_value", "tool_choice %s needs tools",
+                         only ? "naming a function" : "\"required\"");
+    bool found = !only;
+    size_t i;
+    json_t *t;
+    json_array_foreach(g->tools, i, t)
+        found = found || !strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), only);
+    if (!found)
+        return http_fail(e, 400, "tool_choice", "invalid_value", "tool_choice names '%.64s', which is not in tools",
+                         only);
+    char *gr = keep(g, schema_tool_grammar(g->tools, only, g->parallel_tool_calls && !only, "tools", e));
+    if (!gr) return e->status ? -1 : http_fail(e, 500, NULL, NULL, "out of memory");
+    g->r.grammar = gr;
+    return 0;
+}
+
+/* response_format: {"type": "text"} (free), "json_object" (any object) or
+ * "json_schema" with json_schema.schema; a forced tool call (set before)
+ * wins, as the answer then has no text part. */
+static int parse_response_format(http_gen *g, json_t *root, http_err *e)
+{
+    json_t *rf = json_object_get(root, "response_format");
+    if (!rf || json_is_null(rf)) return 0;
+    if (!json_is_object(rf))
+        return http_fail(e, 400, "response_format", "invalid_type", "response_format must be an object, not %s",
+                         type_of(rf));
+    json_t *ty = json_object_get(rf, "type");
+    const char *t = json_is_string(ty) ? json_string_value(ty) : "";
+    char *gr = NULL;
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) {
+        gr = schema_json_object();
+    } else if (!strcmp(t, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js))
+            return http_fail(e, 400, "response_format.json_schema", "invalid_type",
+                             "response_format.json_schema must be an object");
+        json_t *nm = json_object_get(js, "name"), *st = json_object_get(js, "strict");
+        json_t *sc = json_object_get(js, "schema");
+        if (nm && !json_is_string(nm))
+            return http_fail(e, 400, "response_format.json_schema.name", "invalid_type",
+                             "response_format.json_schema.name must be a string");
+        if (st && !json_is_null(st) && !json_is_boolean(st))
+            return http_fail(e, 400, "response_format.json_schema.strict", "invalid_type",
+                             "response_format.json_schema.strict must be true or false");
+        if (sc && !json_is_object(sc) && !json_is_boolean(sc))
+            return http_fail(e, 400, "response_format.json_schema.schema", "invalid_type",
+                             "response_format.json_schema.schema must be an object");
+        json_t *any = sc ? NULL : json_true();          /* no schema: any JSON document */
+        gr = schema_grammar(sc ? sc : any, "response_format.json_schema.schema", e);
+        json_decref(any);
+        if (!gr && e->status) return -1;
+    } else {
+        return http_fail(e, 400, "response_format.type", "invalid_value",
+                         "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    if (!keep(g, gr)) return http_fail(e, 500, NULL, NULL, "out of memory");
+    if (!g->r.grammar) g->r.grammar = gr;
+    return 0;
+}
+
 static int parse_tools(http_gen *g, json_t *root, http_err *e)
 {
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
-    if (choice && !json_is_null(choice)) {
-        if (json_is_object(choice))
-            return http_fail(e, 400, "tool_choice", "unsupported_value",
-                             "tool_choice naming a function is not supported: use \"auto\" or \"none\"");
-        if (!json_is_string(choice) || (strcmp(json_string_value(choice), "auto")
-                                        && strcmp(json_string_value(choice), "none")))
-            return http_fail(e, 400, "tool_choice", "unsupported_value",
-                             "tool_choice must be \"auto\" or \"none\"");
-        if (!strcmp(json_string_value(choice), "none")) return 0;
-    }
-    if (!tools || json_is_null(tools)) return 0;
+    if (choice && json_is_string(choice) && !strcmp(json_string_value(choice), "none")) return 0;
+    if (!tools || json_is_null(tools)) return forced_tools(g, root, e);
     if (!json_is_array(tools))
         return http_fail(e, 400, "tools", "invalid_type", "tools must be an array, not %s", type_of(tools));
     size_t i;
@@ -271,7 +348,7 @@ static int parse_tools(http_gen *g, json_t *root, http_err *e)
             return http_fail(e, 400, w, "invalid_type", "%s.function.parameters must be an object", w);
     }
     if (json_array_size(tools)) g->tools = tools;
-    return 0;
+    return forced_tools(g, root, e);
 }
 
 static int parse_stop(http_gen *g, json_t *root, http_err *e)
@@ -530,7 +607,7 @@ int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim
         json_t *sfx = json_object_get(root, "suffix");
         if (sfx && !json_is_null(sfx))
             return http_fail(e, 400, "suffix", "unsupported_value", "suffix is not supported");
-        return parse_prompt(g, root, e);
+        return parse_response_format(g, root, e) ? -1 : parse_prompt(g, root, e);
     }
     json_t *kw = json_object_get(root, "chat_template_kwargs");
     if (kw && !json_is_null(kw)) {
@@ -544,7 +621,9 @@ int http_parse(http_kind k, const char *body, size_t len, const http_limits *lim
         if (et) think = json_is_true(et) || json_is_null(et);
         g->r.think = think;
     }
-    if (parse_tools(g, root, e) || parse_parallel_tool_calls(g, root, e) || parse_modalities(root, e)) return -1;
+    if (parse_parallel_tool_calls(g, root, e) || parse_tools(g, root, e) || parse_modalities(root, e)
+        || parse_response_format(g, root, e))
+        return -1;
     return parse_messages(g, root, lim, g->tools, e);
 }
 

@@ -7,6 +7,7 @@
  * Files: api.c (request bodies -> q35c_request, OpenAI error shapes),
  * models.c (the names served: general.name, the file, --alias),
  * toolcall.c (tools into the prompt, <tool_call> out of the answer),
+ * schema.c (response_format as a grammar), schema_tool.c (forced tool calls),
  * serve.c (libmicrohttpd routes, streaming, cancellation), metrics.c
  * (Prometheus text), cfg.c (the option table), main.c (lifecycle).
  */
@@ -70,6 +71,33 @@ json_t *tc_parse(const char *text, size_t len, json_t *tools, size_t *prefix_len
  * showing part of a "<tool_call>" (the rest may start one). *found is set
  * when a whole "<tool_call>" begins at the returned offset. */
 size_t tc_safe_prefix(const char *text, size_t len, bool *found);
+
+/* ---- structured output (schema.c) ---------------------------------------- */
+
+/* A GBNF grammar (text/grammar.h's language, start rule "root") of the
+ * JSON documents valid under schema, the subset of JSON Schema that
+ * OpenAI's strict mode lists: type (a name or an array), properties,
+ * required, additionalProperties (true/false; only the listed properties
+ * are ever produced), items, minItems/maxItems and minLength/maxLength up
+ * to 100/1000, enum, const, anyOf, $defs/definitions and local $ref
+ * (recursion included); annotations (title, description, …) are ignored.
+ * where names the schema's field ("response_format.json_schema.schema").
+ * malloc'd text, or NULL with e set: a 400 naming any other keyword and
+ * its path, a schema nested deeper than 32 or needing more than 4096
+ * rules; 500 without memory. */
+char *schema_grammar(json_t *schema, const char *where, http_err *e);
+
+/* The grammar of any JSON object (response_format "json_object").
+ * malloc'd; NULL without memory. */
+char *schema_json_object(void);
+
+/* The grammar of an answer that is tool calls as tc_assistant_content
+ * writes them (and tc_parse reads them back): one call (many false) or up
+ * to 8, each of a function in tools (already checked by the caller), or of
+ * the one named only (non-NULL). A parameter declared "string" is raw
+ * text without "</parameter>" or "</tool_call>", others JSON by their
+ * schema. NULL with e set (400 naming where's tools[i] and the keyword). */
+char *schema_tool_grammar(json_t *tools, const char *only, bool many, const char *where, http_err *e);
 
 /* ---- requests (api.c) ------------------------------------------------------ */
 

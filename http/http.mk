@@ -5,7 +5,7 @@
 # quant kernel, GGUF reader, tokenizer, forward pass or backend.
 BINS += qwen35-http
 qwen35-http_ALONE := 1
-qwen35-http_SRCS := http/main.c http/serve.c http/pool.c http/conns.c http/listen.c http/health.c http/framing.c http/respond.c http/api.c http/models.c http/toolcall.c http/metrics.c http/cfg.c \
+qwen35-http_SRCS := http/main.c http/serve.c http/pool.c http/conns.c http/listen.c http/health.c http/framing.c http/respond.c http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c http/metrics.c http/cfg.c \
                     client/client.c client/json.c proto/wire.c proto/wire_sampling.c $(BUILD)/gen/qwen35.pb-c.c \
                     daemon/notify.c daemon/signals.c daemon/limits.c
 qwen35-http_OBJS := $(BUILD)/obj/http/page.o
@@ -26,7 +26,7 @@ $(BUILD)/man/qwen35-http.1: $(BUILD)/bin/qwen35-http
 
 # The request parser, tool calls, metrics and options as an archive for
 # tests/test_http.c and the fuzz target.
-HTTP_LIB_SRCS := http/conns.c http/health.c http/framing.c http/respond.c http/api.c http/models.c http/toolcall.c http/metrics.c http/cfg.c
+HTTP_LIB_SRCS := http/conns.c http/health.c http/framing.c http/respond.c http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c http/metrics.c http/cfg.c
 LIBHTTP := $(BUILD)/libqwen35http.a
 $(LIBHTTP): $(call obj,$(HTTP_LIB_SRCS))
 	@mkdir -p $(@D)
@@ -37,3 +37,5 @@ $(BUILD)/tests/test_http_conns: $(LIBHTTP)
 $(BUILD)/tests/test_http_conns: TEST_LIBS += $(LIBHTTP) $(LIBMODEL)
 $(BUILD)/tests/test_http_health: $(LIBHTTP)
 $(BUILD)/tests/test_http_health: TEST_LIBS += $(LIBHTTP) $(LIBNET) $(LIBMODEL) -ljansson
+$(BUILD)/tests/test_schema: $(LIBHTTP)
+$(BUILD)/tests/test_schema: TEST_LIBS += $(LIBHTTP) $(LIBNET) $(LIBMODEL) -ljansson

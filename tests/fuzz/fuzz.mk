@@ -52,7 +52,7 @@ FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wir
                   tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash -linih
-FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/models.c http/toolcall.c client/client.c client/json.c $(SAMPLING_SRCS) \
+FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c client/client.c client/json.c $(SAMPLING_SRCS) \
                   base/common.c base/log.c base/half.c base/sbuf.c proto/wire.c proto/wire_sampling.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
