@@ -98,13 +98,17 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
         }
         sg->hash = h;
     }
-    /* the answer: after </think> when the model reasons first (until then free) */
+    /* the answer: after </think> when the model reasons first; until then
+     * the reasoning is free, but may not end the turn: an answer the
+     * grammar constrains must follow */
     size_t from = 0;
     if (c->think_end > 0) {
         while (from < c->n_generated && c->generated[from] != c->think_end - 1)
             from++;
-        if (from == c->n_generated)
+        if (from == c->n_generated) {
+            gram_vocab_ban_ends(s->vocab, logits);
             return 0;
+        }
         from++;
     }
     const int32_t *a = c->generated + from;

@@ -200,6 +200,11 @@ void gram_vocab_destroy(gram_vocab **pv)
 
 int32_t gram_vocab_size(const gram_vocab *v) { return v->n; }
 
+void gram_vocab_ban_ends(const gram_vocab *v, float *logits)
+{
+    for (int i = 0; i < v->n_ends; i++) logits[v->ends[i]] = -INFINITY;
+}
+
 /* ---- the matcher --------------------------------------------------------------------
  *
  * A node is a stack frame (pos, parent): the position to read next and the

@@ -61,6 +61,9 @@ gram_vocab *gram_vocab_new(int32_t n_vocab, const char *const *piece, const size
                            const uint8_t *kind);
 void gram_vocab_destroy(gram_vocab **v);
 int32_t gram_vocab_size(const gram_vocab *v);
+/* Sets the logits of the vocabulary's GRAM_TOK_END tokens to -INFINITY
+ * (an answer the grammar constrains must not end before it starts). */
+void gram_vocab_ban_ends(const gram_vocab *v, float *logits);
 
 /* The pieces and kinds of a model's vocabulary of n_vocab ids from its
  * tokenizer (text/tokenizer.h), for gram_vocab_new: the ends of a turn
