@@ -111,6 +111,13 @@ node -e 'const v = JSON.parse(require("fs").readFileSync(0, "utf8")); process.ex
     <"$T.list" || fail "list: not 151 numbers: $(head -c 300 "$T.list")"
 echo "replay: the last stage killed after $at of $nref tokens: the answer is identical"
 
+# stop strings still apply: the same answer, cut before the stop string
+p35_client --prompt-ids "$T.p64" --grammar-file "$T.list.gbnf" --temp 1 --seed 5 -n 1500 --stop "]" >"$T.stop" ||
+    fail "stop: the request failed"
+head -c -1 "$T.list" | cmp -s - "$T.stop" || [ "$(tr -d '\n' <"$T.stop")]" = "$(tr -d '\n' <"$T.list")" ] ||
+    fail "stop: [$(tail -c 60 "$T.stop")] is not the answer cut before ']' [$(tail -c 60 "$T.list")]"
+echo "stop: the constrained answer ends before \"]\" ($(wc -c <"$T.stop") bytes)"
+
 # a bad grammar: refused at once, naming where
 if p35_client -p hi --grammar 'root ::= "a" item' -n 4 >"$T.bad" 2>"$T.bad.err"; then
     fail "an undefined rule was accepted"
