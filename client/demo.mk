@@ -27,3 +27,9 @@ bench-pipeline-sim:
 bench-prefix:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_prefix.sh
+# make bench-prefill-sim: TTFT of one long prompt on 1-8 SIMULATED dies,
+# its chunks pipelined across the stages and not (client/bench_prefill_sim.sh).
+.PHONY: bench-prefill-sim
+bench-prefill-sim:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_BUILD=$(BUILD) sh client/bench_prefill_sim.sh

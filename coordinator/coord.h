@@ -41,6 +41,7 @@ typedef struct coord_opts {
     const char *const *spare_where;
     int max_queue, max_seqs, max_ctx, micro_batches;
     int step_target_ms;     /* rows per step so the slowest stage's takes about this; 0: max batch */
+    bool prefill_pipeline;  /* a prompt's chunks back to back through the stages */
     bool no_prefix_cache;   /* never restore or save checkpoints */
     int step_timeout_ms;    /* ceiling of the adaptive step deadline */
     int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */

@@ -233,7 +233,7 @@ void cache_admit(coord *c, req *r)
         return;
     }
     r->n_cached = len;
-    r->n_fed = len;
+    r->n_fed = r->n_sent = len;
     k->cached_tokens += (uint64_t)len;
     k->restores++;
     q35_log_debug("request %s: %d of %d prompt tokens from checkpoint %llu", r->tag, len,
@@ -252,8 +252,8 @@ bool cache_waiting(const req *r) { return r->restoring > 0; }
 static int next_stop(const coord *c, const req *r)
 {
     const coord_cache *k = c->cache;
-    int gap = r->n_cached > 0 && r->n_fed == r->n_cached ? CKPT_MIN_GAP : 1;
-    int from = r->n_fed + gap, end = r->n_prompt;
+    int gap = r->n_cached > 0 && r->n_sent == r->n_cached ? CKPT_MIN_GAP : 1;
+    int from = r->n_sent + gap, end = r->n_prompt;
     int every = (from + COORD_CKPT_EVERY - 1) / COORD_CKPT_EVERY * COORD_CKPT_EVERY;
     if (every < end)
         end = every;
@@ -264,17 +264,26 @@ static int next_stop(const coord *c, const req *r)
     return end;
 }
 
-int cache_chunk_limit(const coord *c, const req *r, int n)
+int cache_chunk_limit(const coord *c, const req *r, int n, bool *at_stop)
 {
-    if (!cache_on(c) || r->n_fed >= r->n_prompt)
+    *at_stop = false;
+    if (!cache_on(c) || r->n_sent >= r->n_prompt)
         return n;
     int stop = next_stop(c, r);
-    return r->n_fed + n > stop ? stop - r->n_fed : n;
+    if (r->n_sent + n >= stop) {
+        *at_stop = true;
+        return stop - r->n_sent;
+    }
+    return n;
 }
 
 void cache_after_chunk(coord *c, req *r)
 {
-    if (!cache_on(c) || r->n_fed > r->n_prompt || r->n_fed <= r->n_cached)
+    /* with later chunks of the prompt in flight, a stage may have gone past
+     * this position already: no checkpoint here (chunks ending at a
+     * checkpoint stop wait for the pipeline, so only a boundary a chunk
+     * ends at by chance is skipped) */
+    if (!cache_on(c) || r->n_fed > r->n_prompt || r->n_fed <= r->n_cached || r->n_chunks > 0)
         return;
     int p = r->n_fed;
     bool boundary = p == r->n_prompt || p % COORD_CKPT_EVERY == 0 ||
@@ -312,7 +321,7 @@ static void restore_answered(coord *c, const cache_op *op, const Q35__StageReply
     c->cache->cached_tokens -= (uint64_t)r->n_cached;
     c->cache->fallbacks++;
     r->n_cached = 0;
-    r->n_fed = 0;
+    r->n_fed = r->n_sent = 0;
     r->restore_failed = false;
     forget(c, op->ckpt);
 }
@@ -383,7 +392,7 @@ void cache_link_down(coord *c, link *l)
         if (r->restoring > 0) {
             r->restoring = 0;
             r->restore_failed = false;
-            r->n_fed = 0;
+            r->n_fed = r->n_sent = 0;
         }
     }
 }

@@ -111,6 +111,14 @@ typedef struct req {
     int32_t *toks;                  /* prompt + generated */
     int n_toks, cap;
     int n_prompt, n_fed, n_gen, max_tokens;
+    /* Prefill pipelining: tokens sent to stage 0 (n_fed counts those the
+     * last stage finished), chunks in flight, one of them still at stage
+     * 0, and a chunk ending at a checkpoint is in flight (the next waits
+     * for it to come back). A decode step has one chunk in flight. */
+    int n_sent, n_chunks;
+    bool at_head, ckpt_wait;
+    Q35__Code err_code;             /* an error waiting for the request's chunks to come back */
+    char *err_msg;
     int max_ctx;                    /* the pipeline's, or less (request ctx_size) */
     int n_logit_rows_sent;          /* positions whose logits the client has (replay skips them) */
     int n_replays;                  /* times rebuilt after a stage was lost */
@@ -319,7 +327,9 @@ void cache_admit(coord *c, req *r);
 bool cache_waiting(const req *r);
 /* The rows of r's next prefill chunk (at most n) so it stops where a
  * checkpoint is wanted. */
-int  cache_chunk_limit(const coord *c, const req *r, int n);
+/* A prefill chunk of up to n rows from r->n_sent, cut at the next checkpoint
+ * position; *at_stop: the chunk ends there (the checkpoint follows it). */
+int  cache_chunk_limit(const coord *c, const req *r, int n, bool *at_stop);
 /* After the last stage ran a chunk of r (n_fed moved on): saves a
  * checkpoint when the chunk ended at a wanted position. */
 void cache_after_chunk(coord *c, req *r);

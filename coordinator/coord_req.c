@@ -58,6 +58,7 @@ void req_destroy(coord *c, req *r)
         free(r->stop[i]);
     coord_textstate_destroy(&r->text);
     free(r->grammar);
+    free(r->err_msg);
     free(r->toks);
     free(r->bias);
     free(r->bias_p);
@@ -152,6 +153,15 @@ void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (r->n_chunks > 0) {
+        /* other chunks of its prompt are in flight in micro-batches that
+         * point at it: it ends when the last comes back (coord_sched.c) */
+        if (!r->err_code) {
+            r->err_code = code;
+            r->err_msg = strdup(msg);
+        }
+        return;
+    }
     client_error(c, r, NULL, 0, NULL, code, msg);
     q35_log_info("request %s: %s: %s", r->tag, q35_wire_code_name(code), msg);
     r->in_flight = false;

@@ -45,10 +45,29 @@ void sched_admit(coord *c)
     }
 }
 
-static bool runnable(const req *r)
+/* A request may get a chunk when nothing of it is in flight, or, with
+ * prefill pipelining, while its earlier prompt chunks are past stage 0
+ * (stage 0 starts chunk k+1 as soon as it has passed chunk k on; every
+ * stage runs its steps in the order sent, so the chunks reach each slot
+ * in order) unless the chunk in flight ends at a checkpoint. */
+static bool runnable(const coord *c, const req *r)
 {
-    return !r->in_flight && !r->cancelled && !r->expired && !r->unread && r->n_fed < r->n_toks &&
-           !cache_waiting(r);
+    if (r->cancelled || r->expired || r->unread || r->err_code || r->n_sent >= r->n_toks ||
+        cache_waiting(r))
+        return false;
+    if (!r->n_chunks)
+        return true;
+    return c->o.prefill_pipeline && r->n_sent < r->n_prompt && !r->at_head && !r->ckpt_wait;
+}
+
+/* One of r's chunks is done (answered by the last stage, or refused). */
+static void chunk_done(req *r)
+{
+    if (r->n_chunks > 0)
+        r->n_chunks--;
+    r->in_flight = r->n_chunks > 0;
+    if (!r->n_chunks)
+        r->ckpt_wait = false;
 }
 
 static int send_mb(coord *c, mbatch *m)
@@ -175,10 +194,10 @@ static mbatch *form_mb(coord *c)
                 limit = c->max_batch;
         }
         for (req *r = c->active; r && m->n < cap && rows < limit; r = r->next) {
-            if (!runnable(r))
+            if (!runnable(c, r))
                 continue;
-            int left = r->n_toks - r->n_fed;
-            bool decode = r->n_fed >= r->n_prompt;
+            int left = r->n_toks - r->n_sent;
+            bool decode = r->n_sent >= r->n_prompt;
             if (decode != (pass == 0))
                 continue;
             int n = left;
@@ -188,17 +207,22 @@ static mbatch *form_mb(coord *c)
                 n = limit - rows;
             if (r->want_logits && n > c->max_logit_rows - lrows)
                 n = c->max_logit_rows - lrows;
+            bool at_stop = false;
             if (!decode)
-                n = cache_chunk_limit(c, r, n);
+                n = cache_chunk_limit(c, r, n, &at_stop);
             if (n <= 0)
                 continue;
             m->r[m->n] = r;
-            m->pos[m->n] = r->n_fed;
+            m->pos[m->n] = r->n_sent;
             m->ntok[m->n] = n;
             m->n++;
             rows += n;
             lrows += r->want_logits ? n : 0;
+            r->n_sent += n;
+            r->n_chunks++;
             r->in_flight = true;
+            r->at_head = true;
+            r->ckpt_wait |= at_stop;
         }
     }
     if (m->n == 0)
@@ -250,6 +274,8 @@ static void mb_release(mbatch *m)
 /* After a request's chunk came back: stop it, or keep it going. */
 static void after_step(coord *c, req *r, int stop, int stop_idx)
 {
+    if (r->n_chunks > 0)
+        return;             /* a later chunk of the prompt is in flight: it decides */
     if (stop_idx >= 0 && stop_idx < r->n_stop)
         r->stop_hit = stop_idx;
     char why[Q35_ERRSZ - 64];
@@ -302,6 +328,9 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
         free(m->hidden);
         m->hidden = h;
         m->hidden_len = want;
+        if (m->stage == 0)
+            for (int i = 0; i < m->n; i++)
+                m->r[i]->at_head = false;
         m->stage++;
         return;
     }
@@ -332,7 +361,13 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
     mb_release(m);
     for (int i = 0; i < n; i++) {
         req *r = rs[i];
-        r->in_flight = false;
+        chunk_done(r);
+        r->at_head = r->n_chunks > 0 && r->at_head;   /* a one-stage chain answers at once */
+        if (r->err_code) {
+            if (!r->n_chunks)       /* its last chunk is back: the error it was waiting with */
+                req_error(c, r, r->err_code, "%s", r->err_msg ? r->err_msg : "error");
+            continue;
+        }
         r->n_fed += ntok[i];
         cache_after_chunk(c, r);   /* before the request may end and free its slot */
         if (r->want_logits) {
@@ -383,9 +418,11 @@ void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e)
     req *rs[64];
     memcpy(rs, m->r, sizeof(req *) * n);
     mb_release(m);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        chunk_done(rs[i]);
         req_error(c, rs[i], Q35__CODE__INTERNAL, "stage %d (%s) refused a step: %s (%s)", l->idx,
                   l->endpoint, e->message ? e->message : "", q35_wire_code_name(e->code));
+    }
 }
 
 void sched_on_stage_lost(coord *c, const char *why)
@@ -409,12 +446,18 @@ void sched_on_stage_lost(coord *c, const char *why)
         next = r->next;
         bool started = r->n_fed > 0 || r->in_flight;
         r->in_flight = false;
+        r->n_chunks = 0;
+        r->at_head = r->ckpt_wait = false;
+        if (r->err_code) {          /* it was waiting for its chunks to end with an error */
+            req_error(c, r, r->err_code, "%s", r->err_msg ? r->err_msg : "error");
+            continue;
+        }
         if (r->cancelled) {
             req_finish(c, r, Q35__FINISH_REASON__FINISH_CANCELLED);
         } else if (r->expired) {
             req_finish(c, r, Q35__FINISH_REASON__FINISH_DEADLINE);
         } else if (started) {
-            r->n_fed = 0;
+            r->n_fed = r->n_sent = 0;
             r->n_replays++;
             c->replays++;
             if (!r->t_paused)   /* the client's pause starts at its last token */

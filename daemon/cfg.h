@@ -101,6 +101,7 @@ typedef struct coord_cfg {
     int max_ctx;
     int micro_batches;       /* in flight through the pipeline */
     int step_target_ms;      /* row budget per step from measured step times; 0 = off */
+    bool prefill_pipeline;   /* a prompt's chunks back to back through the stages */
     char *trace;             /* Chrome trace-event JSON of every step; NULL: none */
     char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */

@@ -93,6 +93,11 @@ static const opt_def coord_defs[] = {
       "each stage's measured step times, fitted as fixed + per-row cost), so a long prompt "
       "stalls running decodes by at most about this; a quarter of the budget always goes to "
       "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch."),
+    OPT_BOOL_ROW(coord_cfg, "prefill-pipeline", prefill_pipeline, "true",
+      "A prompt's chunks flow back to back through the stages: stage 0 starts chunk k+1 as "
+      "soon as it has passed chunk k on, so a long prompt keeps every stage busy; a chunk "
+      "ending at a prefix-cache checkpoint waits for the whole pipeline (the checkpoint is "
+      "taken there). Off: the next chunk waits for the last stage (for comparison)."),
     OPT_STR_ROW(coord_cfg, "identity-cache", identity_cache, "DIR", NULL, NULL, false, NULL,
       CFG_IDENTITY_CACHE_DOC),
     OPT_STR_ROW(coord_cfg, "trace", trace, "FILE", NULL, NULL, false, NULL,
