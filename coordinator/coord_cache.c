@@ -176,34 +176,73 @@ static void make_room(coord *c, uint64_t keep)
     }
 }
 
-/* Saves r's slot (every stage has run its first n tokens) as a new
- * checkpoint of toks[0, n), unless the tree names that sequence already. */
-static void save(coord *c, req *r, int n)
+/* A new checkpoint of toks[0, n) in the tree, pending every stage's save,
+ * room made for it (the drops go out now, before any save); 0 when the
+ * tree names that sequence already or it cannot fit. */
+static uint64_t save_begin(coord *c, req *r, int n)
 {
     coord_cache *k = c->cache;
     if (n < 1 || r->slot < 0 || !cache_on(c) || !could_fit(c, n))
-        return;
+        return 0;
     uint64_t id = k->next_id++, existing = 0;
     if (pfx_insert(k->tree, r->toks, n, id, &existing) != 0)
-        return;   /* present (its use stamp renewed), or out of memory */
+        return 0;   /* present (its use stamp renewed), or out of memory */
     if (SBUF_RESERVE(k->pend, k->cap_pend, k->n_pend + 1, 16)) {
         pfx_remove(k->tree, id);
-        return;
+        return 0;
     }
     k->pend[k->n_pend++] = (pending){ id, c->n_links, false };
     /* drops before the save on every link: the stage frees first */
     make_room(c, id);
-    Q35__CkptSave s = Q35__CKPT_SAVE__INIT;
-    s.id = id, s.slot = (uint32_t)r->slot, s.n_tokens = (uint32_t)n;
-    Q35__StageRequest m = Q35__STAGE_REQUEST__INIT;
-    m.body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE, m.ckpt_save = &s;
+    k->saves++;
+    return id;
+}
+
+static void save_msg(Q35__StageRequest *m, Q35__CkptSave *s, uint64_t id, int slot, int n)
+{
+    q35__ckpt_save__init(s);
+    s->id = id, s->slot = (uint32_t)slot, s->n_tokens = (uint32_t)n;
+    q35__stage_request__init(m);
+    m->body_case = Q35__STAGE_REQUEST__BODY_CKPT_SAVE, m->ckpt_save = s;
+}
+
+/* Saves r's slot (every stage has run its first n tokens) as a new
+ * checkpoint of toks[0, n), unless the tree names that sequence already. */
+static void save(coord *c, req *r, int n)
+{
+    uint64_t id = save_begin(c, r, n);
+    if (!id)
+        return;
+    Q35__CkptSave s;
+    Q35__StageRequest m;
+    save_msg(&m, &s, id, r->slot, n);
     bool failed;
     send_each(c, &m, (cache_op){ 0, id, 0, OP_SAVE, r->slot }, &failed);
-    if (failed) {
+    if (failed)
         forget(c, id);
-        return;
-    }
-    k->saves++;
+}
+
+uint64_t cache_staged_save(coord *c, req *r, int n)
+{
+    uint64_t id = save_begin(c, r, n);
+    if (id)
+        r->staged_upto = n;
+    return id;
+}
+
+void cache_staged_send(coord *c, link *l, uint64_t id, int slot, int n)
+{
+    coord_cache *k = c->cache;
+    bool pending = false;
+    for (int i = 0; k && i < k->n_pend && !pending; i++)
+        pending = k->pend[i].ckpt == id;
+    if (!pending)
+        return;     /* forgotten meanwhile (a link's new handshake clears them all) */
+    Q35__CkptSave s;
+    Q35__StageRequest m;
+    save_msg(&m, &s, id, slot, n);
+    if (link_send(c, l, &m) == 0)
+        push_op(c, l, &(cache_op){ m.id, id, 0, OP_SAVE, slot });
 }
 
 /* ---- the scheduler's hooks -------------------------------------------- */
@@ -283,7 +322,8 @@ void cache_after_chunk(coord *c, req *r)
      * this position already: no checkpoint here (chunks ending at a
      * checkpoint stop wait for the pipeline, so only a boundary a chunk
      * ends at by chance is skipped) */
-    if (!cache_on(c) || r->n_fed > r->n_prompt || r->n_fed <= r->n_cached || r->n_chunks > 0)
+    if (!cache_on(c) || r->n_fed > r->n_prompt || r->n_fed <= r->n_cached || r->n_chunks > 0 ||
+        r->n_fed <= r->staged_upto)
         return;
     int p = r->n_fed;
     bool boundary = p == r->n_prompt || p % COORD_CKPT_EVERY == 0 ||

@@ -116,6 +116,7 @@ typedef struct req {
      * 0, and a chunk ending at a checkpoint is in flight (the next waits
      * for it to come back). A decode step has one chunk in flight. */
     int n_sent, n_chunks;
+    int staged_upto;                /* the last checkpoint saved stage by stage (cache_staged_save) */
     bool at_head, ckpt_wait;
     Q35__Code err_code;             /* an error waiting for the request's chunks to come back */
     char *err_msg;
@@ -154,6 +155,9 @@ struct mbatch {
     int n;
     req *r[64];
     int pos[64], ntok[64];
+    /* a checkpoint after entry i's chunk (prefill pipelining): saved on
+     * each stage right after the chunk is sent there; 0: none */
+    uint64_t save_id[64];
     uint8_t *hidden;                /* from the previous stage */
     size_t hidden_len;
     double t_start;
@@ -333,6 +337,11 @@ int  cache_chunk_limit(const coord *c, const req *r, int n, bool *at_stop);
 /* After the last stage ran a chunk of r (n_fed moved on): saves a
  * checkpoint when the chunk ended at a wanted position. */
 void cache_after_chunk(coord *c, req *r);
+/* Prefill pipelining: a checkpoint of r's first n tokens, to be saved on
+ * each stage right after the chunk ending at n is sent there
+ * (cache_staged_send), so the next chunk may follow at once; 0: none. */
+uint64_t cache_staged_save(coord *c, req *r, int n);
+void cache_staged_send(coord *c, link *l, uint64_t id, int slot, int n);
 /* r ends (not in flight): saves prompt + answer for the next turn. */
 void cache_on_finish(coord *c, req *r);
 /* An answer of l to a save or restore: true when it was one (consumed). */

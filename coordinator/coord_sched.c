@@ -126,6 +126,9 @@ static int send_mb(coord *c, mbatch *m)
         link_fail(c, l, "cannot send a forward step (not connected)");
         return -1;
     }
+    for (int i = 0; i < m->n; i++)
+        if (m->save_id[i])
+            cache_staged_send(c, l, m->save_id[i], m->r[i]->slot, m->pos[i] + m->ntok[i]);
     int rows = 0;
     for (int i = 0; i < m->n; i++)
         rows += m->ntok[i];
@@ -215,6 +218,11 @@ static mbatch *form_mb(coord *c)
             m->r[m->n] = r;
             m->pos[m->n] = r->n_sent;
             m->ntok[m->n] = n;
+            /* a checkpoint stop: pipelined, each stage saves right after
+             * the chunk (the next one may follow); else after the last */
+            m->save_id[m->n] = at_stop && c->o.prefill_pipeline ? cache_staged_save(c, r, r->n_sent + n) : 0;
+            if (m->save_id[m->n])
+                at_stop = false;
             m->n++;
             rows += n;
             lrows += r->want_logits ? n : 0;
@@ -448,6 +456,7 @@ void sched_on_stage_lost(coord *c, const char *why)
         r->in_flight = false;
         r->n_chunks = 0;
         r->at_head = r->ckpt_wait = false;
+        r->staged_upto = 0;
         if (r->err_code) {          /* it was waiting for its chunks to end with an error */
             req_error(c, r, r->err_code, "%s", r->err_msg ? r->err_msg : "error");
             continue;

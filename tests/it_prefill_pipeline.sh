@@ -1,8 +1,9 @@
 #!/bin/sh
 # A long prompt's chunks flow back to back through 3 stages (golden tiny
 # model): the tokens equal qwen35-run's (one process) greedy and seeded,
-# with the prefix cache's checkpoints on the way (every 1024 tokens: the
-# pipeline drains there) and a second request restoring them; the
+# with the prefix cache's checkpoints on the way (every 1024 tokens and at
+# each message boundary, saved stage by stage as the chunk passes) and a
+# second request restoring them; the
 # coordinator's trace shows stage 0 working on a chunk while a later stage
 # works on the one before (with --no-prefill-pipeline it never does); and
 # the last stage killed while the prompt is in flight: the rebuilt request
@@ -13,13 +14,14 @@ setup qwen35-run
 T=$P35_RUN/pp
 N=16
 ids64 "$T.p64"
-# without <|im_start|> (507): each would be a message boundary, a checkpoint
-# stop, and the pipeline drains at every stop
+# one prompt without <|im_start|> (507, a message boundary: a checkpoint
+# stop), one with a boundary every 64 tokens
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do cat "$T.p64"; done >"$T.msgs"
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28; do cat "$T.p64"; done |
     tr -s ' \n' '\n\n' | grep -vx 507 >"$T.long"
 n_prompt=$(wc -w <"$T.long")
 
-ref() { "$BIN/qwen35-run" -m "$M" --tokens "$T.long" -n $N "$@" 2>/dev/null | tr -s ' \n' ' ' | sed 's/ $//;s/^ //'; }
+ref() { "$BIN/qwen35-run" -m "$M" --tokens "${REF_TOKENS:-$T.long}" -n $N "$@" 2>/dev/null | tr -s ' \n' ' ' | sed 's/ $//;s/^ //'; }
 ids() { tr -s ' \n' ' ' <"$1" | sed 's/ $//;s/^ //'; }
 
 # overlaps TRACE: prefill steps of one stage that overlap in time a prefill
@@ -45,6 +47,7 @@ start() {   # start NAME [coordinator options]
 
 greedy=$(ref)
 seeded=$(ref --temp 0.9 --seed 4 --top-k 30)
+msgs=$(REF_TOKENS=$T.msgs ref)
 
 start pipe
 p35_client --prompt-ids "$T.long" -n $N --ignore-eos --ids >"$T.g1" || fail "greedy request failed"
@@ -59,6 +62,18 @@ p35_stop
 ov=$(overlaps "$T.pipe.trace")
 [ "$ov" -gt 0 ] || fail "no prefill step overlapped another stage's: the chunks did not flow back to back"
 echo "pipelined: $n_prompt-token prompt through 3 stages, greedy and seeded equal qwen35-run, a repeat too (prefix hits $cached); $ov overlapping prefill steps"
+
+start msgs
+p35_client --prompt-ids "$T.msgs" -n $N --ignore-eos --ids >"$T.m1" || fail "boundaries: the request failed"
+p35_client --prompt-ids "$T.msgs" -n $N --ignore-eos --ids >"$T.m2" || fail "boundaries: the repeat failed"
+[ "$(ids "$T.m1")" = "$msgs" ] || fail "boundaries: [$(ids "$T.m1")] != qwen35-run [$msgs]"
+[ "$(ids "$T.m2")" = "$msgs" ] || fail "boundaries, restored: [$(ids "$T.m2")] != qwen35-run [$msgs]"
+hits=$(p35_field "$(status)" prefix_hits 2>/dev/null || echo 0)
+p35_stop
+ov=$(overlaps "$T.msgs.trace")
+[ "$ov" -gt 0 ] || fail "boundaries: no overlapping prefill steps (a checkpoint at each boundary drained the pipeline)"
+[ "${hits:-0}" -ge 1 ] || fail "boundaries: the repeat restored nothing (prefix hits ${hits:-0})"
+echo "a boundary every 64 tokens: checkpoints saved stage by stage, $ov overlapping prefill steps, the repeat restored ($hits hits), equal"
 
 start serial --no-prefill-pipeline --prefix-cache off
 p35_client --prompt-ids "$T.long" -n $N --ignore-eos --ids >"$T.g3" || fail "--no-prefill-pipeline: the request failed"
