@@ -86,3 +86,42 @@ for p in $PROMPTS; do
         done
     done
 done
+
+# A decode stream while a long prompt prefills (4 dies, --step-target-ms
+# BENCH_STALL_TARGET_MS, default 20): its largest gap between tokens while
+# the prompt is in flight, against its gap before, and against a token's
+# least possible trip then (every stage running one step of the target).
+ST=${BENCH_STALL_TARGET_MS:-20}
+P=$MAXP
+names=""
+for k in 0 1 2 3; do
+    p35_stage "d$k" "$MODEL" "$((10 * k)):$((10 * k + 10))" --backend sim --sim-profile "$P35_RUN/sim.profile" \
+        --max-seqs 2 --max-ctx $CTX
+    names="$names d$k"
+done
+# shellcheck disable=SC2086
+p35_coord "$MODEL" $names -- --max-seqs 2 --max-ctx $CTX --step-target-ms "$ST"
+p35_wait_ready 60
+p35_bg_client "$P35_RUN/b.json" --prompt-ids "$P35_RUN/p2048.ids" -n 100000 --ignore-eos --json --timeout 900000 \
+    2>/dev/null || true
+bpid=$P35_LAST
+i=0
+until [ "$(grep -c '"event":"piece"' "$P35_RUN/b.json" 2>/dev/null)" -ge 20 ] || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s.%N)
+p35_client --prompt-ids "$P35_RUN/p$P.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/a.json" ||
+    p35_die "the long prompt beside a decode stream failed"
+t1=$(date +%s.%N)
+kill "$bpid" 2>/dev/null || true
+wait "$bpid" 2>/dev/null || true
+a_ttft=$(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$P35_RUN/a.json")
+# gaps between the stream's tokens: before the prompt came, and the largest while it was in flight
+awk -v a="$t0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                     if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
+    "$P35_RUN/b.json" | sort -n >"$P35_RUN/pre.txt"
+med=$(awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }' "$P35_RUN/pre.txt")
+mx=$(awk -v a="$t0" -v b="$t1" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                 if (n++ && last >= a && t <= b && (t - last) * 1000 > m) m = (t - last) * 1000; last = t }
+                                 END { printf "%.1f", m }' "$P35_RUN/b.json")
+awk -v st="$ST" -v p="$P" -v tt="$a_ttft" -v med="$med" -v mx="$mx" 'BEGIN {
+    printf "decode beside a %d-token prompt (4 dies, step target %d ms; the prompt TTFT %.3f s): gap before %.1f ms, largest while it prefills %.1f ms = %.1f step targets (a trip through 4 stages of one target each: 4)\n",
+           p, st, tt, med, mx, mx / st }'
