@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include "backend.h"
+#include "common.h"
 #include "pool.h"
 
 /* State of one slot for one owned layer (only the fields of its kind). */
@@ -53,7 +54,27 @@ struct q35_backend {
     int *e_cnt, *e_off;       /* [X], [X+1] */
     int *e_list;              /* [X] experts used by the batch, ascending */
     int n_active;
+    double *prof;             /* [CPU_PROF_N] seconds per part; NULL unless QWEN35_PROFILE is set */
 };
+
+/* Where a forward pass spends its time (QWEN35_PROFILE=1: logged when the
+ * backend closes). Activation quantisation runs inside the matmuls. */
+enum cpu_prof {
+    CPU_PROF_EMBD, CPU_PROF_NORM, CPU_PROF_ATTN_PROJ, CPU_PROF_ATTN_CORE, CPU_PROF_SSM_PROJ,
+    CPU_PROF_SSM_CONV, CPU_PROF_SSM_SCAN, CPU_PROF_MOE_ROUTE, CPU_PROF_MOE_EXPERTS, CPU_PROF_HEAD,
+    CPU_PROF_N
+};
+
+/* cpu_prof_mark(b, &t, part): the time since t goes to part, t restarts
+ * (t from cpu_prof_now). Nothing when profiling is off. */
+static inline double cpu_prof_now(const q35_backend *b) { return b->prof ? q35_now() : 0; }
+static inline void cpu_prof_mark(q35_backend *b, double *t, int part)
+{
+    if (!b->prof) return;
+    double now = q35_now();
+    b->prof[part] += now - *t;
+    *t = now;
+}
 
 /* One matrix product Y[t] = W · X[t] for t < nx over all rows of W. */
 typedef struct cpu_mm {

@@ -240,7 +240,9 @@ void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, fl
         { &l->attn_k, NULL, h, E, n, s->kx, hd * nkv },      /* [E, hd·nkv] */
         { &l->attn_v, NULL, h, E, n, s->vx, hdv * nkv },     /* [E, hd_v·nkv] */
     };
+    double t = cpu_prof_now(b);
     cpu_matmuls(b, 3, proj);
+    cpu_prof_mark(b, &t, CPU_PROF_ATTN_PROJ);
 
     cpu_job j = cpu_job_of(b, il, r, NULL);
     cpu_parallel(&j, n, 1, 4.0 * (nh + 2 * nkv) * hd * 4, qk_prepare);     /* per row */
@@ -249,9 +251,11 @@ void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, fl
         ctx += r->row_pos[i] + 1;
     attn_tiling tl = tiling_of(b, n);   /* per tile of rows x query heads */
     cpu_parallel(&j, tl.units, 1, ctx / n * (hd + hdv) * 4 * tl.rows * tl.heads, attend);
+    cpu_prof_mark(b, &t, CPU_PROF_ATTN_CORE);
 
     cpu_mm o = { &l->attn_output, NULL, s->o, hdv * nh, n, out, E };   /* [hd_v·nh, E] */
     cpu_matmuls(b, 1, &o);
+    cpu_prof_mark(b, &t, CPU_PROF_ATTN_PROJ);
 }
 
 size_t cpu_attn_scratch(const q35_config *c, int max_ctx)

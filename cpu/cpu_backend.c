@@ -4,6 +4,7 @@
 #include "cpu.h"
 #include "cli.h"
 #include "common.h"
+#include "log.h"
 #include "quant.h"
 #include "quant_act.h"
 
@@ -272,6 +273,9 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
             }
         }
 
+    const char *pe = getenv("QWEN35_PROFILE");
+    if (pe && *pe && strcmp(pe, "0"))
+        b->prof = calloc(CPU_PROF_N, sizeof *b->prof);
     b->pool = pool_new(o->n_threads, err, errsz);
     if (!b->pool || (o->cpu_affinity && pool_pin(b->pool, err, errsz)))
         goto fail;
@@ -311,6 +315,20 @@ static void cpu_destroy(q35_backend **pb)
     if (!pb || !*pb)
         return;
     q35_backend *b = *pb;
+    if (b->prof) {
+        static const char *name[CPU_PROF_N] = { "embedding", "norms+adds", "attention projections",
+            "attention (scores, values)", "SSM projections", "SSM conv", "Gated DeltaNet scan",
+            "MoE router+routing+grouping", "MoE experts (routed+shared)", "LM head" };
+        double all = 0;
+        for (int i = 0; i < CPU_PROF_N; i++) all += b->prof[i];
+        char line[1024];
+        int o = snprintf(line, sizeof line, "profile (QWEN35_PROFILE) %.3f s:", all);
+        for (int i = 0; i < CPU_PROF_N && o < (int)sizeof line; i++)
+            o += snprintf(line + o, sizeof line - (size_t)o, " %s %.1f%%;", name[i],
+                          all > 0 ? 100 * b->prof[i] / all : 0);
+        q35_log_info("%s", line);
+        free(b->prof);
+    }
     uint64_t bytes;
     if (b->o.mlock)
         lock_all(b->w, false, &bytes);   /* the engine may open another backend on the mapping */
@@ -372,7 +390,9 @@ static void lm_head(q35_backend *b, const float *x, int m, float *h, float *logi
     for (int i = 0; i < m; i++)
         cpu_rms(h + (size_t)i * E, x + (size_t)i * E, w->output_norm.data, E, b->c->rms_eps);
     cpu_mm mm = { &w->output, NULL, h, E, m, logits, V };
+    double t = cpu_prof_now(b);
     cpu_matmuls(b, 1, &mm);
+    cpu_prof_mark(b, &t, CPU_PROF_HEAD);
 }
 
 static void rms_rows(float *h, const float *x, const q35_tensor *w, int n, int64_t E, float eps)
@@ -394,12 +414,16 @@ static void mixer_block(q35_backend *b, int il, const q35_pass *r, float *x, flo
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
+    double t = cpu_prof_now(b);
     rms_rows(h, x, &l->attn_norm, r->n, c->n_embd, c->rms_eps);
+    cpu_prof_mark(b, &t, CPU_PROF_NORM);
     if (l->kind == Q35_LAYER_ATTN)
         cpu_attention(b, il, r, h, y);
     else
         cpu_ssm(b, il, r, h, y);
+    t = cpu_prof_now(b);
     add_rows(x, y, r->n, c->n_embd);
+    cpu_prof_mark(b, &t, CPU_PROF_NORM);
 }
 
 /* Layer il's FFN: h = rms(x, post_attention_norm); x += moe(h). */
@@ -407,9 +431,13 @@ static void ffn_block(q35_backend *b, int il, const q35_pass *r, float *x, float
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
+    double t = cpu_prof_now(b);
     rms_rows(h, x, &l->post_attention_norm, r->n, c->n_embd, c->rms_eps);
+    cpu_prof_mark(b, &t, CPU_PROF_NORM);
     cpu_moe(b, il, r, h, y);
+    t = cpu_prof_now(b);
     add_rows(x, y, r->n, c->n_embd);
+    cpu_prof_mark(b, &t, CPU_PROF_NORM);
 }
 
 /* One pass of rows through every block of the range, as in DESIGN.md §1
@@ -438,10 +466,13 @@ static int cpu_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
     float *x = b->s.x, *h = b->s.h;
     for (int i = 0; i < plan->n_pass; i++) {
         const q35_pass *p = &plan->pass[i];
-        if (w->has_embd)
+        if (w->has_embd) {
+            double t = cpu_prof_now(b);
             embed(b, bt->tokens + p->row0, p->n, x);
-        else
+            cpu_prof_mark(b, &t, CPU_PROF_EMBD);
+        } else {
             memcpy(x, bt->x_in + p->row0 * E, (size_t)p->n * E * sizeof(float));
+        }
         forward_rows(b, p, x, h, b->s.tmp);
         if (!w->has_head) {
             memcpy(bt->x_out + p->row0 * E, x, (size_t)p->n * E * sizeof(float));

@@ -161,10 +161,12 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
     int64_t E = c->n_embd;
 
     cpu_mm router = { &l->ffn_gate_inp, NULL, h, E, n, s->router, X };   /* [E, X] */
+    double t = cpu_prof_now(b);
     cpu_matmuls(b, 1, &router);
     for (int row = 0; row < n; row++)
         cpu_route(s->router + (int64_t)row * X, X, K, s->top_i + row * K, s->top_w + row * K);
     group_rows(b, n, h);
+    cpu_prof_mark(b, &t, CPU_PROF_MOE_ROUTE);
 
     /* Two parallel steps, each the shared expert's matrices with the
      * chosen experts' (one barrier each). */
@@ -177,4 +179,5 @@ void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
     double down = b->n_active * bytes_of(td) + bytes_of(&l->ffn_down_shexp);
     cpu_parallel(&j, c->n_ff_exp, 8, gate_up / c->n_ff_exp, gate_up_share);
     cpu_parallel(&j, E, 8, down / E, down_share);
+    cpu_prof_mark(b, &t, CPU_PROF_MOE_EXPERTS);
 }

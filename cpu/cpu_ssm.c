@@ -113,13 +113,18 @@ void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *o
         { &l->ssm_beta, NULL, h, E, n, s->beta, nv },        /* [E, nv] */
         { &l->ssm_alpha, NULL, h, E, n, s->alpha, nv },      /* [E, nv] */
     };
+    double t = cpu_prof_now(b);
     cpu_matmuls(b, 4, proj);
+    cpu_prof_mark(b, &t, CPU_PROF_SSM_PROJ);
 
     cpu_job j = cpu_job_of(b, il, r, NULL);
     cpu_parallel(&j, C, 16, 4.0 * n * (c->ssm_d_conv + 2), conv_channels);   /* per channel */
+    cpu_prof_mark(b, &t, CPU_PROF_SSM_CONV);
     cpu_parallel(&j, (int64_t)r->n_seq * nv, 1,                               /* per (seq, V-head) */
                  4.0 * 4 * n * c->ssm_d_state * c->ssm_hv / r->n_seq, delta_heads);
+    cpu_prof_mark(b, &t, CPU_PROF_SSM_SCAN);
 
     cpu_mm o = { &l->ssm_out, NULL, s->y, vd, n, out, E };   /* [vd, E] */
     cpu_matmuls(b, 1, &o);
+    cpu_prof_mark(b, &t, CPU_PROF_SSM_PROJ);
 }
