@@ -27,6 +27,7 @@ struct stage_sampler {
     smp_bias (*bias)[Q35_WIRE_MAX_BIAS];   /* [n] its bias entries (the sampler borrows them) */
     char *model_path;
     gram_vocab *vocab;       /* token bytes, on the first constrained step */
+    gram_cache *masks;       /* masks the slots' matchers share (same grammar, same state) */
     slot_grammar *gr;        /* [n] */
 };
 
@@ -68,6 +69,8 @@ static int load_vocab(stage_sampler *s, char *err, size_t errsz)
     if (piece && len && kind) {
         gram_tok_pieces(t, (int32_t)s->n_vocab, piece, len, kind);
         s->vocab = gram_vocab_new((int32_t)s->n_vocab, piece, len, kind);
+        /* 256 masks of 31 KiB on Qwen3.5's vocabulary: 8 MiB, allocated as used */
+        s->masks = gram_cache_new((int32_t)s->n_vocab, 256);
     }
     free(piece);
     free(len);
@@ -97,6 +100,7 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
             return q35_err(err, errsz, Q35_ENOMEM, "constraint: out of memory for the matcher");
         }
         sg->hash = h;
+        gram_match_share(sg->m, s->masks, h);
     }
     /* the answer: after </think> when the model reasons first; until then
      * the reasoning is free, but may not end the turn: an answer the
@@ -150,6 +154,7 @@ void stage_sampler_destroy(stage_sampler **ps)
     for (int i = 0; s->gr && i < s->n; i++)
         slot_grammar_clear(&s->gr[i]);
     free(s->gr);
+    gram_cache_destroy(&s->masks);
     gram_vocab_destroy(&s->vocab);
     free(s->model_path);
     free(s->per_slot);

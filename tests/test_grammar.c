@@ -169,6 +169,8 @@ static void test_mask_brute(void **st)
     gram_match *m = gram_match_new(g, v), *ref = gram_match_new(g, v);
     assert_non_null(m);
     assert_non_null(ref);
+    gram_cache *shared = gram_cache_new(NV, 8);   /* small: its evictions are exercised too */
+    gram_match_share(m, shared, 1);
     float logits[NV];
     char hist[4096];
     char err[Q35_ERRSZ];
@@ -202,7 +204,7 @@ static void test_mask_brute(void **st)
         }
     }
     uint64_t cached, walked;
-    gram_match_stats(m, &cached, &walked);
+    gram_match_stats(m, &cached, NULL, &walked);
     print_message("12 walks: %d ended, masks %llu walked + %llu cached\n", ended, (unsigned long long)walked,
                   (unsigned long long)cached);
     assert_true(cached > 0);
@@ -217,6 +219,81 @@ static void test_mask_brute(void **st)
     assert_int_equal(gram_match_token(m, NV - 1, err, sizeof err), Q35_EINVAL);   /* cannot end yet */
     gram_match_destroy(&m);
     gram_match_destroy(&ref);
+    gram_cache_destroy(&shared);
+    gram_vocab_destroy(&v);
+    gram_destroy(&g);
+}
+
+/* Matchers sharing a cache: the second, over the same answer, walks the
+ * vocabulary for no state and gets the first's masks; another grammar id
+ * shares nothing. */
+static void test_shared_masks(void **st)
+{
+    (void)st;
+    enum { NV = 300 };
+    static char store[NV][3];
+    const char *piece[NV];
+    size_t len[NV];
+    for (int i = 0; i < NV; i++) {
+        size_t n = 1 + (size_t)i % 2;
+        for (size_t k = 0; k < n; k++) store[i][k] = ALPHA[((size_t)i * 7 + k * 3) % (sizeof ALPHA - 1)];
+        piece[i] = store[i];
+        len[i] = n;
+    }
+    uint8_t kind[NV] = { 0 };
+    kind[NV - 1] = GRAM_TOK_END;
+    gram *g = parse_ok(JSON_G);
+    gram_vocab *v = gram_vocab_new(NV, piece, len, kind);
+    gram_cache *c = gram_cache_new(NV, 64);
+    gram_match *a = gram_match_new(g, v), *b = gram_match_new(g, v), *o = gram_match_new(g, v);
+    assert_non_null(c);
+    gram_match_share(a, c, 7);
+    gram_match_share(b, c, 7);
+    gram_match_share(o, c, 8);
+    static float la[64][NV], lb[NV];
+    int path[64], n = 0;
+    uint64_t r = 5;
+    char err[Q35_ERRSZ];
+    for (; n < 64; n++) {                  /* a's random walk, its masks kept */
+        for (int i = 0; i < NV; i++) la[n][i] = 0;
+        int allowed = gram_match_mask(a, la[n]);
+        assert_true(allowed > 0);
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        int nth = (int)((r >> 33) % (uint64_t)allowed), pick = -1;
+        for (int i = 0; i < NV && pick < 0; i++)
+            if (la[n][i] == 0 && nth-- == 0) pick = i;
+        path[n] = pick;
+        assert_int_equal(gram_match_token(a, pick, err, sizeof err), 0);
+        if (pick == NV - 1) {
+            n++;
+            break;
+        }
+    }
+    for (int k = 0; k < n; k++) {          /* b along the same path */
+        for (int i = 0; i < NV; i++) lb[i] = 0;
+        gram_match_mask(b, lb);
+        assert_memory_equal(lb, la[k], sizeof lb);
+        assert_int_equal(gram_match_token(b, path[k], err, sizeof err), 0);
+        for (int i = 0; i < NV; i++) lb[i] = 0;
+        if (k < 4) gram_match_mask(o, lb);
+        if (k < 4) assert_int_equal(gram_match_token(o, path[k], err, sizeof err), 0);
+    }
+    uint64_t wa, wb, wo, sb, so;
+    gram_match_stats(a, NULL, NULL, &wa);
+    gram_match_stats(b, NULL, &sb, &wb);
+    gram_match_stats(o, NULL, &so, &wo);
+    print_message("shared masks: a walked %llu, b walked %llu (%llu shared), another grammar id walked %llu\n",
+                  (unsigned long long)wa, (unsigned long long)wb, (unsigned long long)sb, (unsigned long long)wo);
+    assert_true(wa > 0);
+    assert_int_equal(wb, 0);
+    assert_true(sb > 0);
+    assert_int_equal(so, 0);
+    assert_true(wo > 0);
+    gram_match_destroy(&a);
+    gram_match_destroy(&b);
+    gram_match_destroy(&o);
+    gram_cache_destroy(&c);
+    assert_null(c);
     gram_vocab_destroy(&v);
     gram_destroy(&g);
 }
@@ -228,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_json_bytes),
         cmocka_unit_test(test_classes_and_repeats),
         cmocka_unit_test(test_mask_brute),
+        cmocka_unit_test(test_shared_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -236,9 +236,55 @@ struct gram_match {
     bool ended;
     uint32_t *walk;                       /* [max_len + 1] states along a token */
     struct { uint32_t state; int32_t allowed; uint64_t tick; uint64_t *bits; } cache[N_CACHE];
-    uint64_t tick, n_cached, n_walked;
+    uint64_t tick, n_cached, n_shared, n_walked;
     int oom;
+    gram_cache *shared;
+    uint64_t gid;
+    uint32_t *key;                        /* scratch: a state's canonical name */
+    size_t cap_key;
 };
+
+/* ---- masks shared between matchers --------------------------------------------- */
+
+typedef struct shared_mask {
+    uint64_t gid, hash, tick;
+    uint32_t *key;
+    size_t n_key;
+    uint64_t *bits;
+    int32_t allowed;
+} shared_mask;
+
+struct gram_cache {
+    int32_t n_vocab;
+    int cap;
+    shared_mask *e;                       /* [cap] */
+    uint64_t tick;
+};
+
+gram_cache *gram_cache_new(int32_t n_vocab, int capacity)
+{
+    gram_cache *c = calloc(1, sizeof *c);
+    if (!c || capacity < 1 || !(c->e = calloc((size_t)capacity, sizeof *c->e))) {
+        free(c);
+        return NULL;
+    }
+    c->n_vocab = n_vocab;
+    c->cap = capacity;
+    return c;
+}
+
+void gram_cache_destroy(gram_cache **pc)
+{
+    gram_cache *c = *pc;
+    if (!c) return;
+    for (int i = 0; i < c->cap; i++) {
+        free(c->e[i].key);
+        free(c->e[i].bits);
+    }
+    free(c->e);
+    free(c);
+    *pc = NULL;
+}
 
 static uint32_t intern_node(gram_match *m, uint32_t pos, uint32_t parent)
 {
@@ -477,10 +523,17 @@ gram_match *gram_match_new(const gram *g, const gram_vocab *v)
     return m;
 }
 
+void gram_match_share(gram_match *m, gram_cache *c, uint64_t gid)
+{
+    m->shared = c && c->n_vocab == m->v->n ? c : NULL;
+    m->gid = gid;
+}
+
 void gram_match_destroy(gram_match **pm)
 {
     gram_match *m = *pm;
     if (!m) return;
+    free(m->key);
     free(m->npos), free(m->npar), free(m->visit);
     map_free(&m->nodes), map_free(&m->states), map_free(&m->steps);
     free(m->pool), free(m->soff), free(m->slen), free(m->out), free(m->walk);
@@ -581,6 +634,89 @@ static int32_t walk_vocab(gram_match *m, uint32_t s, uint64_t *bits)
     return allowed;
 }
 
+static int cmp_chain(const void *a, const void *b, void *ctx)
+{
+    const uint32_t *k = ctx, *x = k + ((const uint32_t *)a)[0], *y = k + ((const uint32_t *)b)[0];
+    for (;; x++, y++) {
+        if (*x != *y) return *x < *y ? -1 : 1;
+        if (*x == UINT32_MAX) return 0;
+    }
+}
+
+/* The current state's name, independent of this matcher's ids: each stack
+ * as its positions top to bottom closed by UINT32_MAX, the stacks sorted.
+ * Into m->key[0, *n) (after a scratch area); its hash in *h. */
+static const uint32_t *state_key(gram_match *m, size_t *n, uint64_t *h)
+{
+    uint32_t s = m->cur, ns = m->ended ? 0 : m->slen[s];
+    size_t need = 2 + ns;
+    for (uint32_t i = 0; i < ns; i++)
+        for (uint32_t q = m->pool[m->soff[s] + i]; ; q = m->npar[q]) {
+            need++;
+            if (!q) break;
+        }
+    need = 2 * need + ns;
+    if (grow((void **)&m->key, &m->cap_key, need, sizeof *m->key)) return NULL;
+    uint32_t *chains = m->key, *start = m->key + need / 2;   /* chains, then the chain starts */
+    size_t k = 0;
+    for (uint32_t i = 0; i < ns; i++) {
+        start[i] = (uint32_t)k;
+        for (uint32_t q = m->pool[m->soff[s] + i]; q; q = m->npar[q]) chains[k++] = m->npos[q];
+        chains[k++] = UINT32_MAX;
+    }
+    qsort_r(start, ns, sizeof *start, cmp_chain, chains);
+    uint32_t *out = start + ns;
+    size_t o = 0;
+    out[o++] = m->ended ? 1u : 0u;
+    for (uint32_t i = 0; i < ns; i++)
+        for (uint32_t *p = chains + start[i];; p++) {
+            out[o++] = *p;
+            if (*p == UINT32_MAX) break;
+        }
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ m->gid;
+    for (size_t i = 0; i < o; i++) x = mix(x ^ out[i]);
+    *n = o;
+    *h = x;
+    return out;
+}
+
+/* The shared cache's mask of the current state into bits (true), or false. */
+static bool shared_get(gram_match *m, const uint32_t *key, size_t n, uint64_t h, uint64_t *bits, int32_t *allowed)
+{
+    gram_cache *c = m->shared;
+    for (int i = 0; i < c->cap; i++) {
+        shared_mask *e = &c->e[i];
+        if (e->bits && e->gid == m->gid && e->hash == h && e->n_key == n && !memcmp(e->key, key, n * sizeof *key)) {
+            memcpy(bits, e->bits, (((size_t)c->n_vocab + 63) / 64) * sizeof *bits);
+            *allowed = e->allowed;
+            e->tick = ++c->tick;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void shared_put(gram_match *m, const uint32_t *key, size_t n, uint64_t h, const uint64_t *bits, int32_t allowed)
+{
+    gram_cache *c = m->shared;
+    int lru = 0;
+    for (int i = 1; i < c->cap; i++)
+        if (!c->e[i].bits || (c->e[lru].bits && c->e[i].tick < c->e[lru].tick)) lru = i;
+    shared_mask *e = &c->e[lru];
+    size_t words = ((size_t)c->n_vocab + 63) / 64;
+    uint32_t *k = realloc(e->key, n * sizeof *k);
+    if (!k) return;
+    e->key = k;
+    if (!e->bits && !(e->bits = malloc(words * sizeof *e->bits))) return;
+    memcpy(e->key, key, n * sizeof *key);
+    memcpy(e->bits, bits, words * sizeof *bits);
+    e->n_key = n;
+    e->gid = m->gid;
+    e->hash = h;
+    e->allowed = allowed;
+    e->tick = ++c->tick;
+}
+
 int gram_match_mask(gram_match *m, float *logits)
 {
     if (compact(m)) return Q35_ENOMEM;
@@ -595,11 +731,20 @@ int gram_match_mask(gram_match *m, float *logits)
     } else {
         slot = lru;
         m->cache[slot].state = DEAD;
-        int32_t a = walk_vocab(m, m->cur, m->cache[slot].bits);
-        if (a < 0) return a;
+        size_t nk = 0;
+        uint64_t h = 0;
+        const uint32_t *sk = m->shared ? state_key(m, &nk, &h) : NULL;
+        int32_t a;
+        if (sk && shared_get(m, sk, nk, h, m->cache[slot].bits, &a)) {
+            m->n_shared++;
+        } else {
+            a = walk_vocab(m, m->cur, m->cache[slot].bits);
+            if (a < 0) return a;
+            m->n_walked++;
+            if (sk) shared_put(m, sk, nk, h, m->cache[slot].bits, a);
+        }
         m->cache[slot].state = key;
         m->cache[slot].allowed = a;
-        m->n_walked++;
     }
     m->cache[slot].tick = ++m->tick;
     const uint64_t *bits = m->cache[slot].bits;
@@ -614,8 +759,9 @@ int gram_match_mask(gram_match *m, float *logits)
     return m->cache[slot].allowed;
 }
 
-void gram_match_stats(const gram_match *m, uint64_t *cached, uint64_t *walked)
+void gram_match_stats(const gram_match *m, uint64_t *cached, uint64_t *shared, uint64_t *walked)
 {
     if (cached) *cached = m->n_cached;
+    if (shared) *shared = m->n_shared;
     if (walked) *walked = m->n_walked;
 }

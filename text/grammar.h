@@ -102,7 +102,23 @@ bool gram_match_ended(const gram_match *m);
  * caller reports it), or Q35_ENOMEM. */
 int gram_match_mask(gram_match *m, float *logits);
 
-/* Counters for benchmarks: masks answered from the cache and walked. */
-void gram_match_stats(const gram_match *m, uint64_t *cached, uint64_t *walked);
+/* Counters for benchmarks: masks answered from the matcher's own cache,
+ * from a shared cache (gram_match_share; may be NULL) and walked. */
+void gram_match_stats(const gram_match *m, uint64_t *cached, uint64_t *shared, uint64_t *walked);
+
+/* Masks shared between matchers: the sequences of one stage under the same
+ * grammar reach the same states (a string's body in the same place of the
+ * schema), and a state's mask costs a walk over the vocabulary. A state is
+ * named by its stacks' positions (not by a matcher's own ids), with the
+ * grammar's id. At most `capacity` masks (least recently used go). Not
+ * thread safe: the matchers sharing one must run on one thread. */
+typedef struct gram_cache gram_cache;
+gram_cache *gram_cache_new(int32_t n_vocab, int capacity);
+void gram_cache_destroy(gram_cache **c);
+
+/* m looks masks up in c (borrowed: it must outlive m) before walking, and
+ * leaves the ones it walks there; gid names the grammar (equal ids, equal
+ * grammars: e.g. a hash of its text). */
+void gram_match_share(gram_match *m, gram_cache *c, uint64_t gid);
 
 #endif
