@@ -5,7 +5,8 @@
 # stages of the tiny Q8_0 model: s0 on host 1, s1 on host 2, a spare of
 # s1 on host 3, the coordinator on host 0.
 # - four streams (greedy and seeded) over the 5 ms links equal the same
-#   requests on loopback (no namespaces) — and the golden greedy ids
+#   requests on loopback (no namespaces) — and the golden greedy ids, 16
+#   tokens of which take at least 16 x 2 hops x 5 ms
 # - fault 1: host 1's link down for 4 s mid-decode, then up: every stream
 #   completes identical to its undisturbed run (the pause printed)
 # - fault 2: host 2 torn down mid-decode (its processes killed, its
@@ -40,13 +41,18 @@ hosts_stage s1b 3 "$M" 4:8 $SOPTS
 # shellcheck disable=SC2086
 hosts_coord "$M" s0 s1 --spare-of s1b -- $COPTS
 p35_wait_ready 30
+t1=$(now)
 got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 20000) ||
     fail "a request over the simulated hosts failed"
+took=$(since "$t1")
 [ "$got" = "$GOLD" ] || fail "over 5 ms links greedy [$got] != golden [$GOLD]"
+# the links are real: 16 tokens each cross both hops, 5 ms a round trip
+awk -v t="$took" 'BEGIN { exit !(t >= 0.16) }' ||
+    fail "16 tokens over two 5 ms hops took $took s (< 0.16 s): the delay is not on the links"
 t0=$(now)
 start4 calm
 wait4 calm 60
-ok "5 ms RTT ($(hosts_mech_says)), CURVE: golden greedy exact, 4 streams equal loopback's in $(since "$t0") s"
+ok "5 ms RTT ($(hosts_mech_says)), CURVE: golden greedy exact (16 tokens in $took s), 4 streams equal loopback's in $(since "$t0") s"
 
 L0=$(wc -l <"$P35_RUN/coord.log")
 start4 cable
