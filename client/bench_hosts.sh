@@ -76,14 +76,6 @@ net() {
 where() { [ "$1" = lo ] && echo lo || echo "$2"; }
 
 # ---- 1. wire dtypes on real CPU stages ----------------------------------
-maxdiff() {
-    od -An -v -f -w4 "$1" | head -n "$3" >"$P35_RUN/a.txt"
-    od -An -v -f -w4 "$2" | head -n "$3" >"$P35_RUN/b.txt"
-    paste "$P35_RUN/a.txt" "$P35_RUN/b.txt" | awk -v n="$3" '
-        $1 ~ /nan|inf/ || $2 ~ /nan|inf/ { bad = 1 }
-        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; k++ }
-        END { if (bad || k != n) print "bad"; else printf "%.6f\n", m }'
-}
 if [ "${BENCH_HOSTS_REAL:-1}" = 1 ]; then
     RM=$G/models/tiny-Q8_0.gguf
     GOLD=$(tr -s ' \n' ' ' <"$G/expect/tiny-Q8_0.greedy.txt" | sed 's/ $//;s/^ //')
@@ -99,7 +91,7 @@ if [ "${BENCH_HOSTS_REAL:-1}" = 1 ]; then
         ready
         got=$(p35_client --prompt-ids "$G/tokens64.txt" -n 16 --ignore-eos --ids --timeout 30000)
         p35_client --prompt-ids "$G/tokens64.txt" -n 1 --ignore-eos --ids --logits-out "$P35_RUN/l.f32" >/dev/null
-        d=$(maxdiff "$P35_RUN/l.f32" "$G/expect/tiny-Q8_0.logits.f32" $((64 * 512)))
+        d=$(p35_maxdiff "$P35_RUN/l.f32" "$G/expect/tiny-Q8_0.logits.f32" $((64 * 512)))
         # decode bytes: a 64-token run less a 1-token run of the same prompt
         b0=$(hosts_wire_bytes 1)
         p35_client --prompt-ids "$G/tokens64.txt" -n 1 --ignore-eos --ids >/dev/null

@@ -268,29 +268,20 @@ hosts_link_up() {
 # reaching each other, each still reaching the rest. With the relay every
 # coordinator-stage byte passes it: the stage's relays hold (SIGUSR1);
 # with netem, blackhole routes on the two hosts.
-hosts_partition() {
+hosts_partition() { hosts_cut "$1" USR1 add; }
+hosts_heal() { hosts_cut "$1" USR2 del; }
+# hosts_cut K SIGNAL add|del: the relays of host K's stages signalled, or
+# the blackhole routes added / deleted
+hosts_cut() {
     if [ "$HOSTS_MECH" = relay ]; then
         for _h_n in $P35_NAMES; do
             eval "_h_h=\${HOSTS_HOST_$_h_n:-}; _h_p=\${P35_PID_r_$_h_n:-}"
-            [ "$_h_h" = "$1" ] && [ -n "$_h_p" ] && kill -USR1 "$_h_p"
+            [ "$_h_h" = "$1" ] && [ -n "$_h_p" ] && kill "-$2" "$_h_p"
         done
         return 0
-    else
-        ip -n "$(hosts_ns h0)" route add blackhole "10.30.$1.0/24"
-        ip -n "$(hosts_ns "h$1")" route add blackhole 10.30.0.0/24
     fi
-}
-hosts_heal() {
-    if [ "$HOSTS_MECH" = relay ]; then
-        for _h_n in $P35_NAMES; do
-            eval "_h_h=\${HOSTS_HOST_$_h_n:-}; _h_p=\${P35_PID_r_$_h_n:-}"
-            [ "$_h_h" = "$1" ] && [ -n "$_h_p" ] && kill -USR2 "$_h_p"
-        done
-        return 0
-    else
-        ip -n "$(hosts_ns h0)" route del blackhole "10.30.$1.0/24"
-        ip -n "$(hosts_ns "h$1")" route del blackhole 10.30.0.0/24
-    fi
+    ip -n "$(hosts_ns h0)" route "$3" blackhole "10.30.$1.0/24"
+    ip -n "$(hosts_ns "h$1")" route "$3" blackhole 10.30.0.0/24
 }
 
 # hosts_gone K: host K torn down mid-work: its processes SIGKILLed, its
