@@ -81,7 +81,7 @@ chain
 sed 's/^/  /' "$P35_RUN/hosts.txt"
 refs4
 unchain
-printf '  %-12s %-50s %-10s %10s %10s\n' fault what streams "longest pause" "wall (4 streams)"
+printf '  %-12s %-50s %-10s %10s %10s\n' fault what streams "longest pause" "wall (the fault's own 10 s included)"
 fault none "no fault (the pause: one step's interval)"
 HOSTS_LOSS=0.01 fault loss1 "1% packet loss, the whole run"
 HOSTS_LOSS=0.05 fault loss5 "5% packet loss, the whole run"
