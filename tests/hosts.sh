@@ -249,7 +249,6 @@ hosts_coord() {
             fi
         fi
     done
-    HOSTS_COORD_HOST=$_h_where
     $(hosts_on "$_h_where") "$BIN/qwen35-coordinator" --model "$_h_m" --listen "$P35_EP" \
         --curve-secret-key "$P35_RUN/keys/coord.key" "$@" >>"$P35_RUN/coord.log" 2>&1 &
     P35_PID_coord=$!
