@@ -9,7 +9,15 @@
 # make bench-prefix: the prefix cache on vs off on the mini model through 2
 # stages: an 8-turn chat, 16 requests sharing a system prompt, stage RSS
 # (client/bench_prefix.sh).
-.PHONY: demo bench-pipeline bench-pipeline-sim bench-prefix
+# make bench-hosts: the pipeline across simulated hosts (network namespaces,
+# tests/hosts.sh; needs root): wire dtypes on real CPU stages, then decode
+# tok/s at 1, 4, 16 streams and a 2,000-token TTFT for 2 and 4 SIMULATED
+# stage hosts at RTT 0.1-20 ms and 1 or 10 Gbit/s, next to loopback
+# (client/bench_hosts.sh).
+# make bench-hosts-faults: the faults a network has, on simulated hosts:
+# loss, jitter, a 10 s drop, a host gone, a partition; the longest pause
+# each (client/bench_hosts_faults.sh).
+.PHONY: demo bench-pipeline bench-pipeline-sim bench-prefix bench-hosts bench-hosts-faults
 # The demo installs and builds itself (phases 1 and 2 of client/demo.sh),
 # their output in $(BUILD)/demo.log: the terminal gets one line per phase.
 demo:
@@ -33,3 +41,12 @@ bench-prefix:
 bench-prefill-sim:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_BUILD=$(BUILD) sh client/bench_prefill_sim.sh
+
+
+bench-hosts:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_hosts.sh
+
+bench-hosts-faults:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_hosts_faults.sh

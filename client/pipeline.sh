@@ -207,6 +207,17 @@ p35_kill() {
     esac
 }
 
+# p35_maxdiff A B N: max |a - b| over the first N floats of two f32 files
+# ("bad" on NaN/Inf or a file shorter than N); scratch files in $P35_RUN.
+p35_maxdiff() {
+    od -An -v -f -w4 "$1" | head -n "$3" >"$P35_RUN/a.txt"
+    od -An -v -f -w4 "$2" | head -n "$3" >"$P35_RUN/b.txt"
+    paste "$P35_RUN/a.txt" "$P35_RUN/b.txt" | awk -v n="$3" '
+        $1 ~ /nan|inf/ || $2 ~ /nan|inf/ { bad = 1 }
+        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; k++ }
+        END { if (bad || k != n) print "bad"; else printf "%.6f\n", m }'
+}
+
 # p35_field JSON KEY: the first numeric value of "KEY": in JSON.
 p35_field() {
     printf '%s' "$1" | grep -o "\"$2\":[-0-9.e+]*" | head -n 1 | cut -d: -f2

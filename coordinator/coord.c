@@ -116,9 +116,11 @@ coord *coord_new(const coord_opts *o, int *code, char *err, size_t errsz)
         if (!l->endpoint || link_open(c, l, err, errsz))
             goto fail;
     }
-    c->n_mb = o->micro_batches > 0 ? o->micro_batches : c->n_links;
-    if (c->n_mb > COORD_MAX_STAGES + 1)
-        c->n_mb = COORD_MAX_STAGES + 1;
+    c->mb_want = o->micro_batches > 0 ? o->micro_batches : c->n_links;
+    if (c->mb_want > COORD_MAX_STAGES + 1)
+        c->mb_want = COORD_MAX_STAGES + 1;
+    /* auto: any slot may be taken once the round trips ask for more */
+    c->n_mb = o->micro_batches > 0 ? c->mb_want : COORD_MAX_STAGES + 1;
     return c;
 fail:
     *code = rc;
@@ -231,8 +233,9 @@ static int chain_first_up(coord *c, char *err, size_t errsz)
     if (!c->slot_req)
         return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
     c->chain_known = true;
-    q35_log_info("pipeline up: %d stages, %d slots x %d ctx, %d rows per step, %d micro-batches",
-                 c->n_links, seqs, ctx, batch, c->n_mb);
+    q35_log_info("pipeline up: %d stages, %d slots x %d ctx, %d rows per step, %d micro-batches%s",
+                 c->n_links, seqs, ctx, batch, c->mb_want,
+                 c->o.micro_batches > 0 ? "" : " (auto: more as the round trips to the stages ask)");
     return 0;
 }
 

@@ -27,8 +27,12 @@
 #define COORD_CKPT_EVERY 1024
 /* Forward steps queued on a stage: with two, the next micro-batch is
  * already in the stage's socket when it answers one, so the busiest stage
- * never waits for the round trip through the coordinator. */
+ * never waits for the round trip through the coordinator — when that
+ * round trip is shorter than a step. Over a long link a stage gets one
+ * more for every step its round trip lasts (link_depth), up to
+ * COORD_LINK_DEPTH_MAX. */
 #define COORD_LINK_DEPTH 2
+#define COORD_LINK_DEPTH_MAX 8
 
 typedef struct coord_uconn coord_uconn;
 enum unread_why { UNREAD_REQUEST, UNREAD_CONNECTION, UNREAD_TOTAL };
@@ -67,14 +71,19 @@ typedef struct link {
     bool owner_alive;               /* ... and it runs on this host (its pid is alive) */
     uint64_t replaces;              /* the next Hello's: an owner proved gone (coord_lease.c) */
     /* forward steps sent and not answered yet, oldest first (a stage
-     * answers in order); up to COORD_LINK_DEPTH */
-    mbatch *busy[COORD_LINK_DEPTH];
-    uint64_t busy_id[COORD_LINK_DEPTH];
-    int busy_rows[COORD_LINK_DEPTH];
+     * answers in order); up to link_depth */
+    mbatch *busy[COORD_LINK_DEPTH_MAX];
+    uint64_t busy_id[COORD_LINK_DEPTH_MAX];
+    int busy_rows[COORD_LINK_DEPTH_MAX];
     int n_busy;
     double busy_start;              /* when the stage started the oldest */
     double busy_deadline;           /* of the oldest: the one the stage works on */
     double row_s;                   /* measured seconds per row (decaying max), 0: none yet */
+    /* the wire's round trip: send to reply less the stage's compute time,
+     * of steps sent to it idle (net_n of them; coord_link.c learn_net) */
+    double net_s, answered_wait;
+    uint64_t net_n;
+    bool oldest_idle, answered_idle;   /* the oldest step / the one just answered was sent to it idle */
     /* the stage's compute time per step as fixed + per_row x rows, fitted
      * to its recent steps (decaying sums of 1, r, r^2, t, r t) */
     double fit[5];
@@ -186,7 +195,9 @@ struct coord {
     req *active;                    /* doubly linked */
     int n_active;
     req **slot_req;                 /* [max_seqs] */
-    int n_mb;
+    int n_mb;                       /* slots in use: --micro-batches, or (auto) all of mb[] */
+    int mb_want;                    /* micro-batches form_mb keeps in flight (auto: sched_mb_want) */
+    double mb_at;                   /* when auto last re-read the round trips */
     mbatch mb[COORD_MAX_STAGES + 1];
     uint64_t instance;              /* random per process: the stages' lease holder */
     char host[64];
@@ -235,6 +246,10 @@ int  link_send(coord *c, link *l, Q35__StageRequest *r);
 /* Deadline in seconds for a step of `rows` rows on l (adaptive, see
  * --step-timeout-ms). */
 double link_step_deadline_s(const coord *c, const link *l, int rows);
+/* Steps l may have queued: COORD_LINK_DEPTH, plus one for each of its
+ * shortest steps its measured round trip lasts (COORD_LINK_DEPTH_MAX at
+ * most): the next one is in its socket before the one it works on ends. */
+int link_depth(const link *l);
 /* Records micro-batch m sent to l as request id (its deadline starts when
  * the stage starts it). */
 void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows);
@@ -271,7 +286,7 @@ bool sched_in_flight(const coord *c, const mbatch *m);
 /* Moves queued requests into free slots (chain up only). */
 void sched_admit(coord *c);
 /* Keeps every up stage fed: micro-batches waiting for stage k are sent,
- * new ones formed for stage 0, up to COORD_LINK_DEPTH per stage. */
+ * new ones formed for stage 0, up to link_depth per stage. */
 void sched_dispatch(coord *c);
 /* Stage l answered m: the hidden rows move m on to the next stage; from
  * the last stage, sampled tokens are appended and streamed. A reply that

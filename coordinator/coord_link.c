@@ -18,7 +18,8 @@
 #define RECONNECT_REFUSED_S 2.0   /* a fresh connection after a refused handshake */
 /* Step deadline: STEP_MULT x the measured time per row x the step's rows,
  * at least STEP_FLOOR_S (a loaded host stalls for seconds), at most
- * --step-timeout-ms. */
+ * --step-timeout-ms; then the link's measured round trip on top: the
+ * timeout bounds the stage's work, a long cable is not a slow stage. */
 #define OWNED_GRACE_S 3.0
 #define STEP_MULT    10.0
 #define STEP_FLOOR_S 5.0
@@ -80,9 +81,18 @@ double link_step_deadline_s(const coord *c, const link *l, int rows)
 {
     double cap = c->o.step_timeout_ms / 1000.0, floor = cap < STEP_FLOOR_S ? cap : STEP_FLOOR_S;
     if (l->row_s <= 0)
-        return cap;                 /* nothing measured yet */
+        return cap + l->net_s;      /* nothing measured yet */
     double d = STEP_MULT * l->row_s * (rows > 0 ? rows : 1);
-    return d < floor ? floor : d > cap ? cap : d;
+    return (d < floor ? floor : d > cap ? cap : d) + l->net_s;
+}
+
+int link_depth(const link *l)
+{
+    double step = l->step_fixed_s + l->step_row_s;
+    if (l->net_n == 0 || step <= 0)
+        return COORD_LINK_DEPTH;
+    double d = COORD_LINK_DEPTH + l->net_s / step + 0.5;
+    return d > COORD_LINK_DEPTH_MAX ? COORD_LINK_DEPTH_MAX : (int)d;
 }
 
 void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows)
@@ -95,6 +105,7 @@ void link_step_sent(coord *c, link *l, mbatch *m, uint64_t id, int rows)
     if (l->n_busy == 0) {           /* else it starts when the one before is answered */
         l->busy_start = q35_now();
         l->busy_deadline = l->busy_start + link_step_deadline_s(c, l, rows);
+        l->oldest_idle = true;      /* its reply times the wire (step_done) */
     }
     l->busy[l->n_busy] = m;
     l->busy_id[l->n_busy] = id;
@@ -109,6 +120,9 @@ static mbatch *step_answered(coord *c, link *l)
     mbatch *mb = l->busy[0];
     double now = q35_now(), per = (now - l->busy_start) / (l->busy_rows[0] > 0 ? l->busy_rows[0] : 1);
     l->row_s = per > l->row_s * 0.95 ? per : l->row_s * 0.95;
+    l->answered_idle = l->oldest_idle;
+    l->answered_wait = now - l->busy_start;
+    l->oldest_idle = false;         /* the next one was queued at the stage */
     l->n_busy--;
     memmove(l->busy, l->busy + 1, (size_t)l->n_busy * sizeof l->busy[0]);
     memmove(l->busy_id, l->busy_id + 1, (size_t)l->n_busy * sizeof l->busy_id[0]);
@@ -394,6 +408,19 @@ static void fit_step(link *l, int rows, double t)
     l->step_row_s = b;
 }
 
+/* A sample of the wire's round trip (seconds). The estimate leans to the
+ * low samples: a late wake-up of this process is not the network's, and
+ * the least a reply takes is what the cable costs. */
+static void learn_net(link *l, double s)
+{
+    if (s < 0)
+        s = 0;
+    if (l->net_n++ == 0)
+        l->net_s = s;
+    else
+        l->net_s = s < l->net_s ? (l->net_s + s) / 2 : 0.95 * l->net_s + 0.05 * s;
+}
+
 /* A step answered: its compute time teaches the step-time fit, and it is
  * a slice on l's track of the trace (the stage's own time, ending now). */
 static void step_done(coord *c, link *l, const mbatch *m, const Q35__ForwardResult *fr)
@@ -406,6 +433,8 @@ static void step_done(coord *c, link *l, const mbatch *m, const Q35__ForwardResu
     double now = q35_now(), dt = fr->compute_s > 0 && fr->compute_s < 3600 ? fr->compute_s : 0;
     if (rows > 0 && dt > 0)
         fit_step(l, rows, dt);
+    if (l->answered_idle && dt > 0)
+        learn_net(l, l->answered_wait - dt);
     if (!c->trace)
         return;
     /* a stage runs one step at a time: a reply read late must not draw

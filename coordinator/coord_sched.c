@@ -3,7 +3,7 @@
  * A micro-batch is a set of (request, chunk of its unfed tokens) that
  * goes through the stages in order. Each stage runs one at a time; with
  * n_mb micro-batches circulating, stage k works on one while stage k+1
- * works on the previous one. Up to COORD_LINK_DEPTH of them are sent to a
+ * works on the previous one. Up to link_depth of them are sent to a
  * stage at once (it queues them), so a stage goes on to the next without
  * waiting for the coordinator. A request is in at most one micro-batch, so
  * its positions always continue its slot on every stage. Decode tokens
@@ -166,22 +166,70 @@ static int step_budget(const coord *c)
     return known ? budget : COORD_PREFILL_CHUNK;   /* nothing measured yet: a modest start */
 }
 
+/* Micro-batches to keep in flight: --micro-batches, or (auto) one a stage
+ * plus enough to cover the wire. A micro-batch's trip through the chain
+ * takes the stages' steps plus every hop's round trip; a stage stays busy
+ * when the others in flight fill that time: N + (sum of round trips) /
+ * (a stage's mean step) of them, the step at the batch one a stage would
+ * get. Re-read once a second from the links' measured round trips and
+ * step fits; before anything is measured, one a stage. */
+static int mb_want(coord *c, int live)
+{
+    double now = q35_now();
+    if (c->o.micro_batches > 0 || now - c->mb_at < 1.0)
+        return c->mb_want;
+    c->mb_at = now;
+    int n = c->n_links, want = n;
+    double net = 0, step = 0;
+    for (int k = 0; k < n; k++) {
+        const link *l = &c->links[k];
+        if (l->net_n == 0 || l->step_fixed_s + l->step_row_s <= 0)
+            return c->mb_want;
+        net += l->net_s;
+    }
+    /* more micro-batches make each smaller and its steps shorter, which
+     * wants more again: a few rounds settle it */
+    for (int round = 0; round < 4; round++) {
+        int b = (live + want - 1) / want;
+        step = 0;
+        for (int k = 0; k < n; k++)
+            step += c->links[k].step_fixed_s + c->links[k].step_row_s * (b > 0 ? b : 1);
+        want = n + (int)(net / (step / n) + 0.5);
+        if (want > COORD_MAX_STAGES + 1)
+            want = COORD_MAX_STAGES + 1;
+    }
+    if (want > live && live > n)
+        want = live;                /* more would be empty */
+    if (want > c->n_mb)
+        want = c->n_mb;
+    if (want < n)
+        want = n;
+    if (want != c->mb_want)
+        q35_log_info("micro-batches: %d (round trips to the stages %.2f ms in all, a step %.2f ms)", want,
+                     net * 1000, step / n * 1000);
+    c->mb_want = want;
+    return want;
+}
+
 /* Forms a new micro-batch from runnable requests: decode rows first,
  * then prefill chunks, at most cap requests and max_batch rows. With a
  * step target, prefill fills the step only up to the row budget (but
  * always gets a quarter of it, so decodes never starve a prompt). */
 static mbatch *form_mb(coord *c)
 {
-    mbatch *m = NULL;
-    for (int i = 0; i < c->n_mb && !m; i++)
-        if (!c->mb[i].used)
-            m = &c->mb[i];
-    if (!m)
-        return NULL;
     int live = 0;
     for (req *r = c->active; r; r = r->next)
         live += !r->cancelled && !r->expired;
-    int cap = (live + c->n_mb - 1) / c->n_mb;
+    int want = mb_want(c, live), used = 0;
+    mbatch *m = NULL;
+    for (int i = 0; i < c->n_mb; i++) {
+        used += c->mb[i].used;
+        if (!c->mb[i].used && !m)
+            m = &c->mb[i];
+    }
+    if (!m || used >= want)
+        return NULL;
+    int cap = (live + want - 1) / want;
     if (cap < 1)
         cap = 1;
     if (cap > 64)
@@ -251,7 +299,7 @@ void sched_dispatch(coord *c)
     /* later stages first: finishing work frees slots sooner */
     for (int k = c->n_links - 1; k >= 0; k--) {
         link *l = &c->links[k];
-        while (l->n_busy < COORD_LINK_DEPTH) {
+        while (l->n_busy < link_depth(l)) {
             mbatch *best = NULL;
             for (int i = 0; i < c->n_mb; i++) {
                 mbatch *m = &c->mb[i];

@@ -12,15 +12,6 @@ TOK=$G/tokens64.txt
 N_GEN=16
 SAMPLING="--temp 0.9 --top-k 50 --top-p 0.9 --min-p 0.05 --seed 1234"
 
-# max |a - b| over the first N floats of two f32 files; "bad" on NaN/Inf.
-maxdiff() {
-    od -An -v -f -w4 "$1" | head -n "$3" >"$P35_RUN/a.txt"
-    od -An -v -f -w4 "$2" | head -n "$3" >"$P35_RUN/b.txt"
-    paste "$P35_RUN/a.txt" "$P35_RUN/b.txt" | awk -v n="$3" '
-        $1 ~ /nan|inf/ || $2 ~ /nan|inf/ { bad = 1 }
-        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; k++ }
-        END { if (bad || k != n) print "bad"; else printf "%.6f\n", m }'
-}
 
 # Does qwen35-run take sampling flags (text options of the tokenizer issue)?
 run_samples=0
@@ -39,7 +30,7 @@ check() {
     rm -f "$P35_RUN/logits.f32"
     p35_client --prompt-ids "$TOK" -n 1 --ignore-eos --ids --logits-out "$P35_RUN/logits.f32" >/dev/null ||
         { fail "$name: logits request failed"; return; }
-    d=$(maxdiff "$P35_RUN/logits.f32" "$G/expect/$base.logits.f32" $((64 * 512)))
+    d=$(p35_maxdiff "$P35_RUN/logits.f32" "$G/expect/$base.logits.f32" $((64 * 512)))
     if [ "$d" = bad ] || awk -v d="$d" 'BEGIN { exit !(d > 0.001) }'; then
         fail "$name: logits max |diff| $d vs expect/$base.logits.f32 (limit 1e-3)"
     else
