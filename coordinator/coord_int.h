@@ -315,11 +315,16 @@ void cache_destroy(coord *c);
  * (at most n_prompt - 1 tokens) into it on every stage; r waits for the
  * answers (cache_waiting) with n_fed at the restored length. */
 void cache_admit(coord *c, req *r);
+/* The free slot still holding the checkpoint r would restore (the slot
+ * of the conversation's previous turn, restored into without a copy),
+ * -1 when none. */
+int  cache_pick_slot(coord *c, const req *r);
 /* r waits for restore answers: not runnable. */
 bool cache_waiting(const req *r);
-/* The rows of r's next prefill chunk (at most n) so it stops where a
- * checkpoint is wanted. */
-int  cache_chunk_limit(const coord *c, const req *r, int n);
+/* The rows of r's next prefill chunk so it stops where a checkpoint is
+ * wanted: at most n, or up to 1.5 n (never past cap) when that reaches
+ * the stop and saves the step a short remainder would take. */
+int  cache_chunk_limit(const coord *c, const req *r, int n, int cap);
 /* After the last stage ran a chunk of r (n_fed moved on): saves a
  * checkpoint when the chunk ended at a wanted position. */
 void cache_after_chunk(coord *c, req *r);
