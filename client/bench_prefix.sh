@@ -157,7 +157,7 @@ printf '%-5s %8s | %9s %10s | %9s %8s %10s %7s %7s %6s\n' turn prompt computed "
 paste -d' ' "$T.off.rows" "$T.on.rows" | awk '{
     sp = $8 > 0 ? $4 / $8 : 0; ceil = $6 > $7 ? $6 / ($6 - $7) : 0
     printf "%-5d %8d | %9d %9.3fs | %9d %8d %9.3fs %6.2fx %6.1fx %5.0f%%\n", $1, $2, $2 - $3, $4, $6 - $7, $7, $8,
-        sp, ceil, ceil > 0 ? 100 * sp / ceil : 0
+        sp, ceil, (ceil > 0 ? 100 * sp / ceil : 0)
     off += $2 - $3; on += $6 - $7
     if (NR == 1) first = sp
     last = sp; lceil = ceil }
@@ -261,7 +261,7 @@ long_case() {
     tail -n 1 "$T.long.rows" | awk -v off="$tcold" '{
         sp = $4 > 0 ? off / $4 : 0; ceil = $2 > $3 ? $2 / ($2 - $3) : 0
         printf "last turn: %d tokens, %d computed: TTFT %.3fs cold, %.3fs warm: %.1fx (ceiling %.1fx, %.0f%% of it; issue target >= %dx)\n",
-            $2, $2 - $3, off, $4, sp, ceil, ceil > 0 ? 100 * sp / ceil : 0, ($2 >= 100000 ? 60 : 25) }'
+            $2, $2 - $3, off, $4, sp, ceil, (ceil > 0 ? 100 * sp / ceil : 0), ($2 >= 100000 ? 60 : 25) }'
     if [ "$(gen_ids "$T.long.cold")" = "$(gen_ids "$T.long.$turn")" ]; then
         echo "answer ids with the cache on and off: identical"
     else
