@@ -241,7 +241,7 @@ int cache_pick_slot(coord *c, const req *r)
     if (!k || !cache_on(c) || r->want_logits || r->n_prompt < 2)
         return -1;
     int len = 0;
-    uint64_t id = pfx_lookup(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, &len);
+    uint64_t id = pfx_lookup_any(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, &len);
     for (int s = 0; id && s < k->n_slot && s < c->max_seqs; s++)
         if (k->slot_ckpt[s] == id && !c->slot_req[s])
             return s;
@@ -260,7 +260,7 @@ void cache_admit(coord *c, req *r)
         return;
     k->lookups++;
     int len = 0;
-    uint64_t id = pfx_lookup(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, &len);
+    uint64_t id = pfx_lookup_any(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, &len);
     if (!id)
         return;
     Q35__CkptRestore m = Q35__CKPT_RESTORE__INIT;

@@ -313,7 +313,11 @@ int  cache_new(coord *c, char *err, size_t errsz);
 void cache_destroy(coord *c);
 /* r just got its slot: restores the longest cached prefix of its prompt
  * (at most n_prompt - 1 tokens) into it on every stage; r waits for the
- * answers (cache_waiting) with n_fed at the restored length. */
+ * answers (cache_waiting) with n_fed at the restored length. A checkpoint
+ * whose save is not answered yet counts: each stage runs the save before
+ * the restore sent after it (the previous turn's save of a long history
+ * takes longer than a client takes to send the next turn), and a restore
+ * that fails falls back to prefilling. */
 void cache_admit(coord *c, req *r);
 /* The free slot still holding the checkpoint r would restore (the slot
  * of the conversation's previous turn, restored into without a copy),
