@@ -34,7 +34,9 @@ typedef struct cache_op {
 typedef struct op_fifo { cache_op *v; int n, cap; } op_fifo;
 
 /* A save waiting for the stages' answers. */
-typedef struct pending { uint64_t ckpt; int left; bool failed; } pending;
+/* A save waiting for the stages' answers; unsent: stages a stage-by-stage
+ * save (prefill pipelining) has not been sent to yet. */
+typedef struct pending { uint64_t ckpt; int left; bool failed; int unsent; } pending;
 
 struct coord_cache {
     pfx_tree *tree;
@@ -45,6 +47,11 @@ struct coord_cache {
     int n_pend, cap_pend;
     uint64_t prompt_tokens, cached_tokens, restores, fallbacks, saves, evictions;
     uint64_t lookups;               /* admitted requests that looked for a prefix */
+    /* [n_slot] the checkpoint saved from each free slot as its request
+     * ended (0: none): the stages keep those bits in the slot, so the next
+     * turn of that conversation restores into it without a copy */
+    uint64_t *slot_ckpt;
+    int n_slot;
 };
 
 int cache_new(coord *c, char *err, size_t errsz)
@@ -69,6 +76,7 @@ void cache_destroy(coord *c)
     for (int i = 0; i < COORD_MAX_STAGES; i++)
         free(k->ops[i].v);
     free(k->pend);
+    free(k->slot_ckpt);
     free(k);
     c->cache = NULL;
 }
@@ -133,12 +141,31 @@ static void pend_remove(coord_cache *k, uint64_t ckpt)
         }
 }
 
+static void slot_ckpt_set(coord_cache *k, int slot, uint64_t id)
+{
+    if (slot >= k->n_slot) {
+        if (!id)
+            return;
+        uint64_t *v = realloc(k->slot_ckpt, (size_t)(slot + 1) * sizeof *v);
+        if (!v)
+            return;   /* that slot's next restore copies: still correct */
+        memset(v + k->n_slot, 0, (size_t)(slot + 1 - k->n_slot) * sizeof *v);
+        k->slot_ckpt = v;
+        k->n_slot = slot + 1;
+    }
+    k->slot_ckpt[slot] = id;
+}
+
 /* Forgets checkpoint id here and on every stage. */
 static void forget(coord *c, uint64_t id)
 {
-    if (pfx_remove(c->cache->tree, id))
+    coord_cache *k = c->cache;
+    if (pfx_remove(k->tree, id))
         send_drop(c, &id, 1, false);
-    pend_remove(c->cache, id);
+    pend_remove(k, id);
+    for (int s = 0; s < k->n_slot; s++)
+        if (k->slot_ckpt[s] == id)
+            k->slot_ckpt[s] = 0;
 }
 
 static uint64_t stage_bytes(const link *l, uint64_t count, uint64_t total_len)
@@ -179,7 +206,7 @@ static void make_room(coord *c, uint64_t keep)
 /* A new checkpoint of toks[0, n) in the tree, pending every stage's save,
  * room made for it (the drops go out now, before any save); 0 when the
  * tree names that sequence already or it cannot fit. */
-static uint64_t save_begin(coord *c, req *r, int n)
+static uint64_t save_begin(coord *c, req *r, int n, int unsent)
 {
     coord_cache *k = c->cache;
     if (n < 1 || r->slot < 0 || !cache_on(c) || !could_fit(c, n))
@@ -191,7 +218,7 @@ static uint64_t save_begin(coord *c, req *r, int n)
         pfx_remove(k->tree, id);
         return 0;
     }
-    k->pend[k->n_pend++] = (pending){ id, c->n_links, false };
+    k->pend[k->n_pend++] = (pending){ id, c->n_links, false, unsent };
     /* drops before the save on every link: the stage frees first */
     make_room(c, id);
     k->saves++;
@@ -207,24 +234,28 @@ static void save_msg(Q35__StageRequest *m, Q35__CkptSave *s, uint64_t id, int sl
 }
 
 /* Saves r's slot (every stage has run its first n tokens) as a new
- * checkpoint of toks[0, n), unless the tree names that sequence already. */
-static void save(coord *c, req *r, int n)
+ * checkpoint of toks[0, n), unless the tree names that sequence already.
+ * Returns the new checkpoint's id, 0 when none was sent. */
+static uint64_t save(coord *c, req *r, int n)
 {
-    uint64_t id = save_begin(c, r, n);
+    uint64_t id = save_begin(c, r, n, 0);
     if (!id)
-        return;
+        return 0;
     Q35__CkptSave s;
     Q35__StageRequest m;
     save_msg(&m, &s, id, r->slot, n);
     bool failed;
     send_each(c, &m, (cache_op){ 0, id, 0, OP_SAVE, r->slot }, &failed);
-    if (failed)
+    if (failed) {
         forget(c, id);
+        return 0;
+    }
+    return id;
 }
 
 uint64_t cache_staged_save(coord *c, req *r, int n)
 {
-    uint64_t id = save_begin(c, r, n);
+    uint64_t id = save_begin(c, r, n, c->n_links);
     if (id)
         r->staged_upto = n;
     return id;
@@ -233,11 +264,14 @@ uint64_t cache_staged_save(coord *c, req *r, int n)
 void cache_staged_send(coord *c, link *l, uint64_t id, int slot, int n)
 {
     coord_cache *k = c->cache;
-    bool pending = false;
-    for (int i = 0; k && i < k->n_pend && !pending; i++)
-        pending = k->pend[i].ckpt == id;
-    if (!pending)
+    pending *p = NULL;
+    for (int i = 0; k && i < k->n_pend && !p; i++)
+        if (k->pend[i].ckpt == id)
+            p = &k->pend[i];
+    if (!p)
         return;     /* forgotten meanwhile (a link's new handshake clears them all) */
+    if (p->unsent > 0)
+        p->unsent--;
     Q35__CkptSave s;
     Q35__StageRequest m;
     save_msg(&m, &s, id, slot, n);
@@ -247,18 +281,44 @@ void cache_staged_send(coord *c, link *l, uint64_t id, int slot, int n)
 
 /* ---- the scheduler's hooks -------------------------------------------- */
 
+/* The checkpoint r would restore: the longest prefix saved or being saved,
+ * unless a stage has not even been sent its stage-by-stage save yet (a
+ * restore sent now would reach that stage first): then the longest saved. */
+static uint64_t lookup(coord_cache *k, const req *r, int *len)
+{
+    uint64_t id = pfx_lookup_any(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, len);
+    for (int i = 0; id && i < k->n_pend; i++)
+        if (k->pend[i].ckpt == id && k->pend[i].unsent > 0)
+            return pfx_lookup(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, len);
+    return id;
+}
+
+int cache_pick_slot(coord *c, const req *r)
+{
+    coord_cache *k = c->cache;
+    if (!k || !cache_on(c) || r->want_logits || r->n_prompt < 2)
+        return -1;
+    int len = 0;
+    uint64_t id = lookup(k, r, &len);
+    for (int s = 0; id && s < k->n_slot && s < c->max_seqs; s++)
+        if (k->slot_ckpt[s] == id && !c->slot_req[s])
+            return s;
+    return -1;
+}
+
 void cache_admit(coord *c, req *r)
 {
     coord_cache *k = c->cache;
     if (!k)
         return;
+    slot_ckpt_set(k, r->slot, 0);   /* whatever comes, the slot moves on */
     k->prompt_tokens += (uint64_t)r->n_prompt;
     /* full logits of every prompt row need every row computed */
     if (!cache_on(c) || r->want_logits || r->n_prompt < 2)
         return;
     k->lookups++;
     int len = 0;
-    uint64_t id = pfx_lookup(k->tree, r->toks, r->n_prompt, r->n_prompt - 1, &len);
+    uint64_t id = lookup(k, r, &len);
     if (!id)
         return;
     Q35__CkptRestore m = Q35__CKPT_RESTORE__INIT;
@@ -303,15 +363,22 @@ static int next_stop(const coord *c, const req *r)
     return end;
 }
 
-int cache_chunk_limit(const coord *c, const req *r, int n, bool *at_stop)
+/* A stop cuts the prefill into segments, and each segment's last chunk
+ * is a step of its own: with 128-row chunks a first turn with a message
+ * boundary at 41 of 341 took 41+128+128+44 rows, four steps against the
+ * three (128+128+85) without the cache, and a step costs more than its
+ * rows (every expert's weights are read once per step, whatever the rows).
+ * So a chunk that would leave at most half a chunk before the stop takes
+ * that remainder too (41+128+172): no more steps than without the cache. */
+int cache_chunk_limit(const coord *c, const req *r, int n, int cap, bool *at_stop)
 {
     *at_stop = false;
     if (!cache_on(c) || r->n_sent >= r->n_prompt)
         return n;
-    int stop = next_stop(c, r);
-    if (r->n_sent + n >= stop) {
+    int seg = next_stop(c, r) - r->n_sent;
+    if (seg <= n || (seg - n <= n / 2 && seg <= cap)) {
         *at_stop = true;
-        return stop - r->n_sent;
+        return seg;
     }
     return n;
 }
@@ -336,7 +403,7 @@ void cache_on_finish(coord *c, req *r)
 {
     /* the slot holds every token fed: the next turn extends prompt + answer */
     if (!r->in_flight && !cache_waiting(r) && r->n_fed > r->n_prompt)
-        save(c, r, r->n_fed);
+        slot_ckpt_set(c->cache, r->slot, save(c, r, r->n_fed));
 }
 
 /* ---- answers ------------------------------------------------------------ */
@@ -449,6 +516,8 @@ void cache_link_up(coord *c, link *l, bool restarted)
         send_drop(c, ids, got, false);   /* on the other stages */
     free(ids);
     k->n_pend = 0;
+    if (k->slot_ckpt)
+        memset(k->slot_ckpt, 0, (size_t)k->n_slot * sizeof *k->slot_ckpt);
     /* this stage may hold checkpoints of an earlier coordinator or life */
     Q35__CkptDrop d = Q35__CKPT_DROP__INIT;
     d.all = true;

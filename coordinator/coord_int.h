@@ -340,15 +340,23 @@ int  cache_new(coord *c, char *err, size_t errsz);
 void cache_destroy(coord *c);
 /* r just got its slot: restores the longest cached prefix of its prompt
  * (at most n_prompt - 1 tokens) into it on every stage; r waits for the
- * answers (cache_waiting) with n_fed at the restored length. */
+ * answers (cache_waiting) with n_fed at the restored length. A checkpoint
+ * whose save is not answered yet counts: each stage runs the save before
+ * the restore sent after it (the previous turn's save of a long history
+ * takes longer than a client takes to send the next turn), and a restore
+ * that fails falls back to prefilling. */
 void cache_admit(coord *c, req *r);
+/* The free slot still holding the checkpoint r would restore (the slot
+ * of the conversation's previous turn, restored into without a copy),
+ * -1 when none. */
+int  cache_pick_slot(coord *c, const req *r);
 /* r waits for restore answers: not runnable. */
 bool cache_waiting(const req *r);
-/* The rows of r's next prefill chunk (at most n) so it stops where a
- * checkpoint is wanted. */
-/* A prefill chunk of up to n rows from r->n_sent, cut at the next checkpoint
- * position; *at_stop: the chunk ends there (the checkpoint follows it). */
-int  cache_chunk_limit(const coord *c, const req *r, int n, bool *at_stop);
+/* The rows of r's next prefill chunk (from r->n_sent) so it stops where a
+ * checkpoint is wanted: at most n, or up to 1.5 n (never past cap) when
+ * that reaches the stop and saves the step a short remainder would take;
+ * *at_stop: the chunk ends at the stop (the checkpoint follows it). */
+int  cache_chunk_limit(const coord *c, const req *r, int n, int cap, bool *at_stop);
 /* After the last stage ran a chunk of r (n_fed moved on): saves a
  * checkpoint when the chunk ended at a wanted position. */
 void cache_after_chunk(coord *c, req *r);

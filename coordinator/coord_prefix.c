@@ -80,7 +80,7 @@ static int edge_match(const node *k, const int32_t *toks, int d, int n)
     return m;
 }
 
-uint64_t pfx_lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, int *len)
+static uint64_t lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, bool pending, int *len)
 {
     node *cur = &t->root, *best = NULL;
     if (n > max_len)
@@ -90,7 +90,7 @@ uint64_t pfx_lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, int *l
         if (!k || edge_match(k, toks, cur->depth, n) < k->n_edge)
             break;
         cur = k;
-        if (cur->id && cur->ready)
+        if (cur->id && (cur->ready || pending))
             best = cur;
     }
     if (!best)
@@ -99,6 +99,16 @@ uint64_t pfx_lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, int *l
     if (len)
         *len = best->depth;
     return best->id;
+}
+
+uint64_t pfx_lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, int *len)
+{
+    return lookup(t, toks, n, max_len, false, len);
+}
+
+uint64_t pfx_lookup_any(pfx_tree *t, const int32_t *toks, int n, int max_len, int *len)
+{
+    return lookup(t, toks, n, max_len, true, len);
 }
 
 static int add_kid(node *p, node *k)

@@ -26,6 +26,9 @@ void pfx_destroy(pfx_tree **t);
  * toks[0 .. n) and number at most max_len; marks it used. 0 when none,
  * else its id with its length in *len. */
 uint64_t pfx_lookup(pfx_tree *t, const int32_t *toks, int n, int max_len, int *len);
+/* As pfx_lookup, pending checkpoints included (a restore sent after their
+ * save on every link lands after it). */
+uint64_t pfx_lookup_any(pfx_tree *t, const int32_t *toks, int n, int max_len, int *len);
 
 /* Names checkpoint id (pending) for the sequence toks[0 .. n), n >= 1.
  * 0 on success; 1 when a checkpoint of exactly that sequence exists (its

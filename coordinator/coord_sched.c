@@ -30,10 +30,15 @@ void sched_admit(coord *c)
 {
     if (!coord_chain_up(c))
         return;
-    for (int s = 0; s < c->max_seqs && c->queue_head; s++) {
-        if (c->slot_req[s])
+    for (int s0 = 0; s0 < c->max_seqs && c->queue_head; s0++) {
+        if (c->slot_req[s0])
             continue;
         req *r = c->queue_head;
+        int s = cache_pick_slot(c, r);
+        if (s < 0)
+            s = s0;
+        else
+            s0--;   /* s0 is still free for the next request */
         req_unlink(c, r);
         req_activate(c, r, s);
         /* whatever a slot holds (an earlier life, a rogue peer), a
@@ -251,16 +256,17 @@ static mbatch *form_mb(coord *c)
             bool decode = r->n_sent >= r->n_prompt;
             if (decode != (pass == 0))
                 continue;
-            int n = left;
-            if (n > (budget > 0 ? budget : COORD_PREFILL_CHUNK))
-                n = budget > 0 ? budget : COORD_PREFILL_CHUNK;
-            if (n > limit - rows)
-                n = limit - rows;
-            if (r->want_logits && n > c->max_logit_rows - lrows)
-                n = c->max_logit_rows - lrows;
+            int cap = left;   /* what the step could hold at most */
+            if (cap > limit - rows)
+                cap = limit - rows;
+            if (r->want_logits && cap > c->max_logit_rows - lrows)
+                cap = c->max_logit_rows - lrows;
+            int n = budget > 0 ? budget : COORD_PREFILL_CHUNK;
+            if (n > cap)
+                n = cap;
             bool at_stop = false;
             if (!decode)
-                n = cache_chunk_limit(c, r, n, &at_stop);
+                n = cache_chunk_limit(c, r, n, cap, &at_stop);
             if (n <= 0)
                 continue;
             m->r[m->n] = r;

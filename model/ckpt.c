@@ -218,4 +218,5 @@ void ckpt_store_stats(const ckpt_store *s, ckpt_stats *st)
     st->misses = s->misses;
     st->evictions = s->evictions;
     st->saved = s->saved;
+    st->in_place = 0;
 }

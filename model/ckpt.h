@@ -28,6 +28,8 @@ typedef struct ckpt_stats {
     uint64_t misses;         /* lookups of an absent id */
     uint64_t evictions;      /* entries removed to make room */
     uint64_t saved;          /* entries ever added */
+    uint64_t in_place;       /* restores into the slot still holding the entry: no copy
+                              * (counted by the engine, 0 from the store) */
 } ckpt_stats;
 
 /* A store of at most `budget` bytes (0: every save is refused). NULL when

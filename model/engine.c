@@ -28,6 +28,14 @@ struct q35_engine {
      * untrusted, so every later forward / reset is refused with this. */
     char failed[Q35_ERRSZ];
     ckpt_store *ckpt;         /* checkpoints (prefix cache) */
+    /* [max_seqs] the checkpoint (its data) whose bits the slot's memory
+     * still holds: saved from it or restored into it, no forward since.
+     * A reset of such a slot is put off (reset_due) until its next
+     * forward, so restoring that checkpoint into it again (the next turn
+     * of a conversation in the slot it had) copies nothing. */
+    const void **held;
+    unsigned char *reset_due;
+    uint64_t in_place;        /* restores that copied nothing */
     uint64_t ck_fixed, ck_pos;   /* a checkpoint of n positions: fixed + n x pos bytes */
     uint64_t ck_mem_free;     /* automatic budget: the free memory read, and */
     int ck_share;             /* the stages it is divided among (0, 0: given) */
@@ -95,10 +103,14 @@ static const q35_backend_ops *emu_backend(char *err, size_t errsz)
 
 static int backend_failed(q35_engine *e, int rc, const char *err);
 static int refuse_failed(const q35_engine *e, char *err, size_t errsz);
+static int reset_now(q35_engine *e, int slot, char *err, size_t errsz);
 
 static void ckpt_drop_cb(void *ctx, void *data)
 {
     q35_engine *e = ctx;
+    for (int i = 0; i < e->max_seqs; i++)
+        if (e->held[i] == data)
+            e->held[i] = NULL;   /* a later mapping may get the address */
     e->ops->ckpt_free(e->be, data);
 }
 
@@ -168,6 +180,8 @@ int q35_engine_ckpt_save(q35_engine *e, int slot, uint64_t id, uint64_t *evicted
         return backend_failed(e, rc, err);
     if ((rc = ckpt_store_put(e->ckpt, id, n, bytes, ck, err, errsz)))
         e->ops->ckpt_free(e->be, ck);
+    else
+        e->held[slot] = ck;
     return rc;
 }
 
@@ -187,9 +201,15 @@ int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *
     if (len > e->max_ctx)
         return q35_err(err, errsz, Q35_ERANGE, "checkpoint %llu of %d positions exceeds max_ctx %d",
                        (unsigned long long)id, len, e->max_ctx);
-    int rc = e->ops->ckpt_restore(e->be, ck, slot, len, err, errsz);
-    if (rc)
-        return backend_failed(e, rc, err);   /* only Q35_EDEVICE: no state is trusted */
+    if (e->held[slot] == ck) {
+        e->in_place++;
+    } else {
+        int rc = e->ops->ckpt_restore(e->be, ck, slot, len, err, errsz);
+        if (rc)
+            return backend_failed(e, rc, err);   /* only Q35_EDEVICE: no state is trusted */
+        e->held[slot] = ck;
+    }
+    e->reset_due[slot] = 0;   /* the restore wrote (or kept) all of the state */
     e->slot_len[slot] = len;
     if (n)
         *n = len;
@@ -200,7 +220,11 @@ int q35_engine_ckpt_len(const q35_engine *e, uint64_t id) { return ckpt_store_le
 
 int q35_engine_ckpt_drop(q35_engine *e, uint64_t id) { return ckpt_store_drop(e->ckpt, id); }
 int q35_engine_ckpt_clear(q35_engine *e) { return ckpt_store_clear(e->ckpt); }
-void q35_engine_ckpt_stats(const q35_engine *e, ckpt_stats *st) { ckpt_store_stats(e->ckpt, st); }
+void q35_engine_ckpt_stats(const q35_engine *e, ckpt_stats *st)
+{
+    ckpt_store_stats(e->ckpt, st);
+    st->in_place = e->in_place;
+}
 
 q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
 {
@@ -254,7 +278,9 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     e->max_ctx = o->be.max_ctx;
     e->slot_len = calloc((size_t)o->be.max_seqs, sizeof *e->slot_len);
     e->seen = calloc((size_t)o->be.max_seqs, 1);
-    if (!e->slot_len || !e->seen) {
+    e->held = calloc((size_t)o->be.max_seqs, sizeof *e->held);
+    e->reset_due = calloc((size_t)o->be.max_seqs, 1);
+    if (!e->slot_len || !e->seen || !e->held || !e->reset_due) {
         q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
         goto fail;
     }
@@ -295,6 +321,8 @@ void q35_engine_close(q35_engine **pe)
     q35_plan_free(&e->plan);
     free(e->slot_len);
     free(e->seen);
+    free(e->held);
+    free(e->reset_due);
     gguf_close(&e->f);
     free(e);
     *pe = NULL;
@@ -427,6 +455,12 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
         return rc;
     if ((rc = q35_plan_build(&e->plan, b, e->limits, e->w.has_head, err, errsz)))
         return rc;
+    for (int s = 0; s < b->n_seq; s++) {
+        int sl = b->slot[s];
+        if (e->reset_due[sl] && (rc = reset_now(e, sl, err, errsz)))
+            return rc;
+        e->held[sl] = NULL;   /* the forward moves the slot past its checkpoint */
+    }
     if ((rc = e->ops->forward(e->be, b, &e->plan, err, errsz)))
         return backend_failed(e, rc, err);
     for (int s = 0; s < b->n_seq; s++)
@@ -441,17 +475,31 @@ int q35_engine_slot_len(const q35_engine *e, int slot)
     return e->slot_len[slot];
 }
 
+static int reset_now(q35_engine *e, int slot, char *err, size_t errsz)
+{
+    char msg[Q35_ERRSZ] = "";
+    int rc = e->ops->slot_reset(e->be, slot, msg, sizeof msg);
+    if (rc) {
+        backend_failed(e, rc, msg);
+        return q35_err(err, errsz, rc, "%s", msg);
+    }
+    e->reset_due[slot] = 0;
+    e->held[slot] = NULL;
+    return 0;
+}
+
 int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
 {
     if (slot < 0 || slot >= e->max_seqs)
         return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
     if (e->failed[0])
         return refuse_failed(e, err, errsz);
-    char msg[Q35_ERRSZ] = "";
-    int rc = e->ops->slot_reset(e->be, slot, msg, sizeof msg);
-    if (rc) {
-        backend_failed(e, rc, msg);
-        return q35_err(err, errsz, rc, "%s", msg);
+    if (e->held[slot])
+        e->reset_due[slot] = 1;   /* kept for a restore of what it holds (struct q35_engine) */
+    else if (!e->reset_due[slot]) {
+        int rc = reset_now(e, slot, err, errsz);
+        if (rc)
+            return rc;
     }
     e->slot_len[slot] = 0;
     return 0;

@@ -153,7 +153,10 @@ uint64_t q35_engine_token_macs(const q35_engine *e, uint64_t *head);
 int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz);
 
 /* Slot state: current length (next position), reset to empty (reset:
- * 0, Q35_EINVAL for a bad slot, Q35_EDEVICE as for forward). */
+ * 0, Q35_EINVAL for a bad slot, Q35_EDEVICE as for forward). A slot whose
+ * memory still holds a checkpoint (saved from it or restored into it, no
+ * forward since) keeps those bits until its next forward, which resets it
+ * first (a device error then comes from that forward). */
 int q35_engine_slot_len(const q35_engine *e, int slot);
 int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
 
@@ -178,7 +181,9 @@ int q35_engine_ckpt_save(q35_engine *e, int slot, uint64_t id, uint64_t *evicted
                          int *n_evicted, char *err, size_t errsz);
 /* Restores checkpoint id into slot, which must be empty: its length
  * becomes the checkpoint's n (in *n). Continuing it gives the same bits as
- * continuing the sequence it was saved from. The checkpoint stays.
+ * continuing the sequence it was saved from. The checkpoint stays. Into
+ * the slot that still holds it (see slot_reset) nothing is copied
+ * (ckpt_stats.in_place counts those).
  * Q35_EINVAL (slot; an absent id: "unknown checkpoint"), Q35_ESTATE
  * (slot not empty), Q35_ERANGE (n past max_ctx), Q35_EDEVICE. */
 int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *err, size_t errsz);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 
+#include "ckpt.h"
 #include "common.h"
 #include "engine.h"
 #include "forward_util.h"
@@ -507,6 +508,86 @@ static void test_half_split_checkpoint(void **s)
     fu_chain_close(&two);
 }
 
+static uint64_t in_place(const q35_engine *e)
+{
+    ckpt_stats st;
+    q35_engine_ckpt_stats(e, &st);
+    return st.in_place;
+}
+
+/* A slot keeps the bits of a checkpoint saved from it through a reset, so
+ * restoring that checkpoint into it copies nothing and continues exactly;
+ * a forward from 0 still starts from empty, another slot or a checkpoint
+ * saved elsewhere is copied. */
+static void test_restore_in_place(void **s)
+{
+    (void)s;
+    const int32_t tok[6] = { 11, 42, 7, 300, 5, 99 }, other[4] = { 8, 13, 21, 34 };
+    fu_cache_bytes = 64 << 20;
+    fu_chain ch;
+    fu_chain_open(&ch, model, 2, 2, 16, 1);
+    fu_cache_bytes = 0;
+    size_t row = (size_t)ch.V * sizeof(float);
+    float *ref = fu_alloc(6 * row), *got = fu_alloc(6 * row);
+    char err[Q35_ERRSZ] = "";
+    int n = 0;
+    fu_chain_run(&ch, 0, tok, 6, 0, 6, ref);
+    for (int i = 0; i < ch.n; i++)
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 0, err, sizeof err), 0);
+    fu_chain_run(&ch, 0, tok, 4, 0, 4, got);
+    for (int i = 0; i < ch.n; i++) {
+        assert_int_equal(q35_engine_ckpt_save(ch.e[i], 0, 7, NULL, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 0, err, sizeof err), 0);
+        assert_int_equal(q35_engine_slot_len(ch.e[i], 0), 0);
+        assert_int_equal(q35_engine_ckpt_restore(ch.e[i], 7, 0, &n, err, sizeof err), 0);
+        assert_int_equal(n, 4);
+        assert_int_equal(in_place(ch.e[i]), 1);
+    }
+    fu_chain_run(&ch, 0, tok + 4, 2, 4, 2, got + 4 * row / sizeof(float));
+    assert_memory_equal(got, ref, 6 * row);
+    /* the slot moved on: a reset now clears it, and a run from 0 matches */
+    for (int i = 0; i < ch.n; i++)
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 0, err, sizeof err), 0);
+    fu_chain_run(&ch, 0, tok, 6, 0, 6, got);
+    assert_memory_equal(got, ref, 6 * row);
+    /* restored into slot 1 (a copy), reset, then run from 0: empty first */
+    for (int i = 0; i < ch.n; i++) {
+        assert_int_equal(q35_engine_ckpt_restore(ch.e[i], 7, 1, &n, err, sizeof err), 0);
+        assert_int_equal(in_place(ch.e[i]), 1);
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 1, err, sizeof err), 0);
+    }
+    fu_chain_run(&ch, 1, tok, 6, 0, 6, got);
+    assert_memory_equal(got, ref, 6 * row);
+    /* a dropped id saved again from another slot is not the bits slot 0 kept */
+    for (int i = 0; i < ch.n; i++) {
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 0, err, sizeof err), 0);
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 1, err, sizeof err), 0);
+    }
+    fu_chain_run(&ch, 0, tok, 4, 0, 4, got);
+    fu_chain_run(&ch, 1, other, 4, 0, 4, got);
+    for (int i = 0; i < ch.n; i++) {
+        assert_int_equal(q35_engine_ckpt_save(ch.e[i], 0, 8, NULL, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 0, err, sizeof err), 0);
+        assert_int_equal(q35_engine_ckpt_drop(ch.e[i], 8), 0);
+        assert_int_equal(q35_engine_ckpt_save(ch.e[i], 1, 8, NULL, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(q35_engine_slot_reset(ch.e[i], 1, err, sizeof err), 0);
+        assert_int_equal(q35_engine_ckpt_restore(ch.e[i], 8, 0, &n, err, sizeof err), 0);
+        assert_int_equal(in_place(ch.e[i]), 1);
+    }
+    /* slot 0 now holds `other`: continuing it matches `other` continued in 1 */
+    float *a = fu_alloc(2 * row), *b = fu_alloc(2 * row);
+    for (int i = 0; i < ch.n; i++)
+        assert_int_equal(q35_engine_ckpt_restore(ch.e[i], 8, 1, &n, err, sizeof err), 0);
+    fu_chain_run(&ch, 0, tok + 4, 2, 4, 2, a);
+    fu_chain_run(&ch, 1, tok + 4, 2, 4, 2, b);
+    assert_memory_equal(a, b, 2 * row);
+    free(a);
+    free(b);
+    free(ref);
+    free(got);
+    fu_chain_close(&ch);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_bad_ranges),
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_half_split_checkpoint),
+        cmocka_unit_test(test_restore_in_place),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

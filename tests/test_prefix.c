@@ -21,9 +21,13 @@ static void test_prefix_longest(void **state)
     assert_int_equal(pfx_lookup(t, a, 8, 8, &len), 0);
     assert_int_equal(pfx_insert(t, a, 3, 10, NULL), 0);      /* "system prompt" */
     assert_int_equal(pfx_insert(t, a, 6, 11, NULL), 0);
-    /* pending: not found */
+    /* pending: not found, but by pfx_lookup_any */
     assert_int_equal(pfx_lookup(t, a, 8, 8, &len), 0);
+    assert_int_equal(pfx_lookup_any(t, a, 8, 8, &len), 11);
+    assert_int_equal(len, 6);
     assert_true(pfx_set_ready(t, 10));
+    assert_int_equal(pfx_lookup(t, a, 8, 8, &len), 10);   /* 11 still pending */
+    assert_int_equal(pfx_lookup_any(t, a, 8, 8, &len), 11);
     assert_true(pfx_set_ready(t, 11));
     assert_int_equal(pfx_lookup(t, a, 8, 8, &len), 11);
     assert_int_equal(len, 6);
