@@ -402,7 +402,7 @@ void cache_after_chunk(coord *c, req *r)
 void cache_on_finish(coord *c, req *r)
 {
     /* the slot holds every token fed: the next turn extends prompt + answer */
-    if (!r->in_flight && !cache_waiting(r) && r->n_fed > r->n_prompt)
+    if (!r->n_chunks && !cache_waiting(r) && r->n_fed > r->n_prompt)
         slot_ckpt_set(c->cache, r->slot, save(c, r, r->n_fed));
 }
 

@@ -145,7 +145,7 @@ typedef struct req {
     int32_t think_end;              /* the answer starts after this token (</think>), -1: at once */
     double t_recv, t_first, t_last, deadline;
     double t_admit;                 /* got its slot at; 0: still queued */
-    bool in_flight, cancelled, expired;
+    bool cancelled, expired;
     bool unread;                    /* past an unread bound: ends with an error */
     int unread_why;                 /* which (enum unread_why) */
     uint64_t out_bytes, acked;      /* event bytes sent to the client; of them, read */

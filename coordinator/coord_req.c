@@ -104,7 +104,7 @@ static const char *finish_name(Q35__FinishReason why)
 
 void req_finish(coord *c, req *r, Q35__FinishReason why)
 {
-    if (r->in_flight) {             /* ends when its micro-batch comes back */
+    if (r->n_chunks) {              /* ends when its micro-batches come back */
         if (why == Q35__FINISH_REASON__FINISH_CANCELLED)
             r->cancelled = true;
         else
@@ -164,7 +164,6 @@ void req_error(coord *c, req *r, Q35__Code code, const char *fmt, ...)
     }
     client_error(c, r, NULL, 0, NULL, code, msg);
     q35_log_info("request %s: %s: %s", r->tag, q35_wire_code_name(code), msg);
-    r->in_flight = false;
     req_free_slot(c, r);
     req_unlink(c, r);
     c->requests_done++;

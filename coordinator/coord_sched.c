@@ -70,7 +70,6 @@ static void chunk_done(req *r)
 {
     if (r->n_chunks > 0)
         r->n_chunks--;
-    r->in_flight = r->n_chunks > 0;
     if (!r->n_chunks)
         r->ckpt_wait = false;
 }
@@ -282,7 +281,6 @@ static mbatch *form_mb(coord *c)
             lrows += r->want_logits ? n : 0;
             r->n_sent += n;
             r->n_chunks++;
-            r->in_flight = true;
             r->at_head = true;
             r->ckpt_wait |= at_stop;
         }
@@ -506,8 +504,7 @@ void sched_on_stage_lost(coord *c, const char *why)
     req *next;
     for (req *r = c->active; r; r = next) {
         next = r->next;
-        bool started = r->n_fed > 0 || r->in_flight;
-        r->in_flight = false;
+        bool started = r->n_fed > 0 || r->n_chunks > 0;
         r->n_chunks = 0;
         r->at_head = r->ckpt_wait = false;
         r->staged_upto = 0;
@@ -562,7 +559,7 @@ void sched_timers(coord *c, double now)
                 continue;
             }
             double since = c->lost_at > r->t_recv ? c->lost_at : r->t_recv;
-            if (up || r->in_flight || now - since <= patience)
+            if (up || r->n_chunks || now - since <= patience)
                 continue;
             char why[600] = "the pipeline is not ready";
             for (int i = 0; i < c->n_links; i++)
