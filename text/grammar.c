@@ -217,7 +217,7 @@ struct gram_match {
     const gram *g;
     const gram_vocab *v;
     uint32_t *npos, *npar, *visit;        /* [n_nodes] */
-    size_t n_nodes, cap_nodes, cap_visit;
+    size_t n_nodes, cap_nodes;
     u64map nodes;
     uint32_t *pool;                       /* state contents back to back */
     size_t n_pool, cap_pool;
@@ -291,15 +291,17 @@ static uint32_t intern_node(gram_match *m, uint32_t pos, uint32_t parent)
     uint64_t key = (uint64_t)pos << 32 | parent;
     uint32_t id;
     if (map_get(&m->nodes, key, &id)) return id;
-    if (grow((void **)&m->npos, &m->cap_nodes, m->n_nodes + 1, sizeof *m->npos)) goto oom;
-    size_t cap = m->cap_visit;
-    if (grow((void **)&m->npar, &cap, m->n_nodes + 1, sizeof *m->npar)) goto oom;
-    if (cap != m->cap_visit) {
-        uint32_t *nv = realloc(m->visit, cap * sizeof *nv);
-        if (!nv) goto oom;
-        memset(nv + m->cap_visit, 0, (cap - m->cap_visit) * sizeof *nv);
-        m->visit = nv;
-        m->cap_visit = cap;
+    if (m->n_nodes == m->cap_nodes) {         /* the three node arrays grow together */
+        size_t cap = m->cap_nodes ? 2 * m->cap_nodes : 256;
+        uint32_t *p = realloc(m->npos, cap * sizeof *p);
+        if (p) m->npos = p;
+        uint32_t *q = p ? realloc(m->npar, cap * sizeof *q) : NULL;
+        if (q) m->npar = q;
+        uint32_t *v = q ? realloc(m->visit, cap * sizeof *v) : NULL;
+        if (!v) goto oom;
+        memset(v + m->cap_nodes, 0, (cap - m->cap_nodes) * sizeof *v);
+        m->visit = v;
+        m->cap_nodes = cap;
     }
     id = (uint32_t)m->n_nodes++;
     m->npos[id] = pos;
@@ -457,7 +459,7 @@ static void clear_tables(gram_match *m)
     if (m->row_of) memset(m->row_of, 0xff, m->cap_row_of * sizeof *m->row_of);
     m->n_rows = 0;
     m->n_nodes = m->n_pool = m->n_states = 0;
-    if (m->visit) memset(m->visit, 0, m->cap_visit * sizeof *m->visit);
+    if (m->visit) memset(m->visit, 0, m->cap_nodes * sizeof *m->visit);
     m->gen = 0;
     for (int i = 0; i < N_CACHE; i++) m->cache[i].state = DEAD;
     intern_node(m, UINT32_MAX, 0);                 /* node 0: the empty stack */
