@@ -55,6 +55,19 @@ struct q35_backend {
     int *e_list;              /* [X] experts used by the batch, ascending */
     int n_active;
     double *prof;             /* [CPU_PROF_N] seconds per part; NULL unless QWEN35_PROFILE is set */
+    /* Speculative windows (backend.h slot_truncate; cpu_spec.c): per slot,
+     * snapshots of the SSM state at the lengths win0 .. win1-1 of its
+     * window, snapshot jj (length win0 + jj) at spec_buf[slot] + jj ·
+     * spec_floats, laid out layer after owned SSM layer as conv [K-1][C]
+     * then S [nv][dk][hv] (spec_off: a layer's offset, by il -
+     * layer_begin). Grown on demand to the largest window a slot had,
+     * kept until the backend closes. */
+    float **spec_buf;         /* [max_seqs] */
+    int *spec_cap;            /* [max_seqs] snapshots spec_buf holds */
+    int *spec_w0;             /* [max_seqs] the window's first length */
+    size_t *spec_off;         /* [n_own] */
+    size_t spec_floats;       /* one snapshot: every owned SSM layer's conv + S */
+    size_t spec_bytes;        /* all of spec_buf (counted in state_bytes) */
 };
 
 /* Where a forward pass spends its time (QWEN35_PROFILE=1: logged when the
@@ -145,6 +158,17 @@ void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, fl
 size_t cpu_attn_scratch(const q35_config *c, int max_ctx);
 void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
 void cpu_moe(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+
+/* cpu_spec.c: speculative windows. Init / free the bookkeeping (at
+ * backend init / destroy); before a forward's first pass, room for the
+ * batch's windows (Q35_ENOMEM, nothing changed); the snapshot of
+ * layer il's conv (S: + the conv's floats) at length len of the window
+ * slot's current forward leaves; the truncate op. */
+int cpu_spec_init(q35_backend *b, char *err, size_t errsz);
+void cpu_spec_free(q35_backend *b);
+int cpu_spec_reserve(q35_backend *b, const q35_batch *bt, char *err, size_t errsz);
+float *cpu_spec_snap(q35_backend *b, int slot, int il, int len);
+int cpu_slot_truncate(q35_backend *b, int slot, int len, char *err, size_t errsz);
 
 /* cpu_ckpt.c: the backend's checkpoint ops (backend.h). */
 int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz);

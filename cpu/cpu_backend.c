@@ -273,6 +273,9 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
             }
         }
 
+    if (cpu_spec_init(b, err, errsz))
+        goto fail;
+
     const char *pe = getenv("QWEN35_PROFILE");
     if (pe && *pe && strcmp(pe, "0"))
         b->prof = calloc(CPU_PROF_N, sizeof *b->prof);
@@ -334,6 +337,7 @@ static void cpu_destroy(q35_backend **pb)
         lock_all(b->w, false, &bytes);   /* the engine may open another backend on the mapping */
     pool_destroy(&b->pool);
     scratch_free(&b->s);
+    cpu_spec_free(b);
     free(b->state);
     free(b->ls);
     free(b->thr);
@@ -344,7 +348,8 @@ static void cpu_destroy(q35_backend **pb)
     *pb = NULL;
 }
 
-static size_t cpu_state_bytes(const q35_backend *b) { return b->state_bytes; }
+/* The slot pool plus the speculative snapshots grown so far (cpu_spec.c). */
+static size_t cpu_state_bytes(const q35_backend *b) { return b->state_bytes + b->spec_bytes; }
 
 /* Passes of at most pass_rows (default CPU_MAX_ROWS) rows keep scratch
  * memory bounded whatever the batch size; any row may want logits. */
@@ -461,7 +466,7 @@ static int cpu_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
     for (int i = 0; i < plan->n_pass; i++)
         if (plan->pass[i].n > cap)
             cap = plan->pass[i].n;
-    if ((rc = scratch_reserve(b, cap, err, errsz)))
+    if ((rc = scratch_reserve(b, cap, err, errsz)) || (rc = cpu_spec_reserve(b, bt, err, errsz)))
         return rc;
     float *x = b->s.x, *h = b->s.h;
     for (int i = 0; i < plan->n_pass; i++) {
@@ -500,4 +505,5 @@ const q35_backend_ops q35_backend_cpu = {
     .ckpt_restore = cpu_ckpt_restore,
     .ckpt_free = cpu_ckpt_free,
     .mem_free = cpu_mem_free,
+    .slot_truncate = cpu_slot_truncate,
 };

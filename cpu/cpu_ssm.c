@@ -7,6 +7,22 @@
 #include <math.h>
 #include <string.h>
 
+/* The conv state of channel ch after row t of piece q (the newest K-1
+ * inputs, as the end of conv_channels keeps them) into snap [K-1][C]: a
+ * speculative window's snapshot (cpu_spec.c). The slot's state still
+ * holds the inputs before the piece. */
+static void conv_snap(const cpu_job *j, int q, int64_t ch, int t, float *snap)
+{
+    int64_t C = j->c->ssm_conv_ch;
+    int K = (int)j->c->ssm_d_conv, row0 = j->r->seq_row0[q];
+    const float *cst = cpu_state(j->b, j->r->seq_slot[q], j->il)->conv;
+    for (int k = 0; k < K - 1; k++) {
+        int i = t + 1 - (K - 1) + k;
+        snap[(size_t)k * C + ch] = i < 0 ? cst[(size_t)(K - 1 + i) * C + ch]
+                                         : j->s->mix[(size_t)(row0 + i) * C + ch];
+    }
+}
+
 /* Conv per (sequence, channel): the window is the slot's last K-1 inputs
  * followed by this batch's rows; the state keeps the newest K-1 after. */
 static void conv_channels(const cpu_job *j, int64_t c0, int64_t c1, int ith)
@@ -31,6 +47,9 @@ static void conv_channels(const cpu_job *j, int64_t c0, int64_t c1, int ith)
                     acc += w[k] * in;
                 }
                 s->conv[(size_t)(row0 + t) * C + ch] = cpu_silu(acc);
+                int len = j->r->seq_pos[q] + t + 1;   /* the length after this row */
+                if (len >= j->r->seq_win0[q] && len < j->r->seq_win1[q])
+                    conv_snap(j, q, ch, t, cpu_spec_snap(b, j->r->seq_slot[q], j->il, len));
             }
             /* New state: inputs n-(K-1) .. n-1; reading forward is safe
              * because the source index is never below the target. */
@@ -95,6 +114,13 @@ static void delta_heads(const cpu_job *j, int64_t u0, int64_t u1, int ith)
             cpu_rms(out, y, nw, hv, c->rms_eps);
             for (int e = 0; e < hv; e++)
                 out[e] *= cpu_silu(z[e]);
+            /* a speculative window's snapshot of this head at the length
+             * after the row, taken while S is in cache (cpu_spec.c) */
+            int len = j->r->seq_pos[q] + t + 1;
+            if (len >= j->r->seq_win0[q] && len < j->r->seq_win1[q])
+                memcpy(cpu_spec_snap(b, j->r->seq_slot[q], j->il, len)
+                       + (size_t)(c->ssm_d_conv - 1) * C + (size_t)u * dk * hv,
+                       S, (size_t)dk * hv * sizeof(float));
         }
     }
 }

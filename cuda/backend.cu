@@ -55,7 +55,8 @@ struct dlayer {
 struct graph_ent { int rows, nout, flags; cudaGraphExec_t exec; };
 
 /* Host layout of the metadata block copied in per pass (ints). */
-enum { M_ROW_SLOT, M_ROW_POS, M_PC_SLOT, M_PC_POS, M_PC_N, M_PC_ROW0, M_TOK, M_OUT, M_COUNT };
+enum { M_ROW_SLOT, M_ROW_POS, M_PC_SLOT, M_PC_POS, M_PC_N, M_PC_ROW0, M_TOK, M_OUT, M_PC_WIN0,
+       M_PC_WIN1, M_COUNT };
 
 struct q35_backend {
     int dev;
@@ -82,6 +83,15 @@ struct q35_backend {
     /* pinned host staging */
     int *h_meta;
     float *h_x, *h_out;
+    /* Speculative windows (slot_truncate): per slot, snapshots of its SSM
+     * state (laid out as a slot's, ssm_floats apart) at the lengths
+     * win0 .. win1-1 of its window, left by the conv and delta kernels;
+     * grown on demand to the largest window a slot had. snap / h_snap: a
+     * pass's pointer per piece (cu_meta.pc_snap), copied in with meta. */
+    float **spec_buf;                   /* [max_seqs] device */
+    int *spec_cap, *spec_w0;            /* [max_seqs] snapshots held, the window's first length */
+    size_t spec_bytes;
+    float **snap, **h_snap;             /* [B] device, pinned host */
     /* graphs */
     graph_ent graphs[GRAPH_CACHE];
     int n_graphs;
@@ -172,6 +182,10 @@ static void free_all(q35_backend *b)
     cudaFree(b->x);            /* all float scratch is one allocation */
     cudaFree(b->meta);         /* all int scratch likewise */
     cudaFreeHost(b->h_meta);   /* pinned staging likewise */
+    cudaFree(b->snap);
+    cudaFreeHost(b->h_snap);
+    for (int s = 0; b->spec_buf && s < b->max_seqs; s++) cudaFree(b->spec_buf[s]);
+    free(b->spec_buf); free(b->spec_cap); free(b->spec_w0);
     if (b->st) cudaStreamDestroy(b->st);
     free(b->L);
     free(b);
@@ -233,6 +247,8 @@ static int alloc_scratch(q35_backend *b, char *err, size_t errsz)
     b->h_meta = (int *)hp;
     b->h_x = (float *)((char *)hp + al4(nmeta) * sizeof(int));
     b->h_out = b->h_x + al4(B * E);
+    CU(cudaMalloc((void **)&b->snap, B * sizeof *b->snap));
+    CU(cudaMallocHost((void **)&b->h_snap, B * sizeof *b->h_snap));
     return 0;
 }
 
@@ -368,6 +384,12 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
             TRYCU(cudaMalloc((void **)&b->kv, kv_at * b->max_seqs * sizeof(float)));
             TRYCU(cudaMemset(b->kv, 0, kv_at * b->max_seqs * sizeof(float)));
         }
+        b->spec_buf = (float **)calloc(b->max_seqs, sizeof *b->spec_buf);
+        b->spec_cap = (int *)calloc(b->max_seqs, sizeof *b->spec_cap);
+        b->spec_w0 = (int *)calloc(b->max_seqs, sizeof *b->spec_w0);
+        if (!b->spec_buf || !b->spec_cap || !b->spec_w0) {
+            q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail;
+        }
         TRY(alloc_scratch(b, err, errsz));
         TRYCU(cudaDeviceSynchronize());
     }
@@ -384,7 +406,7 @@ fail:
 
 static size_t cuda_state_bytes(const q35_backend *b)
 {
-    return (b->ssm_floats + b->kv_floats) * (size_t)b->max_seqs * sizeof(float);
+    return (b->ssm_floats + b->kv_floats) * (size_t)b->max_seqs * sizeof(float) + b->spec_bytes;
 }
 
 static int cuda_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
@@ -416,7 +438,8 @@ static cu_meta meta_of(const q35_backend *b)
 {
     const int B = b->B;
     cu_meta m = { b->meta + M_ROW_SLOT * B, b->meta + M_ROW_POS * B, b->meta + M_PC_SLOT * B,
-                  b->meta + M_PC_POS * B, b->meta + M_PC_N * B, b->meta + M_PC_ROW0 * B };
+                  b->meta + M_PC_POS * B, b->meta + M_PC_N * B, b->meta + M_PC_ROW0 * B,
+                  b->meta + M_PC_WIN0 * B, b->meta + M_PC_WIN1 * B, b->snap };
     return m;
 }
 
@@ -457,8 +480,10 @@ static int ssm(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t
     float *conv_state = b->ssm + d->state_off;
     float *S = conv_state + al4((size_t)(c->ssm_d_conv - 1) * C);
     const cu_meta m = meta_of(b);
+    s.snap_off = d->state_off;
     if ((rc = cu_ssm_conv(&s, &m, p->np, b->mix, C, d->ssm_conv1d.f(), conv_state, b->conv, b->st, err, errsz)))
         return rc;
+    s.snap_off = d->state_off + al4((size_t)(c->ssm_d_conv - 1) * C);
     if ((rc = cu_ssm_delta(&s, &m, p->np, b->conv, b->ba, 2 * nv, b->z, d->ssm_a.f(), d->ssm_dt_bias.f(),
                            d->ssm_norm.f(), S, b->y, b->st, err, errsz))) return rc;
     return mm(b, d->ssm_out, b->y, vd, n, b->x, E, 1, err, errsz);
@@ -538,6 +563,7 @@ static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
     int rc;
     CU(cudaMemcpyAsync(b->meta, b->h_meta, (size_t)M_COUNT * B * sizeof(int),
                        cudaMemcpyHostToDevice, b->st));
+    CU(cudaMemcpyAsync(b->snap, b->h_snap, (size_t)B * sizeof *b->snap, cudaMemcpyHostToDevice, b->st));
     if (p->x_in)
         CU(cudaMemcpyAsync(b->x, b->h_x, (size_t)n * E * sizeof(float), cudaMemcpyHostToDevice, b->st));
     else if ((rc = cu_dequant_rows(b->embd.type, b->embd.p, b->embd.row_bytes, E, b->embd.nrows,
@@ -613,6 +639,47 @@ static q35_pass_limits cuda_limits(const q35_backend *b)
     return l;
 }
 
+/* Room for the batch's speculative windows before any state changes
+ * (Q35_ENOMEM, nothing changed); each window's first length. A slot's
+ * old snapshots are not kept: this forward closes that window. */
+static int spec_reserve(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
+{
+    if (!bt->spec || !b->ssm_floats) return 0;
+    for (int s = 0; s < bt->n_seq; s++) {
+        const int sl = bt->slot[s], r = bt->spec[s];
+        if (r > b->spec_cap[sl]) {
+            const size_t bytes = (size_t)r * b->ssm_floats * sizeof(float);
+            float *p = NULL;
+            cudaError_t e = cudaMalloc((void **)&p, bytes);
+            if (e != cudaSuccess) {
+                cudaGetLastError();   /* an allocation failure is not sticky: clear it */
+                return q35_err(err, errsz, Q35_ENOMEM, "cuda: no device memory for %d speculative "
+                               "snapshots of slot %d (%zu bytes: %s)", r, sl, bytes, cudaGetErrorString(e));
+            }
+            cudaFree(b->spec_buf[sl]);
+            b->spec_bytes += (size_t)(r - b->spec_cap[sl]) * b->ssm_floats * sizeof(float);
+            b->spec_buf[sl] = p;
+            b->spec_cap[sl] = r;
+        }
+        if (r) b->spec_w0[sl] = bt->pos[s] + bt->n_tok[s] - r;
+    }
+    return 0;
+}
+
+/* The slot's SSM state becomes the snapshot at len (backend.h): one
+ * device-to-device copy of the slot's whole SSM region (conv and S of
+ * every owned SSM layer, laid out alike). */
+static int cuda_slot_truncate(q35_backend *b, int slot, int len, char *err, size_t errsz)
+{
+    if (!b->ssm_floats) return 0;   /* attention only: the length drops the rows */
+    CU(cudaSetDevice(b->dev));
+    const float *src = b->spec_buf[slot] + (size_t)(len - b->spec_w0[slot]) * b->ssm_floats;
+    CU(cudaMemcpyAsync(b->ssm + (size_t)slot * b->ssm_floats, src, b->ssm_floats * sizeof(float),
+                       cudaMemcpyDeviceToDevice, b->st));
+    CU(cudaStreamSynchronize(b->st));
+    return 0;
+}
+
 /* Runs the engine's plan (backend.h): each planned pass becomes one
  * metadata block and one device pass. */
 static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan, char *err,
@@ -621,6 +688,8 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *pla
     const q35_config *c = &b->cfg;
     CU(cudaSetDevice(b->dev));
     const int B = b->B, E = c->n_embd, V = c->n_vocab;
+    int rc0 = spec_reserve(b, bt, err, errsz);
+    if (rc0) return rc0;
     for (int i = 0; i < plan->n_pass; i++) {
         const q35_pass *P = &plan->pass[i];
         int *hm = b->h_meta;
@@ -629,6 +698,9 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *pla
             hm[M_PC_POS * B + k] = P->seq_pos[k];
             hm[M_PC_N * B + k] = P->seq_n[k];
             hm[M_PC_ROW0 * B + k] = P->seq_row0[k];
+            hm[M_PC_WIN0 * B + k] = P->seq_win0[k];
+            hm[M_PC_WIN1 * B + k] = P->seq_win1[k];
+            b->h_snap[k] = P->seq_win0[k] >= 0 ? b->spec_buf[P->seq_slot[k]] : NULL;
         }
         for (int r = 0; r < P->n; r++) {
             hm[M_ROW_SLOT * B + r] = P->row_slot[r];
@@ -773,5 +845,5 @@ static uint64_t cuda_mem_free(const q35_backend *b)
 
 extern "C" const q35_backend_ops q35_backend_cuda = {
     "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_limits, cuda_forward, cuda_slot_reset,
-    cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free,
+    cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free, cuda_slot_truncate,
 };

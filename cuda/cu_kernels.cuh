@@ -51,6 +51,11 @@ int cu_rmsnorm(const float *x, int ldx, const int *idx, const float *w, float ep
 struct cu_meta {
     const int *row_slot, *row_pos;           /* [rows] */
     const int *pc_slot, *pc_pos, *pc_n, *pc_row0;   /* [pieces] */
+    /* [pieces] a speculative window (q35_pass.seq_win0/1; -1: none) and
+     * where the SSM kernels leave its snapshots: the state at length
+     * win0 + jj at pc_snap[pc] + jj · slot_stride, laid out as a slot's */
+    const int *pc_win0, *pc_win1;
+    float *const *pc_snap;
 };
 
 /* Attention, after qg = attn_q·h, k = attn_k·h, v = attn_v·h:
@@ -83,6 +88,7 @@ struct cu_ssm_shape {
     int conv_ch, d_conv, dk, nk, nv, hv;
     float eps;
     size_t slot_stride;   /* floats between slots of the state (conv and S) */
+    size_t snap_off;      /* floats from a snapshot's start (cu_meta.pc_snap) to this state */
 };
 /* Causal depthwise conv + SiLU over each piece's tokens, continuing and
  * updating the per-slot conv state [d_conv-1][conv_ch]. */

@@ -296,6 +296,12 @@ __global__ void __launch_bounds__(128) k_ssm_conv(const cu_ssm_shape s, const cu
 #pragma unroll
         for (int i = 0; i < CONV_MAXK; i++) if (i == K - 2) hist[i] = in;
         out[row * s.conv_ch + ch] = silu_f(a);
+        const int len = m.pc_pos[pc] + t + 1;       /* a speculative window's snapshot */
+        if (len >= m.pc_win0[pc] && len < m.pc_win1[pc]) {
+            float *sn = m.pc_snap[pc] + (size_t)(len - m.pc_win0[pc]) * s.slot_stride + s.snap_off;
+#pragma unroll
+            for (int i = 0; i < CONV_MAXK; i++) if (i < K - 1) sn[(size_t)i * s.conv_ch + ch] = hist[i];
+        }
     }
 #pragma unroll
     for (int i = 0; i < CONV_MAXK; i++) if (i < K - 1) st[(size_t)i * s.conv_ch + ch] = hist[i];
@@ -387,6 +393,16 @@ k_ssm_delta(const cu_ssm_shape s, const cu_meta m, int P, const float *conv, con
             const float sc = 1.0f / sqrtf(ss / (float)hv + s.eps);
             const size_t at = row * vd + (size_t)u * hv + j;
             y[at] = yj * sc * norm_w[j] * silu_f(z[at]);
+        }
+        const int len = m.pc_pos[pc] + t + 1;       /* a speculative window's snapshot */
+        if (len >= m.pc_win0[pc] && len < m.pc_win1[pc]) {
+            float *sn = m.pc_snap[pc] + (size_t)(len - m.pc_win0[pc]) * s.slot_stride + s.snap_off
+                      + (size_t)u * dk * hv;
+#pragma unroll
+            for (int ii = 0; ii < SSM_R; ii++) {
+                const int i = ii * P + p;
+                if (act && i < dk) sn[(size_t)i * hv + j] = Sc[ii];
+            }
         }
     }
 #pragma unroll

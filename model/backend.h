@@ -193,8 +193,14 @@ typedef struct q35_pass {
     const int *seq_pos;           /* [n_seq] position of its first row */
     const int *seq_n;             /* [n_seq] its rows */
     const int *seq_row0;          /* [n_seq] its first row within the pass */
+    /* [n_seq] the speculative window of its sequence (batch.spec = r > 0): the lengths
+     * [seq_win0, seq_win1] = [pos + n_tok - r, pos + n_tok] a truncate may cut back to;
+     * seq_win0 = seq_win1 = -1 when the sequence has none. A backend keeps what it needs to
+     * restore the state at every length of the window but the last (the state it leaves). */
+    const int *seq_win0, *seq_win1;
     const int *row_slot, *row_pos;   /* [n] slot and position of each row */
-    /* Rows whose logits are wanted (last stage only): every row with
+    /* Rows whose logits are wanted (last stage only): with n_logit_rows,
+     * the last n_logit_rows[s] rows of each sequence; else every row with
      * all_logits, else the last row of each sequence ending in this pass;
      * their logits go to rows out0 .. out0 + n_out - 1 of batch.logits. */
     int n_out, out0;
@@ -211,7 +217,7 @@ typedef struct q35_plan {
     int n_pass;
     q35_pass *pass;               /* [n_pass] */
     /* storage the passes point into */
-    int *row_slot, *row_pos, *out_row, *seq_slot, *seq_pos, *seq_n, *seq_row0;
+    int *row_slot, *row_pos, *out_row, *seq_slot, *seq_pos, *seq_n, *seq_row0, *seq_win0, *seq_win1;
     int *ints;
     size_t cap_ints, cap_pass;
 } q35_plan;
@@ -269,6 +275,14 @@ typedef struct q35_backend_ops {
     void (*ckpt_free)(q35_backend *b, void *ck);
     /* Bytes free where checkpoints would live (the store's default budget). */
     uint64_t (*mem_free)(const q35_backend *b);
+    /* Cuts slot back to length len within the window its last forward
+     * left (q35_pass.seq_win0/1; the engine has checked win0 <= len <
+     * win1 and that no forward, reset or restore of the slot came since):
+     * the SSM layers' conv + S state become the ones at len, bit for bit
+     * (attention rows past len are dropped by the length alone). After it
+     * the backend may forget the window. 0, or Q35_EDEVICE (slot state
+     * unknown, as for forward). */
+    int (*slot_truncate)(q35_backend *b, int slot, int len, char *err, size_t errsz);
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;

@@ -37,6 +37,10 @@ struct q35_engine {
     unsigned char *reset_due;
     uint64_t in_place;        /* restores that copied nothing */
     uint64_t ck_fixed, ck_pos;   /* a checkpoint of n positions: fixed + n x pos bytes */
+    /* [max_seqs] speculative windows (batch.spec; q35_engine_slot_truncate):
+     * open, the lengths [win0, win1] its last forward left (win0 = -1:
+     * none); cut_to: the length a truncate closed it at (-1: none). */
+    int *win0, *win1, *cut_to;
     uint64_t ck_mem_free;     /* automatic budget: the free memory read, and */
     int ck_share;             /* the stages it is divided among (0, 0: given) */
 };
@@ -104,6 +108,8 @@ static const q35_backend_ops *emu_backend(char *err, size_t errsz)
 static int backend_failed(q35_engine *e, int rc, const char *err);
 static int refuse_failed(const q35_engine *e, char *err, size_t errsz);
 static int reset_now(q35_engine *e, int slot, char *err, size_t errsz);
+
+static void spec_close(q35_engine *e, int slot);
 
 static void ckpt_drop_cb(void *ctx, void *data)
 {
@@ -210,6 +216,7 @@ int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *
         e->held[slot] = ck;
     }
     e->reset_due[slot] = 0;   /* the restore wrote (or kept) all of the state */
+    spec_close(e, slot);
     e->slot_len[slot] = len;
     if (n)
         *n = len;
@@ -280,10 +287,15 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     e->seen = calloc((size_t)o->be.max_seqs, 1);
     e->held = calloc((size_t)o->be.max_seqs, sizeof *e->held);
     e->reset_due = calloc((size_t)o->be.max_seqs, 1);
-    if (!e->slot_len || !e->seen || !e->held || !e->reset_due) {
+    e->win0 = malloc((size_t)o->be.max_seqs * sizeof *e->win0);
+    e->win1 = malloc((size_t)o->be.max_seqs * sizeof *e->win1);
+    e->cut_to = malloc((size_t)o->be.max_seqs * sizeof *e->cut_to);
+    if (!e->slot_len || !e->seen || !e->held || !e->reset_due || !e->win0 || !e->win1 || !e->cut_to) {
         q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
         goto fail;
     }
+    for (int i = 0; i < e->max_seqs; i++)
+        spec_close(e, i);
     q35_backend_opts bo = o->be;
     if (bo.n_threads < 1) bo.n_threads = 1;
     if (emu) bo.device = 0;
@@ -323,6 +335,9 @@ void q35_engine_close(q35_engine **pe)
     free(e->seen);
     free(e->held);
     free(e->reset_due);
+    free(e->win0);
+    free(e->win1);
+    free(e->cut_to);
     gguf_close(&e->f);
     free(e);
     *pe = NULL;
@@ -446,12 +461,80 @@ static int refuse_failed(const q35_engine *e, char *err, size_t errsz)
                    e->ops->name, e->failed);
 }
 
+/* ---- speculative windows (batch.spec, q35_engine_slot_truncate) ---------- */
+
+static void spec_close(q35_engine *e, int slot)
+{
+    e->win0[slot] = e->win1[slot] = e->cut_to[slot] = -1;
+}
+
+/* batch.spec and batch.n_logit_rows of a batch check_batch accepted. */
+static int spec_check(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
+{
+    (void)e;
+    for (int s = 0; s < b->n_seq; s++) {
+        int n = b->n_tok[s], r = b->spec ? b->spec[s] : 0;
+        if (r >= n || r > Q35_SPEC_MAX)
+            return fault(b, Q35_BATCH_SPEC, s, -1,
+                         q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): spec %d, expected "
+                                 "0..%d (below n_tok %d, at most Q35_SPEC_MAX %d)", s, b->slot[s], r,
+                                 (n - 1 < Q35_SPEC_MAX ? n - 1 : Q35_SPEC_MAX), n, Q35_SPEC_MAX));
+        if (b->n_logit_rows && (b->n_logit_rows[s] < 0 || b->n_logit_rows[s] > n))
+            return fault(b, Q35_BATCH_LOGIT_ROWS, s, -1,
+                         q35_err(err, errsz, Q35_EINVAL, "batch: sequence %d (slot %d): n_logit_rows %d, "
+                                 "expected 0..%d (n_tok)", s, b->slot[s], b->n_logit_rows[s], n));
+    }
+    return 0;
+}
+
+/* After a forward: each slot of the batch has the window its spec gave. */
+static void spec_open(q35_engine *e, const q35_batch *b)
+{
+    for (int s = 0; s < b->n_seq; s++) {
+        int sl = b->slot[s], r = b->spec ? b->spec[s] : 0, end = b->pos[s] + b->n_tok[s];
+        spec_close(e, sl);
+        if (r > 0) {
+            e->win0[sl] = end - r;
+            e->win1[sl] = end;
+        }
+    }
+}
+
+int q35_engine_slot_truncate(q35_engine *e, int slot, int len, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    if (e->cut_to[slot] >= 0 && len == e->cut_to[slot])
+        return 0;   /* truncated there already */
+    if (e->cut_to[slot] >= 0)
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d: truncate to %d: the speculative window "
+                       "was closed by a truncate to %d", slot, len, e->cut_to[slot]);
+    if (e->win0[slot] < 0)
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d: truncate to %d: no speculative window "
+                       "(its last forward had no spec rows)", slot, len);
+    if (len < e->win0[slot] || len > e->win1[slot])
+        return q35_err(err, errsz, Q35_ESTATE, "slot %d: truncate to %d: outside its speculative "
+                       "window [%d, %d]", slot, len, e->win0[slot], e->win1[slot]);
+    if (len < e->win1[slot]) {
+        int rc = e->ops->slot_truncate(e->be, slot, len, err, errsz);
+        if (rc)
+            return backend_failed(e, rc, err);
+        e->held[slot] = NULL;   /* the memory no longer holds a saved checkpoint's bits */
+    }
+    spec_close(e, slot);
+    e->cut_to[slot] = len;
+    e->slot_len[slot] = len;
+    return 0;
+}
+
 int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errsz)
 {
     if (e->failed[0])
         return refuse_failed(e, err, errsz);
     int rc = check_batch(e, b, err, errsz);
-    if (rc)
+    if (rc || (rc = spec_check(e, b, err, errsz)))
         return rc;
     if ((rc = q35_plan_build(&e->plan, b, e->limits, e->w.has_head, err, errsz)))
         return rc;
@@ -465,6 +548,7 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
         return backend_failed(e, rc, err);
     for (int s = 0; s < b->n_seq; s++)
         e->slot_len[b->slot[s]] += b->n_tok[s];
+    spec_open(e, b);
     return 0;
 }
 
@@ -502,6 +586,7 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
             return rc;
     }
     e->slot_len[slot] = 0;
+    spec_close(e, slot);
     return 0;
 }
 

@@ -84,6 +84,8 @@ typedef enum q35_batch_field {
     Q35_BATCH_CTX,            /* positions past max_ctx (Q35_ERANGE) */
     Q35_BATCH_TOKEN,          /* token id not in the vocabulary (Q35_EINVAL) */
     Q35_BATCH_BUFFER,         /* tokens / x_in / x_out / logits missing (Q35_EINVAL) */
+    Q35_BATCH_SPEC,           /* spec[s] >= n_tok or > Q35_SPEC_MAX (Q35_EINVAL) */
+    Q35_BATCH_LOGIT_ROWS,     /* n_logit_rows[s] outside 0..n_tok (Q35_EINVAL) */
 } q35_batch_field;
 
 typedef struct q35_batch_fault {
@@ -114,7 +116,18 @@ typedef struct q35_batch {
      * above count only the wanted ones, in order. NULL: every sequence. */
     const uint8_t *want_logits;
     q35_batch_fault *fault;   /* optional: set when validation fails */
+    /* Optional, [n_seq]: spec[s] = r (0 <= r < n_tok[s], r <= Q35_SPEC_MAX): the last r rows of
+     * sequence s are speculative: after this forward, q35_engine_slot_truncate may cut the slot
+     * back to any length in [pos+n_tok-r, pos+n_tok]. NULL: none. */
+    const uint8_t *spec;
+    /* Optional, [n_seq]: logits of the last n_logit_rows[s] rows of sequence s (0..n_tok[s]);
+     * overrides want_logits / all_logits for the rows it names; rows in batch order. NULL: as
+     * want_logits / all_logits say. */
+    const int *n_logit_rows;
 } q35_batch;
+
+/* The most speculative rows a sequence of a batch may carry (q35_batch.spec). */
+#define Q35_SPEC_MAX 4
 
 typedef struct q35_engine q35_engine;
 
@@ -159,6 +172,15 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
  * first (a device error then comes from that forward). */
 int q35_engine_slot_len(const q35_engine *e, int slot);
 int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
+
+/* Cuts slot back to length len, within the speculative window its last forward left (batch.spec):
+ * pos + n_tok - r <= len <= pos + n_tok. After it the slot continues bit for bit as if only its
+ * first len positions had been fed. The window closes (a later truncate to another length is
+ * refused; to the current length it is a no-op); the slot's next forward also closes it.
+ * Q35_EINVAL (slot), Q35_ESTATE (no window, or len outside it: the message names the slot, len and
+ * the window), Q35_EDEVICE. A checkpoint save does not close the window (it saves the current
+ * length); a reset or a restore into the slot does. */
+int q35_engine_slot_truncate(q35_engine *e, int slot, int len, char *err, size_t errsz);
 
 /* ---- checkpoints (prefix cache) -------------------------------------------
  * A checkpoint is the state of one slot at length n for the layers this

@@ -26,11 +26,11 @@ static int plan_reserve(q35_plan *p, int n_total, int n_seq, char *err, size_t e
 {
     /* pieces: every sequence, plus one more per pass boundary it straddles */
     size_t rows = (size_t)n_total, pieces = (size_t)n_seq + (size_t)n_total;
-    if (!grow((void **)&p->ints, &p->cap_ints, 3 * rows + 4 * pieces, sizeof(int)) ||
+    if (!grow((void **)&p->ints, &p->cap_ints, 3 * rows + 6 * pieces, sizeof(int)) ||
         !grow((void **)&p->pass, &p->cap_pass, rows, sizeof(q35_pass)))
         return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory planning %d rows", n_total);
     int **arr[] = { &p->row_slot, &p->row_pos, &p->out_row,
-                    &p->seq_slot, &p->seq_pos, &p->seq_n, &p->seq_row0 };
+                    &p->seq_slot, &p->seq_pos, &p->seq_n, &p->seq_row0, &p->seq_win0, &p->seq_win1 };
     int *at = p->ints;
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
         *arr[i] = at;
@@ -39,16 +39,29 @@ static int plan_reserve(q35_plan *p, int n_total, int n_seq, char *err, size_t e
     return 0;
 }
 
+/* The first row of sequence q whose logits are wanted (later rows all
+ * are): n_tok when none is. */
+static int first_out(const q35_batch *b, int q, bool head)
+{
+    int n = b->n_tok[q];
+    if (!head)
+        return n;
+    if (b->n_logit_rows)
+        return n - b->n_logit_rows[q];
+    if (b->all_logits)
+        return 0;
+    return !b->want_logits || b->want_logits[q] ? n - 1 : n;
+}
+
 int q35_plan_build(q35_plan *p, const q35_batch *b, q35_pass_limits lim, bool head,
                    char *err, size_t errsz)
 {
     int rc = plan_reserve(p, b->n_total, b->n_seq, err, errsz);
     if (rc)
         return rc;
-    const bool all = head && b->all_logits;
     const int max_rows = lim.rows, max_out = head ? lim.out_rows : b->n_total;
     int q = 0, t = 0;              /* next row: the t-th of sequence q */
-    int row = 0, piece = 0, out = 0, seqs_done = 0;
+    int row = 0, piece = 0, out = 0;
     p->n_pass = 0;
     while (row < b->n_total) {
         q35_pass *ps = &p->pass[p->n_pass++];
@@ -60,32 +73,35 @@ int q35_plan_build(q35_plan *p, const q35_batch *b, q35_pass_limits lim, bool he
         ps->seq_pos = p->seq_pos + piece;
         ps->seq_n = p->seq_n + piece;
         ps->seq_row0 = p->seq_row0 + piece;
+        ps->seq_win0 = p->seq_win0 + piece;
+        ps->seq_win1 = p->seq_win1 + piece;
         ps->out_row = p->out_row + out;
-        ps->out0 = all ? row : seqs_done;
+        ps->out0 = out;            /* the output rows run on across passes, in batch order */
         while (q < b->n_seq && ps->n < max_rows && ps->n_out < max_out) {
             int take = b->n_tok[q] - t;
             if (take > max_rows - ps->n)
                 take = max_rows - ps->n;
-            if (all && take > max_out - ps->n_out)
-                take = max_out - ps->n_out;         /* every row is an output row */
+            /* output rows among [t, t + take): cut to what the pass still holds */
+            int fo = first_out(b, q, head), o0 = fo > t ? fo : t;
+            if (t + take - o0 > max_out - ps->n_out)
+                take = o0 - t + (max_out - ps->n_out);
+            int r = b->spec ? b->spec[q] : 0, end = b->pos[q] + b->n_tok[q];
             p->seq_slot[piece] = b->slot[q];
             p->seq_pos[piece] = b->pos[q] + t;
             p->seq_n[piece] = take;
+            p->seq_win0[piece] = r ? end - r : -1;
+            p->seq_win1[piece] = r ? end : -1;
             p->seq_row0[piece++] = ps->n;
             ps->n_seq++;
             for (int k = 0; k < take; k++) {
                 p->row_slot[row + ps->n + k] = b->slot[q];
                 p->row_pos[row + ps->n + k] = b->pos[q] + t + k;
-                if (all)
+                if (t + k >= fo)
                     p->out_row[out + ps->n_out++] = ps->n + k;
             }
             ps->n += take;
             t += take;
-            if (t == b->n_tok[q]) {                 /* the sequence ends in this pass */
-                if (head && !all && (!b->want_logits || b->want_logits[q])) {
-                    p->out_row[out + ps->n_out++] = ps->n - 1;
-                    seqs_done++;          /* counts the sequences with an output row */
-                }
+            if (t == b->n_tok[q]) {
                 q++;
                 t = 0;
             }
@@ -95,7 +111,6 @@ int q35_plan_build(q35_plan *p, const q35_batch *b, q35_pass_limits lim, bool he
     }
     return 0;
 }
-
 void q35_plan_free(q35_plan *p)
 {
     free(p->ints);

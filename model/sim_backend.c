@@ -218,7 +218,8 @@ static int sim_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
     uint32_t V = c->n_vocab;
     int out_rows = 0;
     for (int s = 0; w->has_head && s < bt->n_seq; s++)
-        out_rows += bt->all_logits ? bt->n_tok[s] : !bt->want_logits || bt->want_logits[s];
+        out_rows += bt->n_logit_rows ? bt->n_logit_rows[s] : bt->all_logits ? bt->n_tok[s]
+                  : !bt->want_logits || bt->want_logits[s];
     double step = sim_step_s(b, bt->n_total, bt->n_seq, out_rows);
 
     /* first stage: rows from the token ids; others: the rows they got */
@@ -239,7 +240,10 @@ static int sim_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
             if (!w->has_head)
                 continue;
             bool last = k == bt->n_tok[s] - 1;
-            if (bt->all_logits)
+            if (bt->n_logit_rows) {
+                if (k >= bt->n_tok[s] - bt->n_logit_rows[s])
+                    logit_row(bt->logits + (size_t)o++ * V, V, row_token(row, E, V));
+            } else if (bt->all_logits)
                 logit_row(bt->logits + (size_t)r * V, V, row_token(row, E, V));
             else if (last && (!bt->want_logits || bt->want_logits[s]))
                 logit_row(bt->logits + (size_t)o++ * V, V, row_token(row, E, V));
@@ -257,6 +261,13 @@ static int sim_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
 static int sim_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
 {
     (void)b, (void)slot, (void)err, (void)errsz;
+    return 0;
+}
+
+/* Nothing to cut back: the simulator keeps no state. */
+static int sim_slot_truncate(q35_backend *b, int slot, int len, char *err, size_t errsz)
+{
+    (void)b, (void)slot, (void)len, (void)err, (void)errsz;
     return 0;
 }
 
@@ -302,4 +313,5 @@ const q35_backend_ops q35_backend_sim = {
     .ckpt_restore = sim_ckpt_restore,
     .ckpt_free = sim_ckpt_free,
     .mem_free = sim_mem_free,
+    .slot_truncate = sim_slot_truncate,
 };
