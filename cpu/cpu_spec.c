@@ -48,22 +48,23 @@ int cpu_spec_reserve(q35_backend *b, const q35_batch *bt, char *err, size_t errs
 {
     if (!bt->spec || !b->spec_floats)
         return 0;   /* no window, or no SSM layer: attention needs nothing kept */
+    /* realloc keeps the snapshots held: if a later slot's fails, the batch
+     * is refused and every open window must still restore */
     for (int s = 0; s < bt->n_seq; s++) {
         int sl = bt->slot[s], r = bt->spec[s];
-        if (r > b->spec_cap[sl]) {
-            /* the old snapshots are not needed: this forward closes that window */
-            float *p = malloc((size_t)r * b->spec_floats * sizeof(float));
-            if (!p)
-                return q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory for %d speculative "
-                               "snapshots of slot %d (%zu bytes)", r, sl, (size_t)r * b->spec_floats * 4);
-            free(b->spec_buf[sl]);
-            b->spec_bytes += (size_t)(r - b->spec_cap[sl]) * b->spec_floats * sizeof(float);
-            b->spec_buf[sl] = p;
-            b->spec_cap[sl] = r;
-        }
-        if (r)
-            b->spec_w0[sl] = bt->pos[s] + bt->n_tok[s] - r;
+        if (r <= b->spec_cap[sl])
+            continue;
+        float *p = realloc(b->spec_buf[sl], (size_t)r * b->spec_floats * sizeof(float));
+        if (!p)
+            return q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory for %d speculative "
+                           "snapshots of slot %d (%zu bytes)", r, sl, (size_t)r * b->spec_floats * 4);
+        b->spec_bytes += (size_t)(r - b->spec_cap[sl]) * b->spec_floats * sizeof(float);
+        b->spec_buf[sl] = p;
+        b->spec_cap[sl] = r;
     }
+    for (int s = 0; s < bt->n_seq; s++)   /* all room there: the forward will run */
+        if (bt->spec[s])
+            b->spec_w0[bt->slot[s]] = bt->pos[s] + bt->n_tok[s] - bt->spec[s];
     return 0;
 }
 

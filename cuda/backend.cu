@@ -640,29 +640,39 @@ static q35_pass_limits cuda_limits(const q35_backend *b)
 }
 
 /* Room for the batch's speculative windows before any state changes
- * (Q35_ENOMEM, nothing changed); each window's first length. A slot's
- * old snapshots are not kept: this forward closes that window. */
+ * (Q35_ENOMEM, nothing changed: every open window still restores, so
+ * the new buffers are all allocated before any old one goes); each
+ * window's first length. A grown slot's old snapshots are not copied:
+ * the forward that runs closes that window. */
 static int spec_reserve(q35_backend *b, const q35_batch *bt, char *err, size_t errsz)
 {
     if (!bt->spec || !b->ssm_floats) return 0;
+    float **fresh = (float **)calloc(bt->n_seq, sizeof *fresh);
+    if (!fresh) return q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory");
     for (int s = 0; s < bt->n_seq; s++) {
         const int sl = bt->slot[s], r = bt->spec[s];
-        if (r > b->spec_cap[sl]) {
-            const size_t bytes = (size_t)r * b->ssm_floats * sizeof(float);
-            float *p = NULL;
-            cudaError_t e = cudaMalloc((void **)&p, bytes);
-            if (e != cudaSuccess) {
-                cudaGetLastError();   /* an allocation failure is not sticky: clear it */
-                return q35_err(err, errsz, Q35_ENOMEM, "cuda: no device memory for %d speculative "
-                               "snapshots of slot %d (%zu bytes: %s)", r, sl, bytes, cudaGetErrorString(e));
-            }
+        if (r <= b->spec_cap[sl]) continue;
+        const size_t bytes = (size_t)r * b->ssm_floats * sizeof(float);
+        cudaError_t e = cudaMalloc((void **)&fresh[s], bytes);
+        if (e != cudaSuccess) {
+            cudaGetLastError();   /* an allocation failure is not sticky: clear it */
+            for (int i = 0; i < s; i++) cudaFree(fresh[i]);
+            free(fresh);
+            return q35_err(err, errsz, Q35_ENOMEM, "cuda: no device memory for %d speculative "
+                           "snapshots of slot %d (%zu bytes: %s)", r, sl, bytes, cudaGetErrorString(e));
+        }
+    }
+    for (int s = 0; s < bt->n_seq; s++) {
+        const int sl = bt->slot[s], r = bt->spec[s];
+        if (fresh[s]) {
             cudaFree(b->spec_buf[sl]);
             b->spec_bytes += (size_t)(r - b->spec_cap[sl]) * b->ssm_floats * sizeof(float);
-            b->spec_buf[sl] = p;
+            b->spec_buf[sl] = fresh[s];
             b->spec_cap[sl] = r;
         }
         if (r) b->spec_w0[sl] = bt->pos[s] + bt->n_tok[s] - r;
     }
+    free(fresh);
     return 0;
 }
 

@@ -7,8 +7,9 @@
  * logits row is identical (memcmp) and the chunk's first j+1 logits rows
  * equal B's. On the golden tiny models unsplit, split at layer 4 and at a
  * half-layer, on a generated model with passes of 3 rows (a window
- * straddles two passes, beside another sequence), and on the CUDA backend
- * in the SIMT emulator (few tokens). Also: the refusals (message text),
+ * straddles two passes, beside another sequence), on the CUDA backend in
+ * the SIMT emulator (few tokens) and on a real CUDA device where there is
+ * one. Also: the refusals (message text),
  * a checkpoint saved with a window open, and the snapshots counted in
  * state_bytes. */
 #include <setjmp.h>
@@ -440,6 +441,7 @@ static void test_identity_emu(void **state)
     chain_opts co = { .backend = "cuda", .device = Q35_DEVICE_EMU };
     const uint64_t l0 = q35_emu_launches();
     identity(golden_model(m, sizeof m, "Q8_0"), 0, &co, 2, 2, 6, 2, false);
+    co.pass_rows = 3;    /* the window straddles two passes */
     identity(golden_model(m, sizeof m, "Q4_K_M"), 8, &co, 4, 4, 4, 1, true);
     assert_true(q35_emu_launches() > l0);
     if (q35_emu_last_report()[0])
@@ -447,6 +449,28 @@ static void test_identity_emu(void **state)
 #else
     skip();
 #endif
+}
+
+/* The same on a real CUDA device 0, where there is one (skipped here
+ * otherwise: make gpu-check's machines run it). */
+static void test_identity_cuda(void **state)
+{
+    (void)state;
+    char m[1024], err[Q35_ERRSZ] = "";
+    golden_model(m, sizeof m, "Q4_K_M");
+    q35_engine_opts o = { .model_path = m, .layer_end = -1, .be.max_seqs = 1, .be.max_ctx = 8,
+                          .be.n_threads = 1, .backend = "cuda" };
+    q35_engine *e = q35_engine_open(&o, err, sizeof err);
+    if (!e) {
+        fprintf(stderr, "test_spec: no CUDA device (%s): skipped\n", err);
+        skip();
+    }
+    q35_engine_close(&e);
+    chain_opts co = { .backend = "cuda" };
+    identity(m, 0, &co, 1, Q35_SPEC_MAX, N_PRE, N_CONT, false);
+    identity(m, 8, &co, 2, 3, N_PRE, N_CONT, true);
+    co.pass_rows = 3;
+    identity(gen_model, 0, &co, 4, 4, 16, N_CONT, true);
 }
 
 /* ---- setup ------------------------------------------------------------- */
@@ -489,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_logit_rows),
         cmocka_unit_test(test_checkpoint_window),
         cmocka_unit_test(test_identity_emu),
+        cmocka_unit_test(test_identity_cuda),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

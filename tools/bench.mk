@@ -48,3 +48,15 @@ bench-peer: $(BUILD)/bin/qwen35-bench $(BUILD)/bin/qwen35-mkmodel
 .PHONY: bench-k80-estimate
 bench-k80-estimate: bins
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) BENCH_MODEL="$(BENCH_MODEL)" sh tools/bench_k80_estimate.sh
+
+# qwen35-bench-spec and `make bench-spec`: a speculative verify chunk's
+# extra cost over the same rows plain, and the truncate's, for k = 1..4
+# (tools/bench_spec.c), on the BENCH_PRESET model.
+BINS += qwen35-bench-spec
+INTERNAL_BINS += qwen35-bench-spec
+qwen35-bench-spec_SRCS := tools/bench_spec.c
+qwen35-bench-spec_LIBS := -linih
+.PHONY: bench-spec
+bench-spec: $(BUILD)/bin/qwen35-bench-spec $(BUILD)/bin/qwen35-mkmodel
+	@$(BENCH_RESOLVE); echo "$(BUILD)/bin/qwen35-bench-spec -m $$m $(BENCH_ARGS)"; \
+	    $(BUILD)/bin/qwen35-bench-spec -m "$$m" $(BENCH_ARGS)
