@@ -20,6 +20,16 @@
  * weights' unpacking a large share at 4; 8 took 64-vector matmuls from
  * 51.3 to 47.4 ms (q4_K) and 34.2 to 31.3 (q6_K) on one Zen 5 core. */
 #define NV_MAX 8
+/* Prefill's batches (512 vectors of 2048 values: 1.3 MB quantized) do
+ * not fit any stack buffer, so each super-block of rows re-quantizes
+ * them: per 256 rows that was ~1 instruction per value against ~8 of
+ * dot products, 8-10% of a 2048 x 4096 q4_K matmul. The weights a
+ * super-block re-reads per chunk of vectors need only stay in L3 (one
+ * row per ~60K multiply-adds). 2048 rows and 192 KB of stack (~75
+ * vectors of 2048): 62 -> 68 GMAC/s on one Zen 4 core, nx = 512. */
+#define SBLK 2048
+#define XQ_STACK_BYTES (192 * 1024)
+#define XQ_CHUNK_TILES
 
 #include "quant_act_mm.h"
 #include "quant_vnni.h"
