@@ -81,14 +81,12 @@ static void delta_heads(const cpu_job *j, int64_t u0, int64_t u1, int ith)
 
             /* S ← exp(g)·S; pred = kᵀS */
             memset(delta, 0, (size_t)hv * sizeof(float));
-            for (int i = 0; i < dk; i++)
-                cpu_decay_pred(S + (size_t)i * hv, decay, tk[i], delta, hv);
+            cpu_decay_pred_rows(S, dk, hv, decay, tk, delta);
             /* δ = (v − pred)·β; S ← S + k ⊗ δ; y = (q/sqrt(dk))ᵀ S (after the write) */
             for (int e = 0; e < hv; e++)
                 delta[e] = (v[e] - delta[e]) * beta;
             memset(y, 0, (size_t)hv * sizeof(float));
-            for (int i = 0; i < dk; i++)
-                cpu_update_read(S + (size_t)i * hv, tk[i], delta, tq[i] * qscale, y, hv);
+            cpu_update_read_rows(S, dk, hv, tk, delta, tq, qscale, y);
             /* y ← rms(y, ssm_norm) ⊙ silu(z) per V-head (silu here, not sigmoid) */
             float *out = s->y + row * vd + (int64_t)u * hv;
             const float *z = s->z + row * vd + (int64_t)u * hv;
