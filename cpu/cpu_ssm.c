@@ -20,18 +20,25 @@ static void conv_channels(const cpu_job *j, int64_t c0, int64_t c1, int ith)
     for (int q = 0; q < j->r->n_seq; q++) {
         int row0 = j->r->seq_row0[q], n = j->r->seq_n[q];
         float *cst = cpu_state(b, j->r->seq_slot[q], j->il)->conv;   /* [K-1][C] */
-        for (int64_t ch = c0; ch < c1; ch++) {
-            const float *w = wc + ch * K;
-            for (int t = 0; t < n; t++) {
-                float acc = 0;
-                for (int k = 0; k < K; k++) {
-                    int i = t - (K - 1) + k;     /* input index; < 0 is the state */
-                    float in = i < 0 ? cst[(size_t)(K - 1 + i) * C + ch]
-                                     : s->mix[(size_t)(row0 + i) * C + ch];
-                    acc += w[k] * in;
-                }
-                s->conv[(size_t)(row0 + t) * C + ch] = cpu_silu(acc);
+        /* Row by row, the channels contiguous (a channel's column was a
+         * C-float stride per value: 7% of a q8 prefill); per value the
+         * same sum in the same order. */
+        for (int t = 0; t < n; t++) {
+            const float *src[64];            /* the K inputs, oldest first (K <= 64) */
+            for (int k = 0; k < K; k++) {
+                int i = t - (K - 1) + k;     /* input index; < 0 is the state */
+                src[k] = i < 0 ? cst + (size_t)(K - 1 + i) * C : s->mix + (size_t)(row0 + i) * C;
             }
+            float *dst = s->conv + (size_t)(row0 + t) * C;
+            for (int64_t ch = c0; ch < c1; ch++) {
+                const float *w = wc + ch * K;
+                float acc = 0;
+                for (int k = 0; k < K; k++)
+                    acc += w[k] * src[k][ch];
+                dst[ch] = cpu_silu(acc);
+            }
+        }
+        for (int64_t ch = c0; ch < c1; ch++) {
             /* New state: inputs n-(K-1) .. n-1; reading forward is safe
              * because the source index is never below the target. */
             for (int k = 0; k < K - 1; k++) {
