@@ -147,6 +147,17 @@ void cpu_axpy4(float *restrict o, int64_t os, const float *restrict a, int64_t a
 void cpu_decay_pred(float *restrict s, float decay, float k, float *restrict pred, int n);
 void cpu_update_read(float *restrict s, float k, const float *restrict delta, float q,
                      float *restrict y, int n);
+/* The delta rule's two passes over a head's state S [dk][hv], bit for
+ * bit the per-row calls they replace, pred / y kept in registers across
+ * the rows (per row the calls paid a dispatch and reloaded them):
+ *   cpu_decay_pred_rows: cpu_decay_pred(S + i·hv, decay, k[i], pred, hv)
+ *   cpu_update_read_rows: cpu_update_read(S + i·hv, k[i], delta,
+ *                         q[i]·qscale, y, hv)   for i = 0 .. dk-1. */
+void cpu_decay_pred_rows(float *restrict S, int dk, int hv, float decay, const float *restrict k,
+                         float *restrict pred);
+void cpu_update_read_rows(float *restrict S, int dk, int hv, const float *restrict k,
+                          const float *restrict delta, const float *restrict q, float qscale,
+                          float *restrict y);
 
 static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }

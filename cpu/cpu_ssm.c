@@ -36,21 +36,31 @@ static void conv_channels(const cpu_job *j, int64_t c0, int64_t c1, int ith)
     for (int q = 0; q < j->r->n_seq; q++) {
         int row0 = j->r->seq_row0[q], n = j->r->seq_n[q];
         float *cst = cpu_state(b, j->r->seq_slot[q], j->il)->conv;   /* [K-1][C] */
-        for (int64_t ch = c0; ch < c1; ch++) {
-            const float *w = wc + ch * K;
-            for (int t = 0; t < n; t++) {
-                float acc = 0;
-                for (int k = 0; k < K; k++) {
-                    int i = t - (K - 1) + k;     /* input index; < 0 is the state */
-                    float in = i < 0 ? cst[(size_t)(K - 1 + i) * C + ch]
-                                     : s->mix[(size_t)(row0 + i) * C + ch];
-                    acc += w[k] * in;
-                }
-                s->conv[(size_t)(row0 + t) * C + ch] = cpu_silu(acc);
-                int len = j->r->seq_pos[q] + t + 1;   /* the length after this row */
-                if (len >= j->r->seq_win0[q] && len < j->r->seq_win1[q])
-                    conv_snap(j, q, ch, t, cpu_spec_snap(b, j->r->seq_slot[q], j->il, len));
+        /* Row by row, the channels contiguous (a channel's column was a
+         * C-float stride per value: 7% of a q8 prefill); per value the
+         * same sum in the same order. */
+        for (int t = 0; t < n; t++) {
+            const float *src[64];            /* the K inputs, oldest first (K <= 64) */
+            for (int k = 0; k < K; k++) {
+                int i = t - (K - 1) + k;     /* input index; < 0 is the state */
+                src[k] = i < 0 ? cst + (size_t)(K - 1 + i) * C : s->mix + (size_t)(row0 + i) * C;
             }
+            float *dst = s->conv + (size_t)(row0 + t) * C;
+            for (int64_t ch = c0; ch < c1; ch++) {
+                const float *w = wc + ch * K;
+                float acc = 0;
+                for (int k = 0; k < K; k++)
+                    acc += w[k] * src[k][ch];
+                dst[ch] = cpu_silu(acc);
+            }
+            int len = j->r->seq_pos[q] + t + 1;   /* the length after this row */
+            if (len >= j->r->seq_win0[q] && len < j->r->seq_win1[q]) {
+                float *snap = cpu_spec_snap(b, j->r->seq_slot[q], j->il, len);
+                for (int64_t ch = c0; ch < c1; ch++)
+                    conv_snap(j, q, ch, t, snap);
+            }
+        }
+        for (int64_t ch = c0; ch < c1; ch++) {
             /* New state: inputs n-(K-1) .. n-1; reading forward is safe
              * because the source index is never below the target. */
             for (int k = 0; k < K - 1; k++) {
@@ -100,14 +110,12 @@ static void delta_heads(const cpu_job *j, int64_t u0, int64_t u1, int ith)
 
             /* S ← exp(g)·S; pred = kᵀS */
             memset(delta, 0, (size_t)hv * sizeof(float));
-            for (int i = 0; i < dk; i++)
-                cpu_decay_pred(S + (size_t)i * hv, decay, tk[i], delta, hv);
+            cpu_decay_pred_rows(S, dk, hv, decay, tk, delta);
             /* δ = (v − pred)·β; S ← S + k ⊗ δ; y = (q/sqrt(dk))ᵀ S (after the write) */
             for (int e = 0; e < hv; e++)
                 delta[e] = (v[e] - delta[e]) * beta;
             memset(y, 0, (size_t)hv * sizeof(float));
-            for (int i = 0; i < dk; i++)
-                cpu_update_read(S + (size_t)i * hv, tk[i], delta, tq[i] * qscale, y, hv);
+            cpu_update_read_rows(S, dk, hv, tk, delta, tq, qscale, y);
             /* y ← rms(y, ssm_norm) ⊙ silu(z) per V-head (silu here, not sigmoid) */
             float *out = s->y + row * vd + (int64_t)u * hv;
             const float *z = s->z + row * vd + (int64_t)u * hv;

@@ -127,3 +127,59 @@ CLONES void cpu_axpy4(float *restrict o, int64_t os, const float *restrict a, in
             for (int t = 0; t < nt; t++)
                 o[h * os + i] += a[h * as + t] * v[t * vs + i];
 }
+
+/* 128 columns at a time: 8 vectors of pred (or y and delta) in registers
+ * while the rows go by; per element the same multiplies and adds, in row
+ * order, as the per-row calls. */
+#define ROWS_W 128
+
+CLONES void cpu_decay_pred_rows(float *restrict S, int dk, int hv, float decay,
+                                const float *restrict k, float *restrict pred)
+{
+    int e0 = 0;
+    for (; e0 + ROWS_W <= hv; e0 += ROWS_W) {
+        v16 p[8];
+        for (int j = 0; j < 8; j++)
+            p[j] = *(const v16 *)(pred + e0 + 16 * j);
+        for (int i = 0; i < dk; i++) {
+            float *s = S + (size_t)i * hv + e0, ki = k[i];
+            for (int j = 0; j < 8; j++) {
+                v16 sv = *(v16 *)(s + 16 * j) * decay;
+                *(v16 *)(s + 16 * j) = sv;
+                p[j] += ki * sv;
+            }
+        }
+        for (int j = 0; j < 8; j++)
+            *(v16 *)(pred + e0 + 16 * j) = p[j];
+    }
+    if (e0 < hv)
+        for (int i = 0; i < dk; i++)
+            cpu_decay_pred(S + (size_t)i * hv + e0, decay, k[i], pred + e0, hv - e0);
+}
+
+CLONES void cpu_update_read_rows(float *restrict S, int dk, int hv, const float *restrict k,
+                                 const float *restrict delta, const float *restrict q, float qscale,
+                                 float *restrict y)
+{
+    int e0 = 0;
+    for (; e0 + ROWS_W <= hv; e0 += ROWS_W) {
+        v16 acc[8], d[8];
+        for (int j = 0; j < 8; j++) {
+            acc[j] = *(const v16 *)(y + e0 + 16 * j);
+            d[j] = *(const v16 *)(delta + e0 + 16 * j);
+        }
+        for (int i = 0; i < dk; i++) {
+            float *s = S + (size_t)i * hv + e0, ki = k[i], qi = q[i] * qscale;
+            for (int j = 0; j < 8; j++) {
+                v16 sv = *(v16 *)(s + 16 * j) + ki * d[j];
+                *(v16 *)(s + 16 * j) = sv;
+                acc[j] += qi * sv;
+            }
+        }
+        for (int j = 0; j < 8; j++)
+            *(v16 *)(y + e0 + 16 * j) = acc[j];
+    }
+    if (e0 < hv)
+        for (int i = 0; i < dk; i++)
+            cpu_update_read(S + (size_t)i * hv + e0, k[i], delta + e0, q[i] * qscale, y + e0, hv - e0);
+}

@@ -28,9 +28,16 @@ static inline float hsum8(__m256 m)
 }
 
 #define RBLK 32             /* rows per pass of the tiles (stay in L2) */
-#define XQ_STACK_BYTES 73728 /* quantized activations on the stack (i16: 16K values) */
-#define SBLK 256            /* rows per super-block when the vectors do not fit */
 #define TILE_L1 32768       /* bytes of quantized vectors one tile keeps in L1 */
+/* An includer may set these before including (quant_vnni.c does): the
+ * stack buffer of quantized activations, the rows per super-block when
+ * they do not all fit in it, and XQ_CHUNK_TILES (chunks of whole tiles). */
+#ifndef XQ_STACK_BYTES
+#define XQ_STACK_BYTES 73728 /* i16: 16K values */
+#endif
+#ifndef SBLK
+#define SBLK 256            /* L2-sized */
+#endif
 
 /* Quantized activations of a chunk of vectors: per vector q (qb bytes a
  * value), then per 256-value block the side tables s, m, b of the
@@ -81,9 +88,10 @@ static void quant_vec(int mode, const float *x, int64_t n, const xact *a);
  * batches), they are quantized once and the rows pass in blocks of RBLK
  * (kept in L2 while the tiles of up to NV_MAX vectors, as many as keep
  * their quantized copies in L1, go by). Otherwise rows go
- * in super-blocks of SBLK (L2-sized) and each super-block re-quantizes
- * the vectors chunk by chunk (~1% of the work), so the weights are still
- * read from memory once. A vector too long for the buffer gets a heap
+ * in super-blocks of SBLK and each super-block re-quantizes the vectors
+ * chunk by chunk (per value ~1 instruction against ~SBLK / 32 of int8
+ * dot products: 256 rows cost q8 8-10%, hence its 2048), so the weights
+ * are still read from memory once. A vector too long for the buffer gets a heap
  * one, or the float path without memory. */
 static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, const void *W,
                    size_t rb, int64_t nc, int64_t r0, int64_t r1, const float *X, int64_t ldx,
@@ -105,6 +113,11 @@ static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, con
     int tile = NV_MAX;
     while (tile > 1 && (int64_t)tile * nc * lay->qb > TILE_L1)
         tile--;
+#ifdef XQ_CHUNK_TILES
+    /* chunks of whole tiles: a 28-vector chunk ran as 8 + 8 + 8 + 4 */
+    if (chunk < nx && chunk > tile)
+        chunk -= chunk % tile;
+#endif
     for (int64_t sr = r0; sr < r1; sr += sblk) {
         int64_t se = r1 - sr < sblk ? r1 : sr + sblk;
         for (int c0 = 0; c0 < nx; c0 += (int)chunk) {

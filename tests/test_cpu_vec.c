@@ -2,7 +2,8 @@
  * two keys, four heads' weighted sums of values, each bit for bit the
  * single-head cpu_dot / cpu_axpy calls they stand for (the attention's
  * outputs must not change with how many heads share a K/V read), for
- * every length, including the tails past the last 16 or 32 values. */
+ * every length, including the tails past the last 16 or 32 values; and
+ * the delta rule's whole-state passes against their per-row calls. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,11 +81,43 @@ static void axpy4_is_axpy_per_head_and_key(void **state)
         }
 }
 
+/* The delta rule's passes over a [dk][hv] state, bit for bit the per-row
+ * calls (every width: whole 128-column blocks, the tail past them, both;
+ * pred and y start nonzero so their loads count too). */
+static void delta_rows_are_row_calls(void **state)
+{
+    (void)state;
+    static const int hvs[] = { 1, 17, 100, 128, 129, 256, 300 };
+    for (size_t hi = 0; hi < sizeof hvs / sizeof hvs[0]; hi++) {
+        int dk = 37, hv = hvs[hi];
+        size_t ns = (size_t)dk * hv;
+        float *S = malloc(sizeof(float) * ns), *S1 = malloc(sizeof(float) * ns);
+        float *k = malloc(sizeof(float) * dk), *q = malloc(sizeof(float) * dk);
+        float *d = malloc(sizeof(float) * hv), *p = malloc(sizeof(float) * hv), *p1 = malloc(sizeof(float) * hv);
+        fill(S, (int)ns); fill(k, dk); fill(q, dk); fill(d, hv); fill(p, hv);
+        memcpy(S1, S, sizeof(float) * ns);
+        memcpy(p1, p, sizeof(float) * hv);
+        float decay = 0.8123f, qscale = 0.0883883f;
+        cpu_decay_pred_rows(S, dk, hv, decay, k, p);
+        for (int i = 0; i < dk; i++)
+            cpu_decay_pred(S1 + (size_t)i * hv, decay, k[i], p1, hv);
+        assert_memory_equal(S, S1, sizeof(float) * ns);
+        assert_memory_equal(p, p1, sizeof(float) * hv);
+        cpu_update_read_rows(S, dk, hv, k, d, q, qscale, p);
+        for (int i = 0; i < dk; i++)
+            cpu_update_read(S1 + (size_t)i * hv, k[i], d, q[i] * qscale, p1, hv);
+        assert_memory_equal(S, S1, sizeof(float) * ns);
+        assert_memory_equal(p, p1, sizeof(float) * hv);
+        free(S); free(S1); free(k); free(q); free(d); free(p); free(p1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dot4x2_is_eight_dots),
         cmocka_unit_test(axpy4_is_axpy_per_head_and_key),
+        cmocka_unit_test(delta_rows_are_row_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -145,6 +145,43 @@ static void split_invariant_here(void)
 
 static void split_invariant(void **state) { (void)state; split_invariant_here(); }
 
+/* Prefill's shapes: more vectors than any stack buffer holds (the
+ * kernels re-quantize them chunk by chunk per super-block of rows) and
+ * more rows than one super-block, the rows split mid-super-block: each
+ * (row, vector) the bits of that vector alone through the per-row
+ * kernel (nx = 1). */
+static void many_vectors_here(void)
+{
+    enum { ROWS = 2100, NX = 300, N = 2048, LDX = N + 16 };
+    float *X = malloc(sizeof(float) * LDX * NX);
+    float *Y = malloc(sizeof(float) * ROWS * NX), *Y1 = malloc(sizeof(float) * ROWS);
+    for (int i = 0; i < LDX * NX; i++)
+        X[i] = frand() * 3.0f;
+    for (size_t ti = 0; ti < 4; ti++) {
+        quant_act act = ti < 2 ? QUANT_ACT_Q8 : QUANT_ACT_EXACT;
+        int type = int_types[ti % 2];
+        size_t rb = quant_row_bytes(type, N);
+        uint8_t *W = malloc(ROWS * rb);
+        uint64_t st = 7 + ti;
+        assert_int_equal(quant_fill_random(type, W, (int64_t)ROWS * N, 2.0f, &st), 0);
+        quant_matmul_act(act, type, W, rb, N, 0, 37, X, LDX, NX, Y, ROWS);
+        quant_matmul_act(act, type, W, rb, N, 37, ROWS, X, LDX, NX, Y + 37, ROWS);
+        for (int v = 0; v < NX; v++) {
+            quant_matmul_act(act, type, W, rb, N, 0, ROWS, X + (int64_t)v * LDX, LDX, 1, Y1, ROWS);
+            if (memcmp(Y1, Y + (int64_t)v * ROWS, sizeof(float) * ROWS))
+                for (int r = 0; r < ROWS; r++)
+                    if (memcmp(&Y1[r], &Y[(int64_t)v * ROWS + r], sizeof(float)))
+                        fail_msg("%s %s: row %d vector %d: %.9g alone, %.9g in the batch",
+                                 quant_act_name(act), quant_type_of(type)->name, r, v,
+                                 (double)Y1[r], (double)Y[(int64_t)v * ROWS + r]);
+        }
+        free(W);
+    }
+    free(X); free(Y); free(Y1);
+}
+
+static void many_vectors(void **state) { (void)state; many_vectors_here(); }
+
 /* The AVX2 + AVX-VNNI kernel (exact q6_K), where this CPU has it: the
  * same bound and invariance. */
 static void avxvnni_kernel(void **state)
@@ -243,6 +280,7 @@ int main(void)
         cmocka_unit_test(within_bound),
         cmocka_unit_test(q8_within_bound),
         cmocka_unit_test(split_invariant),
+        cmocka_unit_test(many_vectors),
         cmocka_unit_test(avxvnni_kernel),
         cmocka_unit_test(float_otherwise),
         cmocka_unit_test(nonfinite_propagates),
