@@ -774,4 +774,5 @@ static uint64_t cuda_mem_free(const q35_backend *b)
 extern "C" const q35_backend_ops q35_backend_cuda = {
     "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_limits, cuda_forward, cuda_slot_reset,
     cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free,
+    nullptr,   /* mtp_row: no MTP head on CUDA yet (the engine refuses opts.mtp) */
 };

@@ -7,6 +7,7 @@
 #include "ckpt.h"
 #include "common.h"
 #include "gguf.h"
+#include "mtp.h"
 #include "quant.h"
 
 #include <stdio.h>
@@ -39,6 +40,7 @@ struct q35_engine {
     uint64_t ck_fixed, ck_pos;   /* a checkpoint of n positions: fixed + n x pos bytes */
     uint64_t ck_mem_free;     /* automatic budget: the free memory read, and */
     int ck_share;             /* the stages it is divided among (0, 0: given) */
+    q35_mtp *mtp;             /* the MTP head's bookkeeping (opts.mtp), else NULL */
 };
 
 /* ---- backend choice ------------------------------------------------------ */
@@ -127,6 +129,10 @@ static int init_ckpt(q35_engine *e, int64_t budget, int share, char *err, size_t
         else
             e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
     }
+    if (e->w.has_mtp) {   /* the head's KV rows and its pending main row (cpu_ckpt.c) */
+        e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
+        e->ck_fixed += (uint64_t)c->n_embd * sizeof(float);
+    }
     if (budget == Q35_CACHE_AUTO) {
         /* the stages of one host share its RAM; a CUDA die's memory is its own */
         e->ck_share = share > 1 && strcmp(e->ops->name, "cuda") ? share : 1;
@@ -211,6 +217,8 @@ int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *
     }
     e->reset_due[slot] = 0;   /* the restore wrote (or kept) all of the state */
     e->slot_len[slot] = len;
+    if (e->mtp)
+        q35_mtp_restored(e->mtp, slot, len);
     if (n)
         *n = len;
     return 0;
@@ -268,6 +276,11 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (q35_weights_bind(e->f, &e->cfg, a, b, &e->w, err, errsz))
         goto fail;
+    if (o->mtp && (q35_mtp_bind(e->f, &e->w, err, errsz) || !(e->mtp = q35_mtp_new(o->be.max_seqs)))) {
+        if (!e->mtp && e->w.has_mtp)
+            q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+        goto fail;
+    }
     /* "auto" is the config file's spelling of none named */
     const char *name = o->backend && strcmp(o->backend, "auto") ? o->backend : NULL;
     const bool emu = o->be.device == Q35_DEVICE_EMU && (!name || !strcmp(name, "cuda"));
@@ -300,6 +313,11 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (!e->be)
         goto fail;
+    if (e->mtp && !e->ops->mtp_row) {
+        q35_err(err, errsz, Q35_EINVAL, "%s: mtp: backend %s has no MTP head (cpu has)",
+                o->model_path, e->ops->name);
+        goto fail;
+    }
     e->limits = e->ops->limits(e->be);
     if (init_ckpt(e, o->cache_bytes, o->cache_share, err, errsz))
         goto fail;
@@ -323,6 +341,7 @@ void q35_engine_close(q35_engine **pe)
     free(e->seen);
     free(e->held);
     free(e->reset_due);
+    q35_mtp_free(&e->mtp);
     gguf_close(&e->f);
     free(e);
     *pe = NULL;
@@ -335,6 +354,7 @@ int q35_engine_layer_begin(const q35_engine *e) { return e->w.layer_begin; }
 int q35_engine_layer_end(const q35_engine *e) { return e->w.layer_end; }
 bool q35_engine_has_embd(const q35_engine *e) { return e->w.has_embd; }
 bool q35_engine_has_head(const q35_engine *e) { return e->w.has_head; }
+bool q35_engine_has_mtp(const q35_engine *e) { return e->w.has_mtp; }
 const char *q35_engine_backend(const q35_engine *e) { return e->ops->name; }
 size_t q35_engine_state_bytes(const q35_engine *e) { return e->ops->state_bytes(e->be); }
 int q35_engine_max_seqs(const q35_engine *e) { return e->max_seqs; }
@@ -406,17 +426,19 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
         return fault(b, Q35_BATCH_N_TOK, -1, -1,
                      q35_err(err, errsz, Q35_EINVAL, "batch: n_total %d, but the sequences hold %lld tokens",
                              b->n_total, (long long)total));
-    if (e->w.has_embd) {
+    if (e->w.has_embd || e->w.has_mtp) {
         if (!b->tokens)
             return fault(b, Q35_BATCH_BUFFER, -1, -1,
-                         q35_err(err, errsz, Q35_EINVAL, "batch: no token ids for the first stage"));
+                         q35_err(err, errsz, Q35_EINVAL, e->w.has_embd ? "batch: no token ids for the first stage"
+                                 : "batch: no token ids for the MTP head (the last stage needs them with mtp)"));
         for (int s = 0, i = 0; s < b->n_seq; s++)
             for (int k = 0; k < b->n_tok[s]; k++, i++)
                 if (b->tokens[i] < 0 || (uint32_t)b->tokens[i] >= c->n_vocab)
                     return fault(b, Q35_BATCH_TOKEN, s, k,
                                  q35_err(err, errsz, Q35_EINVAL, "batch: token %d: id %d, expected 0..%u",
                                          i, b->tokens[i], c->n_vocab - 1));
-    } else if (!b->x_in) {
+    }
+    if (!e->w.has_embd && !b->x_in) {
         return fault(b, Q35_BATCH_BUFFER, -1, -1,
                      q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from "
                              Q35_CUT_FMT, Q35_CUT_ARGS(e->w.cut_begin)));
@@ -463,8 +485,11 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
     }
     if ((rc = e->ops->forward(e->be, b, &e->plan, err, errsz)))
         return backend_failed(e, rc, err);
-    for (int s = 0; s < b->n_seq; s++)
+    for (int s = 0; s < b->n_seq; s++) {
+        if (e->mtp)
+            q35_mtp_forwarded(e->mtp, b->slot[s], b->pos[s], b->n_tok[s]);
         e->slot_len[b->slot[s]] += b->n_tok[s];
+    }
     return 0;
 }
 
@@ -502,7 +527,51 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
             return rc;
     }
     e->slot_len[slot] = 0;
+    if (e->mtp)
+        q35_mtp_reset(e->mtp, slot);
     return 0;
+}
+
+int q35_engine_slot_truncate(q35_engine *e, int slot, int len, char *err, size_t errsz)
+{
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    if (len < 0 || len > e->slot_len[slot])
+        return q35_err(err, errsz, Q35_EINVAL, "slot %d: truncate to %d: expected 0..%d",
+                       slot, len, e->slot_len[slot]);
+    if (len == 0)
+        return q35_engine_slot_reset(e, slot, err, errsz);
+    int rc = e->mtp ? q35_mtp_truncate(e->mtp, slot, e->slot_len[slot], len, err, errsz) : 0;
+    if (rc)
+        return rc;
+    e->held[slot] = NULL;
+    e->slot_len[slot] = len;
+    return 0;
+}
+
+int q35_engine_mtp_draft(q35_engine *e, int slot, int32_t next, int k, int32_t *draft,
+                         float *logits, char *err, size_t errsz)
+{
+    if (!e->mtp)
+        return q35_err(err, errsz, Q35_ESTATE, "mtp draft: no MTP head (the engine was opened without mtp)");
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "mtp draft: slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    /* The head's rows from len - 1 on are rewritten before they are read
+     * (mtp.h), so a checkpoint the slot still holds stays valid. */
+    int rc = q35_mtp_draft(e->mtp, e->ops, e->be, &e->cfg, e->max_ctx, slot, e->slot_len[slot], next,
+                           k, draft, logits, err, errsz);
+    return backend_failed(e, rc, err);
+}
+
+int q35_engine_mtp_len(const q35_engine *e, int slot)
+{
+    if (!e->mtp || slot < 0 || slot >= e->max_seqs)
+        return -1;
+    return q35_mtp_len(e->mtp, slot);
 }
 
 uint64_t q35_engine_decode_bytes(const q35_engine *e) { return q35_weights_decode_bytes(&e->w); }
