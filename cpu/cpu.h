@@ -150,6 +150,10 @@ static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 /* The blocks: h the normed input [rows][E], out the block's output
  * [rows][E] (the layer loop adds it to the residual stream). */
 void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+/* Only the K/V part of cpu_attention: rows' keys and values written to
+ * the cache (the same bits), no scores, no output (the MTP head's rows in a
+ * forward: only their KV rows are read later). */
+void cpu_attention_kv(q35_backend *b, int il, const q35_pass *r, const float *h);
 /* Floats of per-thread scratch cpu_attention needs (a tile's scores). */
 size_t cpu_attn_scratch(const q35_config *c, int max_ctx);
 void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);

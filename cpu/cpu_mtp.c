@@ -70,10 +70,15 @@ static q35_pass head_pass(q35_backend *b, int n)
 void cpu_mtp_run(q35_backend *b, int n_rows)
 {
     /* Only the head's KV rows outlive a forward (drafts start from the
-     * kept main row), so its mixer suffices: the MoE would feed nothing. */
+     * kept main row): the attention's K/V of rms(x, attn_norm) suffice,
+     * its scores, output and the MoE would feed nothing. */
     q35_pass r = head_pass(b, n_rows);
+    int il = (int)b->c->n_layer;
     head_input(b, n_rows);
-    cpu_mixer_block(b, (int)b->c->n_layer, &r, b->s.x, b->s.h, b->s.tmp);
+    for (int i = 0; i < n_rows; i++)
+        cpu_rms(b->s.h + (int64_t)i * b->c->n_embd, b->s.x + (int64_t)i * b->c->n_embd,
+                cpu_layer(b, il)->attn_norm.data, b->c->n_embd, b->c->rms_eps);
+    cpu_attention_kv(b, il, &r, b->s.h);
 }
 
 int cpu_mtp_row(q35_backend *b, int slot, int pos, int32_t token, bool chain, float *logits,

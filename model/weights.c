@@ -58,7 +58,7 @@ int q35_weights_bind_tensor(const gguf_file *f, q35_tensor *t, const char *name,
     t->type = g->type;
     t->n_dims = n_dims;
     for (int i = 0; i < 4; i++)
-        t->ne[i] = i < n_dims ? ne[i] : 1;
+        t->ne[i] = i < n_dims && i < 3 ? ne[i] : 1;
     t->row_bytes = (size_t)quant_row_bytes(g->type, ne[0]);
     t->expert_stride = n_dims == 3 ? t->row_bytes * (size_t)ne[1] : 0;
     t->data = g->data;
@@ -198,9 +198,14 @@ uint64_t q35_weights_token_macs(const q35_weights *w, uint64_t *head)
 {
     uint64_t n = 0;
     *head = w->has_head ? (uint64_t)w->output.ne[0] * (uint64_t)w->output.ne[1] : 0;
-    if (w->has_mtp)   /* the head's row of each prefill token (its LM head runs only to draft) */
-        n += (uint64_t)w->mtp.eh_proj.ne[0] * (uint64_t)w->mtp.eh_proj.ne[1];
-    for (int il = w->layer_begin; il < w->layer_end + w->has_mtp; il++) {
+    if (w->has_mtp) {   /* the head's row of each prefill token: eh_proj and its block's K, V
+                         * (cpu_mtp.c: only its KV rows outlive a forward) */
+        const q35_layer_weights *l = &w->layers[w->layer_end - w->layer_begin];
+        const q35_tensor *t[] = { &w->mtp.eh_proj, &l->attn_k, &l->attn_v };
+        for (int i = 0; i < 3; i++)
+            n += (uint64_t)t[i]->ne[0] * (uint64_t)t[i]->ne[1];
+    }
+    for (int il = w->layer_begin; il < w->layer_end; il++) {
         const q35_layer_weights *l = &w->layers[il - w->layer_begin];
 #define MACS(field, suffix, kinds, role, ...)                                                   \
         if (l->field.data && l->field.ne[1] > 1)                                                \
