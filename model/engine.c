@@ -287,6 +287,13 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     e->ops = emu ? emu_backend(err, errsz) : q35_backend_find(name, err, errsz);
     if (!e->ops)
         goto fail;
+    if (e->mtp && !e->ops->mtp_row && !name && !emu)
+        e->ops = &q35_backend_cpu;   /* "auto" with the MTP head: the backends that have one */
+    if (e->mtp && !e->ops->mtp_row) {
+        q35_err(err, errsz, Q35_EINVAL, "%s: mtp: backend %s has no MTP head yet (cpu has)",
+                o->model_path, e->ops->name);
+        goto fail;
+    }
     e->max_seqs = o->be.max_seqs;
     e->max_ctx = o->be.max_ctx;
     e->slot_len = calloc((size_t)o->be.max_seqs, sizeof *e->slot_len);
@@ -308,16 +315,13 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
         if (backends[i] == &q35_backend_cuda)
             continue;       /* device = emu names the emulator, not a real die */
 #endif
+        if (e->mtp && !backends[i]->mtp_row)
+            continue;
         e->ops = backends[i];
         e->be = e->ops->init(&e->w, &bo, err, errsz);
     }
     if (!e->be)
         goto fail;
-    if (e->mtp && !e->ops->mtp_row) {
-        q35_err(err, errsz, Q35_EINVAL, "%s: mtp: backend %s has no MTP head (cpu has)",
-                o->model_path, e->ops->name);
-        goto fail;
-    }
     e->limits = e->ops->limits(e->be);
     if (init_ckpt(e, o->cache_bytes, o->cache_share, err, errsz))
         goto fail;

@@ -288,6 +288,11 @@ static void test_errors(void **s)
     assert_null(open_e(m_mtp, 0, 8, true, 0, 0, err, sizeof err));
     assert_non_null(strstr(err, "mtp: the head runs on the stage holding the LM head, but this range ends at 4"));
 
+    q35_engine_opts so = { .model_path = m_mtp, .layer_end = -1, .be.max_seqs = 1, .be.max_ctx = 8,
+                           .backend = "sim", .mtp = true };
+    assert_null(q35_engine_open(&so, err, sizeof err));
+    assert_non_null(strstr(err, "mtp: backend sim has no MTP head yet"));
+
     q35_engine *plain = open_ok(m_plain, 0, -1, false, 0, 0);
     int32_t d[4];
     assert_int_equal(q35_engine_mtp_draft(plain, 0, NEXT, 1, d, NULL, err, sizeof err), Q35_ESTATE);
