@@ -28,6 +28,10 @@
 #define NEXT 77                   /* the "sampled" token after the prompt */
 
 static char dir[64], m_mtp[128], m_plain[128], m_mix[128];
+/* The backend the engines below open ("cpu"; the CUDA emulator's tests
+ * set "cuda" with device = emu). */
+static const char *be_name = "cpu";
+static int be_device;
 static const int32_t prompt[N_PROMPT] = { 1, 17, 300, 511, 42, 256, 7, 99, 480, 3, 250 };
 static const int32_t more[4] = { 5, 400, 123, 64 };
 
@@ -66,7 +70,8 @@ static q35_engine *open_e(const char *model, int a, int b, bool mtp, int pass_ro
     q35_engine_opts o = { .model_path = model, .layer_begin = a / 2, .begin_half = a & 1,
                           .layer_end = b < 0 ? -1 : b / 2, .end_half = b > 0 && (b & 1),
                           .be.max_seqs = 2, .be.max_ctx = CTX, .be.n_threads = 2,
-                          .be.pass_rows = pass_rows, .backend = "cpu", .cache_bytes = cache,
+                          .be.pass_rows = pass_rows, .backend = be_name, .be.device = be_device,
+                          .cache_bytes = cache,
                           .mtp = mtp };
     return q35_engine_open(&o, err, errsz);
 }
@@ -117,7 +122,10 @@ static double check_ref(const char *model)
     feed(&e, 1, 0, prompt, N_PROMPT, N_PROMPT);
     assert_int_equal(q35_engine_mtp_len(e, 0), N_PROMPT - 1);
     /* the main rows after layer n_layer - 1's mixer, for the reference */
+    const char *keep = be_name;
+    be_name = "cpu";   /* the reference's input rows: the CPU's (a half-layer range) */
     q35_engine *pre = open_ok(model, 0, 2 * nl - 1, false, 0, 0);
+    be_name = keep;
     float *xm = fu_alloc((size_t)N_PROMPT * E * sizeof(float));
     int slot = 0, pos = 0, n = N_PROMPT;
     char err[Q35_ERRSZ] = "";
@@ -161,7 +169,8 @@ static double check_ref(const char *model)
             t = best;
         }
     }
-    printf("# %s: MTP head logits vs float64 reference: max abs %.3g (k = 1..4)\n", model, worst);
+    printf("# %s (%s): MTP head logits vs float64 reference: max abs %.3g (k = 1..4)\n", model,
+           q35_engine_backend(e), worst);
     free(lg); free(hn); free(ho); free(rl); free(xm);
     ref_close(&r);
     q35_engine_close(&e);
@@ -333,9 +342,29 @@ static void test_errors(void **s)
     q35_engine_close(&e);
 }
 
+/* The same on the CUDA backend under the SIMT emulator (its MTP head
+ * bypasses the decode graphs: the row copies follow the slots). */
+static void test_emu(void **s)
+{
+    (void)s;
+#ifdef Q35_HAVE_CUDA_EMU
+    be_name = "cuda";
+    be_device = Q35_DEVICE_EMU;
+    check_ref(m_mtp);
+    test_schedules(s);
+    test_checkpoint(s);
+    test_truncate(s);
+    be_name = "cpu";
+    be_device = 0;
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_emu),
         cmocka_unit_test(test_reference_q4),
         cmocka_unit_test(test_reference_q8),
         cmocka_unit_test(test_schedules),
