@@ -290,7 +290,7 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     if (e->mtp && !e->ops->mtp_row && !name && !emu)
         e->ops = &q35_backend_cpu;   /* "auto" with the MTP head: the backends that have one */
     if (e->mtp && !e->ops->mtp_row) {
-        q35_err(err, errsz, Q35_EINVAL, "%s: mtp: backend %s has no MTP head yet (cpu has)",
+        q35_err(err, errsz, Q35_EINVAL, "%s: mtp: backend %s has no MTP head yet (cpu and cuda have one)",
                 o->model_path, e->ops->name);
         goto fail;
     }

@@ -69,9 +69,10 @@ typedef struct q35_engine_opts {
      * divided; <= 1: not shared. (cuda: each die's memory is its own.) */
     int cache_share;
     /* Load the MTP head (model/README.md, "The MTP head"): the range must
-     * end at n_layer and the model have one (else open fails naming the
-     * file). Forwards then need tokens at this stage too and run the head
-     * one row behind the main model; q35_engine_mtp_draft drafts. */
+     * end at n_layer, the model have one and the backend run one (cpu,
+     * cuda; else open fails naming the file / backend). Forwards then need
+     * tokens at this stage too and run the head one row behind the main
+     * model; q35_engine_mtp_draft drafts. */
     bool mtp;
 } q35_engine_opts;
 
