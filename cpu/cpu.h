@@ -36,6 +36,12 @@ typedef struct cpu_scratch {
     float *xe;                /* [cap·K][E] rows gathered by expert */
     float *ge, *ue;           /* [cap·K][F] expert gate, up (then act) */
     float *de;                /* [cap·K][E] expert outputs */
+    /* the MTP head (w->has_mtp only) */
+    float *hn;                /* [cap][E] main rows after output_norm */
+    float *mh;                /* [cap][E] the head rows' hidden inputs h_p */
+    float *cat;               /* [cap][2E] [rms(embed(t_{p+1}), enorm); rms(h_p, hnorm)] */
+    int *m_slot, *m_pos;      /* [cap] the head rows' slots and positions */
+    int32_t *m_tok;           /* [cap] their tokens t_{p+1} */
 } cpu_scratch;
 
 struct q35_backend {
@@ -44,6 +50,9 @@ struct q35_backend {
     q35_backend_opts o;
     pool *pool;
     int n_own;                /* owned layers */
+    int n_ls;                 /* layer states per slot: n_own, + 1 for the MTP head's block */
+    float *mtp_keep;          /* [max_seqs][Q35_MTP_KEEP][E] main rows after output_norm, at p % KEEP */
+    float *mtp_chain;         /* [max_seqs][E] the last head row's output (rms(x, shared_head_norm)) */
     float *state;             /* the slot pool, one allocation */
     size_t state_bytes;
     cpu_layer_state *ls;      /* [max_seqs][n_own] */
@@ -165,6 +174,10 @@ static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 /* The blocks: h the normed input [rows][E], out the block's output
  * [rows][E] (the layer loop adds it to the residual stream). */
 void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+/* Only the K/V part of cpu_attention: rows' keys and values written to
+ * the cache (the same bits), no scores, no output (the MTP head's rows in a
+ * forward: only their KV rows are read later). */
+void cpu_attention_kv(q35_backend *b, int il, const q35_pass *r, const float *h);
 /* Floats of per-thread scratch cpu_attention needs (a tile's scores). */
 size_t cpu_attn_scratch(const q35_config *c, int max_ctx);
 void cpu_ssm(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
@@ -180,6 +193,22 @@ void cpu_spec_free(q35_backend *b);
 int cpu_spec_reserve(q35_backend *b, const q35_batch *bt, char *err, size_t errsz);
 float *cpu_spec_snap(q35_backend *b, int slot, int il, int len);
 int cpu_slot_truncate(q35_backend *b, int slot, int len, char *err, size_t errsz);
+/* cpu_backend.c, for the MTP head's block (cpu_mtp.c): scratch for n
+ * rows (Q35_ENOMEM, nothing changed); rows of an embedding matrix;
+ * layer il's mixer / FFN with their residual adds on x (h, y scratch). */
+int cpu_scratch_reserve(q35_backend *b, int n, char *err, size_t errsz);
+void cpu_embed(const q35_tensor *t, const int32_t *tokens, int n, float *x);
+void cpu_mixer_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y);
+void cpu_ffn_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y);
+
+/* cpu_mtp.c: after pass p's main rows (x, [p->n][E], before the LM head
+ * moves them): keeps their rows after output_norm and gathers the head's
+ * rows of the pass (backend.h); cpu_mtp_run then runs the head's mixer
+ * on them (after the LM head: it reuses the scratch). */
+void cpu_mtp_gather(q35_backend *b, const q35_batch *bt, const q35_pass *p, const float *x, int *n_rows);
+void cpu_mtp_run(q35_backend *b, int n_rows);
+int cpu_mtp_row(q35_backend *b, int slot, int pos, int32_t token, bool chain, float *logits,
+                char *err, size_t errsz);
 
 /* cpu_ckpt.c: the backend's checkpoint ops (backend.h). */
 int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz);
@@ -195,6 +224,6 @@ static inline cpu_job cpu_job_of(q35_backend *b, int il, const q35_pass *r, floa
     return j;
 }
 static inline cpu_layer_state *cpu_state(q35_backend *b, int slot, int il)
-{ return &b->ls[(size_t)slot * (size_t)b->n_own + (size_t)(il - b->w->layer_begin)]; }
+{ return &b->ls[(size_t)slot * (size_t)b->n_ls + (size_t)(il - b->w->layer_begin)]; }
 
 #endif

@@ -41,6 +41,23 @@ static void rope_apply(float *v, const float *cs, int n_rot)
     }
 }
 
+/* Row `row` (position p, RoPE angles cs): its k normed and rotated in
+ * place, k and v written to the slot's cache at p. */
+static void kv_row(const cpu_job *j, int64_t row, int p, const float *cs)
+{
+    const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
+    int hd = c->head_dim, hdv = c->head_dim_v, nkv = c->n_head_kv;
+    cpu_layer_state *st = cpu_state(j->b, j->r->row_slot[row], j->il);
+    for (int g = 0; g < nkv; g++) {
+        float *k = s->kx + (row * nkv + g) * hd;
+        cpu_rms(k, k, l->attn_k_norm.data, hd, c->rms_eps);
+        rope_apply(k, cs, c->n_rot);
+        memcpy(st->k + ((size_t)p * nkv + g) * hd, k, (size_t)hd * sizeof(float));
+        memcpy(st->v + ((size_t)p * nkv + g) * hdv, s->vx + (row * nkv + g) * hdv,
+               (size_t)hdv * sizeof(float));
+    }
+}
+
 /* Per row: q and k normed and rotated in place, k and v written to the
  * slot's cache at the row's position (before any row attends: a row
  * reads the keys of the earlier rows of its own sequence). */
@@ -48,7 +65,7 @@ static void qk_prepare(const cpu_job *j, int64_t r0, int64_t r1, int ith)
 {
     q35_backend *b = j->b;
     const q35_config *c = j->c; const q35_layer_weights *l = j->l; cpu_scratch *s = j->s;
-    int hd = c->head_dim, hdv = c->head_dim_v, nh = c->n_head, nkv = c->n_head_kv;
+    int hd = c->head_dim, nh = c->n_head;
     float *cs = b->thr + (size_t)ith * b->thr_stride;
     for (int64_t row = r0; row < r1; row++) {
         int p = j->r->row_pos[row];
@@ -59,16 +76,38 @@ static void qk_prepare(const cpu_job *j, int64_t r0, int64_t r1, int ith)
             cpu_rms(q, q, l->attn_q_norm.data, hd, c->rms_eps);
             rope_apply(q, cs, c->n_rot);
         }
-        cpu_layer_state *st = cpu_state(b, j->r->row_slot[row], j->il);
-        for (int g = 0; g < nkv; g++) {
-            float *k = s->kx + (row * nkv + g) * hd;
-            cpu_rms(k, k, l->attn_k_norm.data, hd, c->rms_eps);
-            rope_apply(k, cs, c->n_rot);
-            memcpy(st->k + ((size_t)p * nkv + g) * hd, k, (size_t)hd * sizeof(float));
-            memcpy(st->v + ((size_t)p * nkv + g) * hdv, s->vx + (row * nkv + g) * hdv,
-                   (size_t)hdv * sizeof(float));
-        }
+        kv_row(j, row, p, cs);
     }
+}
+
+/* Per row: qk_prepare's K/V part alone (the MTP head's rows in a forward). */
+static void kv_prepare(const cpu_job *j, int64_t r0, int64_t r1, int ith)
+{
+    float *cs = j->b->thr + (size_t)ith * j->b->thr_stride;
+    for (int64_t row = r0; row < r1; row++) {
+        int p = j->r->row_pos[row];
+        rope_angles(j->c, p, cs);
+        kv_row(j, row, p, cs);
+    }
+}
+
+void cpu_attention_kv(q35_backend *b, int il, const q35_pass *r, const float *h)
+{
+    const q35_config *c = b->c;
+    const q35_layer_weights *l = cpu_layer(b, il);
+    cpu_scratch *s = &b->s;
+    int n = r->n;
+    int64_t E = c->n_embd, hd = c->head_dim, hdv = c->head_dim_v, nkv = c->n_head_kv;
+    cpu_mm proj[2] = {
+        { &l->attn_k, NULL, h, E, n, s->kx, hd * nkv },      /* [E, hd·nkv] */
+        { &l->attn_v, NULL, h, E, n, s->vx, hdv * nkv },     /* [E, hd_v·nkv] */
+    };
+    double t = cpu_prof_now(b);
+    cpu_matmuls(b, 2, proj);
+    cpu_prof_mark(b, &t, CPU_PROF_ATTN_PROJ);
+    cpu_job j = cpu_job_of(b, il, r, NULL);
+    cpu_parallel(&j, n, 1, 4.0 * 2 * nkv * hd * 4, kv_prepare);
+    cpu_prof_mark(b, &t, CPU_PROF_ATTN_CORE);
 }
 
 /* The attention's unit of work: a tile of up to ROW_TILE consecutive rows

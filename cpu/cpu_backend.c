@@ -102,12 +102,12 @@ static void scratch_free(cpu_scratch *s)
 {
     float **f[] = { &s->x, &s->h, &s->tmp, &s->qg, &s->kx, &s->vx, &s->o, &s->mix, &s->conv, &s->z,
                     &s->y, &s->beta, &s->alpha, &s->router, &s->top_w, &s->shg, &s->shu,
-                    &s->shgate, &s->xe, &s->ge, &s->ue, &s->de };
+                    &s->shgate, &s->xe, &s->ge, &s->ue, &s->de, &s->hn, &s->mh, &s->cat };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         free(*f[i]);
         *f[i] = NULL;
     }
-    int **g[] = { &s->top_i, &s->pair_at };
+    int **g[] = { &s->top_i, &s->pair_at, &s->m_slot, &s->m_pos, (int **)&s->m_tok };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         free(*g[i]);
         *g[i] = NULL;
@@ -130,7 +130,7 @@ static void *alloc_rows(size_t rows, size_t width, size_t elem, bool *ok)
 }
 
 /* Grows the scratch to hold n rows; Q35_ENOMEM (state untouched) if not. */
-static int scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
+int cpu_scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
 {
     cpu_scratch *s = &b->s;
     if (n <= s->cap)
@@ -164,6 +164,14 @@ static int scratch_reserve(q35_backend *b, int n, char *err, size_t errsz)
     s->ge = alloc_rows(r * K, F, f4, &ok);
     s->ue = alloc_rows(r * K, F, f4, &ok);
     s->de = alloc_rows(r * K, E, f4, &ok);
+    if (b->w->has_mtp) {
+        s->hn = alloc_rows(r, E, f4, &ok);
+        s->mh = alloc_rows(r, E, f4, &ok);
+        s->cat = alloc_rows(r, 2 * E, f4, &ok);
+        s->m_slot = alloc_rows(r, 1, i4, &ok);
+        s->m_pos = alloc_rows(r, 1, i4, &ok);
+        s->m_tok = alloc_rows(r, 1, i4, &ok);
+    }
     if (!ok) {
         scratch_free(s);
         return q35_err(err, errsz, Q35_ENOMEM, "cpu backend: out of memory for a batch of %d rows", n);
@@ -193,7 +201,12 @@ static int lock_all(const q35_weights *w, bool lock, uint64_t *bytes)
         rc = lock_tensor(&w->output_norm, lock) || lock_tensor(&w->output, lock) ? errno : 0;
         *bytes += w->output_norm.nbytes + w->output.nbytes;
     }
-    for (int il = w->layer_begin; il < w->layer_end; il++) {
+    if (w->has_mtp) {
+        if (!rc && lock_tensor(&w->mtp.eh_proj, lock))
+            rc = errno;
+        *bytes += w->mtp.eh_proj.nbytes;
+    }
+    for (int il = w->layer_begin; il < w->layer_end + w->has_mtp; il++) {
         const q35_layer_weights *l = &w->layers[il - w->layer_begin];
 #define LOCK(field, ...) \
         if (l->field.data) { *bytes += l->field.nbytes; if (!rc && lock_tensor(&l->field, lock)) rc = errno; }
@@ -232,6 +245,7 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
     b->c = w->cfg;
     b->o = *o;
     b->n_own = w->layer_end - w->layer_begin;
+    b->n_ls = b->n_own + w->has_mtp;
     const q35_config *c = b->c;
 
     /* The slot pool: one allocation, sizes checked for overflow. */
@@ -239,6 +253,10 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
     for (int il = w->layer_begin; il < w->layer_end; il++)
         if (q35_has_block(w, il, Q35_MIXER))   /* the mixer's stage owns the state */
             per_slot += layer_state_floats(c, c->layer_kind[il], o->max_ctx);
+    /* the MTP head: its block's KV cache, the kept main rows, the chain row */
+    const uint64_t mtp_floats = (uint64_t)(Q35_MTP_KEEP + 1) * c->n_embd;
+    if (w->has_mtp)
+        per_slot += layer_state_floats(c, Q35_LAYER_ATTN, o->max_ctx) + mtp_floats;
     uint64_t total;
     if (!q35_mul(per_slot, (uint64_t)o->max_seqs, &total) || !q35_mul(total, sizeof(float), &total)
         || total > SIZE_MAX / 2) {
@@ -248,7 +266,7 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
     }
     b->state_bytes = (size_t)total;
     b->state = calloc(1, b->state_bytes ? b->state_bytes : 1);
-    b->ls = calloc((size_t)o->max_seqs * (size_t)(b->n_own > 0 ? b->n_own : 1), sizeof *b->ls);
+    b->ls = calloc((size_t)o->max_seqs * (size_t)(b->n_ls > 0 ? b->n_ls : 1), sizeof *b->ls);
     if (!b->state || !b->ls) {
         q35_err(err, errsz, Q35_ENOMEM, "cpu backend: cannot allocate the slot pool (%zu bytes for %d slots x %d positions)",
                 b->state_bytes, o->max_seqs, o->max_ctx);
@@ -272,6 +290,18 @@ static q35_backend *cpu_init(const q35_weights *w, const q35_backend_opts *o,
                 p += (size_t)o->max_ctx * c->n_head_kv * c->head_dim_v;
             }
         }
+    if (w->has_mtp) {
+        for (int s = 0; s < o->max_seqs; s++) {
+            cpu_layer_state *st = cpu_state(b, s, (int)c->n_layer);
+            st->k = p;
+            p += (size_t)o->max_ctx * c->n_head_kv * c->head_dim;
+            st->v = p;
+            p += (size_t)o->max_ctx * c->n_head_kv * c->head_dim_v;
+        }
+        b->mtp_keep = p;
+        p += (size_t)o->max_seqs * Q35_MTP_KEEP * c->n_embd;
+        b->mtp_chain = p;
+    }
 
     if (cpu_spec_init(b, err, errsz))
         goto fail;
@@ -378,9 +408,8 @@ static int cpu_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
 
 /* ---- the forward pass ----------------------------------------------------- */
 
-static void embed(const q35_backend *b, const int32_t *tokens, int n, float *x)
+void cpu_embed(const q35_tensor *t, const int32_t *tokens, int n, float *x)
 {
-    const q35_tensor *t = &b->w->token_embd;
     const quant_type *qt = quant_type_of(t->type);
     for (int r = 0; r < n; r++)
         qt->dequant((const char *)t->data + (size_t)tokens[r] * t->row_bytes,
@@ -415,7 +444,7 @@ static void add_rows(float *x, const float *y, int n, int64_t E)
 /* Layer il's mixer: h = rms(x, attn_norm); x += attention(h) or ssm(h).
  * (x holds the rows' residual stream; h the normed input; y the block's
  * output.) */
-static void mixer_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y)
+void cpu_mixer_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
@@ -432,7 +461,7 @@ static void mixer_block(q35_backend *b, int il, const q35_pass *r, float *x, flo
 }
 
 /* Layer il's FFN: h = rms(x, post_attention_norm); x += moe(h). */
-static void ffn_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y)
+void cpu_ffn_block(q35_backend *b, int il, const q35_pass *r, float *x, float *h, float *y)
 {
     const q35_config *c = b->c;
     const q35_layer_weights *l = cpu_layer(b, il);
@@ -451,9 +480,9 @@ static void forward_rows(q35_backend *b, const q35_pass *r, float *x, float *h, 
 {
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++) {
         if (q35_has_block(b->w, il, Q35_MIXER))
-            mixer_block(b, il, r, x, h, y);
+            cpu_mixer_block(b, il, r, x, h, y);
         if (q35_has_block(b->w, il, Q35_FFN))
-            ffn_block(b, il, r, x, h, y);
+            cpu_ffn_block(b, il, r, x, h, y);
     }
 }
 
@@ -466,19 +495,22 @@ static int cpu_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
     for (int i = 0; i < plan->n_pass; i++)
         if (plan->pass[i].n > cap)
             cap = plan->pass[i].n;
-    if ((rc = scratch_reserve(b, cap, err, errsz)) || (rc = cpu_spec_reserve(b, bt, err, errsz)))
+    if ((rc = cpu_scratch_reserve(b, cap, err, errsz)) || (rc = cpu_spec_reserve(b, bt, err, errsz)))
         return rc;
     float *x = b->s.x, *h = b->s.h;
     for (int i = 0; i < plan->n_pass; i++) {
         const q35_pass *p = &plan->pass[i];
         if (w->has_embd) {
             double t = cpu_prof_now(b);
-            embed(b, bt->tokens + p->row0, p->n, x);
+            cpu_embed(&w->token_embd, bt->tokens + p->row0, p->n, x);
             cpu_prof_mark(b, &t, CPU_PROF_EMBD);
         } else {
             memcpy(x, bt->x_in + p->row0 * E, (size_t)p->n * E * sizeof(float));
         }
         forward_rows(b, p, x, h, b->s.tmp);
+        int n_mtp = 0;
+        if (w->has_mtp)
+            cpu_mtp_gather(b, bt, p, x, &n_mtp);
         if (!w->has_head) {
             memcpy(bt->x_out + p->row0 * E, x, (size_t)p->n * E * sizeof(float));
             continue;
@@ -489,6 +521,8 @@ static int cpu_forward(q35_backend *b, const q35_batch *bt, const q35_plan *plan
                 memmove(x + (size_t)k * E, x + (size_t)p->out_row[k] * E, (size_t)E * sizeof(float));
         if (p->n_out)
             lm_head(b, x, p->n_out, h, bt->logits + (size_t)p->out0 * V);
+        if (n_mtp)
+            cpu_mtp_run(b, n_mtp);
     }
     return 0;
 }
@@ -506,4 +540,5 @@ const q35_backend_ops q35_backend_cpu = {
     .ckpt_free = cpu_ckpt_free,
     .mem_free = cpu_mem_free,
     .slot_truncate = cpu_slot_truncate,
+    .mtp_row = cpu_mtp_row,
 };

@@ -30,11 +30,31 @@ static size_t layer_parts(const q35_backend *b, int il, int n, size_t *na, size_
     return *na + *nb;
 }
 
+/* The MTP head's part (w->has_mtp): its block's K rows [0, n) then V
+ * rows [0, n) (row n - 1 is rewritten before it is read: the next
+ * forward runs head row n - 1 again, a draft too), then the kept main
+ * row n - 1 (h_{n-1}, the head's pending input). */
+static size_t mtp_parts(const q35_backend *b, int n, size_t *na, size_t *nb)
+{
+    const q35_config *c = b->c;
+    if (!b->w->has_mtp)
+        return *na = *nb = 0;
+    *na = (size_t)n * c->n_head_kv * c->head_dim;
+    *nb = (size_t)n * c->n_head_kv * c->head_dim_v;
+    return *na + *nb + c->n_embd;
+}
+
+static float *mtp_keep_row(q35_backend *b, int slot, int pos)
+{
+    return b->mtp_keep + ((size_t)slot * Q35_MTP_KEEP + (size_t)(pos % Q35_MTP_KEEP)) * b->c->n_embd;
+}
+
 int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz)
 {
     size_t total = 0, na, nb;
     for (int il = b->w->layer_begin; il < b->w->layer_end; il++)
         total += layer_parts(b, il, n, &na, &nb);
+    total += mtp_parts(b, n, &na, &nb);
     /* Pages of their own (not the heap): a dropped checkpoint's memory goes
      * back to the system at once, so the store's budget bounds the RSS. The
      * size sits in the first 64 bytes (the data stays 64-byte aligned). */
@@ -56,6 +76,12 @@ int cpu_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t
         memcpy(p + na, ssm ? st->S : st->v, nb * sizeof(float));
         p += na + nb;
     }
+    if (mtp_parts(b, n, &na, &nb)) {
+        const cpu_layer_state *st = cpu_state(b, slot, (int)b->c->n_layer);
+        memcpy(p, st->k, na * sizeof(float));
+        memcpy(p + na, st->v, nb * sizeof(float));
+        memcpy(p + na + nb, mtp_keep_row(b, slot, n - 1), b->c->n_embd * sizeof(float));
+    }
     *out = map;
     return 0;
 }
@@ -74,6 +100,12 @@ int cpu_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, char *err
         memcpy(ssm ? st->conv : st->k, p, na * sizeof(float));
         memcpy(ssm ? st->S : st->v, p + na, nb * sizeof(float));
         p += na + nb;
+    }
+    if (mtp_parts(b, n, &na, &nb)) {
+        cpu_layer_state *st = cpu_state(b, slot, (int)b->c->n_layer);
+        memcpy(st->k, p, na * sizeof(float));
+        memcpy(st->v, p + na, nb * sizeof(float));
+        memcpy(mtp_keep_row(b, slot, n - 1), p + na + nb, b->c->n_embd * sizeof(float));
     }
     return 0;
 }

@@ -96,6 +96,19 @@ struct q35_backend {
     graph_ent graphs[GRAPH_CACHE];
     int n_graphs;
     bool no_graphs;
+    /* the MTP head (w->has_mtp; model/README.md): its block is L[n_own] */
+    bool has_mtp;
+    dw m_eh, m_embd, m_head;                /* eh_proj [2E, E], its embedding and LM head */
+    float *m_enorm, *m_hnorm, *m_shnorm;
+    float *m_keep, *m_chain;                /* [max_seqs][Q35_MTP_KEEP][E] main rows after
+                                             * output_norm at p % KEEP; [max_seqs][E] chain rows */
+    float *m_hn, *m_in, *m_e, *m_cat, *m_x; /* scratch: [B][E] normed main rows, head inputs h_p,
+                                             * embeddings; [B][2E] [e; h]; [B][E] the head's x */
+    int *meta2, *h_meta2;                   /* the head rows' metadata (device, pinned host) */
+    int m_rows;                             /* head rows of the pass being run */
+    int m_ncp;                              /* device-to-device row copies before / in it */
+    const float **m_cp_src;                 /* [2B] */
+    float **m_cp_dst;                       /* [2B]: the first m_rows gather h_p, the rest keep rows */
 };
 
 /* ---- init helpers -------------------------------------------------------- */
@@ -118,7 +131,11 @@ template <class F> static void each_tensor(const q35_weights *w, F f)
 {
     if (w->has_embd) f(&w->token_embd);
     if (w->has_head) { f(&w->output_norm); f(&w->output); }
-    for (int i = 0; i < w->layer_end - w->layer_begin; i++) {
+    if (w->has_mtp) {
+        f(&w->mtp.eh_proj); f(&w->mtp.enorm); f(&w->mtp.hnorm); f(&w->mtp.shared_head_norm);
+        f(&w->mtp.embd); f(&w->mtp.head);
+    }
+    for (int i = 0; i < w->layer_end - w->layer_begin + w->has_mtp; i++) {
         const q35_layer_weights *l = &w->layers[i];
 #define EACH(field, ...) if (l->field.data) f(&l->field);
         Q35_LAYER_TENSORS(EACH)
@@ -178,7 +195,8 @@ static size_t al4(size_t n) { return (n + 63) & ~(size_t)63; }   /* 256-byte ali
 static void free_all(q35_backend *b)
 {
     for (int i = 0; i < b->n_graphs; i++) cudaGraphExecDestroy(b->graphs[i].exec);
-    cudaFree(b->warena); cudaFree(b->ssm); cudaFree(b->kv);
+    cudaFree(b->warena); cudaFree(b->ssm); cudaFree(b->kv); cudaFree(b->m_keep);
+    free(b->m_cp_src); free(b->m_cp_dst);
     cudaFree(b->x);            /* all float scratch is one allocation */
     cudaFree(b->meta);         /* all int scratch likewise */
     cudaFreeHost(b->h_meta);   /* pinned staging likewise */
@@ -224,6 +242,9 @@ static int alloc_scratch(q35_backend *b, char *err, size_t errsz)
         b->logits = cv.take(b->has_head ? (size_t)b->LB * c->n_vocab : 1);
         b->att_part = cv.take(b->kv_floats ? cu_attn_part_floats(b->B, c->n_head, c->head_dim, b->max_ctx) : 1);
         b->rt.topk_w = cv.take(B * K); b->rt.pair_w = cv.take(B * K);
+        const size_t mE = b->has_mtp ? B * E : 1;
+        b->m_hn = cv.take(mE); b->m_in = cv.take(mE); b->m_e = cv.take(mE);
+        b->m_cat = cv.take(2 * mE); b->m_x = cv.take(mE);
         if (!pass) {
             float *p = NULL;
             CU(cudaMalloc((void **)&p, cv.at * sizeof(float)));
@@ -233,19 +254,22 @@ static int alloc_scratch(q35_backend *b, char *err, size_t errsz)
     /* ints: metadata block + routing */
     const size_t nmeta = (size_t)M_COUNT * B;
     int *ip = NULL;
-    const size_t nint = nmeta + 3 * B * K + 4 * X + 1;
+    const size_t nint = 2 * nmeta + 3 * B * K + 4 * X + 1;
     CU(cudaMalloc((void **)&ip, nint * sizeof(int)));
     b->meta = ip;
+    ip += nmeta;
+    b->meta2 = ip;
     b->rt.topk_e = ip + nmeta; b->rt.pair_row = b->rt.topk_e + B * K; b->rt.inv = b->rt.pair_row + B * K;
     b->rt.g_expert = b->rt.inv + B * K; b->rt.g_offset = b->rt.g_expert + X;
     b->rt.g_count = b->rt.g_offset + X; b->rt.g_nactive = b->rt.g_count + X;
     /* pinned staging: metadata, hidden rows in, hidden rows or logits out */
     const size_t out_f = b->has_head ? (size_t)b->LB * c->n_vocab : B * E;
-    const size_t hb = al4(nmeta) * sizeof(int) + (al4(B * E) + al4(out_f)) * sizeof(float);
+    const size_t hb = 2 * al4(nmeta) * sizeof(int) + (al4(B * E) + al4(out_f)) * sizeof(float);
     void *hp = NULL;
     CU(cudaMallocHost(&hp, hb));
     b->h_meta = (int *)hp;
-    b->h_x = (float *)((char *)hp + al4(nmeta) * sizeof(int));
+    b->h_meta2 = b->h_meta + al4(nmeta);
+    b->h_x = (float *)((char *)hp + 2 * al4(nmeta) * sizeof(int));
     b->h_out = b->h_x + al4(B * E);
     CU(cudaMalloc((void **)&b->snap, B * sizeof *b->snap));
     CU(cudaMallocHost((void **)&b->h_snap, B * sizeof *b->h_snap));
@@ -307,7 +331,7 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
     b->dev = o->device;
     b->cfg = *c;
     b->lb = w->layer_begin; b->le = w->layer_end; b->n_own = b->le - b->lb;
-    b->has_embd = w->has_embd; b->has_head = w->has_head;
+    b->has_embd = w->has_embd; b->has_head = w->has_head; b->has_mtp = w->has_mtp;
     b->max_seqs = o->max_seqs; b->max_ctx = o->max_ctx;
     b->B = o->pass_rows > 0 ? o->pass_rows : B_ROWS_DEFAULT;
     b->LB = o->max_seqs > 16 ? o->max_seqs : 16;
@@ -353,13 +377,27 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
             TRY(bind(b, sg, ns, &w->output_norm, &tmp, false, err, errsz));
             b->out_norm = fptr(tmp);
         }
-        b->L = (dlayer *)calloc(b->n_own ? b->n_own : 1, sizeof *b->L);
+        if (w->has_mtp) {
+            TRY(bind(b, sg, ns, &w->mtp.eh_proj, &b->m_eh, true, err, errsz));
+            TRY(bind(b, sg, ns, &w->mtp.embd, &b->m_embd, true, err, errsz));
+            TRY(bind(b, sg, ns, &w->mtp.head, &b->m_head, true, err, errsz));
+            TRY(bind(b, sg, ns, &w->mtp.enorm, &tmp, false, err, errsz));
+            b->m_enorm = fptr(tmp);
+            TRY(bind(b, sg, ns, &w->mtp.hnorm, &tmp, false, err, errsz));
+            b->m_hnorm = fptr(tmp);
+            TRY(bind(b, sg, ns, &w->mtp.shared_head_norm, &tmp, false, err, errsz));
+            b->m_shnorm = fptr(tmp);
+            b->m_cp_src = (const float **)calloc(2 * (size_t)b->B, sizeof *b->m_cp_src);
+            b->m_cp_dst = (float **)calloc(2 * (size_t)b->B, sizeof *b->m_cp_dst);
+            if (!b->m_cp_src || !b->m_cp_dst) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail; }
+        }
+        b->L = (dlayer *)calloc(b->n_own + b->has_mtp, sizeof *b->L);
         if (!b->L) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail; }
         size_t ssm_at = 0, kv_at = 0;
         const size_t conv_f = (size_t)(c->ssm_d_conv - 1) * c->ssm_conv_ch;
         const size_t S_f = (size_t)c->ssm_dt_rank * c->ssm_d_state * c->ssm_hv;
         const size_t kv_f = (size_t)b->max_ctx * c->n_head_kv * c->head_dim;
-        for (int i = 0; i < b->n_own; i++) {
+        for (int i = 0; i < b->n_own + b->has_mtp; i++) {   /* + the MTP head's block */
             const q35_layer_weights *l = &w->layers[i];
             dlayer *d = &b->L[i];
             d->kind = l->kind;
@@ -390,6 +428,12 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
         if (!b->spec_buf || !b->spec_cap || !b->spec_w0) {
             q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail;
         }
+        if (b->has_mtp) {
+            const size_t mf = (size_t)b->max_seqs * (Q35_MTP_KEEP + 1) * c->n_embd;
+            TRYCU(cudaMalloc((void **)&b->m_keep, mf * sizeof(float)));
+            TRYCU(cudaMemset(b->m_keep, 0, mf * sizeof(float)));
+            b->m_chain = b->m_keep + (size_t)b->max_seqs * Q35_MTP_KEEP * c->n_embd;
+        }
         TRY(alloc_scratch(b, err, errsz));
         TRYCU(cudaDeviceSynchronize());
     }
@@ -406,7 +450,14 @@ fail:
 
 static size_t cuda_state_bytes(const q35_backend *b)
 {
-    return (b->ssm_floats + b->kv_floats) * (size_t)b->max_seqs * sizeof(float) + b->spec_bytes;
+    return (b->ssm_floats + b->kv_floats + (b->has_mtp ? (Q35_MTP_KEEP + 1) * (size_t)b->cfg.n_embd : 0))
+           * (size_t)b->max_seqs * sizeof(float) + b->spec_bytes;
+}
+
+/* The kept main row of slot at position pos (MTP head). */
+static float *keep_row(const q35_backend *b, int slot, int pos)
+{
+    return b->m_keep + ((size_t)slot * Q35_MTP_KEEP + (size_t)(pos % Q35_MTP_KEEP)) * b->cfg.n_embd;
 }
 
 static int cuda_slot_reset(q35_backend *b, int slot, char *err, size_t errsz)
@@ -434,16 +485,22 @@ static int mm(q35_backend *b, const dw &W, const float *X, int ldx, int n, float
     return cu_matmul(&a, b->st, err, errsz);
 }
 
-static cu_meta meta_of(const q35_backend *b)
+static cu_meta meta_at(const q35_backend *b, const int *meta)
 {
     const int B = b->B;
-    cu_meta m = { b->meta + M_ROW_SLOT * B, b->meta + M_ROW_POS * B, b->meta + M_PC_SLOT * B,
-                  b->meta + M_PC_POS * B, b->meta + M_PC_N * B, b->meta + M_PC_ROW0 * B,
-                  b->meta + M_PC_WIN0 * B, b->meta + M_PC_WIN1 * B, b->snap };
+    cu_meta m = { meta + M_ROW_SLOT * B, meta + M_ROW_POS * B, meta + M_PC_SLOT * B,
+                  meta + M_PC_POS * B, meta + M_PC_N * B, meta + M_PC_ROW0 * B,
+                  meta + M_PC_WIN0 * B, meta + M_PC_WIN1 * B, b->snap };
     return m;
 }
 
-static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+static cu_meta meta_of(const q35_backend *b) { return meta_at(b, b->meta); }
+
+/* The attention block on b->h for rows meta (b->meta, or the MTP head's
+ * meta2), its output added to x; kv_only: only the K/V cache rows (the
+ * MTP head's rows in a forward). */
+static int attention_at(q35_backend *b, const dlayer *d, const pass *p, const int *meta, float *x,
+                        bool kv_only, char *err, size_t errsz)
 {
     const q35_config *c = &b->cfg;
     const int n = p->n, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv;
@@ -457,12 +514,18 @@ static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, 
     s.eps = c->rms_eps; s.rope_base = c->rope_base;
     s.slot_stride = b->kv_floats;
     float *kc = b->kv + d->state_off, *vc = kc + al4((size_t)b->max_ctx * nkv * hd);
-    const cu_meta m = meta_of(b);
+    const cu_meta m = meta_at(b, meta);
     if ((rc = cu_attn_prep(&s, &m, n, b->qg, b->kb, b->vb, d->attn_q_norm.f(), d->attn_k_norm.f(), b->q, kc, vc,
                            b->st, err, errsz))) return rc;
+    if (kv_only) return 0;
     if ((rc = cu_attn(&s, &m, n, b->q, b->qg, kc, vc, b->o, b->att_part, b->max_ctx, b->st, err, errsz)))
         return rc;
-    return mm(b, d->attn_output, b->o, hd * nh, n, b->x, c->n_embd, 1, err, errsz);
+    return mm(b, d->attn_output, b->o, hd * nh, n, x, c->n_embd, 1, err, errsz);
+}
+
+static int attention(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+{
+    return attention_at(b, d, p, b->meta, b->x, false, err, errsz);
 }
 
 static int ssm(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
@@ -509,7 +572,8 @@ static int ffn_gate_up(q35_backend *b, const dw &G, const dw &U, const cu_mm &ba
     return cu_swiglu(g_tmp, u_tmp, n_act, act, b->st, err, errsz);
 }
 
-static int moe(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+/* The MoE block on b->h, its output added to x. */
+static int moe_at(q35_backend *b, const dlayer *d, const pass *p, float *x, char *err, size_t errsz)
 {
     const q35_config *c = &b->cfg;
     const int n = p->n, E = c->n_embd, X = c->n_expert, K = c->n_expert_used, F = d->ffn_gate_exps.nrows;
@@ -553,7 +617,44 @@ static int moe(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t
         if ((rc = cu_matmul(&o, b->st, err, errsz))) return rc;
         shared = b->sh_out;
     }
-    return cu_moe_combine_shared(b->pair_out, b->rt.inv, K, E, n, shared, b->x, b->st, err, errsz);
+    return cu_moe_combine_shared(b->pair_out, b->rt.inv, K, E, n, shared, x, b->st, err, errsz);
+}
+
+static int moe(q35_backend *b, const dlayer *d, const pass *p, char *err, size_t errsz)
+{
+    return moe_at(b, d, p, b->x, err, errsz);
+}
+
+/* The MTP head's input for rows n of meta2 (h_p already in m_in): m_x =
+ * eh_proj · [rms(embed(tok), enorm); rms(h_p, hnorm)] (embedding half
+ * first), then b->h = rms(m_x, attn_norm) of its block. */
+static int mtp_input(q35_backend *b, int n, char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const int E = c->n_embd;
+    int rc;
+    CU(cudaMemcpyAsync(b->meta2, b->h_meta2, (size_t)M_COUNT * b->B * sizeof(int),
+                       cudaMemcpyHostToDevice, b->st));
+    if ((rc = cu_dequant_rows(b->m_embd.type, b->m_embd.p, b->m_embd.row_bytes, E, b->m_embd.nrows,
+                              b->meta2 + M_TOK * b->B, n, b->m_e, E, b->st, err, errsz))) return rc;
+    if ((rc = cu_rmsnorm(b->m_e, E, NULL, b->m_enorm, c->rms_eps, E, n, b->m_cat, 2 * E, b->st, err, errsz)))
+        return rc;
+    if ((rc = cu_rmsnorm(b->m_in, E, NULL, b->m_hnorm, c->rms_eps, E, n, b->m_cat + E, 2 * E, b->st, err,
+                         errsz))) return rc;
+    if ((rc = mm(b, b->m_eh, b->m_cat, 2 * E, n, b->m_x, E, 0, err, errsz))) return rc;
+    return cu_rmsnorm(b->m_x, E, NULL, b->L[b->n_own].attn_norm.f(), c->rms_eps, E, n, b->h, E, b->st,
+                      err, errsz);
+}
+
+/* The row copies cuda_forward listed: the head rows' h_p (kept rows or
+ * this pass's normed rows) into m_in, then this pass's last rows into the
+ * kept ones (after: a kept row p0 - 1 is read before it is replaced). */
+static int mtp_copies(q35_backend *b, char *err, size_t errsz)
+{
+    const size_t rb = (size_t)b->cfg.n_embd * sizeof(float);
+    for (int i = 0; i < b->m_ncp; i++)
+        CU(cudaMemcpyAsync(b->m_cp_dst[i], b->m_cp_src[i], rb, cudaMemcpyDeviceToDevice, b->st));
+    return 0;
 }
 
 static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
@@ -579,12 +680,23 @@ static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
             return rc;
         if ((rc = moe(b, d, p, err, errsz))) return rc;
     }
+    if (b->has_mtp) {   /* every row after output_norm: the head's h_p and the kept rows */
+        if ((rc = cu_rmsnorm(b->x, E, NULL, b->out_norm, c->rms_eps, E, n, b->m_hn, E, b->st, err, errsz)))
+            return rc;
+        if ((rc = mtp_copies(b, err, errsz))) return rc;
+    }
     if (b->has_head) {
         if ((rc = cu_rmsnorm(b->x, E, b->meta + M_OUT * B, b->out_norm, c->rms_eps, E, p->nout,
                              b->h, E, b->st, err, errsz))) return rc;
         if ((rc = mm(b, b->head, b->h, E, p->nout, b->logits, c->n_vocab, 0, err, errsz))) return rc;
         CU(cudaMemcpyAsync(b->h_out, b->logits, (size_t)p->nout * c->n_vocab * sizeof(float),
                            cudaMemcpyDeviceToHost, b->st));
+        /* the head's rows: only their K/V outlive the forward (model/README.md) */
+        if (b->has_mtp && b->m_rows) {
+            const pass hp = { b->m_rows, b->m_rows, 0, false };
+            if ((rc = mtp_input(b, b->m_rows, err, errsz))) return rc;
+            if ((rc = attention_at(b, &b->L[b->n_own], &hp, b->meta2, b->m_x, true, err, errsz))) return rc;
+        }
     } else {
         CU(cudaMemcpyAsync(b->h_out, b->x, (size_t)n * E * sizeof(float), cudaMemcpyDeviceToHost, b->st));
     }
@@ -594,7 +706,8 @@ static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
 /* Runs one pass, through a cached graph for decode shapes. */
 static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
 {
-    const bool decode = p->n == p->np && p->n <= GRAPH_MAX_ROWS && !b->no_graphs;
+    /* the MTP head's row copies change with the slots: not in a graph */
+    const bool decode = p->n == p->np && p->n <= GRAPH_MAX_ROWS && !b->no_graphs && !b->has_mtp;
     if (!decode) {
         int rc = enqueue_pass(b, p, err, errsz);
         if (rc) return rc;
@@ -720,6 +833,34 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *pla
         for (int k = 0; k < P->n_out; k++) hm[M_OUT * B + k] = P->out_row[k];
         if (!b->has_embd)
             memcpy(b->h_x, bt->x_in + (size_t)P->row0 * E, (size_t)P->n * E * sizeof(float));
+        if (b->has_mtp) {
+            /* head row p0 - 1 + j of each piece: h from the kept row (j = 0) or
+             * this pass's row j - 1, token = the piece's row j (backend.h) */
+            int *h2 = b->h_meta2, nr = 0, nc = 0;
+            for (int k = 0; k < P->n_seq; k++) {
+                const int sl = P->seq_slot[k], p0 = P->seq_pos[k], m = P->seq_n[k], r0 = P->seq_row0[k];
+                h2[M_PC_SLOT * B + k] = sl;
+                h2[M_PC_POS * B + k] = p0 ? p0 - 1 : 0;
+                h2[M_PC_N * B + k] = p0 ? m : m - 1;
+                h2[M_PC_ROW0 * B + k] = nr;
+                for (int j = p0 ? 0 : 1; j < m; j++, nr++) {
+                    h2[M_ROW_SLOT * B + nr] = sl;
+                    h2[M_ROW_POS * B + nr] = p0 - 1 + j;
+                    h2[M_TOK * B + nr] = bt->tokens[P->row0 + r0 + j];
+                    b->m_cp_src[nc] = j ? b->m_hn + (size_t)(r0 + j - 1) * E : keep_row(b, sl, p0 - 1);
+                    b->m_cp_dst[nc++] = b->m_in + (size_t)nr * E;
+                }
+            }
+            for (int k = 0; k < P->n_seq; k++) {
+                const int sl = P->seq_slot[k], p0 = P->seq_pos[k], m = P->seq_n[k], r0 = P->seq_row0[k];
+                for (int j = m > Q35_MTP_KEEP ? m - Q35_MTP_KEEP : 0; j < m; j++) {
+                    b->m_cp_src[nc] = b->m_hn + (size_t)(r0 + j) * E;
+                    b->m_cp_dst[nc++] = keep_row(b, sl, p0 + j);
+                }
+            }
+            b->m_rows = nr;
+            b->m_ncp = nc;
+        }
         const pass p = { P->n, P->n_seq, P->n_out, !b->has_embd };
         int rc = run_pass(b, &p, err, errsz);
         if (rc && rc != Q35_EDEVICE) {
@@ -751,6 +892,13 @@ static void ckpt_parts(const q35_backend *b, int i, int slot, int n, float **pa,
                        float **pb, size_t *nb)
 {
     const q35_config *c = &b->cfg;
+    if (i == b->n_own + 1) {   /* the MTP head's pending main row h_{n-1} (after its block's KV) */
+        *pa = keep_row(b, slot, n > 0 ? n - 1 : 0);
+        *na = n > 0 ? c->n_embd : 0;
+        *pb = *pa;
+        *nb = 0;
+        return;
+    }
     const dlayer *d = &b->L[i];
     if (d->kind == Q35_LAYER_ATTN) {
         const size_t row = (size_t)c->n_head_kv * c->head_dim;
@@ -769,6 +917,10 @@ static void ckpt_parts(const q35_backend *b, int i, int slot, int n, float **pa,
     }
 }
 
+/* Parts of a checkpoint: every owned layer's, then with the MTP head its
+ * block's K/V rows [0, n) and the kept main row n - 1 (cpu_ckpt.c's order). */
+static int ckpt_n_parts(const q35_backend *b) { return b->n_own + (b->has_mtp ? 2 : 0); }
+
 static int cuda_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err, size_t errsz)
 {
     if (slot < 0 || slot >= b->max_seqs || n < 0 || n > b->max_ctx)
@@ -776,7 +928,7 @@ static int cuda_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err
                        "cuda: checkpoint of slot %d at %d positions out of range", slot, n);
     size_t total = 0, na, nb;
     float *pa, *pb;
-    for (int i = 0; i < b->n_own; i++) {
+    for (int i = 0; i < ckpt_n_parts(b); i++) {
         ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
         total += na + nb;
     }
@@ -791,7 +943,7 @@ static int cuda_ckpt_save(q35_backend *b, int slot, int n, void **out, char *err
                        total * sizeof(float), cudaGetErrorString(e));
     }
     float *p = ck;
-    for (int i = 0; i < b->n_own && e == cudaSuccess; i++) {
+    for (int i = 0; i < ckpt_n_parts(b) && e == cudaSuccess; i++) {
         ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
         e = cudaMemcpyAsync(p, pa, na * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
         if (e == cudaSuccess)
@@ -818,7 +970,7 @@ static int cuda_ckpt_restore(q35_backend *b, const void *ckp, int slot, int n, c
     size_t na, nb;
     float *pa, *pb;
     cudaError_t e = cudaSetDevice(b->dev);
-    for (int i = 0; i < b->n_own && e == cudaSuccess; i++) {
+    for (int i = 0; i < ckpt_n_parts(b) && e == cudaSuccess; i++) {
         ckpt_parts(b, i, slot, n, &pa, &na, &pb, &nb);
         e = cudaMemcpyAsync(pa, p, na * sizeof(float), cudaMemcpyDeviceToDevice, b->st);
         if (e == cudaSuccess)
@@ -853,7 +1005,47 @@ static uint64_t cuda_mem_free(const q35_backend *b)
     return (uint64_t)fr;
 }
 
+/* One MTP head row (backend.h mtp_row): the whole block on the head's
+ * meta2 row, its output kept as the slot's chain row, logits = head · it. */
+static int cuda_mtp_row(q35_backend *b, int slot, int pos, int32_t token, bool chain, float *logits,
+                        char *err, size_t errsz)
+{
+    const q35_config *c = &b->cfg;
+    const int B = b->B, E = c->n_embd, V = c->n_vocab;
+    CU(cudaSetDevice(b->dev));
+    int *h2 = b->h_meta2;
+    h2[M_PC_SLOT * B] = h2[M_ROW_SLOT * B] = slot;
+    h2[M_PC_POS * B] = h2[M_ROW_POS * B] = pos;
+    h2[M_PC_N * B] = 1;
+    h2[M_PC_ROW0 * B] = 0;
+    h2[M_TOK * B] = token;
+    float *cr = b->m_chain + (size_t)slot * E;
+    const dlayer *d = &b->L[b->n_own];
+    const pass p = { 1, 1, 0, false };
+    int rc;
+    CU(cudaMemcpyAsync(b->m_in, chain ? cr : keep_row(b, slot, pos), (size_t)E * sizeof(float),
+                       cudaMemcpyDeviceToDevice, b->st));
+    if ((rc = mtp_input(b, 1, err, errsz)) ||
+        (rc = attention_at(b, d, &p, b->meta2, b->m_x, false, err, errsz)) ||
+        (rc = cu_rmsnorm(b->m_x, E, NULL, d->post_attention_norm.f(), c->rms_eps, E, 1, b->h, E, b->st,
+                         err, errsz)) ||
+        (rc = moe_at(b, d, &p, b->m_x, err, errsz)) ||
+        (rc = cu_rmsnorm(b->m_x, E, NULL, b->m_shnorm, c->rms_eps, E, 1, cr, E, b->st, err, errsz)) ||
+        (rc = mm(b, b->m_head, cr, E, 1, b->logits, V, 0, err, errsz)))
+    {
+        if (rc == Q35_EDEVICE) return rc;
+        char m[Q35_ERRSZ];   /* kernels may have run: the slot's head state is not trusted */
+        snprintf(m, sizeof m, "%s", err ? err : "");
+        return q35_err(err, errsz, Q35_EDEVICE, "%s (MTP head row)", m);
+    }
+    CU(cudaMemcpyAsync(b->h_out, b->logits, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
+    CU(cudaStreamSynchronize(b->st));
+    memcpy(logits, b->h_out, (size_t)V * sizeof(float));
+    return 0;
+}
+
 extern "C" const q35_backend_ops q35_backend_cuda = {
     "cuda", cuda_init, cuda_destroy, cuda_state_bytes, cuda_limits, cuda_forward, cuda_slot_reset,
     cuda_ckpt_save, cuda_ckpt_restore, cuda_ckpt_free, cuda_mem_free, cuda_slot_truncate,
+    cuda_mtp_row,
 };

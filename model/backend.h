@@ -120,6 +120,23 @@ typedef struct q35_layer_weights {
 #undef Q35_X_FIELD
 } q35_layer_weights;
 
+/* The MTP head (model/README.md, "The MTP head"): block n_layer's
+ * nextn.* tensors; its decoder block (full attention + MoE) is a
+ * q35_layer_weights like a main layer's, at index n_layer. */
+typedef struct q35_mtp_weights {
+    q35_tensor eh_proj;                /* [2E, E]: x = eh_proj · [e; h] (embedding half first) */
+    q35_tensor enorm;                  /* [E] f32: e = rms(embed(t_{p+1}), enorm) */
+    q35_tensor hnorm;                  /* [E] f32: h = rms(h_p, hnorm) */
+    q35_tensor shared_head_norm;       /* [E] f32: the head's output hidden = rms(x, this) */
+    q35_tensor embd;                   /* [E, V] nextn.embed_tokens, else token_embd */
+    q35_tensor head;                   /* [E, V] nextn.shared_head_head, else the LM head */
+} q35_mtp_weights;
+
+/* Rows of main hidden state (after output_norm) a backend keeps per slot
+ * for the MTP head: positions [len - Q35_MTP_KEEP, len), at p % KEEP. A
+ * rollback (q35_mtp_truncate) of up to KEEP - 1 rows finds h_{len-1}. */
+#define Q35_MTP_KEEP 8
+
 /* Everything a backend gets at init. Pointers stay valid until the
  * backend is destroyed (the engine keeps the file mapped). */
 typedef struct q35_weights {
@@ -130,7 +147,10 @@ typedef struct q35_weights {
     q35_tensor token_embd;             /* [E, V] when has_embd (or tied head) */
     q35_tensor output_norm;            /* [E] f32 when has_head */
     q35_tensor output;                 /* [E, V] when has_head; token_embd when tied */
-    q35_layer_weights *layers;         /* [layer_end - layer_begin]; layers[i - layer_begin] */
+    q35_layer_weights *layers;         /* [layer_end - layer_begin + has_mtp]; layers[i - layer_begin]
+                                        * (the MTP head's block is layer n_layer, one past the end) */
+    bool has_mtp;                      /* the MTP head is bound (implies has_head) */
+    q35_mtp_weights mtp;
 } q35_weights;
 
 /* Whether the range holds layer il's block (enum q35_block). The stage
@@ -152,6 +172,22 @@ static inline bool q35_has_block(const q35_weights *w, int il, int block)
 int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_weights *w,
                      char *err, size_t errsz);
 void q35_weights_free(q35_weights *w);
+
+/* Binds tensor `name` of n_dims dims ne (ggml order) into *t with the
+ * checks of q35_bind (1-D tensors must be f32). Q35_EINVAL naming the
+ * file, tensor and mismatch. */
+int q35_weights_bind_tensor(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
+                            const int64_t ne[3], char *err, size_t errsz);
+/* Binds every tensor of layer il's kind (both blocks, whatever the
+ * range) into *lw: the MTP head's block. */
+int q35_weights_bind_whole_layer(const gguf_file *f, const q35_weights *w, int il,
+                                 q35_layer_weights *lw, char *err, size_t errsz);
+
+/* model/mtp.c. Binds the MTP head (block n_layer: nextn.* and the block's
+ * attention + MoE tensors) into w->mtp and w->layers[n_layer - layer_begin],
+ * sets has_mtp. The range must end at n_layer (has_head) and the model
+ * have nextn_predict_layers >= 1: else Q35_EINVAL naming the file. */
+int q35_mtp_bind(const gguf_file *f, q35_weights *w, char *err, size_t errsz);
 
 /* Weight bytes one decoded token reads (engine.h q35_engine_decode_bytes). */
 uint64_t q35_weights_decode_bytes(const q35_weights *w);
@@ -283,6 +319,20 @@ typedef struct q35_backend_ops {
      * the backend may forget the window. 0, or Q35_EDEVICE (slot state
      * unknown, as for forward). */
     int (*slot_truncate)(q35_backend *b, int slot, int len, char *err, size_t errsz);
+    /* The MTP head (w->has_mtp; NULL: the backend has none). With the head
+     * bound, forward at the last stage also keeps each row's main hidden
+     * row (after output_norm: Q35_MTP_KEEP per slot) and runs the head's
+     * block over the rows whose next token the batch holds (head row p =
+     * piece position p - 1 .. last - 1, hidden h_p, token t_{p+1}),
+     * writing the head's KV rows; checkpoints hold the head's KV rows and
+     * the kept main row n - 1. mtp_row runs one head row of slot at
+     * position pos: embedding of token, hidden = the kept main row pos
+     * (chain false) or the slot's last head output (chain true); the
+     * whole block; the head output rms(x, shared_head_norm) is kept as
+     * the slot's chain row and logits [n_vocab] = head · it. Fails as
+     * forward does (Q35_ENOMEM: nothing changed; Q35_EDEVICE). */
+    int (*mtp_row)(q35_backend *b, int slot, int pos, int32_t token, bool chain, float *logits,
+                   char *err, size_t errsz);
 } q35_backend_ops;
 
 extern const q35_backend_ops q35_backend_cpu;

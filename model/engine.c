@@ -7,6 +7,7 @@
 #include "ckpt.h"
 #include "common.h"
 #include "gguf.h"
+#include "mtp.h"
 #include "quant.h"
 
 #include <stdio.h>
@@ -43,6 +44,7 @@ struct q35_engine {
     int *win0, *win1, *cut_to;
     uint64_t ck_mem_free;     /* automatic budget: the free memory read, and */
     int ck_share;             /* the stages it is divided among (0, 0: given) */
+    q35_mtp *mtp;             /* the MTP head's bookkeeping (opts.mtp), else NULL */
 };
 
 /* ---- backend choice ------------------------------------------------------ */
@@ -133,6 +135,10 @@ static int init_ckpt(q35_engine *e, int64_t budget, int share, char *err, size_t
         else
             e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
     }
+    if (e->w.has_mtp) {   /* the head's KV rows and its pending main row (cpu_ckpt.c) */
+        e->ck_pos += (uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * sizeof(float);
+        e->ck_fixed += (uint64_t)c->n_embd * sizeof(float);
+    }
     if (budget == Q35_CACHE_AUTO) {
         /* the stages of one host share its RAM; a CUDA die's memory is its own */
         e->ck_share = share > 1 && strcmp(e->ops->name, "cuda") ? share : 1;
@@ -218,6 +224,8 @@ int q35_engine_ckpt_restore(q35_engine *e, uint64_t id, int slot, int *n, char *
     e->reset_due[slot] = 0;   /* the restore wrote (or kept) all of the state */
     spec_close(e, slot);
     e->slot_len[slot] = len;
+    if (e->mtp)
+        q35_mtp_restored(e->mtp, slot, len);
     if (n)
         *n = len;
     return 0;
@@ -275,12 +283,24 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
     }
     if (q35_weights_bind(e->f, &e->cfg, a, b, &e->w, err, errsz))
         goto fail;
+    if (o->mtp && (q35_mtp_bind(e->f, &e->w, err, errsz) || !(e->mtp = q35_mtp_new(o->be.max_seqs)))) {
+        if (!e->mtp && e->w.has_mtp)
+            q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+        goto fail;
+    }
     /* "auto" is the config file's spelling of none named */
     const char *name = o->backend && strcmp(o->backend, "auto") ? o->backend : NULL;
     const bool emu = o->be.device == Q35_DEVICE_EMU && (!name || !strcmp(name, "cuda"));
     e->ops = emu ? emu_backend(err, errsz) : q35_backend_find(name, err, errsz);
     if (!e->ops)
         goto fail;
+    if (e->mtp && !e->ops->mtp_row && !name && !emu)
+        e->ops = &q35_backend_cpu;   /* "auto" with the MTP head: the backends that have one */
+    if (e->mtp && !e->ops->mtp_row) {
+        q35_err(err, errsz, Q35_EINVAL, "%s: mtp: backend %s has no MTP head yet (cpu and cuda have one)",
+                o->model_path, e->ops->name);
+        goto fail;
+    }
     e->max_seqs = o->be.max_seqs;
     e->max_ctx = o->be.max_ctx;
     e->slot_len = calloc((size_t)o->be.max_seqs, sizeof *e->slot_len);
@@ -307,6 +327,8 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
         if (backends[i] == &q35_backend_cuda)
             continue;       /* device = emu names the emulator, not a real die */
 #endif
+        if (e->mtp && !backends[i]->mtp_row)
+            continue;
         e->ops = backends[i];
         e->be = e->ops->init(&e->w, &bo, err, errsz);
     }
@@ -338,6 +360,7 @@ void q35_engine_close(q35_engine **pe)
     free(e->win0);
     free(e->win1);
     free(e->cut_to);
+    q35_mtp_free(&e->mtp);
     gguf_close(&e->f);
     free(e);
     *pe = NULL;
@@ -350,6 +373,7 @@ int q35_engine_layer_begin(const q35_engine *e) { return e->w.layer_begin; }
 int q35_engine_layer_end(const q35_engine *e) { return e->w.layer_end; }
 bool q35_engine_has_embd(const q35_engine *e) { return e->w.has_embd; }
 bool q35_engine_has_head(const q35_engine *e) { return e->w.has_head; }
+bool q35_engine_has_mtp(const q35_engine *e) { return e->w.has_mtp; }
 const char *q35_engine_backend(const q35_engine *e) { return e->ops->name; }
 size_t q35_engine_state_bytes(const q35_engine *e) { return e->ops->state_bytes(e->be); }
 int q35_engine_max_seqs(const q35_engine *e) { return e->max_seqs; }
@@ -421,17 +445,19 @@ static int check_batch(q35_engine *e, const q35_batch *b, char *err, size_t errs
         return fault(b, Q35_BATCH_N_TOK, -1, -1,
                      q35_err(err, errsz, Q35_EINVAL, "batch: n_total %d, but the sequences hold %lld tokens",
                              b->n_total, (long long)total));
-    if (e->w.has_embd) {
+    if (e->w.has_embd || e->w.has_mtp) {
         if (!b->tokens)
             return fault(b, Q35_BATCH_BUFFER, -1, -1,
-                         q35_err(err, errsz, Q35_EINVAL, "batch: no token ids for the first stage"));
+                         q35_err(err, errsz, Q35_EINVAL, e->w.has_embd ? "batch: no token ids for the first stage"
+                                 : "batch: no token ids for the MTP head (the last stage needs them with mtp)"));
         for (int s = 0, i = 0; s < b->n_seq; s++)
             for (int k = 0; k < b->n_tok[s]; k++, i++)
                 if (b->tokens[i] < 0 || (uint32_t)b->tokens[i] >= c->n_vocab)
                     return fault(b, Q35_BATCH_TOKEN, s, k,
                                  q35_err(err, errsz, Q35_EINVAL, "batch: token %d: id %d, expected 0..%u",
                                          i, b->tokens[i], c->n_vocab - 1));
-    } else if (!b->x_in) {
+    }
+    if (!e->w.has_embd && !b->x_in) {
         return fault(b, Q35_BATCH_BUFFER, -1, -1,
                      q35_err(err, errsz, Q35_EINVAL, "batch: no hidden rows (x_in) for layers from "
                              Q35_CUT_FMT, Q35_CUT_ARGS(e->w.cut_begin)));
@@ -462,6 +488,9 @@ static int refuse_failed(const q35_engine *e, char *err, size_t errsz)
 }
 
 /* ---- speculative windows (batch.spec, q35_engine_slot_truncate) ---------- */
+
+/* a window never reaches back past the rows the MTP head keeps */
+_Static_assert(Q35_MTP_KEEP > Q35_SPEC_MAX + 1, "the MTP head keeps every row a truncate may go back to");
 
 static void spec_close(q35_engine *e, int slot)
 {
@@ -508,22 +537,28 @@ int q35_engine_slot_truncate(q35_engine *e, int slot, int len, char *err, size_t
         return refuse_failed(e, err, errsz);
     if (e->cut_to[slot] >= 0 && len == e->cut_to[slot])
         return 0;   /* truncated there already */
-    if (e->cut_to[slot] >= 0)
+    if (e->cut_to[slot] >= 0 && len > e->cut_to[slot])
         return q35_err(err, errsz, Q35_ESTATE, "slot %d: truncate to %d: the speculative window "
-                       "was closed by a truncate to %d", slot, len, e->cut_to[slot]);
+                       "was cut to %d already (it may only go further back)", slot, len, e->cut_to[slot]);
     if (e->win0[slot] < 0)
         return q35_err(err, errsz, Q35_ESTATE, "slot %d: truncate to %d: no speculative window "
                        "(its last forward had no spec rows)", slot, len);
     if (len < e->win0[slot] || len > e->win1[slot])
         return q35_err(err, errsz, Q35_ESTATE, "slot %d: truncate to %d: outside its speculative "
                        "window [%d, %d]", slot, len, e->win0[slot], e->win1[slot]);
-    if (len < e->win1[slot]) {
-        int rc = e->ops->slot_truncate(e->be, slot, len, err, errsz);
+    if (len < e->slot_len[slot]) {
+        /* the head first: it may refuse (rows it no longer keeps) before
+         * anything changed */
+        int rc = e->mtp ? q35_mtp_truncate(e->mtp, slot, e->slot_len[slot], len, err, errsz) : 0;
+        if (rc)
+            return rc;
+        rc = e->ops->slot_truncate(e->be, slot, len, err, errsz);
         if (rc)
             return backend_failed(e, rc, err);
         e->held[slot] = NULL;   /* the memory no longer holds a saved checkpoint's bits */
     }
-    spec_close(e, slot);
+    /* the window stays open below len: a checkpoint of fewer of its rows
+     * (a request that stopped inside its accepted drafts) may go back further */
     e->cut_to[slot] = len;
     e->slot_len[slot] = len;
     return 0;
@@ -546,8 +581,11 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
     }
     if ((rc = e->ops->forward(e->be, b, &e->plan, err, errsz)))
         return backend_failed(e, rc, err);
-    for (int s = 0; s < b->n_seq; s++)
+    for (int s = 0; s < b->n_seq; s++) {
+        if (e->mtp)
+            q35_mtp_forwarded(e->mtp, b->slot[s], b->pos[s], b->n_tok[s]);
         e->slot_len[b->slot[s]] += b->n_tok[s];
+    }
     spec_open(e, b);
     return 0;
 }
@@ -587,7 +625,32 @@ int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz)
     }
     e->slot_len[slot] = 0;
     spec_close(e, slot);
+    if (e->mtp)
+        q35_mtp_reset(e->mtp, slot);
     return 0;
+}
+
+int q35_engine_mtp_draft(q35_engine *e, int slot, int32_t next, int k, int32_t *draft,
+                         float *logits, char *err, size_t errsz)
+{
+    if (!e->mtp)
+        return q35_err(err, errsz, Q35_ESTATE, "mtp draft: no MTP head (the engine was opened without mtp)");
+    if (slot < 0 || slot >= e->max_seqs)
+        return q35_err(err, errsz, Q35_EINVAL, "mtp draft: slot %d: expected 0..%d", slot, e->max_seqs - 1);
+    if (e->failed[0])
+        return refuse_failed(e, err, errsz);
+    /* The head's rows from len - 1 on are rewritten before they are read
+     * (mtp.h), so a checkpoint the slot still holds stays valid. */
+    int rc = q35_mtp_draft(e->mtp, e->ops, e->be, &e->cfg, e->max_ctx, slot, e->slot_len[slot], next,
+                           k, draft, logits, err, errsz);
+    return backend_failed(e, rc, err);
+}
+
+int q35_engine_mtp_len(const q35_engine *e, int slot)
+{
+    if (!e->mtp || slot < 0 || slot >= e->max_seqs)
+        return -1;
+    return q35_mtp_len(e->mtp, slot);
 }
 
 uint64_t q35_engine_decode_bytes(const q35_engine *e) { return q35_weights_decode_bytes(&e->w); }

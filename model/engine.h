@@ -68,6 +68,12 @@ typedef struct q35_engine_opts {
      * stages sharing this host's memory, among which that quarter is
      * divided; <= 1: not shared. (cuda: each die's memory is its own.) */
     int cache_share;
+    /* Load the MTP head (model/README.md, "The MTP head"): the range must
+     * end at n_layer, the model have one and the backend run one (cpu,
+     * cuda; else open fails naming the file / backend). Forwards then need
+     * tokens at this stage too and run the head one row behind the main
+     * model; q35_engine_mtp_draft drafts. */
+    bool mtp;
 } q35_engine_opts;
 
 #define Q35_CACHE_AUTO ((int64_t)-1)
@@ -104,7 +110,8 @@ typedef struct q35_batch {
     const int *pos;           /* [n_seq] */
     const int *n_tok;         /* [n_seq] */
     int n_total;              /* sum of n_tok */
-    const int32_t *tokens;    /* [n_total] ids, read when layer_begin == 0 */
+    const int32_t *tokens;    /* [n_total] ids, read when layer_begin == 0, and at the last
+                               * stage with the MTP head (engine opts.mtp) */
     const float *x_in;        /* [n_total][n_embd], read when layer_begin > 0 */
     float *x_out;             /* [n_total][n_embd], written when layer_end < n_layer */
     /* written when layer_end == n_layer: all_logits ? [n_total][n_vocab]
@@ -145,6 +152,8 @@ int q35_engine_layer_begin(const q35_engine *e);
 int q35_engine_layer_end(const q35_engine *e);
 bool q35_engine_has_embd(const q35_engine *e);
 bool q35_engine_has_head(const q35_engine *e);
+/* The MTP head is loaded (opts.mtp). */
+bool q35_engine_has_mtp(const q35_engine *e);
 const char *q35_engine_backend(const q35_engine *e);   /* "cpu" / "cuda" */
 size_t q35_engine_state_bytes(const q35_engine *e);    /* slot pool memory */
 int q35_engine_max_seqs(const q35_engine *e);
@@ -173,19 +182,42 @@ int q35_engine_forward(q35_engine *e, const q35_batch *b, char *err, size_t errs
 int q35_engine_slot_len(const q35_engine *e, int slot);
 int q35_engine_slot_reset(q35_engine *e, int slot, char *err, size_t errsz);
 
+/* ---- the MTP head ---------------------------------------------------------
+ * With opts.mtp, each forward runs the head over the rows whose next
+ * token is now known: head row p needs t_{p+1}, so the head lags the main
+ * model by one row (a slot of length len has head rows [0, len - 1) and
+ * the main hidden row h_{len-1} pending). */
+
+/* Drafts k tokens (1..4) for slot (length len >= 1). next = the token
+ * sampled after the slot's last position. Runs head row len - 1 from
+ * (embed(next), h_{len-1}) — a true row: the head's length becomes len —
+ * then chains k - 1 draft rows (from the previous row's draft and output;
+ * written past the head's length, overwritten later). draft[0 .. k) =
+ * argmax of each row's logits (ties to the lowest id); logits, when not
+ * NULL, gets those rows [k][n_vocab]. The slot's main state and length do
+ * not change. Q35_ESTATE: no head, or an empty slot; Q35_EINVAL: slot, k,
+ * next out of range; Q35_ERANGE: rows past max_ctx; Q35_EDEVICE as for
+ * forward. */
+int q35_engine_mtp_draft(q35_engine *e, int slot, int32_t next, int k, int32_t *draft,
+                         float *logits, char *err, size_t errsz);
+/* The head's length of slot (its true rows), -1 without a head / bad slot. */
+int q35_engine_mtp_len(const q35_engine *e, int slot);
+
 /* Cuts slot back to length len, within the speculative window its last forward left (batch.spec):
  * pos + n_tok - r <= len <= pos + n_tok. After it the slot continues bit for bit as if only its
  * first len positions had been fed. The window closes (a later truncate to another length is
  * refused; to the current length it is a no-op); the slot's next forward also closes it.
  * Q35_EINVAL (slot), Q35_ESTATE (no window, or len outside it: the message names the slot, len and
  * the window), Q35_EDEVICE. A checkpoint save does not close the window (it saves the current
- * length); a reset or a restore into the slot does. */
+ * length); a reset or a restore into the slot does. The MTP head goes back too
+ * (q35_mtp_truncate): head length min(head, len - 1), pending h_{len-1}. */
 int q35_engine_slot_truncate(q35_engine *e, int slot, int len, char *err, size_t errsz);
 
 /* ---- checkpoints (prefix cache) -------------------------------------------
  * A checkpoint is the state of one slot at length n for the layers this
  * engine owns: every SSM layer's conv + S state and every attention
- * layer's K/V rows [0, n). Its exact size is fixed + n x per_pos bytes.
+ * layer's K/V rows [0, n), with the MTP head its block's K/V rows and the
+ * pending main row h_{n-1}. Its exact size is fixed + n x per_pos bytes.
  * Checkpoints live in the engine's store (model/ckpt.h: byte budget,
  * least-recently-used eviction), named by ids the caller chooses. */
 void q35_engine_ckpt_size(const q35_engine *e, uint64_t *fixed, uint64_t *per_pos);

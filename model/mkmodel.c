@@ -90,7 +90,8 @@ static int add_layer(plan *p, const preset *m, const mkmodel_opts *o, int i)
         .C = 2 * kd + m->d_inner, .K = m->d_conv, .vd = m->d_inner, .nv = m->dt_rank,
         .hv = (int64_t)m->d_inner / m->dt_rank,
     };
-    const int kind = (i + 1) % (int)m->interval == 0 ? Q35_IN_ATTN : Q35_IN_SSM;
+    /* the MTP head's block (i = n_layer) is full attention */
+    const int kind = (i + 1) % (int)m->interval == 0 || i == (int)m->n_layer ? Q35_IN_ATTN : Q35_IN_SSM;
     int first = p->n, rc = 0;
 #define ADD(field, suffix, kinds, role, req, ne0, ne1, ne2, ...)                                  \
     if (!((kinds) & kind)) {                                                                   \
@@ -107,6 +108,12 @@ static int add_layer(plan *p, const preset *m, const mkmodel_opts *o, int i)
     }
     Q35_LAYER_TENSORS(ADD)
 #undef ADD
+    if (i == (int)m->n_layer) {   /* the MTP head's own tensors (model/README.md) */
+        rc |= add(p, i, "nextn.eh_proj.weight", R_MAT, 2, 2 * d.E, d.E, 1);
+        rc |= add(p, i, "nextn.enorm.weight", R_NORM, 1, d.E, 1, 1);
+        rc |= add(p, i, "nextn.hnorm.weight", R_NORM, 1, d.E, 1, 1);
+        rc |= add(p, i, "nextn.shared_head_norm.weight", R_NORM, 1, d.E, 1, 1);
+    }
     if (rc) return Q35_ENOMEM;
     qsort(p->t + first, (size_t)(p->n - first), sizeof *p->t, cmp_name);
     return 0;
@@ -134,7 +141,7 @@ int mkmodel_pick_type(const char *mix, const char *name, int layer, int n_layer,
     else if (!strcmp(mix, "q3_k_m")) base = GGML_TYPE_Q3_K;
     else return -1;
     /* kept in F32 by every mix */
-    if (ends_with(name, "_norm.weight") || ends_with(name, "ffn_gate_inp.weight") ||
+    if (ends_with(name, "norm.weight") || ends_with(name, "ffn_gate_inp.weight") ||
         ends_with(name, "ffn_gate_inp_shexp.weight") || ends_with(name, "ssm_conv1d.weight") ||
         ends_with(name, "ssm_a") || ends_with(name, "ssm_dt.bias"))
         return GGML_TYPE_F32;
@@ -174,7 +181,9 @@ static void write_config(gguf_writer *w, const preset *m, const mkmodel_opts *o)
     gguf_w_str(w, "general.name", name);
     gguf_w_u32(w, K("context_length"), m->n_ctx);
     gguf_w_u32(w, K("embedding_length"), m->n_embd);
-    gguf_w_u32(w, K("block_count"), m->n_layer);
+    gguf_w_u32(w, K("block_count"), m->n_layer + o->mtp);
+    if (o->mtp)
+        gguf_w_u32(w, K("nextn_predict_layers"), 1);
     gguf_w_u32(w, K("feed_forward_length"), 0);   /* dense FFN: none (as the reference files) */
     gguf_w_u32(w, K("attention.head_count"), m->n_head);
     gguf_w_u32(w, K("attention.head_count_kv"), m->n_head_kv);
@@ -283,7 +292,7 @@ static int build_plan(plan *p, const preset *m, const mkmodel_opts *o)
     }
     rc |= add(p, -1, "output_norm.weight", R_NORM, 1, m->n_embd, 1, 1);
     rc |= add(p, -1, "token_embd.weight", R_EMBD, 2, m->n_embd, m->n_vocab, 1);
-    for (uint32_t i = 0; !rc && i < m->n_layer; i++) rc = add_layer(p, m, o, (int)i);
+    for (uint32_t i = 0; !rc && i < m->n_layer + o->mtp; i++) rc = add_layer(p, m, o, (int)i);
     return rc ? Q35_ENOMEM : 0;
 }
 

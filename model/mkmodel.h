@@ -29,6 +29,8 @@ typedef struct mkmodel_opts {
      * layout, not in values), for tests of the engine's alternative paths: */
     bool tied_head;          /* no output.weight: the LM head is token_embd */
     bool head_from_embd;     /* output.weight = a copy of token_embd (same type, same bytes) */
+    bool mtp;                /* an MTP head: nextn_predict_layers = 1, block n_layer = full attention
+                                + MoE + nextn.{eh_proj, enorm, hnorm, shared_head_norm} (same mix) */
     bool fused_gate_up;      /* blk.N.ffn_gate_up_exps [E, 2F, X] in place of ffn_gate_exps and
                                 ffn_up_exps: per expert the F gate rows, then the F up rows */
     /* Tensor bytes written so far of total: once at 0, after each tensor

@@ -44,6 +44,12 @@ typedef struct layer_tensor {
 static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
                 const int64_t ne[3], char *err, size_t errsz)
 {
+    return q35_weights_bind_tensor(f, t, name, n_dims, ne, err, errsz);
+}
+
+int q35_weights_bind_tensor(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
+                            const int64_t ne[3], char *err, size_t errsz)
+{
     const gguf_tensor *g = q35_bind(f, name, n_dims, ne, err, errsz);
     if (!g)
         return Q35_EINVAL;
@@ -52,7 +58,7 @@ static int bind(const gguf_file *f, q35_tensor *t, const char *name, int n_dims,
     t->type = g->type;
     t->n_dims = n_dims;
     for (int i = 0; i < 4; i++)
-        t->ne[i] = i < n_dims ? ne[i] : 1;
+        t->ne[i] = i < n_dims && i < 3 ? ne[i] : 1;
     t->row_bytes = (size_t)quant_row_bytes(g->type, ne[0]);
     t->expert_stride = n_dims == 3 ? t->row_bytes * (size_t)ne[1] : 0;
     t->data = g->data;
@@ -87,9 +93,10 @@ int q35_layer_tensor_block(const char *suffix)
                                                                                       : Q35_MIXER;
 }
 
-/* Binds the tensors of layer il's blocks that the range holds. */
+/* Binds the tensors of layer il's blocks that the range holds (whole:
+ * both blocks, the MTP head's). */
 static int bind_layer(const gguf_file *f, const q35_weights *w, int il, q35_layer_weights *lw,
-                      char *err, size_t errsz)
+                      bool whole, char *err, size_t errsz)
 {
     const q35_config *c = w->cfg;
     const q35_dims d = q35_dims_of(c);
@@ -102,7 +109,7 @@ static int bind_layer(const gguf_file *f, const q35_weights *w, int il, q35_laye
         const layer_tensor *r = &rows[i];
         q35_tensor *t = (q35_tensor *)((char *)lw + r->offset);
         int rc;
-        if (!(r->kinds & (1 << lw->kind)) || !q35_has_block(w, il, r->block))
+        if (!(r->kinds & (1 << lw->kind)) || (!whole && !q35_has_block(w, il, r->block)))
             continue;
         snprintf(name, sizeof name, "blk.%d.%s", il, r->suffix);
         if (is_fused && (r->role == Q35_GATE || r->role == Q35_UP))
@@ -143,13 +150,19 @@ int q35_weights_bind(const gguf_file *f, const q35_config *c, int a, int b, q35_
             return rc;
     }
     int n = w->layer_end - w->layer_begin;
-    w->layers = calloc((size_t)(n > 0 ? n : 1), sizeof *w->layers);
+    w->layers = calloc((size_t)n + 1, sizeof *w->layers);   /* + the MTP head's (q35_mtp_bind) */
     if (!w->layers)
         return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
     for (int il = w->layer_begin; il < w->layer_end; il++)
-        if ((rc = bind_layer(f, w, il, &w->layers[il - w->layer_begin], err, errsz)))
+        if ((rc = bind_layer(f, w, il, &w->layers[il - w->layer_begin], false, err, errsz)))
             return rc;
     return 0;
+}
+
+int q35_weights_bind_whole_layer(const gguf_file *f, const q35_weights *w, int il,
+                                 q35_layer_weights *lw, char *err, size_t errsz)
+{
+    return bind_layer(f, w, il, lw, true, err, errsz);
 }
 
 void q35_weights_free(q35_weights *w)
@@ -165,7 +178,9 @@ uint64_t q35_weights_decode_bytes(const q35_weights *w)
         n += w->token_embd.row_bytes;
     if (w->has_head)
         n += w->output_norm.nbytes + w->output.nbytes;
-    for (int il = w->layer_begin; il < w->layer_end; il++) {
+    if (w->has_mtp)   /* one head row per decoded token: its embedding row, eh_proj, its block */
+        n += w->mtp.embd.row_bytes + w->mtp.eh_proj.nbytes + 3 * w->mtp.enorm.nbytes;
+    for (int il = w->layer_begin; il < w->layer_end + w->has_mtp; il++) {
         const q35_layer_weights *l = &w->layers[il - w->layer_begin];
         /* A routed expert tensor: expert_used_count of its experts. */
 #define BYTES(field, suffix, kinds, role, ...)                                                  \
@@ -183,6 +198,13 @@ uint64_t q35_weights_token_macs(const q35_weights *w, uint64_t *head)
 {
     uint64_t n = 0;
     *head = w->has_head ? (uint64_t)w->output.ne[0] * (uint64_t)w->output.ne[1] : 0;
+    if (w->has_mtp) {   /* the head's row of each prefill token: eh_proj and its block's K, V
+                         * (cpu_mtp.c: only its KV rows outlive a forward) */
+        const q35_layer_weights *l = &w->layers[w->layer_end - w->layer_begin];
+        const q35_tensor *t[] = { &w->mtp.eh_proj, &l->attn_k, &l->attn_v };
+        for (int i = 0; i < 3; i++)
+            n += (uint64_t)t[i]->ne[0] * (uint64_t)t[i]->ne[1];
+    }
     for (int il = w->layer_begin; il < w->layer_end; il++) {
         const q35_layer_weights *l = &w->layers[il - w->layer_begin];
 #define MACS(field, suffix, kinds, role, ...)                                                   \
@@ -210,7 +232,9 @@ uint64_t q35_weights_populate(const q35_weights *w, uint64_t max_bytes)
     uint64_t n = 0;
     if (w->has_head)
         n += w->output_norm.nbytes + w->output.nbytes;
-    for (int il = w->layer_begin; il < w->layer_end; il++) {
+    if (w->has_mtp)
+        n += w->mtp.eh_proj.nbytes;
+    for (int il = w->layer_begin; il < w->layer_end + w->has_mtp; il++) {
         const q35_layer_weights *l = &w->layers[il - w->layer_begin];
 #define NBYTES(field, ...) n += l->field.data ? l->field.nbytes : 0;
         Q35_LAYER_TENSORS(NBYTES)
@@ -219,7 +243,8 @@ uint64_t q35_weights_populate(const q35_weights *w, uint64_t max_bytes)
     if (n > max_bytes)
         return 0;
     bool ok = !w->has_head || (populate_tensor(&w->output_norm) && populate_tensor(&w->output));
-    for (int il = w->layer_begin; ok && il < w->layer_end; il++) {
+    ok = ok && (!w->has_mtp || populate_tensor(&w->mtp.eh_proj));
+    for (int il = w->layer_begin; ok && il < w->layer_end + w->has_mtp; il++) {
         const q35_layer_weights *l = &w->layers[il - w->layer_begin];
 #define POPULATE(field, ...) ok = ok && populate_tensor(&l->field);
         Q35_LAYER_TENSORS(POPULATE)

@@ -173,6 +173,14 @@ perl -0777 -pe 's/blk\.2\.ssm_norm\.weight/blk.2.ssm_nxrm.weight/' "$G/models/ti
 "$BIN/qwen35-info" "$T/micro.gguf" --plan 2 > "$T/micro.txt" || fail "info on micro: exit $?"
 grep -Eq '^ +1 +attn ' "$T/micro.txt" || fail "micro: layer 1 is not attention"
 
+# the MTP head: its config, and --plan puts it (and token_embd) on the last stage
+"$BIN/qwen35-mkmodel" --preset micro --types q8_0 --mtp -o "$T/mtp.gguf" 2> /dev/null || fail "mkmodel --mtp"
+"$BIN/qwen35-info" "$T/mtp.gguf" --plan 2 > "$T/mtp.txt" 2> "$T/err" || fail "info on an MTP model: exit $? $(cat "$T/err")"
+grep -q '^  layers        2 main + 1 MTP, ' "$T/mtp.txt" || fail "MTP model: layer count line"
+grep -q '^mtp head (block 2: full attention + MoE' "$T/mtp.txt" || fail "MTP model: no mtp head section"
+grep -Eq '^  eh_proj       \[128, 64\] q8_0 ' "$T/mtp.txt" || fail "MTP model: eh_proj line: $(grep eh_proj "$T/mtp.txt")"
+grep -q 'the output norm, LM head and MTP head\.$' "$T/mtp.txt" || fail "MTP model: last stage does not say it holds the head"
+
 # --plan --batch: a micro-batch of B sequences reads the union of its
 # experts (E*(1-(1-k/E)^B) per layer) but the LM head once, so as B grows
 # the split gives the last stage more layers. A micro model with 64

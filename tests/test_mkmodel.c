@@ -285,9 +285,52 @@ static void fill_statistics(void **s)
     free(x);
 }
 
+/* --mtp: nextn_predict_layers 1, one more block (full attention), the
+ * head's tensors with the mix's types (its 1-D norms f32), and the main
+ * layers' tensors the same bytes as without it (values seeded by name). */
+static void mtp_head(void **s)
+{
+    (void)s;
+    mkmodel_opts o = { .preset = "micro", .types = "q8_0", .seed = 3, .mtp = true };
+    q35_config c, pc;
+    gguf_file *f = make(&o, "mtp.gguf", &c);
+    o.mtp = false;
+    gguf_file *p = make(&o, "nomtp.gguf", &pc);
+    assert_int_equal(c.n_nextn, 1);
+    assert_int_equal(c.n_layer, pc.n_layer);
+    assert_int_equal(c.n_layer_total, pc.n_layer + 1);
+    assert_int_equal(c.layer_kind[c.n_layer], Q35_LAYER_ATTN);
+    char name[GGUF_NAME_MAX];
+    const char *f32[] = { "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm", "attn_norm",
+                          "post_attention_norm" };
+    for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++) {
+        snprintf(name, sizeof name, "blk.%u.%s.weight", c.n_layer, f32[i]);
+        const gguf_tensor *t = gguf_find_tensor(f, name);
+        if (!t || t->type != GGML_TYPE_F32 || t->ne[0] != c.n_embd)
+            fail_msg("%s: missing or not f32 [%u]", name, c.n_embd);
+    }
+    snprintf(name, sizeof name, "blk.%u.nextn.eh_proj.weight", c.n_layer);
+    const gguf_tensor *eh = gguf_find_tensor(f, name);
+    assert_non_null(eh);
+    assert_int_equal(eh->type, GGML_TYPE_Q8_0);
+    assert_int_equal(eh->ne[0], 2 * c.n_embd);
+    assert_int_equal(eh->ne[1], c.n_embd);
+    snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", c.n_layer);
+    assert_non_null(gguf_find_tensor(f, name));
+    for (int64_t i = 0; i < gguf_n_tensors(p); i++) {
+        const gguf_tensor *a = gguf_tensor_at(p, i), *b = gguf_find_tensor(f, a->name);
+        assert_non_null(b);
+        assert_int_equal(a->nbytes, b->nbytes);
+        assert_memory_equal(a->data, b->data, a->nbytes);
+    }
+    gguf_close(&f);
+    gguf_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mtp_head),
         cmocka_unit_test(mix_q8_0),
         cmocka_unit_test(mix_q4_k_m),
         cmocka_unit_test(mix_q3_k_m),

@@ -101,6 +101,11 @@ static void account(const gguf_file *f, const q35_config *c, int batch, usage *u
         }
         unsigned layer;
         int n = 0;
+        if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer == c->n_layer &&
+            c->n_nextn > 0) {
+            u->pb.mtp += t->nbytes;   /* the MTP head's block (the last stage's, with mtp) */
+            continue;
+        }
         if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer < c->n_layer) {
             bool ffn = q35_layer_tensor_block(t->name + n) == Q35_FFN;
             u->stored[layer] += t->nbytes;
@@ -153,7 +158,7 @@ static void print_config(const gguf_file *f, const q35_config *c)
            (long long)gguf_n_tensors(f), gguf_alignment(f));
     printf("  name          %s\n", nm);
     printf("architecture    qwen35moe\n");
-    printf("  layers        %u main + %u MTP (not read), full attention every %u, at layers",
+    printf("  layers        %u main + %u MTP, full attention every %u, at layers",
            c->n_layer, c->n_nextn, c->full_attn_interval);
     for (uint32_t i = 0; i < c->n_layer; i++)
         if (c->layer_kind[i] == Q35_LAYER_ATTN) printf(" %u", i);
@@ -168,6 +173,43 @@ static void print_config(const gguf_file *f, const q35_config *c)
     printf("  ssm           state %u, %u K-heads, %u V-heads of %u, inner %u, conv %u\n",
            c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, c->ssm_hv, c->ssm_d_inner, c->ssm_d_conv);
     printf("  rms eps       %g\n", (double)c->rms_eps);
+}
+
+static const char *type_name(const q35_tensor *t)
+{
+    const quant_type *qt = quant_type_of(t->type);
+    return qt ? qt->name : "?";
+}
+
+/* The MTP head as a stage with mtp loads it (model/mtp.c): its tensors'
+ * types and bytes, its KV per position, what one head row reads. */
+static void print_mtp(const q35_config *c, const q35_weights *w, const usage *u)
+{
+    const q35_mtp_weights *m = &w->mtp;
+    const q35_layer_weights *l = &w->layers[c->n_layer - (uint32_t)w->layer_begin];
+    char b1[32], b2[32], b3[32];
+    uint64_t row = m->embd.row_bytes + m->eh_proj.nbytes + 3 * m->enorm.nbytes;
+#define ROW_BYTES(field, suffix, kinds, role, ...)                                            \
+    if (Q35_ROLE_EXPERTS(role))                                                             \
+        row += (uint64_t)c->n_expert_used * l->field.row_bytes * (uint64_t)l->field.ne[1];  \
+    else if (l->field.data)                                                                 \
+        row += l->field.nbytes;
+    Q35_LAYER_TENSORS(ROW_BYTES)
+#undef ROW_BYTES
+    printf("mtp head (block %u: full attention + MoE, nextn.*; runs on the last stage)\n", c->n_layer);
+    printf("  eh_proj       [%lld, %lld] %s %s; enorm, hnorm, shared_head_norm f32\n",
+           (long long)m->eh_proj.ne[0], (long long)m->eh_proj.ne[1], type_name(&m->eh_proj),
+           mb(m->eh_proj.nbytes, b1));
+    printf("  block         attn_q %s, attn_k %s, attn_v %s, attn_output %s; experts %s / %s / %s\n",
+           type_name(&l->attn_q), type_name(&l->attn_k), type_name(&l->attn_v),
+           type_name(&l->attn_output), type_name(&l->ffn_gate_exps), type_name(&l->ffn_up_exps),
+           type_name(&l->ffn_down_exps));
+    printf("  embedding     %s; LM head %s\n", strcmp(m->embd.name, "token_embd.weight")
+           ? "nextn.embed_tokens" : "token_embd (shared: the last stage maps it too)",
+           m->head.data == w->output.data ? "shared with output" : "nextn.shared_head_head");
+    printf("  stored        %s; KV %s per position per slot; one head row reads %s\n",
+           mb(u->pb.mtp, b1), mb((uint64_t)c->n_head_kv * (c->head_dim + c->head_dim_v) * 4, b2),
+           mb(row, b3));
 }
 
 static void print_usage(const q35_config *c, const usage *u)
@@ -612,6 +654,8 @@ static int info(void *cfg)
      * would): a model a stage refuses is reported here too. */
     q35_weights w;
     int bad = q35_weights_bind(f, &c, 0, 2 * (int)c.n_layer, &w, err, sizeof err);
+    if (!bad && c.n_nextn > 0 && !(bad = q35_mtp_bind(f, &w, err, sizeof err)))
+        print_mtp(&c, &w, u);
     q35_weights_free(&w);
     gguf_close(&f);
     if (bad) {

@@ -105,8 +105,15 @@ void plan_stage_mem(const q35_config *c, const plan_bytes *pb, int a, int b, con
             else m->ssm_slot += 4 * f;
         }
     }
-    if (a == 0 || (b == 2 * n && pb->tied)) m->weights += pb->embd;   /* token_embd (the tied head) */
+    /* token_embd: the first stage's; the last's too for a tied head or the
+     * MTP head (it embeds its drafts where they are made) */
+    if (a == 0 || (b == 2 * n && (pb->tied || pb->mtp))) m->weights += pb->embd;
     if (b == 2 * n) m->weights += pb->head;
+    if (b == 2 * n && pb->mtp) {   /* the MTP head: its block, KV cache, kept main rows + chain row */
+        m->weights += pb->mtp;
+        m->state += (uint64_t)po->max_ctx * kv_floats_per_pos(c) + (Q35_MTP_KEEP + 1ull) * c->n_embd;
+        m->kv_layers++;
+    }
     m->state *= 4ull * (uint64_t)po->max_seqs;
     m->scratch = stage_scratch(c, b == 2 * n, m->kv_layers > 0, po->max_ctx, po);
     m->total = m->weights + m->state + m->scratch;
@@ -267,7 +274,8 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
                  "[stage]\nmodel = %s\nlayers = %s\nbind = %s\nbackend = %s\ndevice = %d\n"
                  "max-seqs = %d\nmax-ctx = %d\n%s",
                  s, k, range, cut[s] == 0 ? ", the token embeddings" : "",
-                 cut[s + 1] == 2 * n ? ", the output norm and LM head" : "", cli_size(m[s].total, t, sizeof t),
+                 cut[s + 1] != 2 * n ? "" : pb->mtp ? ", the output norm, LM head and MTP head"
+                 : ", the output norm and LM head", cli_size(m[s].total, t, sizeof t),
                  cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
                  cli_size(m[s].scratch, sc, sizeof sc), po->model_path, range, ep, po->backend, s,
                  po->max_seqs, po->max_ctx, po->port ? INSECURE_LINE : "");

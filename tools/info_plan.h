@@ -32,6 +32,8 @@ typedef struct plan_bytes {
     uint64_t embd;                      /* token_embd */
     uint64_t head;                      /* output_norm + output (0 for output when tied) */
     bool tied;                          /* the LM head is token_embd */
+    uint64_t mtp;                       /* blk.n_layer.*: the MTP head (0: none); the last stage holds
+                                         * it, token_embd too (its drafts are embedded there) */
 } plan_bytes;
 
 typedef struct plan_mem {

@@ -37,6 +37,9 @@ static const opt_def defs[] = {
     OPT_TOOL_FLAG(mk_cfg, "--tied-head", mk.tied_head, true, "no output.weight: the LM head is token_embd"),
     OPT_TOOL_FLAG(mk_cfg, "--head-from-embd", mk.head_from_embd, true,
       "output.weight = a byte copy of token_embd (same type): the untied twin of --tied-head"),
+    OPT_TOOL_FLAG(mk_cfg, "--mtp", mk.mtp, true,
+      "an MTP head: nextn_predict_layers = 1 and block N (N = --layers) with the head's nextn.* "
+      "tensors and a full-attention + MoE block, same types mix"),
     OPT_TOOL_FLAG(mk_cfg, "--fused-gate-up", mk.fused_gate_up, true,
       "blk.N.ffn_gate_up_exps [E, 2F, X] (per expert its gate rows, then its up rows) in place of "
       "ffn_gate_exps and ffn_up_exps, holding the same values"),
