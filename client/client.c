@@ -96,6 +96,7 @@ void q35c_request_init(q35c_request *r)
     r->think = true;
     r->max_tokens = 256;
     r->sampling = smp_defaults();
+    r->draft_alpha = 1;
 }
 
 /* --- connection ------------------------------------------------------- */
@@ -412,6 +413,11 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     gen.logits = r->logits;
     gen.ignore_eos = r->ignore_eos;
     if (r->grammar) gen.grammar = (char *)r->grammar;
+    gen.draft = r->draft > 0 ? (uint32_t)r->draft : 0;
+    gen.no_draft = r->no_draft;
+    gen.n_draft_oracle = r->n_draft_oracle > 0 ? (size_t)r->n_draft_oracle : 0;
+    gen.draft_oracle = (int32_t *)r->draft_oracle;
+    gen.draft_alpha = r->draft_alpha;
 
     drain_monitor(c);
     if (c->n_req == 0) {
@@ -672,6 +678,8 @@ static void fill_stage(q35c_stage_status *o, const Q35__StageStatus *g)
     o->cache_misses = g->cache_misses;
     o->cache_evictions = g->cache_evictions;
     o->queue_depth = (int)g->queue_depth;
+    o->drafted = g->drafted;
+    o->accepted = g->accepted;
 }
 
 static void fill_status(q35c_status *s, const Q35__StatusReply *m)
@@ -698,6 +706,8 @@ static void fill_status(q35c_status *s, const Q35__StatusReply *m)
     s->cache_misses = m->cache_misses;
     s->replays = m->replays;
     s->promotions = m->promotions;
+    s->drafted = m->drafted;
+    s->accepted = m->accepted;
     s->n_stages = (int)m->n_stages;
     for (size_t i = 0; i < m->n_stages; i++)
         fill_stage(&s->stages[i], m->stages[i]);
@@ -858,6 +868,8 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
             ev.prompt_tokens = (int)u->prompt_tokens;
             ev.completion_tokens = (int)u->completion_tokens;
             ev.cached_tokens = (int)u->cached_tokens;
+            ev.drafted = (int)u->drafted;
+            ev.accepted = (int)u->accepted;
             ev.ttft_s = u->ttft_s;
             ev.decode_tps = u->tokens_per_s;
         }

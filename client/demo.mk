@@ -17,7 +17,10 @@
 # make bench-hosts-faults: the faults a network has, on simulated hosts:
 # loss, jitter, a 10 s drop, a host gone, a partition; the longest pause
 # each (client/bench_hosts_faults.sh).
-.PHONY: demo bench-pipeline bench-pipeline-sim bench-prefix bench-hosts bench-hosts-faults
+# make bench-mtp: speculative decoding with the MTP head at forced acceptance
+# rates (the bench oracle), 1 and 2 stages, 1 / 4 / 16 streams, against
+# plain decoding in the same run (client/bench_mtp.sh).
+.PHONY: demo bench-pipeline bench-pipeline-sim bench-prefix bench-hosts bench-hosts-faults bench-mtp
 # The demo installs and builds itself (phases 1 and 2 of client/demo.sh),
 # their output in $(BUILD)/demo.log: the terminal gets one line per phase.
 demo:
@@ -31,6 +34,10 @@ bench-pipeline:
 bench-pipeline-sim:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_BUILD=$(BUILD) sh client/bench_pipeline_sim.sh
+
+bench-mtp:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_mtp.sh
 
 bench-prefix:
 	@$(MAKE) --no-print-directory bins

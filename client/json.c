@@ -101,6 +101,8 @@ void q35c_event_write_json(FILE *f, const q35c_event *ev)
         json_object_set_new(o, "prompt_tokens", json_integer(ev->prompt_tokens));
         json_object_set_new(o, "completion_tokens", json_integer(ev->completion_tokens));
         json_object_set_new(o, "cached_tokens", json_integer(ev->cached_tokens));
+        json_object_set_new(o, "drafted", json_integer(ev->drafted));
+        json_object_set_new(o, "accepted", json_integer(ev->accepted));
         json_object_set_new(o, "ttft_s", num(ev->ttft_s));
         json_object_set_new(o, "decode_tps", num(ev->decode_tps));
         if (ev->finish == Q35C_FINISH_ERROR || ev->code) {
@@ -155,6 +157,8 @@ json_t *q35c_status_to_json(const q35c_status *s)
     json_object_set_new(o, "prefix_misses", json_integer((json_int_t)s->cache_misses));
     json_object_set_new(o, "replays", json_integer((json_int_t)s->replays));
     json_object_set_new(o, "promotions", json_integer((json_int_t)s->promotions));
+    json_object_set_new(o, "drafted", json_integer((json_int_t)s->drafted));
+    json_object_set_new(o, "accepted", json_integer((json_int_t)s->accepted));
     json_object_set_new(o, "tokens_per_s", num(s->tokens_per_s));
     json_object_set_new(o, "stages", stages_json(s->stages, s->n_stages, false));
     if (s->n_spares)
@@ -191,6 +195,8 @@ static json_t *stages_json(const q35c_stage_status *gs, int n, bool spares)
         json_object_set_new(st, "cache_misses", json_integer((json_int_t)g->cache_misses));
         json_object_set_new(st, "cache_evictions", json_integer((json_int_t)g->cache_evictions));
         json_object_set_new(st, "queue_depth", json_integer(g->queue_depth));
+        json_object_set_new(st, "drafted", json_integer((json_int_t)g->drafted));
+        json_object_set_new(st, "accepted", json_integer((json_int_t)g->accepted));
         json_object_set_new(st, "wire_bytes_in", json_integer((json_int_t)g->wire_bytes_in));
         json_object_set_new(st, "busy_s", num(g->busy_s));
         json_object_set_new(st, "idle_s", num(g->idle_s));
@@ -255,6 +261,9 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                     (unsigned long long)g->cache_hits, (unsigned long long)looks,
                     (unsigned long long)g->cache_evictions);
         }
+        if (g->drafted)
+            fprintf(f, "      drafts: %llu verified, %llu accepted (%.1f%%)\n", (unsigned long long)g->drafted,
+                    (unsigned long long)g->accepted, 100.0 * (double)g->accepted / (double)g->drafted);
     }
     for (int i = 0; i < s->n_spares; i++) {
         const q35c_stage_status *g = &s->spares[i];
@@ -278,5 +287,9 @@ void q35c_status_write_text(FILE *f, const q35c_status *s)
                 (unsigned long long)s->prompt_tokens,
                 100.0 * (double)s->cached_tokens / (double)s->prompt_tokens,
                 (unsigned long long)s->cache_entries, (unsigned long long)s->cache_evictions);
+    if (s->drafted)
+        fprintf(f, "speculative decoding: %llu drafts verified, %llu accepted (%.1f%%)\n",
+                (unsigned long long)s->drafted, (unsigned long long)s->accepted,
+                100.0 * (double)s->accepted / (double)s->drafted);
     if (s->warning[0]) fprintf(f, "WARN %s\n", s->warning);
 }

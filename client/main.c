@@ -34,6 +34,7 @@ typedef struct cli {
     bool chat, json, ids, status, stats;
     enum cli_think think;
     const char *prompt_ids_file, *logits_out, *system, *prompt, *prompt_file, *grammar_file;
+    const char *oracle_file;
     opt_list stop;                /* --stop, at most MAX_STOP */
     opt_list logit_bias;          /* -l TOKEN(+|-)BIAS */
     smp_bias bias[Q35C_MAX_BIAS];
@@ -78,6 +79,16 @@ static void answer_append(cli *c, const char *s, size_t n)
     memcpy(c->answer + c->answer_len, s, n);
     c->answer_len += n;
     c->answer[c->answer_len] = 0;
+}
+
+/* ", 12 of 20 drafts accepted" when the request drafted */
+static const char *spec_note(const q35c_event *ev)
+{
+    static char b[64];
+    b[0] = 0;
+    if (ev->drafted)
+        snprintf(b, sizeof b, ", %d of %d drafts accepted", ev->accepted, ev->drafted);
+    return b;
 }
 
 static int on_event(const q35c_event *ev, void *user)
@@ -128,8 +139,9 @@ static int on_event(const q35c_event *ev, void *user)
                     ev->code ? ev->code : "ERROR", ev->message ? ev->message : "");
         if (c->stats)
             fprintf(stderr, "[%s: %d prompt tokens (%d cached), %d generated, first token %.3f s, "
-                    "%.2f tokens/s]\n", q35c_finish_name(ev->finish), ev->prompt_tokens,
-                    ev->cached_tokens, ev->completion_tokens, ev->ttft_s, ev->decode_tps);
+                    "%.2f tokens/s%s]\n", q35c_finish_name(ev->finish), ev->prompt_tokens,
+                    ev->cached_tokens, ev->completion_tokens, ev->ttft_s, ev->decode_tps,
+                    spec_note(ev));
         break;
     case Q35C_EV_ERROR:
         if (c->ids || !c->shown) putchar('\n');
@@ -235,6 +247,19 @@ static int parse_ms(const opt_def *d, const char *v, void *field, char *err, siz
     return 0;
 }
 
+/* --draft-alpha A: a probability. */
+static int parse_alpha(const opt_def *d, const char *v, void *field, char *err, size_t errsz)
+{
+    (void)d;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= 0 && x <= 1))
+        return q35_err(err, errsz, Q35_EINVAL, "'%s' is not a number in [0, 1]", v);
+    *(float *)field = (float)x;
+    return 0;
+}
+
 static const opt_def defs[] = {
     OPT_TOOL_ARG(cli, "prompt", prompt),
     OPT_HEADING_ROW("connection"),
@@ -267,6 +292,15 @@ static const opt_def defs[] = {
     OPT_TOOL_FLAG(cli, "--ignore-eos", req.ignore_eos, true, "keep generating past end-of-sequence tokens"),
     OPT_TOOL_STR(cli, "--grammar", req.grammar, "GBNF", "constrain the answer to this grammar (rule root; see text/grammar.h)"),
     OPT_TOOL_STR(cli, "--grammar-file", grammar_file, "FILE", "constrain the answer to the grammar in FILE"),
+    OPT_TOOL_INT(cli, "--draft", req.draft, "N", 0, 4,
+      "speculative decoding: at most N drafts per step (the coordinator's draft setting caps "
+      "it; 0 = its setting); the tokens are the same as without"),
+    OPT_TOOL_FLAG(cli, "--no-draft", req.no_draft, true, "no speculative decoding for this request"),
+    OPT_TOOL_STR(cli, "--draft-oracle", oracle_file, "FILE",
+      "benchmarks: drafts from a plain run's generated ids in FILE (a coordinator with "
+      "bench-draft-oracle = on)"),
+    OPT_TOOL_PARSE(cli, "--draft-alpha", req.draft_alpha, float, "A", parse_alpha,
+      "with --draft-oracle: each draft is right with probability A (0..1, default 1)"),
     OPT_TOOL_PARSE(cli, "--deadline", req.deadline_ms, uint32_t, "MS", parse_ms, "end the request after MS"),
     OPT_TOOL_PARSE(cli, "-t, --threads", req.max_tokens, int, "N", refuse,
                    "refused here: threads are the stage's (qwen35-stage --threads)"),
@@ -397,7 +431,7 @@ int main(int argc, char **argv)
     int rc;
     char *stdin_prompt = NULL;
     char *grammar_text = NULL;
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *oracle = NULL;
     if (c.logits_out && !(c.logits_f = fopen(c.logits_out, "wb"))) {
         fprintf(stderr, "qwen35-client: --logits-out %s: %s\n", c.logits_out, strerror(errno));
         rc = 1;
@@ -415,6 +449,13 @@ int main(int argc, char **argv)
             }
             if (f) fclose(f);
             c.req.grammar = grammar_text;
+        }
+        if (!rc && c.oracle_file) {
+            char err[Q35_ERRSZ];
+            rc = q35_read_ids(c.oracle_file, &oracle, &c.req.n_draft_oracle, err, sizeof err);
+            if (rc)
+                fprintf(stderr, "qwen35-client: --draft-oracle %s\n", err);
+            c.req.draft_oracle = oracle;
         }
         if (rc) {
         } else if (c.prompt_ids_file) {
@@ -455,6 +496,7 @@ done:
     if (c.req.grammar == grammar_text) c.req.grammar = NULL;   /* not the option table's */
     free(grammar_text);
     free(ids);
+    free(oracle);
     free(c.answer);
     opts_free(&spec, &c);
     return rc;

@@ -107,6 +107,17 @@ typedef struct q35c_request {
                                      text/grammar.h; the rule "root"): after
                                      </think> when thinking, else from the
                                      first generated token */
+    /* speculative decoding (the coordinator's draft setting): draft = at
+     * most this many drafts per step (0: the coordinator's), no_draft =
+     * none. The tokens are the same either way. */
+    int draft;
+    bool no_draft;
+    /* benchmarks only (a coordinator with bench-draft-oracle = on): drafts
+     * from a plain run's generated tokens, each right with probability
+     * draft_alpha */
+    const int32_t *draft_oracle;
+    int n_draft_oracle;
+    float draft_alpha;
     uint64_t id;                  /* 0: the library picks one */
 } q35c_request;
 
@@ -156,6 +167,7 @@ typedef struct q35c_event {
     q35c_finish finish;
     int prompt_tokens, completion_tokens;
     int cached_tokens;            /* prompt tokens restored from the prefix cache */
+    int drafted, accepted;        /* speculative decoding: drafts verified, of them kept */
     double ttft_s;                /* submission to first token */
     double decode_tps;            /* completion tokens / decode time */
     double queue_s;               /* submission to a slot; -1: not reported */
@@ -200,6 +212,7 @@ typedef struct q35c_stage_status {
     uint64_t cache_hits, cache_misses, cache_evictions;
     int spare_for;                /* a spare: the stage it stands in for, -1 none known */
     int queue_depth;              /* forward steps sent to it or formed for it, not answered */
+    uint64_t drafted, accepted;   /* the last stage: drafts verified, of them accepted */
 } q35c_stage_status;
 
 typedef struct q35c_status {
@@ -218,6 +231,7 @@ typedef struct q35c_status {
     uint64_t cache_hits, cache_misses;   /* admitted requests: a prefix restored or not */
     /* sequences rebuilt after a stage was lost; spares promoted in a lost one's place */
     uint64_t replays, promotions;
+    uint64_t drafted, accepted;   /* speculative decoding: drafts verified, of them kept */
     int n_stages;
     q35c_stage_status *stages;    /* [n_stages] */
     int n_spares;

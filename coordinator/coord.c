@@ -378,6 +378,8 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
         s->cache_hits = l->st.cache_hits;
         s->cache_misses = l->st.cache_misses;
         s->cache_evictions = l->st.cache_evictions;
+        s->drafted = l->st.drafted;
+        s->accepted = l->st.accepted;
         s->spare_for = l->spare ? spare_for(c, l->want_begin, l->want_end) : 0;
         s->queue_depth = (uint32_t)l->n_busy;
         for (int m = 0; !l->spare && m < c->n_mb; m++)   /* formed, waiting for it */
@@ -410,6 +412,8 @@ void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__Sta
     st->uptime_s = q35_now() - c->t_start;
     st->replays = c->replays;
     st->promotions = c->promotions;
+    st->drafted = c->drafted;
+    st->accepted = c->accepted;
     cache_status(c, st);
 }
 

@@ -42,6 +42,9 @@ typedef struct coord_opts {
     int max_queue, max_seqs, max_ctx, micro_batches;
     int step_target_ms;     /* rows per step so the slowest stage's takes about this; 0: max batch */
     bool prefill_pipeline;  /* a prompt's chunks back to back through the stages */
+    int draft;              /* speculative decoding: drafts per step at most (0: off) */
+    bool bench_draft_oracle;   /* Generate.draft_oracle accepted (benchmarks, tests) */
+    bool draft_adapt;       /* draft length from acceptance and step cost; false: always the cap */
     bool no_prefix_cache;   /* never restore or save checkpoints */
     int step_timeout_ms;    /* ceiling of the adaptive step deadline */
     int replay_wait_ms;     /* a lost stage's range may take this long to come back (0: 30 s) */

@@ -341,6 +341,11 @@ static void on_generate(coord *c, const uint8_t *ident, size_t ident_len, const 
      * wrap): up to the context */
     r->max_tokens = g->max_tokens && g->max_tokens < (uint32_t)max_ctx ? (int)g->max_tokens : max_ctx;
     r->max_ctx = max_ctx;
+    if (spec_take(c, r, g, err, sizeof err)) {
+        reply_error(c, ident, ident_len, rid, Q35__CODE__INVALID_ARGUMENT, "%s", err);
+        req_destroy(c, r);
+        return;
+    }
     r->t_recv = q35_now();
     r->deadline = g->deadline_ms ? r->t_recv + g->deadline_ms / 1000.0 : 0;
     r->text = coord_textstate_new(c->tx, r->toks, r->n_prompt, (const char *const *)r->stop,

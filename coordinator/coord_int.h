@@ -22,6 +22,7 @@
 #define COORD_STOP_LEN   256
 #define COORD_RID_LEN    128
 #define COORD_PREFILL_CHUNK 128
+#define COORD_MAX_DRAFT  4      /* drafts a step verifies at most (SeqChunk.n_draft) */
 /* Prefix cache: a long prompt leaves a checkpoint every this many tokens
  * (besides message boundaries, its end, and a request's end). */
 #define COORD_CKPT_EVERY 1024
@@ -88,6 +89,7 @@ typedef struct link {
      * to its recent steps (decaying sums of 1, r, r^2, t, r t) */
     double fit[5];
     double step_fixed_s, step_row_s;   /* the fit; 0 0: nothing measured yet */
+    double dfit[5], dec_fixed_s, dec_row_s;   /* the same over decode-only steps */
     /* stats poll (also a liveness probe while idle) */
     uint64_t stats_id;
     double stats_at, stats_deadline;   /* sent; answer due (after the steps queued before it) */
@@ -156,6 +158,19 @@ typedef struct req {
     int n_cached;                   /* prompt tokens restored from a checkpoint */
     int restoring;                  /* restore answers still due; not runnable meanwhile */
     bool restore_failed;
+    /* speculative decoding (coord_spec.c): drafts proposed for after the
+     * last token (by the last stage's MTP head, or the bench oracle), the
+     * most a step may verify, the acceptance seen (a moving average) and
+     * steps since the last draft (a sequence at 0 drafts probes now and
+     * then); counted for Usage */
+    int32_t draft[COORD_MAX_DRAFT];
+    int n_draft, max_draft;
+    double acc, succ, trials;
+    int idle_steps;
+    uint32_t drafted, accepted;
+    int32_t *oracle;                /* bench: a plain run's generated tokens */
+    int n_oracle;
+    float alpha;
 } req;
 
 struct mbatch {
@@ -167,6 +182,10 @@ struct mbatch {
     /* a checkpoint after entry i's chunk (prefill pipelining): saved on
      * each stage right after the chunk is sent there; 0: none */
     uint64_t save_id[64];
+    /* speculative: entry i's chunk is its last token then ndraft[i] drafts
+     * (the rows stage 0 embeds: spec_tok[i]) */
+    int ndraft[64];
+    int32_t spec_tok[64][1 + COORD_MAX_DRAFT];
     uint8_t *hidden;                /* from the previous stage */
     size_t hidden_len;
     double t_start;
@@ -211,6 +230,7 @@ struct coord {
     uint64_t requests_seen;         /* generate requests accepted (the last one's number) */
     uint64_t replays;               /* sequences rebuilt after a stage was lost */
     uint64_t promotions;            /* spares promoted in place of a lost stage */
+    uint64_t drafted, accepted;     /* speculative decoding: drafts verified, kept */
     double rate_t[8];
     uint64_t rate_n[8];
     int rate_i;
@@ -414,5 +434,27 @@ void client_logit_rows(coord *c, req *r, const float *logits, int n_rows);
 /* Fills a status reply (ss, pss: COORD_MAX_STAGES entries the reply
  * points into). */
 void coord_status(coord *c, Q35__StatusReply *st, Q35__StageStatus *ss, Q35__StageStatus **pss);
+
+/* ---- spec_*: coord_spec.c, speculative decoding ------------------------ */
+
+/* The request's drafting from its Generate (draft, no_draft, the bench
+ * oracle, which it copies): Q35_EINVAL / Q35_ERANGE naming the field. */
+int spec_take(coord *c, req *r, const Q35__Generate *g, char *err, size_t errsz);
+/* r may draft: a cap, full logits not asked for, and a drafter (the last
+ * stage's MTP head, or the bench oracle). */
+bool spec_drafter(const coord *c, const req *r);
+/* Drafts the last stage should propose after this step of r, in a
+ * micro-batch of `rows` rows: the k that maximizes the tokens per second
+ * the stages' fitted step times and r's acceptance promise. */
+int spec_want(const coord *c, req *r, int rows);
+/* r's decode chunk: its last token then the drafts it holds (taken:
+ * r->n_draft becomes 0) into tok[0 .. 1 + k); returns k. */
+int spec_chunk(const coord *c, req *r, int32_t *tok);
+/* The bench oracle's tokens from the one this step draws first (NULL 0:
+ * none), at most n_draft + 1 + want. */
+void spec_oracle(const req *r, int n_draft, int want, const int32_t **oracle, size_t *n);
+/* A step verified n_draft drafts and kept n_accepted: counts them, and
+ * keeps the n_next drafts the last stage proposed for the next step. */
+void spec_after(coord *c, req *r, int n_draft, int n_accepted, const int32_t *draft, size_t n_next);
 
 #endif

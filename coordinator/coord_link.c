@@ -389,9 +389,9 @@ static bool fenced(coord *c, link *l, const Q35__StageReply *r)
 /* Least squares of step time on rows over l's recent steps (each weighs
  * 0.97 of the one after it): what the row budget of --step-target-ms
  * reads. A decode-only history (one row count) gives the mean per row. */
-static void fit_step(link *l, int rows, double t)
+static void fit_step(double *f, double *fixed, double *per_row, int rows, double t)
 {
-    double *f = l->fit, r = rows;
+    double r = rows;
     for (int i = 0; i < 5; i++)
         f[i] *= 0.97;
     f[0] += 1, f[1] += r, f[2] += r * r, f[3] += t, f[4] += r * t;
@@ -404,8 +404,8 @@ static void fit_step(link *l, int rows, double t)
         a = 0;
         b = f[3] / f[1];
     }
-    l->step_fixed_s = a;
-    l->step_row_s = b;
+    *fixed = a;
+    *per_row = b;
 }
 
 /* A sample of the wire's round trip (seconds). The estimate leans to the
@@ -432,7 +432,11 @@ static void step_done(coord *c, link *l, const mbatch *m, const Q35__ForwardResu
     }
     double now = q35_now(), dt = fr->compute_s > 0 && fr->compute_s < 3600 ? fr->compute_s : 0;
     if (rows > 0 && dt > 0)
-        fit_step(l, rows, dt);
+        fit_step(l->fit, &l->step_fixed_s, &l->step_row_s, rows, dt);
+    /* decode steps alone (their rows with drafts): what a draft's row
+     * costs, which a prompt's rows (sharing their experts) would hide */
+    if (rows > 0 && dt > 0 && decode == m->n)
+        fit_step(l->dfit, &l->dec_fixed_s, &l->dec_row_s, rows, dt);
     if (l->answered_idle && dt > 0)
         learn_net(l, l->answered_wait - dt);
     if (!c->trace)

@@ -58,6 +58,7 @@ void req_destroy(coord *c, req *r)
         free(r->stop[i]);
     coord_textstate_destroy(&r->text);
     free(r->grammar);
+    free(r->oracle);
     free(r->err_msg);
     free(r->toks);
     free(r->bias);
@@ -87,6 +88,8 @@ static void fill_usage(const req *r, Q35__Usage *u)
     u->total_s = now - r->t_recv;
     u->cached_tokens = (uint32_t)r->n_cached;
     u->queue_s = (r->t_admit > 0 ? r->t_admit : now) - r->t_recv;
+    u->drafted = r->drafted;
+    u->accepted = r->accepted;
 }
 
 /* The names the client library and the HTTP front use. */

@@ -81,6 +81,9 @@ static int send_mb(coord *c, mbatch *m)
     Q35__SeqChunk ch[64], *pch[64];
     Q35__Constraint cons[64];
     Q35__ForwardBatch fb = Q35__FORWARD_BATCH__INIT;
+    int rows_all = 0;
+    for (int i = 0; i < m->n; i++)
+        rows_all += m->ntok[i];
     for (int i = 0; i < m->n; i++) {
         req *r = m->r[i];
         q35__seq_chunk__init(&ch[i]);
@@ -88,12 +91,26 @@ static int send_mb(coord *c, mbatch *m)
         ch[i].slot = r->slot;
         ch[i].pos = m->pos[i];
         ch[i].n_tokens = m->ntok[i];
-        if (first) {
+        ch[i].n_draft = m->ndraft[i];
+        /* the last stage reads the ids too when it drafts (its MTP head
+         * embeds the next token) or verifies drafts */
+        if (first || (last && (m->ndraft[i] || l->hs.mtp))) {
             ch[i].n_token_ids = m->ntok[i];
-            ch[i].token_ids = r->toks + m->pos[i];
+            ch[i].token_ids = m->ndraft[i] ? m->spec_tok[i] : r->toks + m->pos[i];
         }
+        /* the rows that are real tokens end here (the drafts follow) */
+        int end = m->pos[i] + m->ntok[i] - m->ndraft[i];
         if (last) {
-            ch[i].sample = m->pos[i] + m->ntok[i] == r->n_toks;
+            ch[i].sample = end == r->n_toks;
+            if (ch[i].sample) {
+                ch[i].want_draft = (uint32_t)spec_want(c, r, rows_all);
+                const int32_t *o;
+                size_t no;
+                spec_oracle(r, m->ndraft[i], (int)ch[i].want_draft, &o, &no);
+                ch[i].oracle = (int32_t *)o;
+                ch[i].n_oracle = no;
+                ch[i].oracle_alpha = r->alpha;
+            }
             ch[i].sampling = &r->sp;
             ch[i].rng_state = r->rng;
             ch[i].n_logprobs = r->n_logprobs;
@@ -104,13 +121,12 @@ static int send_mb(coord *c, mbatch *m)
                 q35__constraint__init(&cons[i]);
                 cons[i].grammar = r->grammar;
                 cons[i].think_end = r->think_end + 1;
-                cons[i].n_generated = (size_t)(m->pos[i] + m->ntok[i] - r->n_prompt);
+                cons[i].n_generated = (size_t)(end - r->n_prompt);
                 cons[i].generated = r->toks + r->n_prompt;
                 ch[i].constraint = &cons[i];
             }
             if ((r->sp.repeat_penalty > 0 && r->sp.repeat_penalty != 1) ||
                 r->sp.presence_penalty != 0 || r->sp.frequency_penalty != 0) {
-                int end = m->pos[i] + m->ntok[i];
                 int win = r->sp.repeat_last_n > 0 ? r->sp.repeat_last_n : 64;
                 int from = end > win ? end - win : 0;
                 ch[i].n_history = end - from;
@@ -133,10 +149,7 @@ static int send_mb(coord *c, mbatch *m)
     for (int i = 0; i < m->n; i++)
         if (m->save_id[i])
             cache_staged_send(c, l, m->save_id[i], m->r[i]->slot, m->pos[i] + m->ntok[i]);
-    int rows = 0;
-    for (int i = 0; i < m->n; i++)
-        rows += m->ntok[i];
-    link_step_sent(c, l, m, rq.id, rows);
+    link_step_sent(c, l, m, rq.id, rows_all);
     return 0;
 }
 
@@ -238,7 +251,7 @@ static mbatch *form_mb(coord *c)
         cap = 1;
     if (cap > 64)
         cap = 64;
-    int rows = 0, lrows = 0, budget = step_budget(c);
+    int rows = 0, lrows = 0, budget = step_budget(c), seq_cap = cap;
     m->n = 0;
     for (int pass = 0; pass < 2; pass++) {
         int limit = c->max_batch;   /* decode rows: always all of them */
@@ -268,6 +281,21 @@ static mbatch *form_mb(coord *c)
                 n = cache_chunk_limit(c, r, n, cap, &at_stop);
             if (n <= 0)
                 continue;
+            /* a decode step verifies the drafts the last one proposed */
+            m->ndraft[m->n] = 0;
+            if (decode && r->n_draft > 0) {
+                int k = spec_chunk(c, r, m->spec_tok[m->n]);
+                if (k > limit - rows - n)
+                    k = limit - rows - n > 0 ? limit - rows - n : 0;
+                /* each draft's row is drawn from: the last stage's logits
+                 * rows, one kept for every other sequence of the batch */
+                int lroom = c->max_logit_rows - lrows - seq_cap;
+                if (k > lroom)
+                    k = lroom > 0 ? lroom : 0;
+                lrows += k;
+                m->ndraft[m->n] = k;
+                n += k;
+            }
             m->r[m->n] = r;
             m->pos[m->n] = r->n_sent;
             m->ntok[m->n] = n;
@@ -366,7 +394,7 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
     int total = 0, n_sample = 0, lrows = 0;
     for (int i = 0; i < m->n; i++) {
         total += m->ntok[i];
-        n_sample += m->pos[i] + m->ntok[i] == m->r[i]->n_toks;
+        n_sample += m->pos[i] + m->ntok[i] - m->ndraft[i] == m->r[i]->n_toks;
         lrows += m->r[i]->want_logits ? m->ntok[i] : 0;
     }
     char why[256];
@@ -401,23 +429,37 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
         link_fail(c, l, why);
         return;
     }
-    for (size_t k = 0; k < fr->n_sampled; k++)
-        if (fr->sampled[k]->token < 0 || (uint32_t)fr->sampled[k]->token >= V) {
-            snprintf(why, sizeof why, "sampled token %d outside the vocabulary",
-                     fr->sampled[k]->token);
+    for (int i = 0, k = 0; i < m->n; i++) {
+        if (m->pos[i] + m->ntok[i] - m->ndraft[i] != m->r[i]->n_toks)
+            continue;
+        const Q35__Sampled *sm = fr->sampled[k++];
+        int32_t bad = sm->token < 0 || (uint32_t)sm->token >= V ? sm->token : 0;
+        for (size_t t = 0; !bad && t < sm->n_more; t++)
+            if (sm->more[t]->token < 0 || (uint32_t)sm->more[t]->token >= V)
+                bad = sm->more[t]->token;
+        if (bad) {
+            snprintf(why, sizeof why, "sampled token %d outside the vocabulary", bad);
             link_fail(c, l, why);
             return;
         }
+        if (sm->n_more > (size_t)m->ndraft[i] || sm->n_draft > COORD_MAX_DRAFT) {
+            snprintf(why, sizeof why, "returned %zu tokens from %d drafts and %zu drafts (at most %d)",
+                     sm->n_more, m->ndraft[i], sm->n_draft, COORD_MAX_DRAFT);
+            link_fail(c, l, why);
+            return;
+        }
+    }
     const float *lg = (const float *)fr->logits.data;
     size_t k = 0;
     double now = q35_now();
     /* copy out: finishing a request may reuse nothing of m, but keep it simple */
     int n = m->n;
     req *rs[64];
-    int ntok[64], pos[64];
+    int ntok[64], pos[64], ndraft[64];
     memcpy(rs, m->r, sizeof(req *) * n);
     memcpy(ntok, m->ntok, sizeof(int) * n);
     memcpy(pos, m->pos, sizeof(int) * n);
+    memcpy(ndraft, m->ndraft, sizeof(int) * n);
     mb_release(m);
     for (int i = 0; i < n; i++) {
         req *r = rs[i];
@@ -428,7 +470,13 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
                 req_error(c, r, r->err_code, "%s", r->err_msg ? r->err_msg : "error");
             continue;
         }
-        r->n_fed += ntok[i];
+        /* rows that were real tokens, then the drafts the last stage kept */
+        int real = ntok[i] - ndraft[i], acc = 0;
+        const Q35__Sampled *sm = pos[i] + real == r->n_toks ? fr->sampled[k++] : NULL;
+        if (sm && ndraft[i])
+            acc = (int)sm->n_more;
+        r->n_fed += real + acc;
+        r->n_sent -= ndraft[i] - acc;   /* the next chunk starts after the rows kept */
         cache_after_chunk(c, r);   /* before the request may end and free its slot */
         if (r->want_logits) {
             /* a rebuilt sequence recomputes rows the client already has */
@@ -441,30 +489,50 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
             lg += (size_t)ntok[i] * V;
         }
         int stop = 0, stop_idx = -1;
-        if (r->n_fed == r->n_toks) {   /* the chunk reached the end: sampled */
-            const Q35__Sampled *sm = fr->sampled[k++];
+        if (sm) {   /* the chunk reached the end: sampled */
             if (r->cancelled || r->expired) {
                 after_step(c, r, 0, -1);
                 continue;
             }
-            if (push_tok(r, sm->token)) {
-                req_error(c, r, Q35__CODE__RESOURCE_EXHAUSTED, "out of memory");
+            /* the token drawn, then those its accepted drafts' rows drew */
+            bool failed = false;
+            int out = 0;
+            for (int t = 0; t <= acc && !stop; t++) {
+                const Q35__Sampled *s1 = t ? sm->more[t - 1] : sm;
+                if (r->n_gen >= r->max_tokens || r->n_toks >= r->max_ctx)
+                    break;
+                if (push_tok(r, s1->token)) {
+                    req_error(c, r, Q35__CODE__RESOURCE_EXHAUSTED, "out of memory");
+                    failed = true;
+                    break;
+                }
+                out++;
+                r->rng = sm->rng_state;
+                r->n_gen++;
+                c->tokens_generated++;
+                if (r->n_gen == 1)
+                    r->t_first = now;
+                r->t_last = now;
+                if (r->t_paused) {
+                    q35_log_info("request %s: stream resumed after a %.3f s pause (rebuilt from %d "
+                                 "tokens)", r->tag, now - r->t_paused, r->n_toks - 1);
+                    r->t_paused = 0;
+                }
+                stop = client_piece(c, r, s1->token, s1, &stop_idx);
+                if (stop < 0) {
+                    failed = true;   /* the request ended with an error */
+                    break;
+                }
+            }
+            if (failed)
                 continue;
-            }
-            r->rng = sm->rng_state;
-            r->n_gen++;
-            c->tokens_generated++;
-            if (r->n_gen == 1)
-                r->t_first = now;
-            r->t_last = now;
-            if (r->t_paused) {
-                q35_log_info("request %s: stream resumed after a %.3f s pause (rebuilt from %d "
-                             "tokens)", r->tag, now - r->t_paused, r->n_toks - 1);
-                r->t_paused = 0;
-            }
-            stop = client_piece(c, r, sm->token, sm, &stop_idx);
-            if (stop < 0)
-                continue;   /* the request ended with an error */
+            /* ended inside the kept drafts: the record holds what was
+             * delivered; the slots hold more, which a checkpoint at the
+             * end cuts back (their window) */
+            if (r->n_fed > r->n_toks - 1)
+                r->n_fed = r->n_sent = r->n_toks - 1;
+            spec_after(c, r, ndraft[i], acc, out == acc + 1 ? sm->draft : NULL,
+                       out == acc + 1 ? sm->n_draft : 0);
         }
         after_step(c, r, stop, stop_idx);
     }

@@ -102,6 +102,9 @@ typedef struct coord_cfg {
     int micro_batches;       /* in flight through the pipeline */
     int step_target_ms;      /* row budget per step from measured step times; 0 = off */
     bool prefill_pipeline;   /* a prompt's chunks back to back through the stages */
+    int draft;               /* MTP drafts per step at most; 0 = off */
+    bool bench_draft_oracle; /* Generate.draft_oracle allowed (benchmarks) */
+    bool draft_adapt;        /* draft length from acceptance and cost; off: always the most */
     char *trace;             /* Chrome trace-event JSON of every step; NULL: none */
     char *identity_cache;    /* data-hash cache dir; NULL: the default, "none": off */
     int step_timeout_ms;     /* ceiling of the adaptive step deadline */

@@ -98,6 +98,23 @@ static const opt_def coord_defs[] = {
       "soon as it has passed chunk k on, so a long prompt keeps every stage busy; a chunk "
       "ending at a prefix-cache checkpoint waits for the whole pipeline (the checkpoint is "
       "taken there). Off: the next chunk waits for the last stage (for comparison)."),
+    OPT_INT_ROW(coord_cfg, "draft", draft, "N", "0", 0, 4,
+      "Speculative decoding: up to N drafts per step from the last stage's MTP head (its "
+      "mtp = on), verified in the step's one batched pass through every stage; a draft is "
+      "kept only when it is the token the sampler draws there, so the output is the same "
+      "token for token as without drafts, seeded sampling included. Each sequence's draft "
+      "length follows its recent acceptance and the stages' measured step cost (fewer "
+      "drafts when the batch is full). A request may ask for fewer (Generate.draft) or none. "
+      "0 = off."),
+    OPT_BOOL_ROW(coord_cfg, "draft-adapt", draft_adapt, "true",
+      "Each sequence's draft length follows its recent acceptance and the stages' measured step "
+      "cost (a draft is proposed when it is expected to pay for its row). Off: every step "
+      "verifies as many drafts as the sequence may have (benchmarks of the mechanics)."),
+    OPT_BOOL_ROW(coord_cfg, "bench-draft-oracle", bench_draft_oracle, "false",
+      "Benchmarks and tests only: accept Generate.draft_oracle, drafts taken from a recorded "
+      "plain run of the request, each right with probability Generate.draft_alpha (the "
+      "mechanics of speculative decoding at a forced acceptance rate; random weights accept "
+      "almost nothing)."),
     OPT_STR_ROW(coord_cfg, "identity-cache", identity_cache, "DIR", NULL, NULL, false, NULL,
       CFG_IDENTITY_CACHE_DOC),
     OPT_STR_ROW(coord_cfg, "trace", trace, "FILE", NULL, NULL, false, NULL,

@@ -75,6 +75,10 @@ static const opt_def stage_defs[] = {
     OPT_BOOL_ROW(stage_cfg, "cpu-affinity", stage.eng.be.cpu_affinity, "off",
       "CPU: pin worker thread i (the stage's own thread first) to the i-th CPU the stage may "
       "run on (its systemd CPUAffinity= or taskset set), so each keeps its caches across passes."),
+    OPT_BOOL_ROW(stage_cfg, "mtp", stage.eng.mtp, "off",
+      "Last stage: load the model's multi-token-prediction head (nextn_predict_layers) and "
+      "token_embd, and propose drafts with it for the coordinator's speculative decoding "
+      "(its draft = N); refused on a model without a head or a stage without the LM head."),
     OPT_BOOL_ROW(stage_cfg, "mlock", stage.eng.be.mlock, "off",
       "CPU: lock the layers' weight pages in RAM (mlock; llama.cpp's --mlock), so that memory "
       "pressure never evicts them to be read from the disk again mid-decode (token_embd, of "

@@ -154,6 +154,8 @@ static void stage_gauge(FILE *f, const q35c_status *st, const char *name, const 
             case 12: fprintf(f, "%llu\n", (unsigned long long)g->cache_hits); break;
             case 13: fprintf(f, "%llu\n", (unsigned long long)g->cache_misses); break;
             case 14: fprintf(f, "%llu\n", (unsigned long long)g->cache_evictions); break;
+            case 15: fprintf(f, "%llu\n", (unsigned long long)g->drafted); break;
+            case 16: fprintf(f, "%llu\n", (unsigned long long)g->accepted); break;
             }
         }
     }
@@ -176,6 +178,10 @@ static const struct { const char *name, *type, *help; int which; } STAGE_SERIES[
     { "qwen35_stage_prefix_cache_misses_total", "counter", "Checkpoint restores the stage could not serve.", 13 },
     { "qwen35_stage_prefix_cache_evictions_total", "counter",
       "Checkpoints the stage dropped to stay within its budget.", 14 },
+    { "qwen35_stage_drafts_total", "counter",
+      "Speculative decoding: drafts the stage verified (the last stage draws the tokens).", 15 },
+    { "qwen35_stage_drafts_accepted_total", "counter",
+      "Speculative decoding: of them, drafts equal to the token drawn (kept).", 16 },
 };
 
 /* The coordinator's own figures: prefix cache, replays, promotions. */
@@ -197,6 +203,10 @@ static void coord_figures(FILE *f, const q35c_status *st)
           "Sequences rebuilt from their tokens after a stage was lost (coordinator's life).", st->replays },
         { "qwen35_spare_promotions_total", "counter",
           "Spares promoted in place of a lost stage (coordinator's life).", st->promotions },
+        { "qwen35_drafts_total", "counter",
+          "Speculative decoding: drafts verified (coordinator's life).", st->drafted },
+        { "qwen35_drafts_accepted_total", "counter",
+          "Speculative decoding: drafts kept, each a token that cost no step of its own.", st->accepted },
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         head(f, s[i].name, s[i].type, s[i].help);

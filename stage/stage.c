@@ -49,6 +49,7 @@ struct stage {
     /* stats */
     double t_start, busy_s, idle_s;
     uint64_t n_forward, n_tokens, n_errors, dropped;
+    uint64_t drafted, accepted;     /* speculative decoding: drafts verified, kept */
     char desc[768];
     /* a device (accelerator) error: the step was answered with an error,
      * and the stage stops serving, since its state can no longer be trusted */
@@ -140,6 +141,11 @@ int stage_load(stage *s, const stage_opts *o, char *err, size_t errsz)
     uint64_t rows = (64u << 20) / ((uint64_t)s->cfg->n_vocab * 4);
     if (rows < (uint64_t)s->max_seqs)
         rows = (uint64_t)s->max_seqs;
+    /* room for every slot's drafts (speculative decoding: each draft's row
+     * is drawn from) when that stays within 256 MiB */
+    uint64_t spec_rows = (uint64_t)s->max_seqs * (1 + STAGE_MAX_DRAFT);
+    if (rows < spec_rows && spec_rows * s->cfg->n_vocab * 4 <= (256u << 20))
+        rows = spec_rows;
     if (rows > (uint64_t)s->max_batch)
         rows = (uint64_t)s->max_batch;
     s->max_logit_rows = (int)rows;
@@ -299,6 +305,7 @@ static int on_hello(stage *s, const Q35__Hello *h, reply *rp, Q35__Handshake *hs
     hs->end_half = s->cut_end & 1;
     hs->has_embd = s->first;
     hs->has_head = s->last;
+    hs->mtp = s->last && q35_engine_has_mtp(s->eng);
     hs->backend = (char *)q35_engine_backend(s->eng);
     hs->max_seqs = s->max_seqs;
     hs->max_ctx = s->max_ctx;
@@ -376,6 +383,8 @@ static void on_stats(stage *s, reply *rp, Q35__StageStats *st)
     st->cache_hits = cs.hits;
     st->cache_misses = cs.misses;
     st->cache_evictions = cs.evictions;
+    st->drafted = s->drafted;
+    st->accepted = s->accepted;
     rp->r.body_case = Q35__STAGE_REPLY__BODY_STATS;
     rp->r.stats = st;
 }
@@ -415,6 +424,11 @@ static int on_ckpt_save(stage *s, const Q35__CkptSave *m, reply *rp, ckpt_out *o
     if (len == 0)
         return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot",
                     "ckpt_save.slot: slot %u is empty: nothing to save", m->slot);
+    /* a slot whose last chunk ended in drafts holds rows past the tokens
+     * kept: within that window it goes back to them first */
+    if ((int)m->n_tokens < len && m->n_tokens > 0 &&
+        q35_engine_slot_truncate(s->eng, (int)m->slot, (int)m->n_tokens, err, sizeof err) == 0)
+        len = (int)m->n_tokens;
     if ((int)m->n_tokens != len)
         return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens",
                     "ckpt_save.n_tokens: %u, but slot %u holds %d positions", m->n_tokens, m->slot,
@@ -496,14 +510,42 @@ static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *
 {
     char f[96];
 #define FIELD(name) (snprintf(f, sizeof f, "forward.seqs[%zu]." name, i), f)
+    if (c->n_draft > STAGE_MAX_DRAFT || c->n_draft >= c->n_tokens)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("n_draft"), "%s: %u, at most %d and fewer than "
+                    "n_tokens %u", f, c->n_draft, STAGE_MAX_DRAFT, c->n_tokens);
     if (!s->last) {
-        if (c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE || c->n_logprobs)
+        if (c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE || c->n_logprobs || c->want_draft ||
+            c->n_oracle)
             return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sample"),
-                        "%s: sampling or logits asked of a stage without the head (layers "
+                        "%s: sampling, drafts or logits asked of a stage without the head (layers "
                         Q35_CUT_FMT ":" Q35_CUT_FMT ")", f, Q35_CUT_ARGS(s->cut_begin),
                         Q35_CUT_ARGS(s->cut_end));
         return 0;
     }
+    if (c->want_draft > STAGE_MAX_DRAFT)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("want_draft"), "%s: %u, at most %d", f,
+                    c->want_draft, STAGE_MAX_DRAFT);
+    if (c->n_draft && !c->sample)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("n_draft"), "%s: drafts in a chunk that "
+                    "does not sample (nothing would verify them)", f);
+    if (c->n_draft && c->logits != Q35__LOGITS_MODE__LOGITS_NONE)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("n_draft"), "%s: drafts with full logits "
+                    "asked for (the logits of refused drafts' rows belong to no token)", f);
+    if (c->n_draft && c->n_token_ids != c->n_tokens)
+        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("token_ids"), "%s: %zu ids for n_tokens %u "
+                    "(a chunk with drafts carries its ids to the last stage)", f, c->n_token_ids, c->n_tokens);
+    if (c->n_oracle > 1 + 2 * STAGE_MAX_DRAFT)
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("oracle"), "%s: %zu tokens, at most %d", f,
+                    c->n_oracle, 1 + 2 * STAGE_MAX_DRAFT);
+    for (size_t k = 0; k < c->n_oracle; k++)
+        if (c->oracle[k] < 0 || (uint32_t)c->oracle[k] >= s->cfg->n_vocab) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].oracle[%zu]", i, k);
+            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: token %d not in [0, %u)", f,
+                        c->oracle[k], s->cfg->n_vocab);
+        }
+    if (!(c->oracle_alpha >= 0 && c->oracle_alpha <= 1))
+        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("oracle_alpha"), "%s: %g, expected 0 .. 1", f,
+                    c->oracle_alpha);
     if (!q35_wire_enum_ok(&q35__logits_mode__descriptor, c->logits))
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("logits"), "%s: unknown value %d", f,
                     c->logits);
@@ -574,7 +616,7 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
         return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.dtype",
                     "forward.dtype: unknown value %d", fb->dtype);
     uint64_t total = 0;
-    int lrows = 0;
+    int lrows = 0, erows = 0;
     *all_logits = false;
     for (size_t i = 0; i < fb->n_seqs; i++) {
         const Q35__SeqChunk *c = fb->seqs[i];
@@ -593,7 +635,8 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
                 return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: %zu ids for n_tokens %u", f,
                             c->n_token_ids, c->n_tokens);
             }
-        } else if (c->n_token_ids) {
+        } else if (c->n_token_ids && !(s->last && c->n_token_ids == c->n_tokens)) {
+            /* the last stage reads them for drafts (verified, or its MTP head's) */
             snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
             return fail(rp, Q35__CODE__INVALID_ARGUMENT, f,
                         "%s: token ids sent to a stage without embeddings (layers " Q35_CUT_FMT
@@ -606,6 +649,15 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
             lrows += c->n_tokens;
         } else if (c->logits == Q35__LOGITS_MODE__LOGITS_LAST) {
             lrows += 1;
+        }
+        /* the engine's rows: each draft's predecessor is drawn from */
+        erows += c->logits == Q35__LOGITS_MODE__LOGITS_ALL ? (int)c->n_tokens
+                 : c->n_draft ? (int)c->n_draft + 1
+                 : c->sample || c->logits == Q35__LOGITS_MODE__LOGITS_LAST;
+        if (erows > s->max_logit_rows) {
+            snprintf(f, sizeof f, "forward.seqs[%zu].n_draft", i);
+            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: the batch's drafts need %d logit rows, at most %d",
+                        f, erows, s->max_logit_rows);
         }
         if (lrows > s->max_logit_rows) {
             snprintf(f, sizeof f, "forward.seqs[%zu].logits", i);
@@ -649,8 +701,11 @@ static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *
 /* Per-batch scratch for the reply of a forward pass. */
 typedef struct fwd_out {
     Q35__ForwardResult fr;
-    Q35__Sampled *sm, **psm;
+    /* per sequence 1 + STAGE_MAX_DRAFT draws (the first, then `more`),
+     * each with Q35_WIRE_MAX_LOGPROBS alternatives, and its drafts */
+    Q35__Sampled *sm, **psm, **pdraw;
     Q35__TopLogprob *tops, **ptops;
+    int32_t *drafts;
     uint8_t *hidden;
 } fwd_out;
 
@@ -658,8 +713,10 @@ static void fwd_out_free(fwd_out *o)
 {
     free(o->sm);
     free(o->psm);
+    free(o->pdraw);
     free(o->tops);
     free(o->ptops);
+    free(o->drafts);
     free(o->hidden);
 }
 
@@ -672,6 +729,8 @@ static const struct { const char *name; Q35__Code code; } batch_fields[] = {
     [Q35_BATCH_POS] = { "pos", 0 },
     [Q35_BATCH_CTX] = { "n_tokens", Q35__CODE__OUT_OF_RANGE },
     [Q35_BATCH_TOKEN] = { "token_ids", Q35__CODE__OUT_OF_RANGE },
+    [Q35_BATCH_SPEC] = { "n_draft", Q35__CODE__OUT_OF_RANGE },
+    [Q35_BATCH_LOGIT_ROWS] = { "n_draft", Q35__CODE__OUT_OF_RANGE },
 };
 
 static int batch_failed(reply *rp, int rc, const q35_batch_fault *ft, const char *err)
@@ -689,6 +748,93 @@ static int batch_failed(reply *rp, int rc, const q35_batch_fault *ft, const char
     return fail(rp, code, f, "%s: %s", f, err);
 }
 
+/* The last stage's reply to a forward: each sampling sequence's tokens
+ * (drafts verified, the next drafts proposed) and the logits rows asked
+ * for. nlr: each sequence's engine logits rows (its last ones), NULL when
+ * they are laid out as all / want_logits say. */
+static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *rp, const int *nlr,
+                      bool all, int lrows)
+{
+    size_t ns = fb->n_seqs, V = s->cfg->n_vocab, per = 1 + STAGE_MAX_DRAFT;
+    o->sm = calloc(ns * per, sizeof *o->sm);
+    o->psm = calloc(ns, sizeof *o->psm);
+    o->pdraw = calloc(ns * per, sizeof *o->pdraw);
+    o->tops = calloc(ns * per * Q35_WIRE_MAX_LOGPROBS, sizeof *o->tops);
+    o->ptops = calloc(ns * per * Q35_WIRE_MAX_LOGPROBS, sizeof *o->ptops);
+    o->drafts = calloc(ns * STAGE_MAX_DRAFT, sizeof *o->drafts);
+    o->hidden = lrows ? malloc((size_t)lrows * V * sizeof(float)) : NULL;
+    if (!o->sm || !o->psm || !o->pdraw || !o->tops || !o->ptops || !o->drafts || (lrows && !o->hidden))
+        return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+    for (size_t d = 0; d < ns * per; d++) {
+        Q35__Sampled *sm = &o->sm[d];
+        q35__sampled__init(sm);
+        sm->top = &o->ptops[d * Q35_WIRE_MAX_LOGPROBS];
+        for (int k = 0; k < Q35_WIRE_MAX_LOGPROBS; k++) {
+            q35__top_logprob__init(&o->tops[d * Q35_WIRE_MAX_LOGPROBS + k]);
+            sm->top[k] = &o->tops[d * Q35_WIRE_MAX_LOGPROBS + k];
+        }
+        o->pdraw[d] = sm;
+    }
+    float *lout = (float *)o->hidden;
+    int row = 0, lr = 0, wanted = 0, er = 0;
+    for (size_t i = 0; i < ns; i++) {
+        const Q35__SeqChunk *c = fb->seqs[i];
+        /* this sequence's rows in the engine's logits (all rows, or the
+         * last row of each sequence that wants one, or its named rows) */
+        const float *first, *lastrow;
+        if (nlr) {
+            first = s->logits + (size_t)er * V;
+            lastrow = first + (size_t)(nlr[i] > 0 ? nlr[i] - 1 : 0) * V;
+            er += nlr[i];
+        } else {
+            first = s->logits + (size_t)(all ? row : wanted) * V;
+            wanted += c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE;
+            lastrow = all ? first + (size_t)(c->n_tokens - 1) * V : first;
+        }
+        if (c->logits == Q35__LOGITS_MODE__LOGITS_ALL) {
+            memcpy(lout + (size_t)lr * V, first, (size_t)c->n_tokens * V * sizeof(float));
+            lr += c->n_tokens;
+        } else if (c->logits == Q35__LOGITS_MODE__LOGITS_LAST) {
+            memcpy(lout + (size_t)lr * V, lastrow, V * sizeof(float));
+            lr += 1;
+        }
+        if (c->sample) {
+            Q35__Sampled **draw = &o->pdraw[i * per];
+            int32_t *dr = &o->drafts[i * STAGE_MAX_DRAFT];
+            int n_more = 0, n_draft = 0, rc;
+            char err[Q35_ERRSZ];
+            /* drafts: their rows are the chunk's last, `first` the first of them */
+            rc = c->n_draft ? stage_spec_draw(s->smp, s->eng, (float *)first, V, c, draw, &n_more, dr,
+                                              &n_draft, err, sizeof err)
+                            : stage_sample_seq(s->smp, (float *)lastrow, c, draw[0], err, sizeof err);
+            if (!rc && !c->n_draft)
+                rc = stage_spec_propose(s->eng, c, draw[0]->token, 0, dr, &n_draft, err, sizeof err);
+            if (rc == Q35_EDEVICE)
+                snprintf(s->device_err, sizeof s->device_err, "%s", err);
+            if (rc)
+                return fail(rp, rc == Q35_EDEVICE ? Q35__CODE__INTERNAL : Q35__CODE__INVALID_ARGUMENT,
+                            "forward", "seqs[%zu]: %s", i, err);
+            Q35__Sampled *sm = draw[0];
+            sm->slot = c->slot;
+            sm->n_more = (size_t)n_more;
+            sm->more = draw + 1;
+            sm->n_draft = (size_t)n_draft;
+            sm->draft = dr;
+            s->drafted += c->n_draft;
+            s->accepted += (uint64_t)n_more;
+            o->psm[o->fr.n_sampled++] = sm;
+        }
+        row += c->n_tokens;
+    }
+    o->fr.sampled = o->psm;
+    if (lrows) {
+        o->fr.logits.data = o->hidden;
+        o->fr.logits.len = (size_t)lrows * V * sizeof(float);
+        o->fr.n_logit_rows = lrows;
+    }
+    return 0;
+}
+
 static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out *o)
 {
     size_t ns = fb->n_seqs;
@@ -702,33 +848,68 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     if (check_forward(s, fb, rp, slot, pos, ntok, &n_total, &lrows, &all))
         return -1;
 
-    /* The first stage reads token ids as int32: gather them. */
+    /* The first stage reads token ids as int32: gather them; so does a
+     * last stage with an MTP head (it embeds each row's next token) */
     int32_t *ids = NULL;
-    if (s->first) {
+    bool any_draft = false;
+    for (size_t i = 0; i < ns; i++)
+        any_draft |= fb->seqs[i]->n_draft > 0;
+    bool mtp = s->last && q35_engine_has_mtp(s->eng);
+    if (s->first || mtp) {
         ids = malloc((size_t)n_total * sizeof *ids);
         if (!ids)
             return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
         int k = 0;
-        for (size_t i = 0; i < ns; i++)
-            for (size_t j = 0; j < fb->seqs[i]->n_token_ids; j++)
-                ids[k++] = fb->seqs[i]->token_ids[j];
+        for (size_t i = 0; i < ns; i++) {
+            const Q35__SeqChunk *c = fb->seqs[i];
+            if (c->n_token_ids != c->n_tokens) {
+                free(ids);
+                return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.seqs.token_ids",
+                            "forward.seqs[%zu].token_ids: %zu ids for n_tokens %u (this last stage "
+                            "drafts with the MTP head: it embeds every row's next token)", i,
+                            c->n_token_ids, c->n_tokens);
+            }
+            for (size_t j = 0; j < c->n_token_ids; j++)
+                ids[k++] = c->token_ids[j];
+        }
     }
     q35_batch_fault flt = { Q35_BATCH_OK, -1, -1 };
     /* all_logits: [n_total][V], checked against max_logit_rows above;
      * else [n_seq][V]: n_seq <= max_seqs (checked) and <= max_batch (the
      * engine refuses an empty sequence before it writes a row), and
      * max_logit_rows >= min(max_seqs, max_batch) (stage_new): it fits.
-     * Not ">= max_seqs": a max_batch below max_seqs caps the rows. */
+     * Not ">= max_seqs": a max_batch below max_seqs caps the rows. With
+     * drafts, each sequence's rows are named (nlr: the last n of its rows;
+     * check_forward counted them against max_logit_rows). */
     /* a chunk that neither samples nor returns logits (a long prompt's
      * earlier chunks) runs no LM head */
-    for (size_t i = 0; i < ns; i++)
-        want[i] = fb->seqs[i]->sample || fb->seqs[i]->logits != Q35__LOGITS_MODE__LOGITS_NONE;
+    uint8_t spec[ns ? ns : 1];
+    int nlr[ns ? ns : 1];
+    for (size_t i = 0; i < ns; i++) {
+        const Q35__SeqChunk *c = fb->seqs[i];
+        want[i] = c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE;
+        spec[i] = (uint8_t)c->n_draft;
+        nlr[i] = c->logits == Q35__LOGITS_MODE__LOGITS_ALL ? (int)c->n_tokens
+                 : c->n_draft ? (int)c->n_draft + 1 : want[i];
+    }
     q35_batch b = {
         .n_seq = (int)ns, .slot = slot, .pos = pos, .n_tok = ntok, .n_total = n_total,
         .tokens = ids, .x_in = s->first ? NULL : s->x_in, .x_out = s->last ? NULL : s->x_out,
         .logits = s->last ? s->logits : NULL, .all_logits = all, .want_logits = want, .fault = &flt,
+        .spec = any_draft ? spec : NULL, .n_logit_rows = any_draft && s->last ? nlr : NULL,
     };
     char err[Q35_ERRSZ];
+    /* a sequence whose last chunk ended in drafts starts again after the
+     * rows the last stage kept: cut the slot back there first */
+    for (size_t i = 0; i < ns; i++) {
+        int len = slot[i] >= 0 && slot[i] < s->max_seqs ? q35_engine_slot_len(s->eng, slot[i]) : -1;
+        if (len > pos[i] && q35_engine_slot_truncate(s->eng, slot[i], pos[i], err, sizeof err)) {
+            free(ids);
+            char f[64];
+            snprintf(f, sizeof f, "forward.seqs[%zu].pos", i);
+            return fail(rp, Q35__CODE__FAILED_PRECONDITION, f, "%s: %s", f, err);
+        }
+    }
     double t0 = q35_now();
     atomic_store(&s->step_started_us, (uint64_t)(t0 * 1e6));
     int rc = s->inject_rc ? q35_err(err, sizeof err, s->inject_rc, "injected failure (test hook)")
@@ -757,53 +938,8 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
         q35_wire_encode(fb->dtype, s->x_out, n, o->hidden);
         o->fr.hidden.data = o->hidden;
         o->fr.hidden.len = n * esz;
-    } else {
-        size_t V = s->cfg->n_vocab;
-        o->sm = calloc(ns, sizeof *o->sm);
-        o->psm = calloc(ns, sizeof *o->psm);
-        o->tops = calloc(ns * Q35_WIRE_MAX_LOGPROBS, sizeof *o->tops);
-        o->ptops = calloc(ns * Q35_WIRE_MAX_LOGPROBS, sizeof *o->ptops);
-        o->hidden = lrows ? malloc((size_t)lrows * V * sizeof(float)) : NULL;
-        if (!o->sm || !o->psm || !o->tops || !o->ptops || (lrows && !o->hidden))
-            return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
-        float *lout = (float *)o->hidden;
-        int row = 0, lr = 0, wanted = 0;
-        for (size_t i = 0; i < ns; i++) {
-            const Q35__SeqChunk *c = fb->seqs[i];
-            /* this sequence's rows in the engine's logits (all rows, or the
-             * last row of each sequence that wants one) */
-            const float *first = s->logits + (size_t)(all ? row : wanted) * V;
-            wanted += want[i];
-            const float *lastrow = all ? first + (size_t)(c->n_tokens - 1) * V : first;
-            if (c->logits == Q35__LOGITS_MODE__LOGITS_ALL) {
-                memcpy(lout + (size_t)lr * V, first, (size_t)c->n_tokens * V * sizeof(float));
-                lr += c->n_tokens;
-            } else if (c->logits == Q35__LOGITS_MODE__LOGITS_LAST) {
-                memcpy(lout + (size_t)lr * V, lastrow, V * sizeof(float));
-                lr += 1;
-            }
-            if (c->sample) {
-                Q35__Sampled *sm = &o->sm[o->fr.n_sampled];
-                q35__sampled__init(sm);
-                sm->slot = c->slot;
-                sm->top = &o->ptops[i * Q35_WIRE_MAX_LOGPROBS];
-                for (int k = 0; k < Q35_WIRE_MAX_LOGPROBS; k++) {
-                    q35__top_logprob__init(&o->tops[i * Q35_WIRE_MAX_LOGPROBS + k]);
-                    sm->top[k] = &o->tops[i * Q35_WIRE_MAX_LOGPROBS + k];
-                }
-                char err[Q35_ERRSZ];
-                if (stage_sample_seq(s->smp, (float *)lastrow, c, sm, err, sizeof err))
-                    return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward", "seqs[%zu]: %s", i, err);
-                o->psm[o->fr.n_sampled++] = sm;
-            }
-            row += c->n_tokens;
-        }
-        o->fr.sampled = o->psm;
-        if (lrows) {
-            o->fr.logits.data = o->hidden;
-            o->fr.logits.len = (size_t)lrows * V * sizeof(float);
-            o->fr.n_logit_rows = lrows;
-        }
+    } else if (last_reply(s, fb, o, rp, b.n_logit_rows ? nlr : NULL, all, lrows)) {
+        return -1;
     }
     rp->r.body_case = Q35__STAGE_REPLY__BODY_FORWARD;
     rp->r.forward = &o->fr;

@@ -40,4 +40,31 @@ smp_params stage_sample_params(const Q35__SeqChunk *c, smp_bias *bias, size_t *n
 int stage_sample_seq(stage_sampler *s, float *logits, const Q35__SeqChunk *c, Q35__Sampled *sm,
                      char *err, size_t errsz);
 
+/* ---- speculative decoding (stage_spec.c) ---- */
+
+#define STAGE_MAX_DRAFT 4          /* SeqChunk.n_draft, want_draft at most */
+
+struct q35_engine;
+
+/* Draws the tokens of sampling chunk c that ends in c->n_draft drafts (its
+ * token_ids' last rows): sm[i] gets the token drawn from the row of the
+ * i-th draft's predecessor, for i = 0 .. j where the first j drafts each
+ * equal the token drawn before them (*n_more = j). rows: the logits of the
+ * chunk's last n_draft + 1 rows, row_stride floats apart (modified). The
+ * slot is cut back to the rows kept (q35_engine_slot_truncate) when a
+ * draft was refused, then the next step's drafts proposed
+ * (stage_spec_propose). With n_draft 0 it is stage_sample_seq and the
+ * proposal. Errors: the sampler's and the engine's codes, message in err. */
+int stage_spec_draw(stage_sampler *s, struct q35_engine *e, float *rows, size_t row_stride,
+                    const Q35__SeqChunk *c, Q35__Sampled *const *sm, int *n_more, int32_t *draft,
+                    int *n_draft, char *err, size_t errsz);
+
+/* The drafts for after token `last` (the chunk's j-th token drawn after its
+ * first): c->want_draft of them from the engine's MTP head when it has one
+ * (q35_engine_mtp_draft), replaced by the bench oracle's (c->oracle, each
+ * right with probability c->oracle_alpha) as far as it reaches. *n_draft
+ * may be less than asked: none without a head past the oracle's end. */
+int stage_spec_propose(struct q35_engine *e, const Q35__SeqChunk *c, int32_t last, int j,
+                       int32_t *draft, int *n_draft, char *err, size_t errsz);
+
 #endif

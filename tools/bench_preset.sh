@@ -20,17 +20,22 @@ me=bench-preset
 case $PRESET in
 mini)     out=$(dirname "$BIN")/models/mini-q4_k_m.gguf
           set -- --preset mini --layers 4 --experts 64 --types q4_k_m ;;
+mini-mtp) out=$(dirname "$BIN")/models/mini-mtp-q4_k_m.gguf
+          set -- --preset mini --layers 4 --experts 64 --types q4_k_m --mtp ;;
 mini-12L) out=$(dirname "$BIN")/models/mini-12L-64x-q4_k_m.gguf
           set -- --preset mini --layers 12 --experts 64 --types q4_k_m ;;
 35b-a3b)  dir=${BENCH_DIR:-${TMPDIR:-/var/tmp}}
           out=$dir/qwen35-bench-35b-a3b-q4_k_m.gguf
           set -- --preset 35b-a3b --types q4_k_m ;;
-*)        echo "$me: BENCH_PRESET=$PRESET: expected mini, mini-12L or 35b-a3b" >&2; exit 1 ;;
+35b-a3b-mtp) dir=${BENCH_DIR:-${TMPDIR:-/var/tmp}}
+          out=$dir/qwen35-bench-35b-a3b-mtp-q4_k_m.gguf
+          set -- --preset 35b-a3b --types q4_k_m --mtp ;;
+*)        echo "$me: BENCH_PRESET=$PRESET: expected mini, mini-12L or 35b-a3b (-mtp: with the MTP head)" >&2; exit 1 ;;
 esac
 # the full-size file carries its own generated 248320-token vocabulary
-[ "$PRESET" != 35b-a3b ] && [ -f "$VOCAB" ] && set -- "$@" --vocab-from "$VOCAB"
+case $PRESET in 35b-a3b*) ;; *) [ -f "$VOCAB" ] && set -- "$@" --vocab-from "$VOCAB" ;; esac
 
-if [ "$PRESET" = 35b-a3b ]; then
+if [ "${PRESET%-mtp}" = 35b-a3b ]; then
     need=21300   # MB: the file qwen35-mkmodel writes for this preset (21.2 GB)
     # Memory: the benches map the file and read all of it per pass; with
     # less memory than the file the page cache thrashes and the figures
