@@ -19,7 +19,8 @@
 #
 # Env: BIN, QWEN35_GOLDEN, BENCH_PRESET (mini, 35b-a3b), BENCH_MODEL,
 # BENCH_TOKENS (32), BENCH_STREAMS ("1 4 16"), BENCH_ALPHAS ("0 0.5 0.8 1"),
-# BENCH_DRAFTS ("1 2 3"), BENCH_STAGES ("1 2"), BENCH_THREADS (1 per stage).
+# BENCH_DRAFTS ("1 2 3"), BENCH_STAGES ("1 2"), BENCH_THREADS (1 per stage),
+# BENCH_ADAPT (0; 1: the adaptive draft length).
 set -eu
 P35_ME=bench-mtp
 . "$(dirname "$0")/pipeline.sh"
@@ -35,6 +36,10 @@ else
     [ "$rc" -eq 0 ] || p35_die "no model for BENCH_PRESET=$PRESET"
 fi
 TOKENS=${BENCH_TOKENS:-32}
+# BENCH_ADAPT=1: the coordinator's adaptive draft length (k is then the most
+# a step may verify); default: every step verifies k drafts (the mechanics)
+ADAPT=--no-draft-adapt
+[ "${BENCH_ADAPT:-0}" = 1 ] && ADAPT=
 THREADS=${BENCH_THREADS:-1}
 N_LAYER=$("$BIN/qwen35-info" "$MODEL" | sed -n 's/^ *layers *\([0-9]*\) main.*/\1/p')
 [ -n "$N_LAYER" ] || p35_die "qwen35-info $MODEL: no layer count"
@@ -88,12 +93,12 @@ mid=$((N_LAYER / 2))
 echo "bench-mtp: stages streams alpha k: tokens/s (plain tokens/s) speed-up, drafts accepted"
 for n in ${BENCH_STAGES:-1 2}; do
     if [ "$n" = 1 ]; then
-        p35_stage all "$MODEL" "0:$N_LAYER" --threads "$THREADS" --max-seqs 16 --max-ctx 512 --mtp on
-        p35_coord "$MODEL" all -- --max-seqs 16 --max-ctx 512 --draft 4 --bench-draft-oracle --no-draft-adapt
+        p35_stage all "$MODEL" "0:$N_LAYER" --threads "$THREADS" --max-seqs 16 --max-ctx 512 --mtp
+        p35_coord "$MODEL" all -- --max-seqs 16 --max-ctx 512 --draft 4 --bench-draft-oracle $ADAPT
     else
         p35_stage s0 "$MODEL" "0:$mid" --threads "$THREADS" --max-seqs 16 --max-ctx 512
-        p35_stage s1 "$MODEL" "$mid:$N_LAYER" --threads "$THREADS" --max-seqs 16 --max-ctx 512 --mtp on
-        p35_coord "$MODEL" s0 s1 -- --max-seqs 16 --max-ctx 512 --draft 4 --bench-draft-oracle --no-draft-adapt
+        p35_stage s1 "$MODEL" "$mid:$N_LAYER" --threads "$THREADS" --max-seqs 16 --max-ctx 512 --mtp
+        p35_coord "$MODEL" s0 s1 -- --max-seqs 16 --max-ctx 512 --draft 4 --bench-draft-oracle $ADAPT
     fi
     p35_wait_ready 900
     for s in ${BENCH_STREAMS:-1 4 16}; do
