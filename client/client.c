@@ -19,10 +19,9 @@
  * link is lost (or the coordinator no longer knows it) it is sent again
  * with those tokens as a resume prefix, until resume_ms has passed.
  */
-#include "qwen35_client.h"
+#include "client_int.h"
 #include "sampler.h"
 #include "sbuf.h"
-#include "wire.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,50 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Largest Event accepted: 512 rows of logits of a 262144-token vocab. */
-#define EVENT_MAX_VOCAB 262144u
-#define EVENT_MAX_ROWS  512u
-#define TICK_MS 100                 /* interrupt flag checked this often */
-
-typedef struct inflight {
-    uint64_t id;
-    q35c_event_fn fn;
-    void *user;
-    int logit_rows;                 /* rows delivered so far (first_pos) */
-    bool cancel_sent;
-    uint64_t status_seq;            /* statuses numbered from here were sent after it */
-    uint8_t *req_buf;               /* the packed ClientRequest, for a resume */
-    size_t req_len;
-    int32_t *got;                   /* token ids received */
-    int n_got, cap_got;
-    bool resuming;                  /* lost: to be sent again */
-    double resume_end, resume_next, resume_backoff;
-    int n_resumes;
-    uint64_t rx_bytes, acked;       /* event bytes read of this request (since its last send); acknowledged */
-} inflight;
-
-struct q35c_client {
-    void *ctx, *sock, *mon;
-    bool own_ctx;                   /* ctx made here (else opts.zmq_ctx, borrowed) */
-    char endpoint[256];
-    q35c_opts o;
-    volatile sig_atomic_t interrupted;
-    uint64_t n_delivered;           /* events handed to callbacks (q35c_run_some) */
-    uint64_t next_id, next_probe;
-    inflight *req;
-    int n_req, cap_req;
-    double last_rx, last_probe;
-    bool link_lost;                 /* monitor saw a disconnect */
-    bool connected;                 /* a handshake succeeded since the last disconnect */
-    double reconnected_at;          /* last fresh connection made for a resume */
-    /* status_get: the reply being waited for */
-    char status_id[32];
-    q35c_status *status_out;
-    bool status_done;
-    char status_err[Q35_ERRSZ];
-    int status_rc;
-};
 
 const char *q35c_finish_name(q35c_finish f)
 {
@@ -198,7 +153,7 @@ int q35c_in_flight(const q35c_client *c)
 }
 
 /* Reads the monitor's pending events. */
-static void drain_monitor(q35c_client *c)
+void client_drain_monitor(q35c_client *c)
 {
     uint16_t ev;
     uint32_t val;
@@ -217,9 +172,9 @@ static void drain_monitor(q35c_client *c)
 /* Sends m now if a coordinator is connected: 0, or -1 (errno EAGAIN when
  * none is, or the pipe is full). A message is never queued for a
  * connection that does not exist yet. */
-static int send_now(q35c_client *c, const ProtobufCMessage *m)
+int client_send_now(q35c_client *c, const ProtobufCMessage *m)
 {
-    drain_monitor(c);
+    client_drain_monitor(c);
     if (!c->connected) {
         errno = EAGAIN;
         return -1;
@@ -233,7 +188,7 @@ static int send_req(q35c_client *c, const Q35__ClientRequest *m, char *err, size
 {
     double t_end = q35_now() + c->o.connect_timeout_ms / 1000.0;
     for (;;) {
-        if (send_now(c, &m->base) == 0) return 0;
+        if (client_send_now(c, &m->base) == 0) return 0;
         if (errno != EAGAIN && errno != EINTR)
             return q35_err(err, errsz, Q35_EIO, "coordinator at %s: send: %s", c->endpoint,
                            zmq_strerror(errno));
@@ -309,16 +264,16 @@ static int check_request(const q35c_request *r, char *err, size_t errsz)
 }
 
 /* The ids' range is the coordinator's to check: only it knows the vocabulary. */
-static inflight *find_req(q35c_client *c, uint64_t id)
+inflight *client_find_req(q35c_client *c, uint64_t id)
 {
     for (int i = 0; i < c->n_req; i++)
         if (c->req[i].id == id) return &c->req[i];
     return NULL;
 }
 
-static void drop_req(q35c_client *c, uint64_t id)
+void client_drop_req(q35c_client *c, uint64_t id)
 {
-    inflight *r = find_req(c, id);
+    inflight *r = client_find_req(c, id);
     if (!r) return;
     free(r->req_buf);
     free(r->got);
@@ -331,7 +286,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     int rc = check_request(r, err, errsz);
     if (rc) return rc;
     uint64_t id = r->id ? r->id : c->next_id++;
-    if (find_req(c, id))
+    if (client_find_req(c, id))
         return q35_err(err, errsz, Q35_EINVAL, "request: id %" PRIu64 " is already in flight", id);
     if (SBUF_RESERVE(c->req, c->cap_req, c->n_req + 1, 8))
         return q35_err(err, errsz, Q35_ENOMEM, "out of memory");
@@ -419,7 +374,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     gen.draft_oracle = (int32_t *)r->draft_oracle;
     gen.draft_alpha = r->draft_alpha;
 
-    drain_monitor(c);
+    client_drain_monitor(c);
     if (c->n_req == 0) {
         c->link_lost = false;
         c->interrupted = 0;          /* an interrupt between requests is stale */
@@ -441,7 +396,7 @@ int q35c_submit(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void *u
     return 0;
 }
 
-static int send_simple(q35c_client *c, const char *idstr, int body, char *err, size_t errsz)
+int client_send_simple(q35c_client *c, const char *idstr, int body, char *err, size_t errsz)
 {
     Q35__Cancel cancel = Q35__CANCEL__INIT;
     Q35__StatusRequest status = Q35__STATUS_REQUEST__INIT;
@@ -455,14 +410,14 @@ static int send_simple(q35c_client *c, const char *idstr, int body, char *err, s
 
 int q35c_cancel(q35c_client *c, uint64_t id, char *err, size_t errsz)
 {
-    inflight *r = find_req(c, id);
+    inflight *r = client_find_req(c, id);
     if (!r)
         return q35_err(err, errsz, Q35_EINVAL, "cancel: request %" PRIu64 " is not in flight", id);
     if (r->cancel_sent) return 0;
     char idstr[24];
     snprintf(idstr, sizeof idstr, "%" PRIu64, id);
-    int rc = send_simple(c, idstr, Q35__CLIENT_REQUEST__BODY_CANCEL, err, errsz);
-    if (rc == 0 && (r = find_req(c, id))) r->cancel_sent = true;
+    int rc = client_send_simple(c, idstr, Q35__CLIENT_REQUEST__BODY_CANCEL, err, errsz);
+    if (rc == 0 && (r = client_find_req(c, id))) r->cancel_sent = true;
     return rc;
 }
 
@@ -480,9 +435,9 @@ static q35c_finish finish_of(int reason)
 }
 
 /* Calls the request's callback; a non-zero answer cancels it. */
-static void deliver(q35c_client *c, uint64_t id, const q35c_event *ev)
+void client_deliver(q35c_client *c, uint64_t id, const q35c_event *ev)
 {
-    inflight *r = find_req(c, id);
+    inflight *r = client_find_req(c, id);
     if (!r || !r->fn) return;
     c->n_delivered++;
     if (r->fn(ev, r->user) && ev->kind != Q35C_EV_FINAL && ev->kind != Q35C_EV_ERROR)
@@ -496,262 +451,15 @@ static void fail_all(q35c_client *c, const char *code, const char *msg)
         uint64_t id = c->req[0].id;
         q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
                           .code = code, .message = msg };
-        deliver(c, id, &ev);
-        drop_req(c, id);
+        client_deliver(c, id, &ev);
+        client_drop_req(c, id);
     }
 }
 
-/* r was lost with the link (or the coordinator forgot it): true when it
- * will be sent again (resume_tick), false when it must end now. */
-static bool start_resume(q35c_client *c, inflight *r)
-{
-    double now = q35_now();
-    if (!r->req_buf || r->cancel_sent || c->o.resume_ms <= 0 ||
-        (r->resume_end && now >= r->resume_end))
-        return false;
-    if (!r->resuming) {
-        r->resuming = true;
-        if (!r->resume_end)          /* one budget until the stream moves again */
-            r->resume_end = now + c->o.resume_ms / 1000.0;
-        r->resume_next = now;
-        r->resume_backoff = 0.1;
-    }
-    return true;
-}
-
-/* The link is lost: every request is resumed or ends with msg. */
-static void lost_all(q35c_client *c, const char *msg)
-{
-    for (int i = 0; i < c->n_req;) {
-        inflight *r = &c->req[i];
-        if (start_resume(c, r)) {
-            i++;
-            continue;
-        }
-        uint64_t id = r->id;
-        char m2[400];
-        if (r->resume_end)           /* it was being resumed: say how far it got */
-            snprintf(m2, sizeof m2, "%s: request not resumed within %d ms; %d tokens were delivered",
-                     msg, c->o.resume_ms, r->n_got);
-        q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
-                          .code = "UNAVAILABLE", .message = r->resume_end ? m2 : msg };
-        deliver(c, id, &ev);
-        drop_req(c, id);
-    }
-}
-
-/* Sends each lost request again (with backoff) with the tokens it
- * received as a resume prefix; one not sent by its resume end fails. */
-static bool resume_tick(q35c_client *c, double now)
-{
-    bool any = false;
-    for (int i = 0; i < c->n_req;) {
-        inflight *r = &c->req[i];
-        if (!r->resuming) {
-            i++;
-            continue;
-        }
-        char msg[400] = "";
-        if (now >= r->resume_end) {
-            snprintf(msg, sizeof msg, "coordinator at %s disconnected: request not resumed within "
-                     "%d ms; %d tokens were delivered", c->endpoint, c->o.resume_ms, r->n_got);
-        } else if (now >= r->resume_next) {
-            Q35__ClientRequest *m = q35__client_request__unpack(NULL, r->req_len, r->req_buf);
-            int rc = -1;
-            if (m && m->body_case == Q35__CLIENT_REQUEST__BODY_GENERATE) {
-                m->generate->n_resume = (size_t)r->n_got;
-                m->generate->resume = r->got;
-                m->generate->resume_logit_rows = (uint32_t)r->logit_rows;
-                m->generate->resent = true;
-                rc = send_now(c, &m->base);
-                m->generate->n_resume = 0;
-                m->generate->resume = NULL;
-            }
-            if (m) q35__client_request__free_unpacked(m, NULL);
-            else snprintf(msg, sizeof msg, "request %" PRIu64 ": cannot resume (unpack)", r->id);
-                    if (rc == 0) {
-                r->resuming = false;
-                r->rx_bytes = r->acked = 0;   /* the new coordinator counts afresh */
-                r->status_seq = c->next_probe;
-                r->n_resumes++;
-                c->last_rx = now;
-            } else {
-                r->resume_next = now + r->resume_backoff;
-                r->resume_backoff = fmin(2 * r->resume_backoff, 1.0);
-                /* libzmq gives a session up for good after a failed
-                 * handshake (a coordinator dying while we reconnected):
-                 * a fresh connection, once a second at most */
-                if (now - c->reconnected_at > 1.0) {
-                    zmq_disconnect(c->sock, c->endpoint);
-                    zmq_connect(c->sock, c->endpoint);
-                    c->reconnected_at = now;
-                }
-            }
-        }
-        if (msg[0]) {
-            uint64_t id = r->id;
-            q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
-                              .code = "UNAVAILABLE", .message = msg };
-            deliver(c, id, &ev);
-            drop_req(c, id);
-            continue;
-        }
-        any |= r->resuming;
-        i++;
-    }
-    return any;
-}
-
-/* A status reply (to a probe or a status request, "probe-N" / "status-N")
- * that lists the coordinator's requests for this connection: a request
- * sent before that status and missing from the list was lost on the way
- * (the coordinator restarted at once, or the message went into a dying
- * connection). It ends with an error: the coordinator answering probes
- * would otherwise keep the wait alive forever. */
-static void check_known(q35c_client *c, const char *rid, const Q35__StatusReply *m)
-{
-    if (!m->lists_known) return;                 /* an older coordinator */
-    const char *num = !strncmp(rid, "probe-", 6) ? rid + 6 : !strncmp(rid, "status-", 7) ? rid + 7 : NULL;
-    if (!num || !*num) return;
-    char *end;
-    uint64_t seq = strtoull(num, &end, 10);
-    if (*end) return;
-    for (int i = 0; i < c->n_req;) {
-        inflight *r = &c->req[i];
-        bool known = seq < r->status_seq || r->resuming;   /* sent before: no claim */
-        char id[24];
-        snprintf(id, sizeof id, "%" PRIu64, r->id);
-        for (size_t k = 0; !known && k < m->n_known_requests; k++)
-            known = m->known_requests[k] && !strcmp(m->known_requests[k], id);
-        if (known || start_resume(c, r)) {
-            i++;
-            continue;
-        }
-        char msg[400];
-        snprintf(msg, sizeof msg, "coordinator at %s does not know request %s "
-                 "(it restarted, or the request was lost on the way): send it again", c->endpoint, id);
-        uint64_t rid_num = r->id;
-        q35c_event ev = { .kind = Q35C_EV_ERROR, .id = rid_num, .finish = Q35C_FINISH_ERROR,
-                          .code = "UNAVAILABLE", .message = msg };
-        deliver(c, rid_num, &ev);
-        drop_req(c, rid_num);                    /* the list shifted: same i */
-    }
-}
-
-static void fill_stage(q35c_stage_status *o, const Q35__StageStatus *g)
-{
-    snprintf(o->endpoint, sizeof o->endpoint, "%s", g->endpoint ? g->endpoint : "");
-    snprintf(o->backend, sizeof o->backend, "%s", g->backend ? g->backend : "");
-    snprintf(o->problem, sizeof o->problem, "%s", g->problem ? g->problem : "");
-    o->up = g->up;
-    o->layers_known = g->layers_known;
-    o->layer_begin = g->layers_known ? (int)g->layer_begin : -1;
-    o->layer_end = g->layers_known ? (int)g->layer_end : -1;
-    o->begin_half = g->layers_known && g->begin_half;
-    o->end_half = g->layers_known && g->end_half;
-    o->slots_used = (int)g->slots_in_use;
-    o->slots_total = (int)g->max_seqs;
-    o->max_ctx = (int)g->max_ctx;
-    o->busy_pct = g->busy_pct;
-    o->busy_s = g->busy_s;
-    o->idle_s = g->idle_s;
-    o->busy_pct_total = g->busy_pct_total;
-    o->uptime_s = g->uptime_s;
-    o->wire_idle_pct = g->uptime_s > 0 ? fmin(100.0, 100.0 * g->idle_s / g->uptime_s) : 0;
-    o->idle_pct = g->idle_pct;
-    o->idle_pct_total = g->idle_pct_total;
-    o->rows_per_step = g->rows_per_step;
-    o->rows_per_step_total = g->rows_per_step_total;
-    o->steps_per_s = g->steps_per_s;
-    o->steps_per_s_total = g->steps_per_s_total;
-    o->coord_gap_ms = g->coord_gap_ms;
-    o->coord_gap_ms_total = g->coord_gap_ms_total;
-    o->coord_gap_ms_max = g->coord_gap_ms_max;
-    o->tokens = g->n_tokens;
-    o->n_forward = g->n_forward;
-    o->wire_bytes_out = g->wire_bytes_out;
-    o->wire_bytes_in = g->wire_bytes_in;
-    o->cache_entries = g->cache_entries;
-    o->cache_bytes = g->cache_bytes;
-    o->cache_budget = g->cache_budget;
-    o->cache_hits = g->cache_hits;
-    o->cache_misses = g->cache_misses;
-    o->cache_evictions = g->cache_evictions;
-    o->queue_depth = (int)g->queue_depth;
-    o->drafted = g->drafted;
-    o->accepted = g->accepted;
-}
-
-static void fill_status(q35c_status *s, const Q35__StatusReply *m)
-{
-    snprintf(s->model, sizeof s->model, "%s", m->model ? m->model : "");
-    snprintf(s->model_name, sizeof s->model_name, "%s", m->model_name ? m->model_name : "");
-    s->n_layer = (int)m->n_layer;
-    s->active = (int)m->active;
-    s->queued = (int)m->queued;
-    s->max_queue = (int)m->max_queue;
-    s->slots_used = (int)m->slots_in_use;
-    s->slots_total = (int)m->max_seqs;
-    s->max_ctx = (int)m->max_ctx;
-    snprintf(s->warning, sizeof s->warning, "%s", m->warning ? m->warning : "");
-    s->tokens_per_s = m->tokens_per_s;
-    s->uptime_s = m->uptime_s;
-    s->requests_done = m->requests_done;
-    s->tokens_generated = m->tokens_generated;
-    s->prompt_tokens = m->prompt_tokens;
-    s->cached_tokens = m->cached_tokens;
-    s->cache_entries = m->cache_entries;
-    s->cache_evictions = m->cache_evictions;
-    s->cache_hits = m->cache_hits;
-    s->cache_misses = m->cache_misses;
-    s->replays = m->replays;
-    s->promotions = m->promotions;
-    s->drafted = m->drafted;
-    s->accepted = m->accepted;
-    s->n_stages = (int)m->n_stages;
-    for (size_t i = 0; i < m->n_stages; i++)
-        fill_stage(&s->stages[i], m->stages[i]);
-    s->n_spares = (int)m->n_spares;
-    for (size_t i = 0; i < m->n_spares; i++) {
-        fill_stage(&s->spares[i], m->spares[i]);
-        s->spares[i].spare_for = m->spares[i]->spare_for;
-    }
-}
-
-static void on_status(q35c_client *c, const Q35__Event *e)
-{
-    if (!c->status_id[0] || strcmp(e->request_id, c->status_id)) return;   /* a probe's */
-    c->status_done = true;
-    if (e->body_case == Q35__EVENT__BODY_ERROR) {
-        c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EIO, "coordinator: %s: %s",
-                               q35_wire_code_name(e->error->code),
-                               e->error->message ? e->error->message : "");
-        return;
-    }
-    if (e->body_case != Q35__EVENT__BODY_STATUS) {
-        c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EINVAL,
-                               "coordinator: status answered with event body %d", e->body_case);
-        return;
-    }
-    const Q35__StatusReply *m = e->status;
-    q35c_status *s = calloc(1, sizeof *s);
-    if (s && m->n_stages) s->stages = calloc(m->n_stages, sizeof *s->stages);
-    if (s && m->n_spares) s->spares = calloc(m->n_spares, sizeof *s->spares);
-    if (!s || (m->n_stages && !s->stages) || (m->n_spares && !s->spares)) {
-        if (s) free(s->stages);
-        if (s) free(s->spares);
-        free(s);
-        c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_ENOMEM, "out of memory");
-        return;
-    }
-    fill_status(s, m);
-    c->status_out = s;
-    c->status_rc = 0;
-}
 
 static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
 {
-    inflight *r = find_req(c, id);
+    inflight *r = client_find_req(c, id);
     if (p->logits.len) {
         size_t row_bytes = p->n_logit_rows ? p->logits.len / p->n_logit_rows : 0;
         if (!p->n_logit_rows || p->logits.len % p->n_logit_rows || row_bytes % 4 || !row_bytes) {
@@ -760,8 +468,8 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
                      p->logits.len, p->n_logit_rows);
             q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
                               .code = "DATA_LOSS", .message = msg };
-            deliver(c, id, &ev);
-            drop_req(c, id);
+            client_deliver(c, id, &ev);
+            client_drop_req(c, id);
             return;
         }
         /* The bytes field is not aligned for float: copy. */
@@ -772,7 +480,7 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
                               .n_rows = (int)p->n_logit_rows, .n_vocab = (int)(row_bytes / 4),
                               .first_pos = r->logit_rows };
             r->logit_rows += (int)p->n_logit_rows;
-            deliver(c, id, &ev);
+            client_deliver(c, id, &ev);
             free(lg);
         }
     }
@@ -810,7 +518,7 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
                       .text_len = p->text ? strlen(p->text) : 0, .ids = p->token_ids,
                       .n_ids = (int)p->n_token_ids, .logprobs = lp, .reasoning = p->reasoning,
                       .n_top = (int)nt, .top_ids = nt ? tid : NULL, .top_logprobs = nt ? tlp : NULL };
-    deliver(c, id, &ev);
+    client_deliver(c, id, &ev);
     free(lp);
     free(tid);
     free(tlp);
@@ -822,7 +530,7 @@ static void on_piece(q35c_client *c, uint64_t id, const Q35__Piece *p)
  * skips one, the next carries the total. */
 static void ack(q35c_client *c, uint64_t id, size_t len)
 {
-    inflight *r = find_req(c, id);
+    inflight *r = client_find_req(c, id);
     if (!r)
         return;
     r->rx_bytes += len;
@@ -852,9 +560,9 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
     uint64_t id = strtoull(e->request_id, &end, 10);
     if (e->body_case == Q35__EVENT__BODY_STATUS || (c->status_id[0] && !strcmp(e->request_id, c->status_id))) {
         if (e->body_case == Q35__EVENT__BODY_STATUS)
-            check_known(c, e->request_id, e->status);
-        on_status(c, e);
-    } else if (*end || !e->request_id[0] || !find_req(c, id)) {
+            resume_check_known(c, e->request_id, e->status);
+        status_on_reply(c, e);
+    } else if (*end || !e->request_id[0] || !client_find_req(c, id)) {
         /* not ours (any more) */
     } else if (e->body_case == Q35__EVENT__BODY_PIECE) {
         on_piece(c, id, e->piece);
@@ -877,18 +585,18 @@ static void on_event(q35c_client *c, const void *buf, size_t len)
             ev.code = "UNKNOWN";
             ev.message = "the coordinator ended the request with an unknown finish reason";
         }
-        deliver(c, id, &ev);
-        drop_req(c, id);
+        client_deliver(c, id, &ev);
+        client_drop_req(c, id);
     } else if (e->body_case == Q35__EVENT__BODY_ERROR &&
-               e->error->code == Q35__CODE__ALREADY_EXISTS && find_req(c, id)->n_resumes) {
+               e->error->code == Q35__CODE__ALREADY_EXISTS && client_find_req(c, id)->n_resumes) {
         /* a request sent again reached the coordinator twice (the first
          * copy was not lost after all): the copy running streams on */
     } else if (e->body_case == Q35__EVENT__BODY_ERROR) {
         q35c_event ev = { .kind = Q35C_EV_ERROR, .id = id, .finish = Q35C_FINISH_ERROR,
                           .code = q35_wire_code_name(e->error->code),
                           .message = e->error->message ? e->error->message : "" };
-        deliver(c, id, &ev);
-        drop_req(c, id);
+        client_deliver(c, id, &ev);
+        client_drop_req(c, id);
     }
     q35_wire_free(e, &b);
 }
@@ -911,7 +619,7 @@ static void read_events(q35c_client *c)
 
 /* Receives and dispatches until done(c, arg) or timeout_ms (-1: none).
  * Watches the link for the requests in flight. */
-static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void *), void *arg,
+int client_pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void *), void *arg,
                 char *err, size_t errsz)
 {
     double t_end = timeout_ms < 0 ? INFINITY : q35_now() + timeout_ms / 1000.0;
@@ -923,12 +631,12 @@ static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void
         }
         double now = q35_now();
         if (now >= t_end) return 0;
-        drain_monitor(c);
+        client_drain_monitor(c);
         if (c->link_lost) {
                     read_events(c);   /* what arrived before the disconnect: a resume must include it */
             char msg[320];
             snprintf(msg, sizeof msg, "coordinator at %s disconnected", c->endpoint);
-            lost_all(c, msg);
+            resume_lost_all(c, msg);
             if (c->status_id[0] && !c->status_done) {
                 c->status_done = true;
                 c->status_rc = q35_err(c->status_err, sizeof c->status_err, Q35_EIO, "%s", msg);
@@ -953,7 +661,7 @@ static int pump(q35c_client *c, int timeout_ms, bool (*done)(q35c_client *, void
         if (now - c->last_rx > idle / 3 && now - c->last_probe > idle / 3) {
             char pid[32];
             snprintf(pid, sizeof pid, "probe-%" PRIu64, c->next_probe++);
-            send_simple(c, pid, Q35__CLIENT_REQUEST__BODY_STATUS, NULL, 0);
+            client_send_simple(c, pid, Q35__CLIENT_REQUEST__BODY_STATUS, NULL, 0);
             c->last_probe = now;
         }
         double wait = fmin(t_end - now, TICK_MS / 1000.0);
@@ -974,7 +682,7 @@ static bool none_in_flight(q35c_client *c, void *arg)
 
 int q35c_run(q35c_client *c, int timeout_ms, char *err, size_t errsz)
 {
-    return pump(c, timeout_ms, none_in_flight, NULL, err, errsz);
+    return client_pump(c, timeout_ms, none_in_flight, NULL, err, errsz);
 }
 
 static bool some_delivered(q35c_client *c, void *arg)
@@ -985,7 +693,7 @@ static bool some_delivered(q35c_client *c, void *arg)
 int q35c_run_some(q35c_client *c, int timeout_ms, char *err, size_t errsz)
 {
     uint64_t before = c->n_delivered;
-    return pump(c, timeout_ms, some_delivered, &before, err, errsz);
+    return client_pump(c, timeout_ms, some_delivered, &before, err, errsz);
 }
 
 /* --- generate: submit + run, with the outcome kept ------------------------ */
@@ -1036,7 +744,7 @@ int q35c_generate(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void 
     outcome o = { .fn = fn, .user = user };
     int rc = q35c_submit(c, r, outcome_fn, &o, &o.id, err, errsz);
     if (rc) return rc;
-    if ((rc = pump(c, -1, outcome_ended, &o, err, errsz))) return rc;
+    if ((rc = client_pump(c, -1, outcome_ended, &o, err, errsz))) return rc;
     switch (o.finish) {
     case Q35C_FINISH_STOP:
     case Q35C_FINISH_LENGTH:
@@ -1049,47 +757,4 @@ int q35c_generate(q35c_client *c, const q35c_request *r, q35c_event_fn fn, void 
         return q35_err(err, errsz, code_of(o.code), "request %" PRIu64 ": %s: %s", o.id,
                        o.code[0] ? o.code : "ERROR", o.message);
     }
-}
-
-/* --- status ----------------------------------------------------------- */
-
-static bool status_ended(q35c_client *c, void *arg)
-{
-    (void)arg;
-    return c->status_done;
-}
-
-int q35c_status_get(q35c_client *c, q35c_status **out, char *err, size_t errsz)
-{
-    *out = NULL;
-    snprintf(c->status_id, sizeof c->status_id, "status-%" PRIu64, c->next_probe++);
-    c->status_done = false;
-    c->status_out = NULL;
-    c->status_rc = 0;
-    drain_monitor(c);
-    if (c->n_req == 0) c->link_lost = false;
-    int rc = send_simple(c, c->status_id, Q35__CLIENT_REQUEST__BODY_STATUS, err, errsz);
-    if (rc == 0) {
-        c->last_rx = q35_now();
-        rc = pump(c, c->o.idle_timeout_ms, status_ended, NULL, err, errsz);
-        if (rc == 0 && !c->status_done)
-            rc = q35_err(err, errsz, Q35_EIO, "coordinator at %s: no status reply within %d ms",
-                         c->endpoint, c->o.idle_timeout_ms);
-        else if (rc == 0 && c->status_rc)
-            rc = q35_err(err, errsz, c->status_rc, "%s", c->status_err);
-    }
-    if (rc == 0) *out = c->status_out;
-    else if (c->status_out) q35c_status_destroy(&c->status_out);
-    c->status_id[0] = 0;
-    c->status_out = NULL;
-    return rc;
-}
-
-void q35c_status_destroy(q35c_status **s)
-{
-    if (!s || !*s) return;
-    free((*s)->stages);
-    free((*s)->spares);
-    free(*s);
-    *s = NULL;
 }

@@ -1,4 +1,7 @@
 # qwen35-client: the CLI over the client library (client/*.c in libqwen35net).
+# The library's own files, for what links them without libqwen35net
+# (qwen35-http, the fuzzers).
+CLIENT_LIB_SRCS := client/client.c client/client_resume.c client/client_status.c client/json.c
 BINS += qwen35-client
 qwen35-client_SRCS := client/main.c
 qwen35-client_NET  := 1

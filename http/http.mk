@@ -6,7 +6,7 @@
 BINS += qwen35-http
 qwen35-http_ALONE := 1
 qwen35-http_SRCS := http/main.c http/serve.c http/pool.c http/conns.c http/listen.c http/health.c http/framing.c http/respond.c http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c http/metrics.c http/cfg.c \
-                    client/client.c client/json.c proto/wire.c proto/wire_sampling.c $(BUILD)/gen/qwen35.pb-c.c \
+                    $(CLIENT_LIB_SRCS) proto/wire.c proto/wire_sampling.c $(BUILD)/gen/qwen35.pb-c.c \
                     daemon/notify.c daemon/signals.c daemon/limits.c
 qwen35-http_OBJS := $(BUILD)/obj/http/page.o
 qwen35-http_LIBS := $(LIB_BASE) -lmicrohttpd -ljansson -lzmq -lprotobuf-c -lsystemd -linih -lm -pthread

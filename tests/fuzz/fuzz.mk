@@ -52,7 +52,7 @@ FUZZ_wire_OBJS := $(call fuzz_obj,$(FUZZ_ENGINE_SRCS) $(FUZZ_NET_SRCS) proto/wir
                   tests/fuzz/fuzz_wire.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o $(FUZZ_QUANT_OBJS)
 FUZZ_wire_LIBS := -lzmq -lprotobuf-c -lpcre2-8 -lxxhash -linih
-FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c client/client.c client/json.c $(SAMPLING_SRCS) \
+FUZZ_http_OBJS := $(call fuzz_obj,http/api.c http/models.c http/toolcall.c http/schema.c http/schema_tool.c $(CLIENT_LIB_SRCS) $(SAMPLING_SRCS) \
                   base/common.c base/log.c base/half.c base/sbuf.c proto/wire.c proto/wire_sampling.c tests/fuzz/fuzz_http.c) \
                   $(FUZZ_DIR)/obj/gen/qwen35.pb-c.o
 FUZZ_http_LIBS := -ljansson -lzmq -lprotobuf-c
@@ -78,7 +78,7 @@ $(FUZZ_DIR)/gen/%.pb-c.c $(FUZZ_DIR)/gen/%.pb-c.h: proto/%.proto
 	protoc-c --proto_path=proto --c_out=$(FUZZ_DIR)/gen $<
 
 # Sources that include the generated header wait for it.
-$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c tests/fuzz/fuzz_wire.c client/client.c client/json.c http/api.c http/models.c \
+$(call fuzz_obj,$(FUZZ_NET_SRCS) proto/wire.c proto/wire_ident.c proto/wire_sampling.c tests/fuzz/fuzz_wire.c $(CLIENT_LIB_SRCS) http/api.c http/models.c \
                  tests/fuzz/fuzz_http.c): | $(FUZZ_GEN:.c=.h)
 
 $(FUZZ_DIR)/plain/%.o: %.c
