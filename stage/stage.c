@@ -16,51 +16,11 @@
 #include "common.h"
 #include "gguf.h"
 #include "log.h"
-#include "stage.h"
+#include "stage_int.h"
 #include "stage_lease.h"
 #include "stage_sample.h"
 #include "wire.h"
 
-struct stage {
-    q35_engine *eng;
-    const q35_config *cfg;
-    int cut_begin, cut_end;   /* the range in cuts (config.h: half-layers) */
-    int max_seqs, max_ctx, max_batch, max_logit_rows;
-    bool first, last;
-    Q35__ModelIdentity id;
-    char file_name[256];
-    uint64_t instance;
-    size_t req_max;             /* ZMQ_MAXMSGSIZE of requests */
-    void *zctx, *sock, *mon;        /* ROUTER and its monitor */
-    curve_zap *zap;                 /* CURVE allow-list, NULL: plaintext */
-    const curve_key *curve_secret;  /* borrowed from stage_opts until stage_bind */
-    const curve_key *curve_allowed;
-    int n_curve_allowed;
-    int n_peers;                    /* connections accepted minus lost */
-    stage_lease lease;              /* the coordinator served */
-    int msg_fd;                     /* the connection of the message handled (ZMQ_SRCFD), -1 */
-    _Atomic uint64_t step_started_us;   /* q35_now() of the step computing, 0: none */
-    double lease_s;
-    uint64_t refused_instance;      /* last refused Hello's (logged once) */
-    uint32_t hs_logged[4];          /* CURVE: handshake errors already logged (once each) */
-    int n_hs_logged;
-    float *x_in, *x_out, *logits;   /* [max_batch][n_embd], …, [max_logit_rows][n_vocab] */
-    stage_sampler *smp;
-    /* stats */
-    double t_start, busy_s, idle_s;
-    uint64_t n_forward, n_tokens, n_errors, dropped;
-    uint64_t drafted, accepted;     /* speculative decoding: drafts verified, kept */
-    char desc[768];
-    /* a device (accelerator) error: the step was answered with an error,
-     * and the stage stops serving, since its state can no longer be trusted */
-    char device_err[Q35_ERRSZ];
-    int inject_rc;                  /* test hook: the next forward fails so */
-    /* stopping: the owner was told (Leaving); Hello and forward steps are
-     * refused until the process exits */
-    bool leaving, leave_acked;
-    uint64_t owner_epoch;           /* of the owner's last request */
-    uint64_t leave_epoch;           /* the epoch the Leaving carried */
-};
 
 /* ---- model identity --------------------------------------------------- */
 
@@ -240,7 +200,7 @@ double stage_step_started(stage *s) { return atomic_load(&s->step_started_us) / 
 const q35_engine *stage_engine(const stage *s) { return s->eng; }
 void stage_test_inject(stage *s, int rc) { s->inject_rc = rc; }
 
-static int device_failed(const stage *s, char *err, size_t errsz)
+int stage_device_failed(const stage *s, char *err, size_t errsz)
 {
     return q35_err(err, errsz, Q35_EDEVICE, "device error in a forward step (answered with an "
                    "error); the stage stops, its state cannot be trusted: %s", s->device_err);
@@ -248,16 +208,8 @@ static int device_failed(const stage *s, char *err, size_t errsz)
 
 /* ---- replies ------------------------------------------------------------- */
 
-typedef struct reply {
-    Q35__StageReply r;
-    Q35__Error e;
-    Q35__LeaseOwner owner;          /* a refused Hello: who holds the lease */
-    char msg[Q35_ERRSZ], field[96];
-} reply;
 
-static int fail(reply *rp, Q35__Code code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(reply *rp, Q35__Code code, const char *field, const char *fmt, ...)
+int stage_fail(reply *rp, Q35__Code code, const char *field, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -273,7 +225,7 @@ static int fail(reply *rp, Q35__Code code, const char *field, const char *fmt, .
     return -1;
 }
 
-static int pack(const Q35__StageReply *r, uint8_t **out, size_t *out_len)
+int stage_pack(const Q35__StageReply *r, uint8_t **out, size_t *out_len)
 {
     size_t n = q35__stage_reply__get_packed_size(r);
     *out = malloc(n ? n : 1);
@@ -290,11 +242,11 @@ static int on_hello(stage *s, const Q35__Hello *h, reply *rp, Q35__Handshake *hs
     static const Q35__DType dtypes[] = { Q35__DTYPE__DTYPE_F32, Q35__DTYPE__DTYPE_BF16,
                                          Q35__DTYPE__DTYPE_F16 };
     if (h->protocol_version != Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT)
-        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version",
+        return stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version",
                     "hello.protocol_version: %u, this stage speaks %d", h->protocol_version,
                     Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT);
     if (!q35_wire_enum_ok(&q35__dtype__descriptor, h->hidden_dtype))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "hello.hidden_dtype",
+        return stage_fail(rp, Q35__CODE__INVALID_ARGUMENT, "hello.hidden_dtype",
                     "hello.hidden_dtype: unknown value %d", h->hidden_dtype);
     q35__handshake__init(hs);
     hs->protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
@@ -336,12 +288,12 @@ static int on_free(stage *s, const Q35__FreeSlots *f, reply *rp, Q35__Freed *fr)
 {
     char field[64], err[Q35_ERRSZ];
     if (f->n_slots > (size_t)s->max_seqs)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "free.slots",
+        return stage_fail(rp, Q35__CODE__INVALID_ARGUMENT, "free.slots",
                     "free.slots: %zu slots, this stage has %d", f->n_slots, s->max_seqs);
     for (size_t i = 0; i < f->n_slots; i++)
         if (f->slots[i] >= (uint32_t)s->max_seqs) {
             snprintf(field, sizeof field, "free.slots[%zu]", i);
-            return fail(rp, Q35__CODE__NOT_FOUND, field, "%s: unknown slot %u (0..%d)", field,
+            return stage_fail(rp, Q35__CODE__NOT_FOUND, field, "%s: unknown slot %u (0..%d)", field,
                         f->slots[i], s->max_seqs - 1);
         }
     q35__freed__init(fr);
@@ -352,7 +304,7 @@ static int on_free(stage *s, const Q35__FreeSlots *f, reply *rp, Q35__Freed *fr)
         if (rc == Q35_EDEVICE)
             snprintf(s->device_err, sizeof s->device_err, "%s", err);
         if (rc)
-            return fail(rp, q35_wire_code(rc), "free.slots", "free: slot %d: %s", slot, err);
+            return stage_fail(rp, q35_wire_code(rc), "free.slots", "free: slot %d: %s", slot, err);
         fr->n_freed++;
     }
     rp->r.body_case = Q35__STAGE_REPLY__BODY_FREED;
@@ -405,11 +357,11 @@ static int check_ckpt_slot(stage *s, const char *msg, uint64_t id, uint32_t slot
     char f[64];
     if (id == 0) {
         snprintf(f, sizeof f, "%s.id", msg);
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: 0 is not a checkpoint id (ids start at 1)", f);
+        return stage_fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: 0 is not a checkpoint id (ids start at 1)", f);
     }
     if (slot >= (uint32_t)s->max_seqs) {
         snprintf(f, sizeof f, "%s.slot", msg);
-        return fail(rp, Q35__CODE__NOT_FOUND, f, "%s: unknown slot %u (0..%d)", f, slot,
+        return stage_fail(rp, Q35__CODE__NOT_FOUND, f, "%s: unknown slot %u (0..%d)", f, slot,
                     s->max_seqs - 1);
     }
     return 0;
@@ -422,7 +374,7 @@ static int on_ckpt_save(stage *s, const Q35__CkptSave *m, reply *rp, ckpt_out *o
         return -1;
     int len = q35_engine_slot_len(s->eng, (int)m->slot);
     if (len == 0)
-        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot",
+        return stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.slot",
                     "ckpt_save.slot: slot %u is empty: nothing to save", m->slot);
     /* a slot whose last chunk ended in drafts holds rows past the tokens
      * kept: within that window it goes back to them first */
@@ -430,11 +382,11 @@ static int on_ckpt_save(stage *s, const Q35__CkptSave *m, reply *rp, ckpt_out *o
         q35_engine_slot_truncate(s->eng, (int)m->slot, (int)m->n_tokens, err, sizeof err) == 0)
         len = (int)m->n_tokens;
     if ((int)m->n_tokens != len)
-        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens",
+        return stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_save.n_tokens",
                     "ckpt_save.n_tokens: %u, but slot %u holds %d positions", m->n_tokens, m->slot,
                     len);
     if (q35_engine_ckpt_len(s->eng, m->id) >= 0)
-        return fail(rp, Q35__CODE__ALREADY_EXISTS, "ckpt_save.id",
+        return stage_fail(rp, Q35__CODE__ALREADY_EXISTS, "ckpt_save.id",
                     "ckpt_save.id: checkpoint %llu exists already", (unsigned long long)m->id);
     int n_ev = 0;
     int rc = q35_engine_ckpt_save(s->eng, (int)m->slot, m->id, o->evicted, MAX_EVICT_REPORTED,
@@ -442,7 +394,7 @@ static int on_ckpt_save(stage *s, const Q35__CkptSave *m, reply *rp, ckpt_out *o
     if (rc == Q35_EDEVICE)
         snprintf(s->device_err, sizeof s->device_err, "%s", err);
     if (rc)
-        return fail(rp, rc == Q35_ERANGE ? Q35__CODE__RESOURCE_EXHAUSTED : q35_wire_code(rc),
+        return stage_fail(rp, rc == Q35_ERANGE ? Q35__CODE__RESOURCE_EXHAUSTED : q35_wire_code(rc),
                     "ckpt_save", "ckpt_save: %s", err);
     ckpt_stats cs;
     q35_engine_ckpt_stats(s->eng, &cs);
@@ -468,16 +420,16 @@ static int on_ckpt_restore(stage *s, const Q35__CkptRestore *m, reply *rp, ckpt_
         return -1;
     int len = q35_engine_ckpt_len(s->eng, m->id);
     if (len < 0)
-        return fail(rp, Q35__CODE__NOT_FOUND, "ckpt_restore.id",
+        return stage_fail(rp, Q35__CODE__NOT_FOUND, "ckpt_restore.id",
                     "ckpt_restore.id: unknown checkpoint %llu (never saved, dropped or evicted)",
                     (unsigned long long)m->id);
     int have = q35_engine_slot_len(s->eng, (int)m->slot);
     if (have != 0)
-        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.slot",
+        return stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.slot",
                     "ckpt_restore.slot: slot %u is not empty (%d positions): free it first",
                     m->slot, have);
     if ((int)m->n_tokens != len)
-        return fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.n_tokens",
+        return stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, "ckpt_restore.n_tokens",
                     "ckpt_restore.n_tokens: %u, but checkpoint %llu holds %d positions",
                     m->n_tokens, (unsigned long long)m->id, len);
     int n = 0;
@@ -485,7 +437,7 @@ static int on_ckpt_restore(stage *s, const Q35__CkptRestore *m, reply *rp, ckpt_
     if (rc == Q35_EDEVICE)
         snprintf(s->device_err, sizeof s->device_err, "%s", err);
     if (rc)
-        return fail(rp, q35_wire_code(rc), "ckpt_restore", "ckpt_restore: %s", err);
+        return stage_fail(rp, q35_wire_code(rc), "ckpt_restore", "ckpt_restore: %s", err);
     q35__ckpt_restored__init(&o->restored);
     o->restored.id = m->id;
     o->restored.n_tokens = (uint32_t)n;
@@ -505,198 +457,6 @@ static void on_ckpt_drop(stage *s, const Q35__CkptDrop *m, reply *rp, ckpt_out *
     rp->r.ckpt_dropped = &o->dropped;
 }
 
-/* Checks everything the last stage reads of one sequence. */
-static int check_last_fields(stage *s, const Q35__SeqChunk *c, size_t i, reply *rp)
-{
-    char f[96];
-#define FIELD(name) (snprintf(f, sizeof f, "forward.seqs[%zu]." name, i), f)
-    if (c->n_draft > STAGE_MAX_DRAFT || c->n_draft >= c->n_tokens)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("n_draft"), "%s: %u, at most %d and fewer than "
-                    "n_tokens %u", f, c->n_draft, STAGE_MAX_DRAFT, c->n_tokens);
-    if (!s->last) {
-        if (c->sample || c->logits != Q35__LOGITS_MODE__LOGITS_NONE || c->n_logprobs || c->want_draft ||
-            c->n_oracle)
-            return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sample"),
-                        "%s: sampling, drafts or logits asked of a stage without the head (layers "
-                        Q35_CUT_FMT ":" Q35_CUT_FMT ")", f, Q35_CUT_ARGS(s->cut_begin),
-                        Q35_CUT_ARGS(s->cut_end));
-        return 0;
-    }
-    if (c->want_draft > STAGE_MAX_DRAFT)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("want_draft"), "%s: %u, at most %d", f,
-                    c->want_draft, STAGE_MAX_DRAFT);
-    if (c->n_draft && !c->sample)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("n_draft"), "%s: drafts in a chunk that "
-                    "does not sample (nothing would verify them)", f);
-    if (c->n_draft && c->logits != Q35__LOGITS_MODE__LOGITS_NONE)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("n_draft"), "%s: drafts with full logits "
-                    "asked for (the logits of refused drafts' rows belong to no token)", f);
-    if (c->n_draft && c->n_token_ids != c->n_tokens)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("token_ids"), "%s: %zu ids for n_tokens %u "
-                    "(a chunk with drafts carries its ids to the last stage)", f, c->n_token_ids, c->n_tokens);
-    if (c->n_oracle > 1 + 2 * STAGE_MAX_DRAFT)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("oracle"), "%s: %zu tokens, at most %d", f,
-                    c->n_oracle, 1 + 2 * STAGE_MAX_DRAFT);
-    for (size_t k = 0; k < c->n_oracle; k++)
-        if (c->oracle[k] < 0 || (uint32_t)c->oracle[k] >= s->cfg->n_vocab) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].oracle[%zu]", i, k);
-            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: token %d not in [0, %u)", f,
-                        c->oracle[k], s->cfg->n_vocab);
-        }
-    if (!(c->oracle_alpha >= 0 && c->oracle_alpha <= 1))
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("oracle_alpha"), "%s: %g, expected 0 .. 1", f,
-                    c->oracle_alpha);
-    if (!q35_wire_enum_ok(&q35__logits_mode__descriptor, c->logits))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("logits"), "%s: unknown value %d", f,
-                    c->logits);
-    if (c->n_logprobs > Q35_WIRE_MAX_LOGPROBS)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("n_logprobs"), "%s: %u, at most %d", f,
-                    c->n_logprobs, Q35_WIRE_MAX_LOGPROBS);
-    const Q35__Constraint *k = c->constraint;
-    if (k && k->grammar && strlen(k->grammar) > Q35_WIRE_MAX_GRAMMAR)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("constraint.grammar"), "%s: %zu bytes, at most %u", f,
-                    strlen(k->grammar), Q35_WIRE_MAX_GRAMMAR);
-    if (k && k->n_generated > (size_t)s->max_ctx)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("constraint.generated"), "%s: %zu tokens, at most %d", f,
-                    k->n_generated, s->max_ctx);
-    if (k && (k->think_end < 0 || (uint32_t)k->think_end > s->cfg->n_vocab))
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("constraint.think_end"), "%s: %d not in [0, %u]", f,
-                    k->think_end, s->cfg->n_vocab);
-    if (c->n_history > (size_t)s->max_ctx)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, FIELD("history"), "%s: %zu tokens, at most %d",
-                    f, c->n_history, s->max_ctx);
-    for (size_t k = 0; k < c->n_history; k++)
-        if (c->history[k] < 0 || (uint32_t)c->history[k] >= s->cfg->n_vocab) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].history[%zu]", i, k);
-            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: token %d not in [0, %u)", f,
-                        c->history[k], s->cfg->n_vocab);
-        }
-    const Q35__Sampling *sp = c->sampling;
-    if (!sp)
-        return 0;
-    /* the wire's 0s mapped as the sampler will get them, then the one
-     * range check of the sampling table (text/sampling.h) */
-    smp_bias bias[Q35_WIRE_MAX_BIAS];
-    size_t n_bias;
-    smp_params p = stage_sample_params(c, bias, &n_bias);
-    if (n_bias > Q35_WIRE_MAX_BIAS)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.logit_bias"), "%s: %zu entries, at most %d",
-                    f, n_bias, Q35_WIRE_MAX_BIAS);
-    char err[Q35_ERRSZ], pre[64];
-    const char *bad = "";
-    snprintf(pre, sizeof pre, "forward.seqs[%zu].sampling.", i);
-    if (smp_check_fields(&p, pre, &bad, err, sizeof err)) {
-        snprintf(f, sizeof f, "%s%s", pre, bad);
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s", err);
-    }
-    if (sp->repeat_last_n > s->max_ctx)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling.repeat_last_n"),
-                    "%s: %d, expected 0 .. %d", f, sp->repeat_last_n, s->max_ctx);
-    if (smp_check(&p, (int32_t)s->cfg->n_vocab, err, sizeof err))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, FIELD("sampling"), "%s: %s", f, err);
-    return 0;
-#undef FIELD
-}
-
-/* Checks what belongs to the wire and to this stage's buffers (counts,
- * byte sizes, dtype, NaN/Inf, sampling fields); the engine validates
- * slots, positions and token ids (batch_failed maps its fault to the
- * field). Fills the engine arrays; *n_total rows, *logit_rows full-logits
- * rows wanted. */
-static int check_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, int *slot, int *pos,
-                         int *ntok, int *n_total, int *logit_rows, bool *all_logits)
-{
-    char f[96];
-    if (fb->n_seqs == 0)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.seqs", "forward.seqs: empty batch");
-    if (fb->n_seqs > (size_t)s->max_seqs)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
-                    "forward.seqs: %zu sequences, this stage has %d slots", fb->n_seqs, s->max_seqs);
-    if (!q35_wire_enum_ok(&q35__dtype__descriptor, fb->dtype))
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.dtype",
-                    "forward.dtype: unknown value %d", fb->dtype);
-    uint64_t total = 0;
-    int lrows = 0, erows = 0;
-    *all_logits = false;
-    for (size_t i = 0; i < fb->n_seqs; i++) {
-        const Q35__SeqChunk *c = fb->seqs[i];
-        /* slot, n_tokens >= 1, pos, the context and token ids: the engine
-         * checks them (its fault names the sequence and field) */
-        total += c->n_tokens;
-        if (total > (uint64_t)s->max_batch) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].n_tokens", i);
-            return fail(rp, Q35__CODE__OUT_OF_RANGE, f,
-                        "%s: batch reaches %llu rows, this stage takes at most %d", f,
-                        (unsigned long long)total, s->max_batch);
-        }
-        if (s->first) {
-            if (c->n_token_ids != c->n_tokens) {
-                snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
-                return fail(rp, Q35__CODE__INVALID_ARGUMENT, f, "%s: %zu ids for n_tokens %u", f,
-                            c->n_token_ids, c->n_tokens);
-            }
-        } else if (c->n_token_ids && !(s->last && c->n_token_ids == c->n_tokens)) {
-            /* the last stage reads them for drafts (verified, or its MTP head's) */
-            snprintf(f, sizeof f, "forward.seqs[%zu].token_ids", i);
-            return fail(rp, Q35__CODE__INVALID_ARGUMENT, f,
-                        "%s: token ids sent to a stage without embeddings (layers " Q35_CUT_FMT
-                        ":" Q35_CUT_FMT ")", f, Q35_CUT_ARGS(s->cut_begin), Q35_CUT_ARGS(s->cut_end));
-        }
-        if (check_last_fields(s, c, i, rp))
-            return -1;
-        if (c->logits == Q35__LOGITS_MODE__LOGITS_ALL) {
-            *all_logits = true;
-            lrows += c->n_tokens;
-        } else if (c->logits == Q35__LOGITS_MODE__LOGITS_LAST) {
-            lrows += 1;
-        }
-        /* the engine's rows: each draft's predecessor is drawn from */
-        erows += c->logits == Q35__LOGITS_MODE__LOGITS_ALL ? (int)c->n_tokens
-                 : c->n_draft ? (int)c->n_draft + 1
-                 : c->sample || c->logits == Q35__LOGITS_MODE__LOGITS_LAST;
-        if (erows > s->max_logit_rows) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].n_draft", i);
-            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: the batch's drafts need %d logit rows, at most %d",
-                        f, erows, s->max_logit_rows);
-        }
-        if (lrows > s->max_logit_rows) {
-            snprintf(f, sizeof f, "forward.seqs[%zu].logits", i);
-            return fail(rp, Q35__CODE__OUT_OF_RANGE, f, "%s: %d full-logit rows, at most %d", f,
-                        lrows, s->max_logit_rows);
-        }
-        slot[i] = c->slot;
-        pos[i] = c->pos;
-        ntok[i] = c->n_tokens;
-    }
-    if (*all_logits && total > (uint64_t)s->max_logit_rows)
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
-                    "forward.seqs: full logits of every row need %llu rows, at most %d",
-                    (unsigned long long)total, s->max_logit_rows);
-    *n_total = (int)total;
-    *logit_rows = lrows;
-
-    size_t esz = q35_wire_dtype_size(fb->dtype);
-    uint64_t want = s->first ? 0 : total * s->cfg->n_embd * esz;
-    if (fb->hidden.len != want)
-        return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.hidden",
-                    "forward.hidden: %zu bytes, expected %llu (%llu rows x %u x %s)",
-                    fb->hidden.len, (unsigned long long)want,
-                    (unsigned long long)(s->first ? 0 : total), s->cfg->n_embd,
-                    q35_wire_dtype_name(fb->dtype));
-    if (!s->first) {
-        size_t n = total * s->cfg->n_embd;
-        q35_wire_decode(fb->dtype, fb->hidden.data, n, s->x_in);
-        int64_t bad = q35_wire_nonfinite(s->x_in, n);
-        if (bad >= 0) {
-            int64_t row = bad / s->cfg->n_embd;
-            return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.hidden",
-                        "forward.hidden: row %lld element %lld is %s", (long long)row,
-                        (long long)(bad % s->cfg->n_embd),
-                        isnan(s->x_in[bad]) ? "NaN" : "Inf");
-        }
-    }
-    return 0;
-}
 
 /* Per-batch scratch for the reply of a forward pass. */
 typedef struct fwd_out {
@@ -745,7 +505,7 @@ static int batch_failed(reply *rp, int rc, const q35_batch_fault *ft, const char
         if (batch_fields[k].code)
             code = batch_fields[k].code;
     }
-    return fail(rp, code, f, "%s: %s", f, err);
+    return stage_fail(rp, code, f, "%s: %s", f, err);
 }
 
 /* The last stage's reply to a forward: each sampling sequence's tokens
@@ -764,7 +524,7 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
     o->drafts = calloc(ns * STAGE_MAX_DRAFT, sizeof *o->drafts);
     o->hidden = lrows ? malloc((size_t)lrows * V * sizeof(float)) : NULL;
     if (!o->sm || !o->psm || !o->pdraw || !o->tops || !o->ptops || !o->drafts || (lrows && !o->hidden))
-        return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+        return stage_fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
     for (size_t d = 0; d < ns * per; d++) {
         Q35__Sampled *sm = &o->sm[d];
         q35__sampled__init(sm);
@@ -812,7 +572,7 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
             if (rc == Q35_EDEVICE)
                 snprintf(s->device_err, sizeof s->device_err, "%s", err);
             if (rc)
-                return fail(rp, rc == Q35_EDEVICE ? Q35__CODE__INTERNAL : Q35__CODE__INVALID_ARGUMENT,
+                return stage_fail(rp, rc == Q35_EDEVICE ? Q35__CODE__INTERNAL : Q35__CODE__INVALID_ARGUMENT,
                             "forward", "seqs[%zu]: %s", i, err);
             Q35__Sampled *sm = draw[0];
             sm->slot = c->slot;
@@ -843,9 +603,9 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     int n_total = 0, lrows = 0;
     bool all = false;
     if (fb->n_seqs > (size_t)s->max_seqs)   /* before the VLAs get big */
-        return fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
+        return stage_fail(rp, Q35__CODE__OUT_OF_RANGE, "forward.seqs",
                     "forward.seqs: %zu sequences, this stage has %d slots", fb->n_seqs, s->max_seqs);
-    if (check_forward(s, fb, rp, slot, pos, ntok, &n_total, &lrows, &all))
+    if (stage_check_forward(s, fb, rp, slot, pos, ntok, &n_total, &lrows, &all))
         return -1;
 
     /* The first stage reads token ids as int32: gather them; so does a
@@ -858,13 +618,13 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
     if (s->first || mtp) {
         ids = malloc((size_t)n_total * sizeof *ids);
         if (!ids)
-            return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+            return stage_fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
         int k = 0;
         for (size_t i = 0; i < ns; i++) {
             const Q35__SeqChunk *c = fb->seqs[i];
             if (c->n_token_ids != c->n_tokens) {
                 free(ids);
-                return fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.seqs.token_ids",
+                return stage_fail(rp, Q35__CODE__INVALID_ARGUMENT, "forward.seqs.token_ids",
                             "forward.seqs[%zu].token_ids: %zu ids for n_tokens %u (this last stage "
                             "drafts with the MTP head: it embeds every row's next token)", i,
                             c->n_token_ids, c->n_tokens);
@@ -907,7 +667,7 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
             free(ids);
             char f[64];
             snprintf(f, sizeof f, "forward.seqs[%zu].pos", i);
-            return fail(rp, Q35__CODE__FAILED_PRECONDITION, f, "%s: %s", f, err);
+            return stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, f, "%s: %s", f, err);
         }
     }
     double t0 = q35_now();
@@ -922,7 +682,7 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
         snprintf(s->device_err, sizeof s->device_err, "%s", err);
     if (rc)
         return flt.field != Q35_BATCH_OK ? batch_failed(rp, rc, &flt, err)
-                                         : fail(rp, q35_wire_code(rc), "forward", "%s", err);
+                                         : stage_fail(rp, q35_wire_code(rc), "forward", "%s", err);
     s->busy_s += dt;
     s->n_forward++;
     s->n_tokens += n_total;
@@ -934,7 +694,7 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
         size_t n = (size_t)n_total * s->cfg->n_embd, esz = q35_wire_dtype_size(fb->dtype);
         o->hidden = malloc(n * esz);
         if (!o->hidden)
-            return fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
+            return stage_fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
         q35_wire_encode(fb->dtype, s->x_out, n, o->hidden);
         o->fr.hidden.data = o->hidden;
         o->fr.hidden.len = n * esz;
@@ -947,7 +707,7 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
 }
 
 /* Every sequence gone (a new owner, or the owner gone). */
-static void reset_all(stage *s)
+void stage_reset_all(stage *s)
 {
     for (int i = 0; i < s->max_seqs; i++)
         q35_engine_slot_reset(s->eng, i, NULL, 0);
@@ -973,7 +733,7 @@ static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
                 q35_log_warn("refused a coordinator (pid %u on %.64s): %s", r->hello->pid,
                              r->hello->host ? r->hello->host : "?", msg);
             s->refused_instance = r->hello->coordinator;
-            fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello", "%s", msg);
+            stage_fail(rp, Q35__CODE__FAILED_PRECONDITION, "hello", "%s", msg);
             if (s->lease.held) {    /* so a restarted owner can tell it was its old life */
                 lease_owner_msg(&s->lease, s->lease_s, now, &rp->owner);
                 rp->e.owner = &rp->owner;
@@ -984,10 +744,10 @@ static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
         if (k == 1 && !r->hello->takeover) {
             q35_log_warn("lease handed to %s: it found the owner before it (%s) gone; every slot "
                          "freed", owner, msg);
-            reset_all(s);
+            stage_reset_all(s);
         } else if (k == 1) {
             q35_log_warn("taken over by %s; %s is fenced out, every slot freed", owner, msg);
-            reset_all(s);
+            stage_reset_all(s);
         } else if (!was) {
             q35_log_info("serving %s", owner);
         }
@@ -995,7 +755,7 @@ static bool lease_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
     }
     int code = lease_check(&s->lease, ident, idlen, now, msg, sizeof msg);
     if (code) {
-        fail(rp, code, "", "%s", msg);
+        stage_fail(rp, code, "", "%s", msg);
         return false;
     }
     return true;
@@ -1019,13 +779,13 @@ static bool leave_allows(stage *s, const uint8_t *ident, size_t idlen, const Q35
         s->leave_acked = true;
     if (r->body_case == Q35__STAGE_REQUEST__BODY_HELLO ||
         r->body_case == Q35__STAGE_REQUEST__BODY_FORWARD) {
-        fail(rp, Q35__CODE__UNAVAILABLE, "", "this stage is stopping: it serves no new work");
+        stage_fail(rp, Q35__CODE__UNAVAILABLE, "", "this stage is stopping: it serves no new work");
         return false;
     }
     return true;
 }
 
-static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void *req, size_t len,
+int stage_handle_from(stage *s, const uint8_t *ident, size_t idlen, const void *req, size_t len,
                        uint8_t **out, size_t *out_len)
 {
     reply rp;
@@ -1042,9 +802,9 @@ static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void 
     q35_wire_budget_init(&bud, q35_wire_budget_for(len));
     Q35__StageRequest *r = NULL;
     if (len > s->req_max)
-        fail(&rp, Q35__CODE__OUT_OF_RANGE, "", "request of %zu bytes, at most %zu", len, s->req_max);
+        stage_fail(&rp, Q35__CODE__OUT_OF_RANGE, "", "request of %zu bytes, at most %zu", len, s->req_max);
     else if (!(r = q35_wire_unpack(&q35__stage_request__descriptor, req, len, &bud, err, sizeof err)))
-        fail(&rp, Q35__CODE__INVALID_ARGUMENT, "", "%s", err);
+        stage_fail(&rp, Q35__CODE__INVALID_ARGUMENT, "", "%s", err);
     else {
         rp.r.epoch = r->epoch;
         rp.r.id = r->id;
@@ -1053,7 +813,7 @@ static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void 
         switch (allowed ? r->body_case : Q35__STAGE_REQUEST__BODY__NOT_SET) {
         case Q35__STAGE_REQUEST__BODY__NOT_SET:
             if (allowed)
-                fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case 0)");
+                stage_fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case 0)");
             break;
         case Q35__STAGE_REQUEST__BODY_HELLO:   on_hello(s, r->hello, &rp, &hs); break;
         case Q35__STAGE_REQUEST__BODY_FORWARD: on_forward(s, r->forward, &rp, &fo); break;
@@ -1063,13 +823,13 @@ static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void 
         case Q35__STAGE_REQUEST__BODY_CKPT_RESTORE: on_ckpt_restore(s, r->ckpt_restore, &rp, &co); break;
         case Q35__STAGE_REQUEST__BODY_CKPT_DROP:    on_ckpt_drop(s, r->ckpt_drop, &rp, &co); break;
         default:
-            fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case %d)",
+            stage_fail(&rp, Q35__CODE__INVALID_ARGUMENT, "body", "request without a known body (case %d)",
                  (int)r->body_case);
         }
     }
     if (rp.r.body_case == Q35__STAGE_REPLY__BODY_ERROR)
         s->n_errors++;
-    int rc = pack(&rp.r, out, out_len);
+    int rc = stage_pack(&rp.r, out, out_len);
     q35_wire_free(r, &bud);
     fwd_out_free(&fo);
     return rc;
@@ -1077,193 +837,5 @@ static int handle_from(stage *s, const uint8_t *ident, size_t idlen, const void 
 
 int stage_handle(stage *s, const void *req, size_t len, uint8_t **out, size_t *out_len)
 {
-    return handle_from(s, NULL, 0, req, len, out, out_len);
-}
-
-/* ---- socket loop ------------------------------------------------------------ */
-
-int stage_bind(stage *s, const char *endpoint, char *err, size_t errsz)
-{
-    s->zctx = zmq_ctx_new();
-    s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
-    if (!s->sock)
-        return q35_err(err, errsz, Q35_EIO, "zmq socket: %s", zmq_strerror(errno));
-    int rc = q35_wire_sockopts(s->sock, (int64_t)s->req_max, err, errsz);
-    if (rc)
-        return rc;
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://q35-stage-mon-%p", (void *)s);
-    int linger = 0;
-    if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
-                                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0 ||
-        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
-        zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s->mon, mon))
-        return q35_err(err, errsz, Q35_EIO, "socket monitor: %s", zmq_strerror(errno));
-    if (s->curve_secret) {
-        /* the handler must run before the first peer handshakes */
-        if (!(s->zap = curve_zap_new(s->zctx, s->curve_allowed, s->n_curve_allowed, err, errsz)))
-            return Q35_EIO;
-        if ((rc = curve_server_setup(s->sock, s->curve_secret, err, errsz)))
-            return rc;
-    }
-    s->curve_secret = NULL;
-    s->curve_allowed = NULL;
-    return q35_wire_bind(s->sock, endpoint, err, errsz);
-}
-
-/* A peer that never got through the handshake (refused keys are logged
- * by the ZAP handler): once per kind, since it retries forever. */
-static void on_handshake_failed(stage *s, uint32_t code)
-{
-    for (int i = 0; i < s->n_hs_logged; i++)
-        if (s->hs_logged[i] == code)
-            return;
-    if (s->n_hs_logged == (int)(sizeof s->hs_logged / sizeof s->hs_logged[0]))
-        return;
-    s->hs_logged[s->n_hs_logged++] = code;
-    const char *why = code == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-                          ? (s->zap ? "it does not use CURVE (plaintext)" : "it uses CURVE, this stage does not")
-                      : code == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
-                          ? "its CURVE hello does not decrypt (its stage-key is not this stage's public key)"
-                          : "protocol error";
-    q35_log_warn("refused a peer: handshake failed (0x%x): %s", code, why);
-}
-
-int stage_leave(stage *s, const char *why)
-{
-    s->leave_acked = false;
-    if (!s->sock || !s->lease.held) {
-        s->leaving = true;          /* nobody to tell; a new coordinator is refused */
-        return 0;
-    }
-    Q35__Leaving lv = Q35__LEAVING__INIT;
-    lv.reason = (char *)why;
-    Q35__StageReply r = Q35__STAGE_REPLY__INIT;
-    r.epoch = s->leave_epoch = s->owner_epoch;
-    r.id = 0;
-    r.body_case = Q35__STAGE_REPLY__BODY_LEAVING;
-    r.leaving = &lv;
-    uint8_t *out;
-    size_t out_len;
-    if (pack(&r, &out, &out_len))
-        return -1;
-    int rc = zmq_send(s->sock, s->lease.ident, s->lease.ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-             zmq_send(s->sock, out, out_len, ZMQ_DONTWAIT) < 0 ? -1 : 1;
-    free(out);
-    /* not told: the steps already sent are answered as before (a refusal
-     * would end their requests); the disconnect tells it */
-    s->leaving = rc == 1;
-    return rc;
-}
-
-bool stage_leave_acked(const stage *s) { return s->leave_acked || !s->lease.held; }
-
-/* When the last peer is gone (the coordinator died or its link timed out
- * on heartbeats), nobody can continue the sequences: free every slot. */
-static void on_monitor(stage *s)
-{
-    uint16_t ev;
-    uint32_t val;
-    while (q35_wire_monitor_event(s->mon, &ev, &val) == 0) {
-        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-            on_handshake_failed(s, val);
-        else if (ev == ZMQ_EVENT_ACCEPTED)
-            s->n_peers++;
-        else if (ev == ZMQ_EVENT_DISCONNECTED) {
-            /* the owner's own connection: its sequences end now, even
-             * while other peers stay connected (a new coordinator, a
-             * refused one) — else its successor waits out the lease */
-            bool owner = s->lease.held && s->lease.fd >= 0 && s->lease.fd == (int)val;
-            bool last = s->n_peers > 0 && --s->n_peers == 0;
-            if (owner && !last && !s->leaving) {
-                char o[160];
-                lease_owner(&s->lease, o, sizeof o);
-                q35_log_info("%s disconnected: its lease ended, every slot freed", o);
-            }
-            if (owner || (last && s->lease.held)) {
-                reset_all(s);
-                s->lease.held = false;
-            } else if (last) {
-                reset_all(s);
-            }
-        }
-    }
-}
-
-int stage_serve_once(stage *s, int timeout_ms, int wake_fd, char *err, size_t errsz)
-{
-    zmq_pollitem_t it[3] = { { .socket = s->sock, .events = ZMQ_POLLIN },
-                             { .socket = s->mon, .events = ZMQ_POLLIN },
-                             { .fd = wake_fd, .events = ZMQ_POLLIN } };
-    if (s->device_err[0])
-        return device_failed(s, err, errsz);
-    double t0 = q35_now();
-    int n = zmq_poll(it, wake_fd >= 0 ? 3 : 2, timeout_ms);
-    s->idle_s += q35_now() - t0;
-    if (n > 0 && (it[1].revents & ZMQ_POLLIN))
-        on_monitor(s);
-    if (n < 0) {
-        if (errno == EINTR)
-            return 0;
-        return q35_err(err, errsz, Q35_EIO, "zmq_poll: %s", zmq_strerror(errno));
-    }
-    if (!(it[0].revents & ZMQ_POLLIN)) {
-        /* a whole poll without a message: is the owner gone? (checked only
-         * here: after a long step its messages may simply be waiting) */
-        if (n == 0 && s->lease.held && q35_now() - s->lease.last_seen > s->lease_s) {
-            char owner[160];
-            lease_owner(&s->lease, owner, sizeof owner);
-            q35_log_warn("%s silent for %.0f s: its lease ended, every slot freed", owner,
-                         q35_now() - s->lease.last_seen);
-            reset_all(s);
-            s->lease.held = false;
-        }
-        return 0;
-    }
-    q35_wire_msg m;
-    if (q35_wire_recv(s->sock, &m, ZMQ_DONTWAIT) != 0)
-        return errno == EAGAIN || errno == EINTR ? 0
-               : q35_err(err, errsz, Q35_EIO, "recv: %s", zmq_strerror(errno));
-    size_t idlen, plen;
-    const void *id = q35_wire_frame(&m, 0, &idlen);
-    uint8_t *out = NULL;
-    size_t out_len = 0;
-    if (m.n < 2) {                  /* no payload after the identity: nothing to answer */
-        s->dropped++;
-        q35_wire_msg_close(&m);
-        return 1;
-    }
-    if (m.too_many || m.n != 2) {
-        reply rp;
-        q35__stage_reply__init(&rp.r);
-        fail(&rp, Q35__CODE__INVALID_ARGUMENT, "", "message of %s frames, expected [identity][request]",
-             m.too_many ? "too many" : "3");
-        s->n_errors++;
-        if (pack(&rp.r, &out, &out_len))
-            out = NULL;
-    } else {
-        const void *p = q35_wire_frame(&m, 1, &plen);
-        /* the fd is on the payload frame (the ROUTER's routing-id frame
-         * has none); events posted before this message was read are
-         * applied first, so a fd reused by a new connection is never
-         * taken for the old owner's */
-        s->msg_fd = zmq_msg_get(&m.f[1], ZMQ_SRCFD);
-        on_monitor(s);
-        if (handle_from(s, id, idlen, p, plen, &out, &out_len))
-            out = NULL;
-    }
-    if (out) {
-        /* DONTWAIT: a vanished peer (EHOSTUNREACH) or a full pipe must not
-         * stall the loop; the coordinator's step deadline covers it. */
-        if (zmq_send(s->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-            zmq_send(s->sock, out, out_len, ZMQ_DONTWAIT) < 0)
-            s->dropped++;
-        free(out);
-    } else {
-        s->dropped++;
-    }
-    q35_wire_msg_close(&m);
-    if (s->device_err[0])
-        return device_failed(s, err, errsz);
-    return 1;
+    return stage_handle_from(s, NULL, 0, req, len, out, out_len);
 }
