@@ -173,13 +173,15 @@ static bool decoding(const req *r)
     return r->n_sent >= r->n_prompt && !r->cancelled && !r->expired && !r->err_code;
 }
 
-/* The slowest stage's fitted time for a step of `rows` rows (0: none known). */
-static double slowest_step_s(const coord *c, int rows)
+/* The slowest stage's fitted time for a decode-only step of `rows` rows
+ * (its fit over decode-only steps where it has one; 0: none known). */
+static double slowest_dec_s(const coord *c, int rows)
 {
     double t = 0;
     for (int k = 0; k < c->n_links; k++) {
         const link *l = &c->links[k];
-        double s = l->step_fixed_s + l->step_row_s * rows;
+        double s = l->dec_fixed_s + l->dec_row_s > 0 ? l->dec_fixed_s + l->dec_row_s * rows
+                                                      : l->step_fixed_s + l->step_row_s * rows;
         if (l->state == L_UP && s > t)
             t = s;
     }
@@ -298,7 +300,7 @@ static mbatch *form_mb(coord *c)
         }
         if (b->used && n_dec == b->n) {
             dec_only++;
-            dec_s += slowest_step_s(c, rows);
+            dec_s += slowest_dec_s(c, rows);
         }
     }
     /* Micro-batches of decode rows alone are extra while a prompt
