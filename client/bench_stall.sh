@@ -72,11 +72,12 @@ med=$(awk -v a="$t0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
                                          if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
       "$P35_RUN/b.json" | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
 set -- $(awk -v a="$t0" -v b="$t1" -v st="$ST" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
-                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; k++; o += g > 2 * st
+                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; v[++k] = g; o += g > 2 * st
                                                                    if (g > m) m = g }
                                  last = t }
-                                 END { printf "%.1f %d %d", m, o, k }' "$P35_RUN/b.json")
+                                 END { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+                                       printf "%.1f %d %d %.1f", m, o, k, k ? v[int((k + 1) / 2)] : 0 }' "$P35_RUN/b.json")
 awk -v st="$ST" -v p="$P" -v tt="$(ttft "$P35_RUN/a.json")" -v al="$(ttft "$P35_RUN/alone.json")" -v med="$med" \
-    -v mx="$1" -v o="$2" -v k="$3" 'BEGIN {
-    printf "decode beside a %d-token prompt (2 CPU stages, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
-           p, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, tt, al }'
+    -v mx="$1" -v o="$2" -v k="$3" -v md="$4" 'BEGIN {
+    printf "decode beside a %d-token prompt (2 CPU stages, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
+           p, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'
