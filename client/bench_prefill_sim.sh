@@ -13,7 +13,9 @@
 #
 # Env: BIN, BENCH_SIM_PROFILE, BENCH_SIM_SCALE (10), BENCH_SIM_DIES
 # ("1 2 4 8"), BENCH_PROMPTS ("2048 8192"), BENCH_STEP_TARGET_MS (0: the
-# coordinator's default chunks), BENCH_SIM_WRAP.
+# coordinator's default chunks), BENCH_SIM_WRAP; the decode stall at the
+# end: BENCH_STALL_TARGET_MS (20), BENCH_STALL_PROMPT (2048),
+# BENCH_STALL_TRACE (a file for its --trace), BENCH_STALL_ONLY=1 (only it).
 set -eu
 P35_ME=bench-prefill-sim
 . "$(dirname "$0")/pipeline.sh"
@@ -71,6 +73,7 @@ ttft() {
 
 echo "bench-prefill-sim: SIMULATED dies ($(sed -n 's/^name *//p' "$PROFILE") / $SCALE), one prompt; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-7s %-5s %-6s %10s %10s %8s %10s %8s %9s\n' prompt dies cache "ttft_off_s" "ttft_on_s" "on/off" "speedup" "x/dies" "target"
+[ "${BENCH_STALL_ONLY:-0}" = 1 ] && PROMPTS=""
 for p in $PROMPTS; do
     for cache in off on; do
         set --
@@ -88,21 +91,39 @@ for p in $PROMPTS; do
 done
 
 # A decode stream while a long prompt prefills (4 dies, --step-target-ms
-# BENCH_STALL_TARGET_MS, default 20): its largest gap between tokens while
-# the prompt is in flight, against its gap before, and against a token's
-# least possible trip then (every stage running one step of the target).
+# BENCH_STALL_TARGET_MS, default 20, a BENCH_STALL_PROMPT-token prompt,
+# default 2048): the stream's largest gap between tokens while the prompt
+# is in flight, in step targets (the target, issue #28: no decode stream
+# stalled longer than 2), against its gap before; and the prompt's TTFT
+# beside the stream and alone (a fresh coordinator each, the same target).
+# BENCH_STALL_TRACE=FILE keeps the coordinator's --trace of the run with
+# the stream.
 ST=${BENCH_STALL_TARGET_MS:-20}
-P=$MAXP
-names=""
-for k in 0 1 2 3; do
-    p35_stage "d$k" "$MODEL" "$((10 * k)):$((10 * k + 10))" --backend sim --sim-profile "$P35_RUN/sim.profile" \
-        --max-seqs 2 --max-ctx $CTX
-    names="$names d$k"
-done
-# shellcheck disable=SC2086
-p35_coord "$MODEL" $names -- --max-seqs 2 --max-ctx $CTX --step-target-ms "$ST"
-p35_wait_ready 60
-p35_bg_client "$P35_RUN/b.json" --prompt-ids "$P35_RUN/p2048.ids" -n 100000 --ignore-eos --json --timeout 900000 \
+P=${BENCH_STALL_PROMPT:-2048}
+[ -f "$P35_RUN/p$P.ids" ] ||
+    awk -v n="$P" 'BEGIN { srand(7); for (k = 0; k < n; k++) printf "%d ", 1 + int(rand() * 400); print "" }' \
+        >"$P35_RUN/p$P.ids"
+[ "$P" -gt "$MAXP" ] && CTX=$((P + 64))
+echo "5 6 7" >"$P35_RUN/short.ids"
+# stall_chain [coordinator options]: 4 stages and a coordinator, ready
+stall_chain() {
+    names=""
+    for k in 0 1 2 3; do
+        p35_stage "d$k" "$MODEL" "$((10 * k)):$((10 * k + 10))" --backend sim --sim-profile "$P35_RUN/sim.profile" \
+            --max-seqs 2 --max-ctx $CTX
+        names="$names d$k"
+    done
+    # shellcheck disable=SC2086
+    p35_coord "$MODEL" $names -- --max-seqs 2 --max-ctx $CTX --step-target-ms "$ST" "$@"
+    p35_wait_ready 60
+}
+stall_chain
+p35_client --prompt-ids "$P35_RUN/p$P.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/alone.json" ||
+    p35_die "the long prompt alone failed"
+p35_stop
+alone=$(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$P35_RUN/alone.json")
+if [ -n "${BENCH_STALL_TRACE:-}" ]; then stall_chain --trace "$P35_RUN/stall.trace"; else stall_chain; fi
+p35_bg_client "$P35_RUN/b.json" --prompt-ids "$P35_RUN/short.ids" -n 100000 --ignore-eos --json --timeout 900000 \
     2>/dev/null || true
 bpid=$P35_LAST
 i=0
@@ -113,15 +134,21 @@ p35_client --prompt-ids "$P35_RUN/p$P.ids" -n 1 --ignore-eos --json --timeout 90
 t1=$(date +%s.%N)
 kill "$bpid" 2>/dev/null || true
 wait "$bpid" 2>/dev/null || true
+p35_stop
+[ -n "${BENCH_STALL_TRACE:-}" ] && cp "$P35_RUN/stall.trace" "$BENCH_STALL_TRACE"
 a_ttft=$(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$P35_RUN/a.json")
 # gaps between the stream's tokens: before the prompt came, and the largest while it was in flight
 awk -v a="$t0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
                                      if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
     "$P35_RUN/b.json" | sort -n >"$P35_RUN/pre.txt"
 med=$(awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }' "$P35_RUN/pre.txt")
-mx=$(awk -v a="$t0" -v b="$t1" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
-                                 if (n++ && last >= a && t <= b && (t - last) * 1000 > m) m = (t - last) * 1000; last = t }
-                                 END { printf "%.1f", m }' "$P35_RUN/b.json")
-awk -v st="$ST" -v p="$P" -v tt="$a_ttft" -v med="$med" -v mx="$mx" 'BEGIN {
-    printf "decode beside a %d-token prompt (4 dies, step target %d ms; the prompt TTFT %.3f s): gap before %.1f ms, largest while it prefills %.1f ms = %.1f step targets (a trip through 4 stages of one target each: 4)\n",
-           p, st, tt, med, mx, mx / st }'
+# the largest gap while it was in flight, and how many of them passed 2 step targets
+set -- $(awk -v a="$t0" -v b="$t1" -v st="$ST" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; v[++k] = g; o += g > 2 * st
+                                                                   if (g > m) m = g }
+                                 last = t }
+                                 END { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+                                       printf "%.1f %d %d %.1f", m, o, k, k ? v[int((k + 1) / 2)] : 0 }' "$P35_RUN/b.json")
+awk -v st="$ST" -v p="$P" -v tt="$a_ttft" -v al="$alone" -v med="$med" -v mx="$1" -v o="$2" -v k="$3" -v md="$4" 'BEGIN {
+    printf "decode beside a %d-token prompt (4 dies, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
+           p, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'

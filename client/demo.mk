@@ -48,6 +48,13 @@ bench-prefix:
 bench-prefill-sim:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_BUILD=$(BUILD) sh client/bench_prefill_sim.sh
+# make bench-stall: a decode stream beside a 2,048-token prompt on 2 real
+# CPU stages (the mini model, 1 thread each): its largest gap in step
+# targets, the prompt's TTFT beside it and alone (client/bench_stall.sh).
+.PHONY: bench-stall
+bench-stall:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_stall.sh
 
 
 bench-hosts:

@@ -18,6 +18,11 @@
 #include "sbuf.h"
 
 #define QUEUE_PATIENCE_S 10.0   /* longest a request waits for a chain never up */
+/* The longest a decode stream should wait for a token while prompts
+ * prefill, in step targets (issue #28), and the share of it the row
+ * budget plans for (the rest absorbs jitter and the fit's error). */
+#define COORD_STALL_TARGETS 2.0
+#define STALL_MARGIN 0.85
 
 static double replay_wait_s(const coord *c)
 {
@@ -162,13 +167,56 @@ bool sched_in_flight(const coord *c, const mbatch *m)
     return false;
 }
 
-/* Rows a step may hold so the slowest stage's takes about
- * --step-target-ms, from each stage's fitted step time (0: no target). */
-static int step_budget(const coord *c)
+/* A sequence that decodes: it waits for each of its tokens. */
+static bool decoding(const req *r)
+{
+    return r->n_sent >= r->n_prompt && !r->cancelled && !r->expired && !r->err_code;
+}
+
+/* The slowest stage's fitted time for a decode-only step of `rows` rows
+ * (its fit over decode-only steps where it has one; 0: none known). */
+static double slowest_dec_s(const coord *c, int rows)
+{
+    double t = 0;
+    for (int k = 0; k < c->n_links; k++) {
+        const link *l = &c->links[k];
+        double s = l->dec_fixed_s + l->dec_row_s > 0 ? l->dec_fixed_s + l->dec_row_s * rows
+                                                      : l->step_fixed_s + l->step_row_s * rows;
+        if (l->state == L_UP && s > t)
+            t = s;
+    }
+    return t;
+}
+
+/* Rows a step may hold so the slowest stage's takes about its time
+ * budget, from each stage's fitted step time (0: no target). Without a
+ * decode stream the budget is --step-target-ms. A decode token, though,
+ * waits at every stage for the step running there (a step is never cut
+ * short), and a stage runs every micro-batch in flight once per token of
+ * the stream: the stream's gap between tokens is about the slowest
+ * stage's steps of all of them (want prompt chunks and dec_s of decode-
+ * only steps) plus every hop's round trip. So while a stream decodes, a
+ * prompt chunk's step gets the share of COORD_STALL_TARGETS step targets
+ * (less STALL_MARGIN for jitter) that keeps that cycle within them:
+ * about 2 x target / want, a target at most. Prefill then runs in more,
+ * smaller chunks (each pays a stage's fixed cost once more), only while
+ * it must. */
+static int step_budget(const coord *c, int want, double dec_s)
 {
     if (c->o.step_target_ms <= 0)
         return 0;
     double t = c->o.step_target_ms / 1000.0;
+    bool dec = false;
+    for (const req *r = c->active; r && !dec; r = r->next)
+        dec = decoding(r);
+    if (dec) {
+        double net = 0;
+        for (int k = 0; k < c->n_links; k++)
+            net += c->links[k].net_s;
+        double share = (COORD_STALL_TARGETS * STALL_MARGIN * t - net - dec_s) / want;
+        if (share < t)
+            t = share > 0 ? share : 0;
+    }
     int budget = c->max_batch;
     bool known = false;
     for (int k = 0; k < c->n_links; k++) {
@@ -237,21 +285,42 @@ static mbatch *form_mb(coord *c)
     int live = 0;
     for (req *r = c->active; r; r = r->next)
         live += !r->cancelled && !r->expired;
-    int want = mb_want(c, live), used = 0;
+    int want = mb_want(c, live), used = 0, dec_only = 0;
+    double dec_s = 0;
     mbatch *m = NULL;
     for (int i = 0; i < c->n_mb; i++) {
-        used += c->mb[i].used;
-        if (!c->mb[i].used && !m)
+        const mbatch *b = &c->mb[i];
+        used += b->used;
+        if (!b->used && !m)
             m = &c->mb[i];
+        int rows = 0, n_dec = 0;
+        for (int j = 0; b->used && j < b->n; j++) {
+            rows += b->ntok[j];
+            n_dec += b->pos[j] >= b->r[j]->n_prompt;
+        }
+        if (b->used && n_dec == b->n) {
+            dec_only++;
+            dec_s += slowest_dec_s(c, rows);
+        }
     }
-    if (!m || used >= want)
+    /* Micro-batches of decode rows alone are extra while a prompt
+     * prefills: its chunks keep want micro-batches of their own, so no
+     * stage idles for the length of a prompt step while a stream's short
+     * step passes (each stage runs every micro-batch once a token), and a
+     * stream's next token never waits for a prompt chunk to come back. */
+    bool prompt = false, dec_ready = false;
+    for (req *r = c->active; r; r = r->next) {
+        prompt |= r->n_sent < r->n_prompt && !r->cancelled && !r->expired && !r->err_code;
+        dec_ready |= decoding(r) && runnable(c, r);
+    }
+    if (!m || (used >= want + (prompt ? dec_only : 0) && !(prompt && dec_ready)))
         return NULL;
     int cap = (live + want - 1) / want;
     if (cap < 1)
         cap = 1;
     if (cap > 64)
         cap = 64;
-    int rows = 0, lrows = 0, budget = step_budget(c), seq_cap = cap;
+    int rows = 0, lrows = 0, budget = step_budget(c, want, dec_s), seq_cap = cap;
     m->n = 0;
     for (int pass = 0; pass < 2; pass++) {
         int limit = c->max_batch;   /* decode rows: always all of them */

@@ -90,9 +90,14 @@ static const opt_def coord_defs[] = {
     OPT_INT_ROW(coord_cfg, "step-target-ms", step_target_ms, "MS", "0", 0, 600000,
       "Target time of one forward step: prefill chunks fill each micro-batch, after its "
       "decode rows, only up to the rows the slowest stage runs in about this time (from "
-      "each stage's measured step times, fitted as fixed + per-row cost), so a long prompt "
-      "stalls running decodes by at most about this; a quarter of the budget always goes to "
-      "prompts. 0 = no target: chunks of up to 128 rows per prompt, up to the stages' batch."),
+      "each stage's measured step times, fitted as fixed + per-row cost); a quarter of the "
+      "budget always goes to prompts. While a stream decodes, a prompt chunk's step gets "
+      "less: a decode token waits at every stage for the step running there, and a stage "
+      "runs every micro-batch in flight once per token, so a step gets the share of 2 "
+      "targets (less 15% for jitter, the hops' round trips and the decode steps) that keeps "
+      "that cycle within them: about 2 x this / the micro-batches in flight (this at most), "
+      "and no decode stream waits longer than about 2 targets for a token. 0 = no target: "
+      "chunks of up to 128 rows per prompt, up to the stages' batch."),
     OPT_BOOL_ROW(coord_cfg, "prefill-pipeline", prefill_pipeline, "true",
       "A prompt's chunks flow back to back through the stages: stage 0 starts chunk k+1 as "
       "soon as it has passed chunk k on, so a long prompt keeps every stage busy; a chunk "

@@ -1,0 +1,83 @@
+#!/bin/sh
+# make bench-stall — a decode stream while a long prompt prefills, on REAL
+# CPU stages: the make bench model (mini: 4 layers of the 35B-A3B's sizes,
+# 64 experts) served by 2 stages x 1 thread (layers 0:2 and 2:4), the
+# coordinator at --step-target-ms BENCH_STALL_TARGET_MS (default 150: a
+# few tens of rows a step here). One stream decodes; once it has 10 tokens
+# a BENCH_STALL_PROMPT-token prompt (default 2048) comes. Prints the
+# stream's gap between tokens before the prompt and the largest while it
+# prefills, in step targets (issue #28: at most 2), and the prompt's TTFT
+# beside the stream and alone (a fresh chain each, the same target).
+# bench-prefill-sim measures the same on 4 simulated dies.
+#
+# Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (another file), BENCH_STALL_TARGET_MS,
+# BENCH_STALL_PROMPT, BENCH_THREADS (1 a stage), BENCH_ACTIVATIONS (exact),
+# BENCH_STALL_TRACE (a file for the coordinator's --trace of the run with
+# the stream).
+set -eu
+P35_ME=bench-stall
+. "$(dirname "$0")/pipeline.sh"
+
+GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
+if [ -n "${BENCH_MODEL:-}" ]; then
+    MODEL=$BENCH_MODEL
+else
+    rc=0
+    MODEL=$(sh "$(dirname "$0")/../tools/bench_preset.sh" mini "$BIN" "$GOLDEN") || rc=$?
+    [ "$rc" -eq 3 ] && exit 0
+    [ "$rc" -eq 0 ] || p35_die "no model for the mini preset"
+fi
+[ -f "$MODEL" ] || p35_die "$MODEL: no such model (BENCH_MODEL)"
+N_LAYER=$("$BIN/qwen35-info" "$MODEL" | sed -n 's/^ *layers *\([0-9]*\) main.*/\1/p')
+[ -n "$N_LAYER" ] || p35_die "qwen35-info $MODEL: no layer count"
+ST=${BENCH_STALL_TARGET_MS:-150}
+P=${BENCH_STALL_PROMPT:-2048}
+TH=${BENCH_THREADS:-1}
+ACT=${BENCH_ACTIVATIONS:-exact}
+CTX=$((P + 1024))
+H=$((N_LAYER / 2))
+
+p35_init
+awk -v n="$P" 'BEGIN { srand(7); for (k = 0; k < n; k++) printf "%d ", 1 + int(rand() * 400); print "" }' >"$P35_RUN/p.ids"
+echo "5 6 7" >"$P35_RUN/short.ids"
+chain() {
+    p35_stage s0 "$MODEL" "0:$H" --threads "$TH" --activations "$ACT" --max-seqs 2 --max-ctx $CTX
+    p35_stage s1 "$MODEL" "$H:$N_LAYER" --threads "$TH" --activations "$ACT" --max-seqs 2 --max-ctx $CTX
+    p35_coord "$MODEL" s0 s1 -- --max-seqs 2 --max-ctx $CTX --step-target-ms "$ST" "$@"
+    p35_wait_ready 120
+}
+ttft() { awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$1"; }
+
+echo "bench-stall: $(basename "$MODEL"), 2 CPU stages x $TH thread (0:$H, $H:$N_LAYER), --activations $ACT, step target $ST ms; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+chain
+p35_client --prompt-ids "$P35_RUN/p.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/alone.json" ||
+    p35_die "the prompt alone failed"
+p35_stop
+p35_clear_logs
+if [ -n "${BENCH_STALL_TRACE:-}" ]; then chain --trace "$P35_RUN/stall.trace"; else chain; fi
+p35_bg_client "$P35_RUN/b.json" --prompt-ids "$P35_RUN/short.ids" -n 100000 --ignore-eos --json --timeout 900000 \
+    2>/dev/null || true
+bpid=$P35_LAST
+i=0
+until [ "$(grep -c '"event":"piece"' "$P35_RUN/b.json" 2>/dev/null)" -ge 10 ] || [ $i -ge 1200 ]; do sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s.%N)
+p35_client --prompt-ids "$P35_RUN/p.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/a.json" ||
+    p35_die "the prompt beside a decode stream failed"
+t1=$(date +%s.%N)
+kill "$bpid" 2>/dev/null || true
+wait "$bpid" 2>/dev/null || true
+p35_stop
+[ -n "${BENCH_STALL_TRACE:-}" ] && cp "$P35_RUN/stall.trace" "$BENCH_STALL_TRACE"
+med=$(awk -v a="$t0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                         if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
+      "$P35_RUN/b.json" | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
+set -- $(awk -v a="$t0" -v b="$t1" -v st="$ST" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; v[++k] = g; o += g > 2 * st
+                                                                   if (g > m) m = g }
+                                 last = t }
+                                 END { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+                                       printf "%.1f %d %d %.1f", m, o, k, k ? v[int((k + 1) / 2)] : 0 }' "$P35_RUN/b.json")
+awk -v st="$ST" -v p="$P" -v tt="$(ttft "$P35_RUN/a.json")" -v al="$(ttft "$P35_RUN/alone.json")" -v med="$med" \
+    -v mx="$1" -v o="$2" -v k="$3" -v md="$4" 'BEGIN {
+    printf "decode beside a %d-token prompt (2 CPU stages, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
+           p, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'
