@@ -166,7 +166,8 @@ typedef struct req {
     int32_t draft[COORD_MAX_DRAFT];
     int n_draft, max_draft;
     double acc, succ, trials;
-    int idle_steps;
+    int idle_steps, probe_gap;      /* steps since drafts; steps between probes (backs off) */
+    bool probing;                   /* the drafts proposed are a probe */
     uint32_t drafted, accepted;
     int32_t *oracle;                /* bench: a plain run's generated tokens */
     int n_oracle;
@@ -231,6 +232,11 @@ struct coord {
     uint64_t replays;               /* sequences rebuilt after a stage was lost */
     uint64_t promotions;            /* spares promoted in place of a lost stage */
     uint64_t drafted, accepted;     /* speculative decoding: drafts verified, kept */
+    /* coord_spec.c: the last stage's MTP head time per draft proposed (a
+     * moving average; 0: not measured), and the acceptance over recent
+     * requests (decaying sums), a new request's prior */
+    double head_row_s;
+    double acc_succ, acc_trials;
     double rate_t[8];
     uint64_t rate_n[8];
     int rate_i;
@@ -456,5 +462,9 @@ void spec_oracle(const req *r, int n_draft, int want, const int32_t **oracle, si
 /* A step verified n_draft drafts and kept n_accepted: counts them, and
  * keeps the n_next drafts the last stage proposed for the next step. */
 void spec_after(coord *c, req *r, int n_draft, int n_accepted, const int32_t *draft, size_t n_next);
+/* The last stage's reply to a step: its MTP head spent head_s seconds
+ * proposing n drafts (ForwardResult.draft_s), what a draft costs besides
+ * its verify row. */
+void spec_head_time(coord *c, double head_s, int n);
 
 #endif

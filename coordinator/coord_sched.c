@@ -519,6 +519,10 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
         }
     }
     const float *lg = (const float *)fr->logits.data;
+    int proposed = 0;
+    for (size_t i = 0; i < fr->n_sampled; i++)
+        proposed += (int)fr->sampled[i]->n_draft;
+    spec_head_time(c, fr->draft_s, proposed);
     size_t k = 0;
     double now = q35_now();
     /* copy out: finishing a request may reuse nothing of m, but keep it simple */

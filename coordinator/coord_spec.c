@@ -18,17 +18,32 @@
  * ten steps count */
 #define ACC_DECAY 0.9
 /* a sequence drafting nothing tries one draft every this many steps, so
- * an acceptance that rises again is seen */
-#define PROBE_EVERY 16
+ * an acceptance that rises again is seen; each probe refused doubles the
+ * gap up to PROBE_MAX (at acceptance 0 the probes cost ~1% of the steps) */
+#define PROBE_EVERY 8
+#define PROBE_MAX 64
+/* acceptance of recent requests: the decay per draft trial (about the last
+ * 200 count), and a prior of 0.7 as one trial (the reference engine
+ * reports ~0.8 on this model family) */
+#define ACC_POOL_DECAY 0.995
+#define ACC_PRIOR 0.7
+
+static double acc_prior(const coord *c)
+{
+    return (c->acc_succ + ACC_PRIOR) / (c->acc_trials + 1.0);
+}
 
 int spec_take(coord *c, req *r, const Q35__Generate *g, char *err, size_t errsz)
 {
     if (g->draft > COORD_MAX_DRAFT)
         return q35_err(err, errsz, Q35_ERANGE, "generate.draft: %u, at most %d", g->draft, COORD_MAX_DRAFT);
     r->max_draft = g->no_draft ? 0 : g->draft && (int)g->draft < c->o.draft ? (int)g->draft : c->o.draft;
-    r->acc = 0.7;   /* a prior: the reference engine reports ~0.8 on this model family */
+    r->acc = acc_prior(c);   /* what recent requests saw */
     r->succ = 0;
     r->trials = 0;
+    r->idle_steps = 0;
+    r->probe_gap = PROBE_EVERY;
+    r->probing = false;
     if (!g->n_draft_oracle)
         return 0;
     if (!c->o.bench_draft_oracle)
@@ -88,32 +103,46 @@ int spec_want(const coord *c, req *r, int rows)
     /* a step's cost as the stages' fitted fixed + per-row times of decode
      * steps, summed over the chain: k drafts more rows of a micro-batch
      * of `rows` */
-    double fixed = 0, per_row = 0;
+    double fixed = 0, per_row = 0, head = c->head_row_s;
+    bool spread = c->n_links > 0;
     for (int i = 0; i < c->n_links; i++) {
+        const double *f = c->links[i].dfit;
         fixed += c->links[i].dec_fixed_s;
         per_row += c->links[i].dec_row_s;
+        /* the variance of the fitted steps' row counts: 0 when they all
+         * had one count, whose time fits any split into fixed + per row */
+        spread &= f[0] > 0 && f[2] / f[0] - (f[1] / f[0]) * (f[1] / f[0]) > 0.1;
     }
+    /* A verify row runs the whole main stack and the full LM head, a
+     * head row one block and the head's (draft-vocabulary) LM head: a
+     * row costs at least that much, whatever a noisy fit says (a fit of
+     * 0 per row would make every draft look free). */
+    if (per_row < head)
+        per_row = head;
     /* Until steps of different row counts were measured the fit cannot
-     * tell fixed from per-row cost (one row count reads as all per row):
-     * draft while the draft's chance to be kept is fair, which the steps
-     * then measure. */
+     * tell fixed from per-row cost: draft while the draft's chance to be
+     * kept is fair, which the steps then measure. */
     int best = 0;
-    if (fixed <= 0.05 * (fixed + per_row)) {
+    if (!spread) {
         double p = 1;
         while (best < cap && (p *= r->acc) >= 0.35)
             best++;
     } else {
         double best_v = -1;
         for (int k = 0; k <= cap; k++) {
-            double v = (rows - 1 + yield(r->acc, k)) / (fixed + per_row * (rows + k));
+            /* k drafts: k more rows in the next step, k head rows in this one */
+            double v = (rows - 1 + yield(r->acc, k)) / (fixed + per_row * (rows + k) + head * k);
             if (v > best_v * (1 + 1e-9)) {
                 best_v = v;
                 best = k;
             }
         }
     }
-    if (best == 0 && ++r->idle_steps >= PROBE_EVERY)
+    /* (probing is cleared by the step that verifies the probe's draft) */
+    if (best == 0 && ++r->idle_steps >= r->probe_gap) {
         best = 1;
+        r->probing = true;
+    }
     if (best > 0)
         r->idle_steps = 0;
     return best;
@@ -157,7 +186,15 @@ void spec_after(coord *c, req *r, int n_draft, int n_accepted, const int32_t *dr
         /* each draft up to the first miss is a trial, decayed per step */
         r->succ = ACC_DECAY * r->succ + n_accepted;
         r->trials = ACC_DECAY * r->trials + n_accepted + (n_accepted < n_draft);
-        r->acc = (r->succ + 0.7) / (r->trials + 1.0);   /* the prior as one trial */
+        double t = n_accepted + (n_accepted < n_draft);
+        c->acc_succ = pow(ACC_POOL_DECAY, t) * c->acc_succ + n_accepted;
+        c->acc_trials = pow(ACC_POOL_DECAY, t) * c->acc_trials + t;
+        r->acc = (r->succ + acc_prior(c)) / (r->trials + 1.0);   /* the prior as one trial */
+        if (r->probing && !n_accepted)
+            r->probe_gap = 2 * r->probe_gap < PROBE_MAX ? 2 * r->probe_gap : PROBE_MAX;
+        else if (n_accepted)
+            r->probe_gap = PROBE_EVERY;
+        r->probing = false;
     }
     if (n_next > COORD_MAX_DRAFT)
         n_next = COORD_MAX_DRAFT;
@@ -167,4 +204,12 @@ void spec_after(coord *c, req *r, int n_draft, int n_accepted, const int32_t *dr
             break;   /* a draft outside the vocabulary: drop it and the rest */
         r->draft[r->n_draft++] = draft[i];
     }
+}
+
+void spec_head_time(coord *c, double head_s, int n)
+{
+    if (n <= 0 || !(head_s > 0) || head_s > 3600)
+        return;
+    double per = head_s / n;
+    c->head_row_s = c->head_row_s > 0 ? 0.9 * c->head_row_s + 0.1 * per : per;
 }

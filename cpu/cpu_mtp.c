@@ -101,9 +101,28 @@ int cpu_mtp_row(q35_backend *b, int slot, int pos, int32_t token, bool chain, fl
     cpu_mixer_block(b, il, &r, s->x, s->h, s->tmp);
     cpu_ffn_block(b, il, &r, s->x, s->h, s->tmp);
     cpu_rms(cr, s->x, m->shared_head_norm.data, E, b->c->rms_eps);
-    cpu_mm mm = { &m->head, NULL, cr, E, 1, logits, (int64_t)b->c->n_vocab };   /* [E, V] */
     double t = cpu_prof_now(b);
-    cpu_matmuls(b, 1, &mm);
+    if (!b->o.draft_vocab) {
+        cpu_mm mm = { &m->head, NULL, cr, E, 1, logits, (int64_t)b->c->n_vocab };   /* [E, V] */
+        cpu_matmuls(b, 1, &mm);
+    } else {
+        /* only the draft vocabulary's rows (each row's bits do not depend on
+         * which rows share the call: quant_act.h), a view of the head per pair */
+        enum { PAIRS = 16 };
+        q35_tensor view[PAIRS];
+        cpu_mm mm[PAIRS];
+        for (int p0 = 0; p0 < b->o.n_draft_vocab; p0 += PAIRS) {
+            int n = b->o.n_draft_vocab - p0 < PAIRS ? b->o.n_draft_vocab - p0 : PAIRS;
+            for (int i = 0; i < n; i++) {
+                int32_t a = b->o.draft_vocab[2 * (p0 + i)], e = b->o.draft_vocab[2 * (p0 + i) + 1];
+                view[i] = m->head;
+                view[i].ne[1] = e - a;
+                mm[i] = (cpu_mm){ &view[i], (const char *)m->head.data + (size_t)a * m->head.row_bytes,
+                                  cr, E, 1, logits + a, (int64_t)b->c->n_vocab };
+            }
+            cpu_matmuls(b, n, mm);
+        }
+    }
     cpu_prof_mark(b, &t, CPU_PROF_HEAD);
     return 0;
 }

@@ -79,6 +79,12 @@ static const opt_def stage_defs[] = {
       "Last stage: load the model's multi-token-prediction head (nextn_predict_layers) and "
       "token_embd, and propose drafts with it for the coordinator's speculative decoding "
       "(its draft = N); refused on a model without a head or a stage without the LM head."),
+    OPT_INT_ROW(stage_cfg, "mtp-vocab", stage.eng.mtp_vocab, "N", "32768", 0, 1 << 30,
+      "With mtp: the head drafts from token ids [0, N) and the special tokens only, so each "
+      "draft reads N rows of the LM head instead of all (32768 of Qwen3.5's 248320: 7.6x "
+      "fewer bytes; BPE ids rise with merge rank, so the first ones are the frequent tokens, "
+      "as FR-Spec's reduced draft vocabulary). Drafts need not be exact (the verify decides "
+      "every token): the output is the same for any N. 0: every id."),
     OPT_BOOL_ROW(stage_cfg, "mlock", stage.eng.be.mlock, "off",
       "CPU: lock the layers' weight pages in RAM (mlock; llama.cpp's --mlock), so that memory "
       "pressure never evicts them to be read from the disk again mid-decode (token_embd, of "

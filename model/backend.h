@@ -329,7 +329,9 @@ typedef struct q35_backend_ops {
      * position pos: embedding of token, hidden = the kept main row pos
      * (chain false) or the slot's last head output (chain true); the
      * whole block; the head output rms(x, shared_head_norm) is kept as
-     * the slot's chain row and logits [n_vocab] = head · it. Fails as
+     * the slot's chain row and logits [n_vocab] = head · it: at least the
+     * rows of opts.draft_vocab (a backend may compute more; the others
+     * are left unspecified). Fails as
      * forward does (Q35_ENOMEM: nothing changed; Q35_EDEVICE). */
     int (*mtp_row)(q35_backend *b, int slot, int pos, int32_t token, bool chain, float *logits,
                    char *err, size_t errsz);

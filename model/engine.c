@@ -241,6 +241,28 @@ void q35_engine_ckpt_stats(const q35_engine *e, ckpt_stats *st)
     st->in_place = e->in_place;
 }
 
+/* The head's draft vocabulary (opts.mtp_vocab): ids [0, n) and the
+ * special tokens, by the file's tokenizer.ggml.token_type when it has one. */
+static int draft_vocab(q35_engine *e, int n, const char *path, char *err, size_t errsz)
+{
+    uint32_t V = e->cfg.n_vocab;
+    int32_t *types = NULL;
+    int rc = 0;
+    if (gguf_find(e->f, "tokenizer.ggml.token_type")) {
+        if (!(types = malloc((size_t)V * sizeof *types)))
+            return q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
+        if ((rc = gguf_get_i32_arr(e->f, "tokenizer.ggml.token_type", types, V, err, errsz))) {
+            char m[Q35_ERRSZ];
+            snprintf(m, sizeof m, "%s", err);
+            q35_err(err, errsz, rc, "%s: mtp-vocab: %s", path, m);
+        }
+    }
+    if (!rc)
+        rc = q35_mtp_set_vocab(e->mtp, n, types, V, err, errsz);
+    free(types);
+    return rc;
+}
+
 q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
 {
     if (!o || !o->model_path) {
@@ -288,6 +310,9 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
             q35_err(err, errsz, Q35_ENOMEM, "engine: out of memory");
         goto fail;
     }
+    if (e->mtp && o->mtp_vocab > 0 && (uint32_t)o->mtp_vocab < e->cfg.n_vocab &&
+        draft_vocab(e, o->mtp_vocab, o->model_path, err, errsz))
+        goto fail;
     /* "auto" is the config file's spelling of none named */
     const char *name = o->backend && strcmp(o->backend, "auto") ? o->backend : NULL;
     const bool emu = o->be.device == Q35_DEVICE_EMU && (!name || !strcmp(name, "cuda"));
@@ -318,6 +343,9 @@ q35_engine *q35_engine_open(const q35_engine_opts *o, char *err, size_t errsz)
         spec_close(e, i);
     q35_backend_opts bo = o->be;
     if (bo.n_threads < 1) bo.n_threads = 1;
+    bo.draft_vocab = e->mtp ? q35_mtp_vocab(e->mtp, &bo.n_draft_vocab) : NULL;
+    if (!bo.draft_vocab)
+        bo.n_draft_vocab = 0;
     if (emu) bo.device = 0;
     e->be = e->ops->init(&e->w, &bo, err, errsz);
     /* "auto": the next backend of the table when one cannot start (cuda

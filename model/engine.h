@@ -47,6 +47,11 @@ typedef struct q35_backend_opts {
                                    * 0 = exact (the default) */
     const char *sim_profile;      /* backend "sim": its timing profile file (sim_backend.c) */
     bool mlock;                   /* CPU: lock the range's weight pages in RAM (mlock) */
+    /* The rows of the head's LM head mtp_row must compute (engine opts
+     * mtp_vocab): n_draft_vocab pairs [a, b) of ids, ascending, disjoint;
+     * the engine's, valid while the backend is open. NULL: every row. */
+    const int32_t *draft_vocab;
+    int n_draft_vocab;
 } q35_backend_opts;
 
 typedef struct q35_engine_opts {
@@ -74,6 +79,15 @@ typedef struct q35_engine_opts {
      * tokens at this stage too and run the head one row behind the main
      * model; q35_engine_mtp_draft drafts. */
     bool mtp;
+    /* The head's draft vocabulary (a draft need not be exact: the verify
+     * decides every token): drafts are the argmax over ids [0, mtp_vocab)
+     * and the model's special tokens (tokenizer.ggml.token_type control or
+     * user-defined), so the head's LM head reads only those rows (the cpu
+     * backend; cuda computes every row, the drafts are the same). BPE ids
+     * rise with merge rank, roughly falling frequency, as reduced-vocabulary
+     * drafters (FR-Spec, EAGLE) use. 0 or >= n_vocab: every id (the exact
+     * head; q35_engine_mtp_draft's logits then hold every row). */
+    int mtp_vocab;
 } q35_engine_opts;
 
 #define Q35_CACHE_AUTO ((int64_t)-1)

@@ -6,6 +6,8 @@
 #include "gguf.h"
 
 #include <limits.h>
+#include <stdbool.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +72,8 @@ struct q35_mtp {
     int *kept;                /* [max_seqs] oldest main row the backend still keeps (INT_MAX: none) */
     float *scratch;           /* [n_vocab] logits when the caller wants none (grown) */
     size_t scratch_n;
+    int32_t *vocab;           /* the draft vocabulary: n_vocab pairs [a, b); NULL: every id */
+    int n_vocab;
 };
 
 q35_mtp *q35_mtp_new(int max_seqs)
@@ -96,8 +100,49 @@ void q35_mtp_free(q35_mtp **pm)
     free((*pm)->len);
     free((*pm)->kept);
     free((*pm)->scratch);
+    free((*pm)->vocab);
     free(*pm);
     *pm = NULL;
+}
+
+/* tokenizer.ggml.token_type: control (3) and user-defined (4) tokens are
+ * the ones a model emits besides its normal ones (unused, 5, never) */
+static bool special(int32_t type) { return type == 3 || type == 4; }
+
+int q35_mtp_set_vocab(q35_mtp *m, int n, const int32_t *types, uint32_t n_vocab, char *err, size_t errsz)
+{
+    free(m->vocab);
+    m->vocab = NULL;
+    m->n_vocab = 0;
+    if (n <= 0 || (uint32_t)n >= n_vocab)
+        return 0;
+    /* pairs: [0, n), then each run of special ids past n */
+    int runs = 1;
+    for (uint32_t i = (uint32_t)n; types && i < n_vocab; i++)
+        runs += special(types[i]) && (i == (uint32_t)n || !special(types[i - 1]));
+    if (!(m->vocab = malloc((size_t)runs * 2 * sizeof *m->vocab)))
+        return q35_err(err, errsz, Q35_ENOMEM, "mtp: out of memory");
+    m->vocab[0] = 0;
+    m->vocab[1] = n;
+    m->n_vocab = 1;
+    for (uint32_t i = (uint32_t)n; types && i < n_vocab; i++) {
+        if (!special(types[i]))
+            continue;
+        if (m->vocab[2 * m->n_vocab - 1] == (int32_t)i) {
+            m->vocab[2 * m->n_vocab - 1] = (int32_t)i + 1;   /* the pair goes on */
+        } else {
+            m->vocab[2 * m->n_vocab] = (int32_t)i;
+            m->vocab[2 * m->n_vocab + 1] = (int32_t)i + 1;
+            m->n_vocab++;
+        }
+    }
+    return 0;
+}
+
+const int32_t *q35_mtp_vocab(const q35_mtp *m, int *n_pairs)
+{
+    *n_pairs = m->n_vocab;
+    return m->vocab;
 }
 
 int q35_mtp_len(const q35_mtp *m, int slot) { return m->len[slot]; }
@@ -191,7 +236,28 @@ int q35_mtp_draft(q35_mtp *m, const q35_backend_ops *ops, q35_backend *be, const
             return rc;
         if (i == 0)
             m->len[slot] = len;   /* a true row: made from t_len = next and h_{len-1} */
-        draft[i] = tok = argmax_low(lg, (int)V);
+        if (!m->vocab) {
+            draft[i] = tok = argmax_low(lg, (int)V);
+            continue;
+        }
+        /* over the draft vocabulary's pairs, in id order (ties low) */
+        int32_t best = m->vocab[0];
+        for (int p = 0; p < m->n_vocab; p++) {
+            int32_t a = m->vocab[2 * p], b = m->vocab[2 * p + 1], t = a + argmax_low(lg + a, b - a);
+            if (lg[t] > lg[best] || (lg[best] != lg[best] && lg[t] == lg[t]))
+                best = t;
+        }
+        draft[i] = tok = best;
+        if (logits) {   /* the rows outside were not computed: none of them is a draft */
+            int32_t at = 0;
+            for (int p = 0; p <= m->n_vocab; p++) {
+                int32_t end = p < m->n_vocab ? m->vocab[2 * p] : (int32_t)V;
+                for (int32_t t = at; t < end; t++)
+                    lg[t] = -INFINITY;
+                if (p < m->n_vocab)
+                    at = m->vocab[2 * p + 1];
+            }
+        }
     }
     return 0;
 }

@@ -14,6 +14,15 @@ typedef struct q35_mtp q35_mtp;
 
 /* Per-slot bookkeeping for max_seqs empty slots; NULL when out of memory. */
 q35_mtp *q35_mtp_new(int max_seqs);
+
+/* The draft vocabulary (engine opts mtp_vocab) for a vocabulary of
+ * n_vocab ids whose types are types[n_vocab] (tokenizer.ggml.token_type;
+ * NULL: none special): ids [0, n) and every special id (control, 3, or
+ * user-defined, 4) past them, as ascending pairs [a, b) kept by m (q35_mtp_vocab reads them).
+ * n <= 0 or >= n_vocab: every id (no pairs). Q35_ENOMEM. */
+int q35_mtp_set_vocab(q35_mtp *m, int n, const int32_t *types, uint32_t n_vocab, char *err, size_t errsz);
+/* The pairs and their count (0: every id). */
+const int32_t *q35_mtp_vocab(const q35_mtp *m, int *n_pairs);
 void q35_mtp_free(q35_mtp **m);
 
 /* The head's length of slot: its rows [0, n) are true rows (each row p
@@ -40,9 +49,10 @@ int q35_mtp_truncate(q35_mtp *m, int slot, int old_len, int len, char *err, size
 /* Drafts k tokens (1..4) for slot of length len >= 1 from next, the token
  * sampled after position len - 1 (engine.h q35_engine_mtp_draft): head
  * row len - 1 from (next, h_{len-1}) (the head's length becomes len),
- * then k - 1 chained rows; draft[i] = argmax of logits row i (ties to the
- * lowest id), logits [k][n_vocab] when non-NULL (else scratch of the
- * head's). Errors: Q35_EINVAL (k, next), Q35_ESTATE (empty slot),
+ * then k - 1 chained rows; draft[i] = argmax of logits row i over the
+ * draft vocabulary (ties to the lowest id), logits [k][n_vocab] when
+ * non-NULL (ids outside the draft vocabulary -INFINITY; else scratch of
+ * the head's). Errors: Q35_EINVAL (k, next), Q35_ESTATE (empty slot),
  * Q35_ERANGE (rows past max_ctx), the backend's. */
 int q35_mtp_draft(q35_mtp *m, const q35_backend_ops *ops, q35_backend *be, const q35_config *c,
                   int max_ctx, int slot, int len, int32_t next, int k, int32_t *draft,

@@ -565,10 +565,11 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
             char err[Q35_ERRSZ];
             /* drafts: their rows are the chunk's last, `first` the first of them */
             rc = c->n_draft ? stage_spec_draw(s->smp, s->eng, (float *)first, V, c, draw, &n_more, dr,
-                                              &n_draft, err, sizeof err)
+                                              &n_draft, &o->fr.draft_s, err, sizeof err)
                             : stage_sample_seq(s->smp, (float *)lastrow, c, draw[0], err, sizeof err);
             if (!rc && !c->n_draft)
-                rc = stage_spec_propose(s->eng, c, draw[0]->token, 0, dr, &n_draft, err, sizeof err);
+                rc = stage_spec_propose(s->eng, c, draw[0]->token, 0, dr, &n_draft, &o->fr.draft_s,
+                                        err, sizeof err);
             if (rc == Q35_EDEVICE)
                 snprintf(s->device_err, sizeof s->device_err, "%s", err);
             if (rc)

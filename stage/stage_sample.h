@@ -54,17 +54,19 @@ struct q35_engine;
  * slot is cut back to the rows kept (q35_engine_slot_truncate) when a
  * draft was refused, then the next step's drafts proposed
  * (stage_spec_propose). With n_draft 0 it is stage_sample_seq and the
- * proposal. Errors: the sampler's and the engine's codes, message in err. */
+ * proposal (its head time added to *head_s). Errors: the sampler's and
+ * the engine's codes, message in err. */
 int stage_spec_draw(stage_sampler *s, struct q35_engine *e, float *rows, size_t row_stride,
                     const Q35__SeqChunk *c, Q35__Sampled *const *sm, int *n_more, int32_t *draft,
-                    int *n_draft, char *err, size_t errsz);
+                    int *n_draft, double *head_s, char *err, size_t errsz);
 
 /* The drafts for after token `last` (the chunk's j-th token drawn after its
  * first): c->want_draft of them from the engine's MTP head when it has one
  * (q35_engine_mtp_draft), replaced by the bench oracle's (c->oracle, each
  * right with probability c->oracle_alpha) as far as it reaches. *n_draft
- * may be less than asked: none without a head past the oracle's end. */
+ * may be less than asked: none without a head past the oracle's end. The
+ * head's time is added to *head_s (what the coordinator weighs a draft by). */
 int stage_spec_propose(struct q35_engine *e, const Q35__SeqChunk *c, int32_t last, int j,
-                       int32_t *draft, int *n_draft, char *err, size_t errsz);
+                       int32_t *draft, int *n_draft, double *head_s, char *err, size_t errsz);
 
 #endif

@@ -29,7 +29,7 @@ static double unit(uint64_t x)
 
 int stage_spec_draw(stage_sampler *s, q35_engine *e, float *rows, size_t row_stride,
                     const Q35__SeqChunk *c, Q35__Sampled *const *sm, int *n_more, int32_t *draft,
-                    int *n_draft, char *err, size_t errsz)
+                    int *n_draft, double *head_s, char *err, size_t errsz)
 {
     int k = (int)c->n_draft, real = (int)c->n_tokens - k, slot = (int)c->slot;
     *n_more = 0;
@@ -89,11 +89,11 @@ int stage_spec_draw(stage_sampler *s, q35_engine *e, float *rows, size_t row_str
     if (j < k &&
         (rc = q35_engine_slot_truncate(e, slot, (int)c->pos + real + j, err, errsz)))
         return rc;
-    return stage_spec_propose(e, c, sm[j]->token, j, draft, n_draft, err, errsz);
+    return stage_spec_propose(e, c, sm[j]->token, j, draft, n_draft, head_s, err, errsz);
 }
 
 int stage_spec_propose(q35_engine *e, const Q35__SeqChunk *c, int32_t last, int j, int32_t *draft,
-                       int *n_draft, char *err, size_t errsz)
+                       int *n_draft, double *head_s, char *err, size_t errsz)
 {
     int want = (int)c->want_draft, n = 0, rc;
     *n_draft = 0;
@@ -102,7 +102,10 @@ int stage_spec_propose(q35_engine *e, const Q35__SeqChunk *c, int32_t last, int 
     if (want > STAGE_MAX_DRAFT)
         want = STAGE_MAX_DRAFT;
     if (q35_engine_has_mtp(e)) {
-        if ((rc = q35_engine_mtp_draft(e, (int)c->slot, last, want, draft, NULL, err, errsz)))
+        double t0 = q35_now();
+        rc = q35_engine_mtp_draft(e, (int)c->slot, last, want, draft, NULL, err, errsz);
+        *head_s += q35_now() - t0;
+        if (rc)
             return rc;
         n = want;
     }

@@ -21,6 +21,8 @@
 #include "engine.h"
 #include "forward_util.h"
 #include "mkmodel.h"
+#include "gguf.h"
+#include "mtp.h"
 #include "mtp_ref.h"
 
 #define N_PROMPT 11
@@ -32,6 +34,7 @@ static char dir[64], m_mtp[128], m_plain[128], m_mix[128];
  * set "cuda" with device = emu). */
 static const char *be_name = "cpu";
 static int be_device;
+static int g_mtp_vocab;   /* the engines' opts.mtp_vocab (0: every id) */
 static const int32_t prompt[N_PROMPT] = { 1, 17, 300, 511, 42, 256, 7, 99, 480, 3, 250 };
 static const int32_t more[4] = { 5, 400, 123, 64 };
 
@@ -72,7 +75,7 @@ static q35_engine *open_e(const char *model, int a, int b, bool mtp, int pass_ro
                           .be.max_seqs = 2, .be.max_ctx = CTX, .be.n_threads = 2,
                           .be.pass_rows = pass_rows, .backend = be_name, .be.device = be_device,
                           .cache_bytes = cache,
-                          .mtp = mtp };
+                          .mtp = mtp, .mtp_vocab = g_mtp_vocab };
     return q35_engine_open(&o, err, errsz);
 }
 
@@ -185,6 +188,97 @@ static double check_ref(const char *model)
 
 static void test_reference_q4(void **s) { (void)s; check_ref(m_mtp); }
 static void test_reference_q8(void **s) { (void)s; check_ref(m_mix); }
+
+/* ---- the draft vocabulary (opts.mtp_vocab) ----------------------------------------- */
+
+static void test_vocab_pairs(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "";
+    /* normal 1, control 3, user-defined 4, unused 5 */
+    int32_t types[20] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 1, 4, 5, 1, 1, 3 };
+    q35_mtp *m = q35_mtp_new(1);
+    assert_non_null(m);
+    int n;
+    assert_int_equal(q35_mtp_set_vocab(m, 8, types, 20, err, sizeof err), 0);
+    const int32_t *p = q35_mtp_vocab(m, &n);
+    const int32_t want8[] = { 0, 8, 12, 14, 15, 16, 19, 20 };
+    assert_int_equal(n, 4);
+    assert_memory_equal(p, want8, sizeof want8);
+    assert_int_equal(q35_mtp_set_vocab(m, 12, types, 20, err, sizeof err), 0);   /* joins [0, 12) */
+    p = q35_mtp_vocab(m, &n);
+    const int32_t want12[] = { 0, 14, 15, 16, 19, 20 };
+    assert_int_equal(n, 3);
+    assert_memory_equal(p, want12, sizeof want12);
+    assert_int_equal(q35_mtp_set_vocab(m, 5, NULL, 20, err, sizeof err), 0);     /* no types: [0, n) */
+    p = q35_mtp_vocab(m, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(p[1], 5);
+    assert_int_equal(q35_mtp_set_vocab(m, 0, types, 20, err, sizeof err), 0);    /* every id */
+    assert_null(q35_mtp_vocab(m, &n));
+    assert_int_equal(n, 0);
+    assert_int_equal(q35_mtp_set_vocab(m, 20, types, 20, err, sizeof err), 0);
+    assert_null(q35_mtp_vocab(m, &n));
+    q35_mtp_free(&m);
+}
+
+/* With a draft vocabulary the head's logits of its ids are the full
+ * head's bits (only rows are skipped), the others -inf, and each draft
+ * is the full logits' argmax over those ids (the specials included). */
+static void test_draft_vocab(void **s)
+{
+    (void)s;
+    enum { N = 100 };
+    q35_engine *full = open_ok(m_mtp, 0, -1, true, 0, 0);
+    g_mtp_vocab = N;
+    q35_engine *sub = open_ok(m_mtp, 0, -1, true, 0, 0);
+    g_mtp_vocab = 0;
+    int V = (int)q35_engine_config(full)->n_vocab;
+    char err[Q35_ERRSZ] = "";
+    gguf_file *f = gguf_open(m_mtp, err, sizeof err);
+    int32_t *types = fu_alloc((size_t)V * sizeof *types);
+    if (!f || gguf_get_i32_arr(f, "tokenizer.ggml.token_type", types, (uint64_t)V, err, sizeof err))
+        fail_msg("%s: token types: %s", m_mtp, err);
+    gguf_close(&f);
+    bool *in = fu_alloc((size_t)V);
+    int n_in = 0, n_special = 0;
+    for (int v = 0; v < V; v++) {
+        in[v] = v < N || types[v] == 3 || types[v] == 4;
+        n_in += in[v];
+        n_special += v >= N && in[v];
+    }
+    assert_true(n_special > 0);
+    feed(&full, 1, 0, prompt, N_PROMPT, N_PROMPT);
+    feed(&sub, 1, 0, prompt, N_PROMPT, N_PROMPT);
+    float *lf = fu_alloc((size_t)4 * V * sizeof(float)), *ls = fu_alloc((size_t)4 * V * sizeof(float));
+    int32_t df[4], ds[4];
+    draft(full, 0, 4, df, lf);
+    draft(sub, 0, 4, ds, ls);
+    int rows = 0;
+    for (int i = 0; i < 4; i++) {
+        const float *a = lf + (size_t)i * V, *b = ls + (size_t)i * V;
+        int32_t best = -1;
+        for (int v = 0; v < V; v++) {
+            if (!in[v]) {
+                assert_true(isinf(b[v]) && b[v] < 0);
+                continue;
+            }
+            if (memcmp(&a[v], &b[v], sizeof a[v]))
+                fail_msg("row %d id %d: draft-vocabulary logit %.9g, full head %.9g", i, v, b[v], a[v]);
+            if (best < 0 || a[v] > a[best])
+                best = v;
+        }
+        assert_int_equal(ds[i], best);
+        rows++;
+        if (ds[i] != df[i])
+            break;   /* the next rows embed different tokens */
+    }
+    printf("# draft vocabulary of %d ids (%d special) of %d: %d head rows the full head's bits\n",
+           n_in, n_special, V, rows);
+    free(lf); free(ls); free(in); free(types);
+    q35_engine_close(&full);
+    q35_engine_close(&sub);
+}
 
 /* ---- the same bits whatever the schedule ----------------------------------------- */
 
@@ -376,6 +470,8 @@ int main(void)
         cmocka_unit_test(test_emu),
         cmocka_unit_test(test_reference_q4),
         cmocka_unit_test(test_reference_q8),
+        cmocka_unit_test(test_vocab_pairs),
+        cmocka_unit_test(test_draft_vocab),
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_truncate),
