@@ -125,20 +125,21 @@ typedef struct attn_tiling {
 } attn_tiling;
 
 /* Whole tiles unless that leaves too few units to keep the threads busy
- * (short passes: decode), then fewer heads (down to 4), then fewer rows. */
+ * (short passes): fewer rows until there are 4 units per thread, then
+ * fewer heads (down to 4) only while a thread would have none, since
+ * each head split reads the K/V rows once more (decode over a long
+ * context is bound by that read). */
 static attn_tiling tiling_of(const q35_backend *b, int n)
 {
     const q35_config *c = b->c;
-    int group = (int)(c->n_head / c->n_head_kv), want = 4 * b->o.n_threads;
+    int group = (int)(c->n_head / c->n_head_kv), nt = b->o.n_threads;
     attn_tiling t = { ROW_TILE, group, 0 };
     for (;;) {
         t.units = (int64_t)(n + t.rows - 1) / t.rows * c->n_head_kv * (group / t.heads);
-        if (t.units >= want)
-            break;
-        if (t.heads % 2 == 0 && t.heads > 4)
-            t.heads /= 2;
-        else if (t.rows > 1)
+        if (t.units < 4 * nt && t.rows > 1)
             t.rows /= 2;
+        else if (t.units < nt && t.heads % 2 == 0 && t.heads > 4)
+            t.heads /= 2;
         else
             break;
     }
