@@ -15,6 +15,12 @@
 #     (one first, then 15 at once): prompt tokens computed, time. Target:
 #     the shared 1000 computed once.
 #  3. a prompt of < 100 tokens extending a cached one: it hits.
+#  3b. branching: two continuations A and B of one BENCH_BRANCH-token
+#     history (default 2000; 0: skipped), alternating A1 B1 A2 B2 .. for
+#     BENCH_BRANCH_TURNS (4) turns each (user turns of BENCH_BRANCH_USER,
+#     100, answers of BENCH_BRANCH_ANSWER, 32): prompt tokens computed and
+#     TTFT per turn off and on; target: every turn after A1 restores the
+#     shared history, answers identical off and on.
 #  4. each stage's RSS at the end, cache on minus cache off (the same
 #     requests touched the same slots in both). Target: < 300 MB.
 #  5. for each length L of BENCH_LONG (default 23000; 0: skipped): a
@@ -33,7 +39,8 @@
 # Env: BIN, QWEN35_GOLDEN, BENCH_MODEL (default build/models/mini-4L-64x-q4_k_m.gguf;
 # generated when missing), BENCH_THREADS (1 per stage), BENCH_TURNS (8),
 # BENCH_USER (300), BENCH_ANSWER (64), BENCH_SHARED (1000), BENCH_REQS (16),
-# BENCH_LONG (23000), BENCH_LONG_TURN (2000).
+# BENCH_LONG (23000), BENCH_LONG_TURN (2000), BENCH_BRANCH (2000), BENCH_BRANCH_TURNS (4),
+# BENCH_BRANCH_USER (100), BENCH_BRANCH_ANSWER (32).
 set -eu
 P35_ME=bench-prefix
 . "$(dirname "$0")/pipeline.sh"
@@ -48,6 +55,10 @@ SHARED=${BENCH_SHARED:-1000}
 REQS=${BENCH_REQS:-16}
 LONG=${BENCH_LONG-23000}
 LONG_TURN=${BENCH_LONG_TURN:-2000}
+BRANCH=${BENCH_BRANCH-2000}
+BRANCH_TURNS=${BENCH_BRANCH_TURNS:-4}
+BRANCH_USER=${BENCH_BRANCH_USER:-100}
+BRANCH_ANSWER=${BENCH_BRANCH_ANSWER:-32}
 CACHE_MB=256
 
 if [ ! -f "$MODEL" ]; then
@@ -188,6 +199,51 @@ cli "$EP_on" --prompt-ids "$T.short2" -n 4 --ignore-eos --json >"$T.short2.out"
 f=$(final "$T.short2.out")
 c=$(p35_field "$f" cached_tokens)
 echo "$(p35_field "$f" prompt_tokens)-token prompt extending a 40-token one: ${c:-0} tokens restored: $([ "${c:-0}" -ge 40 ] && echo holds || echo 'does NOT hold')"
+
+# branch: two continuations A and B of one BRANCH-token history, turns
+# A1 B1 A2 B2 .. (each branch its own growing conversation: the previous
+# prompt + its answer + a new user turn of BRANCH_USER), on both
+# pipelines turn by turn; every turn but A1 should restore at least the
+# shared history (A1 and B1 part after it), and the answers are the same
+# with the cache on and off
+if [ "$BRANCH" -gt 0 ]; then
+    echo
+    echo "3b. branching: two continuations of one $BRANCH-token history, alternating ($BRANCH_TURNS turns each, user turns of $BRANCH_USER, answers of $BRANCH_ANSWER)"
+    printf '%s %s ' "$IM" "$(ids $((BRANCH - 1)) 41)" >"$T.hist"
+    for tag in off on; do for br in A B; do cp "$T.hist" "$T.$tag.br$br"; done; done
+    : >"$T.branch.rows"
+    bsame=1
+    for k in $(seq 1 "$BRANCH_TURNS"); do
+        for br in A B; do
+            seed=$((k * 2 + 600)); [ $br = B ] && seed=$((seed + 1))
+            line="$br$k"
+            for tag in off on; do
+                eval "ep=\$EP_$tag"
+                bp=$T.$tag.br$br
+                printf '%s %s ' "$IM" "$(ids $((BRANCH_USER - 1)) $seed)" >>"$bp"
+                cli "$ep" --prompt-ids "$bp" -n "$BRANCH_ANSWER" --ignore-eos --json --timeout 600000 \
+                    >"$T.$tag.br.$br$k" || p35_die "branch $br turn $k ($tag) failed: $(tail -n 1 "$T.$tag.br.$br$k")"
+                f=$(final "$T.$tag.br.$br$k")
+                p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens) tt=$(p35_field "$f" ttft_s)
+                line="$line $p ${c:-0} $tt"
+                gen_ids "$T.$tag.br.$br$k" >>"$bp"
+            done
+            [ "$(gen_ids "$T.off.br.$br$k")" = "$(gen_ids "$T.on.br.$br$k")" ] || bsame=0
+            echo "$line" >>"$T.branch.rows"
+        done
+    done
+    printf '%-5s %8s | %9s %10s | %9s %8s %10s %7s\n' turn prompt computed "ttft off" computed cached "ttft on" speedup
+    awk -v h="$BRANCH" '{
+        sp = $7 > 0 ? $4 / $7 : 0
+        printf "%-5s %8d | %9d %9.3fs | %9d %8d %9.3fs %6.2fx\n", $1, $2, $2 - $3, $4, $5 - $6, $6, $7, sp
+        if ($1 != "A1" && $6 < h) miss++
+        off += $2 - $3; on += $5 - $6 }
+        END { printf "prefill tokens computed: %d off, %d on\n", off, on
+              printf "every turn after A1 restored the shared %d-token history (or more): %s\n", h,
+                  miss ? "does NOT hold (" miss " turns)" : "holds" }' "$T.branch.rows"
+    [ "$bsame" = 1 ] && v=identical || v=DIFFER
+    echo "answer ids with the cache on and off, every turn of both branches: $v"
+fi
 
 echo
 echo "4. stage memory (cache-mb $CACHE_MB): RSS at the end, cache on minus cache off"

@@ -151,8 +151,17 @@ void cpu_axpy(float *restrict y, float a, const float *restrict x, int n);
  * cpu_axpy(o + h·os, a[h·as + t], v + t·vs, n) for t = 0 .. nt-1, h < 4. */
 void cpu_dot4x2(const float *restrict q, int64_t qs, const float *restrict k, int64_t ks,
                 int n, float *restrict out);
+/* out[4h + t] = cpu_dot(q + h·qs, k + t·ks, n) for h, t < 4, bit for bit. */
+void cpu_dot4x4(const float *restrict q, int64_t qs, const float *restrict k, int64_t ks,
+                int n, float *restrict out);
 void cpu_axpy4(float *restrict o, int64_t os, const float *restrict a, int64_t as,
                const float *restrict v, int64_t vs, int nt, int n);
+/* The attention's online softmax over a block of scores: the largest of
+ * m and x[0..n); x[t] = e^(x[t] - m) (a polynomial within 2 ulp of expf,
+ * 0 below e^-87.3) and their sum (16 partial sums, then a tree); x ·= a. */
+float cpu_max(const float *restrict x, int n, float m);
+float cpu_exp_sum(float *restrict x, int n, float m);
+void cpu_scale(float *restrict x, float a, int n);
 void cpu_decay_pred(float *restrict s, float decay, float k, float *restrict pred, int n);
 void cpu_update_read(float *restrict s, float k, const float *restrict delta, float q,
                      float *restrict y, int n);
@@ -174,6 +183,11 @@ static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 /* The blocks: h the normed input [rows][E], out the block's output
  * [rows][E] (the layer loop adds it to the residual stream). */
 void cpu_attention(q35_backend *b, int il, const q35_pass *r, const float *h, float *out);
+/* cpu_attention after its q/k/v projections (s.qg, s.kx, s.vx hold the
+ * pass's rows): q and k normed and rotated, the rows' K/V written to
+ * their slots' caches, the gated attention output in s.o (the attention
+ * bench times this part alone). */
+void cpu_attn_core(q35_backend *b, int il, const q35_pass *r);
 /* Only the K/V part of cpu_attention: rows' keys and values written to
  * the cache (the same bits), no scores, no output (the MTP head's rows in a
  * forward: only their KV rows are read later). */

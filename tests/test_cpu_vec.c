@@ -1,14 +1,15 @@
 /* The CPU attention's GQA kernels (cpu_vec.c): four query heads against
- * two keys, four heads' weighted sums of values, each bit for bit the
+ * two or four keys, four heads' weighted sums of values, each bit for bit the
  * single-head cpu_dot / cpu_axpy calls they stand for (the attention's
  * outputs must not change with how many heads share a K/V read), for
- * every length, including the tails past the last 16 or 32 values; and
+ * every length, including the tails past the last 16, 32 or 64 values; and
  * the delta rule's whole-state passes against their per-row calls. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 #include <cmocka.h>
 #include <stdlib.h>
 
@@ -51,6 +52,76 @@ static void dot4x2_is_eight_dots(void **state)
         free(q);
         free(k);
     }
+}
+
+static void dot4x4_is_sixteen_dots(void **state)
+{
+    (void)state;
+    for (int li = 0; li < N_LENS; li++) {
+        int n = lens[li];
+        int64_t qs = 2 * n + 5, ks = 2 * n + 3;   /* q heads with their gates between */
+        float *q = malloc(sizeof(float) * 4 * qs), *k = malloc(sizeof(float) * 4 * ks);
+        fill(q, 4 * (int)qs);
+        fill(k, 4 * (int)ks);
+        float got[16];
+        cpu_dot4x4(q, qs, k, ks, n, got);
+        for (int h = 0; h < 4; h++)
+            for (int t = 0; t < 4; t++) {
+                float want = cpu_dot(q + h * qs, k + t * ks, n);
+                if (memcmp(&want, &got[4 * h + t], sizeof want))
+                    fail_msg("n %d head %d key %d: %.9g, cpu_dot %.9g", n, h, t, got[4 * h + t], want);
+            }
+        free(q);
+        free(k);
+    }
+}
+
+/* The softmax weights: e^(x - m) within 2 ulp of expf (0 where expf is
+ * below e^-87.3), the sum of the 16 lanes' partial sums by the tree, the
+ * max that of a plain loop, for every length (the blocks' tails). */
+static void exp_sum_is_expf(void **state)
+{
+    (void)state;
+    static const int ns[] = { 1, 5, 15, 16, 17, 33, 64 };
+    float x[64], ref[64];
+    for (int li = 0; li < 7; li++) {
+        int n = ns[li];
+        for (int i = 0; i < n; i++)
+            x[i] = ref[i] = frand() * 12 - (i % 9 == 8 ? 80 : 0);   /* some under e^-87.3 */
+        float m = ref[0];
+        for (int i = 1; i < n; i++)
+            if (ref[i] > m)
+                m = ref[i];
+        float got_m = cpu_max(x, n, -INFINITY);
+        if (memcmp(&got_m, &m, sizeof m))
+            fail_msg("n %d: cpu_max %.9g, want %.9g", n, got_m, m);
+        m = m - 3;                        /* weights up to e^3 */
+        float sum = cpu_exp_sum(x, n, m), lane[16] = { 0 };
+        for (int i = 0; i < n; i++) {
+            float d = ref[i] - m, want = expf(d);
+            if (d < -87.3f)
+                want = 0;
+            if (!(fabsf(x[i] - want) <= 2.5e-7f * want))
+                fail_msg("n %d: e^%.9g = %.9g, expf %.9g", n, d, x[i], want);
+            lane[i & 15] += x[i];
+        }
+        for (int w = 8; w > 0; w /= 2)
+            for (int j = 0; j < w; j++)
+                lane[j] += lane[j + w];
+        if (memcmp(&sum, &lane[0], sizeof sum))
+            fail_msg("n %d: sum %.9g, the tree of lanes %.9g", n, sum, lane[0]);
+    }
+    float big[16] = { 88.0f, -87.0f, -88.0f, 0, 1, -1, 10, -10, 50, -50, 20, -20, 2, 3, 4, NAN };
+    float cp[16];
+    memcpy(cp, big, sizeof cp);
+    cpu_exp_sum(cp, 16, 0);
+    for (int i = 0; i < 15; i++) {
+        float want = big[i] < -87.3f ? 0 : expf(big[i]);
+        if (!(fabsf(cp[i] - want) <= 2.5e-7f * want))
+            fail_msg("e^%g = %.9g, expf %.9g", big[i], cp[i], want);
+    }
+    if (!isnan(cp[15]))
+        fail_msg("e^NaN = %g, want NaN", cp[15]);
 }
 
 static void axpy4_is_axpy_per_head_and_key(void **state)
@@ -116,6 +187,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dot4x2_is_eight_dots),
+        cmocka_unit_test(dot4x4_is_sixteen_dots),
+        cmocka_unit_test(exp_sum_is_expf),
         cmocka_unit_test(axpy4_is_axpy_per_head_and_key),
         cmocka_unit_test(delta_rows_are_row_calls),
     };

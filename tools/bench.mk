@@ -60,3 +60,17 @@ qwen35-bench-spec_LIBS := -linih
 bench-spec: $(BUILD)/bin/qwen35-bench-spec $(BUILD)/bin/qwen35-mkmodel
 	@$(BENCH_RESOLVE); echo "$(BUILD)/bin/qwen35-bench-spec -m $$m $(BENCH_ARGS)"; \
 	    $(BUILD)/bin/qwen35-bench-spec -m "$$m" $(BENCH_ARGS)
+
+# qwen35-bench-attn and `make bench-attn`: the CPU attention core (scores,
+# softmax, weighted values) over contexts of 2K, 8K and 24K positions, per
+# token of a prefill chunk and of decode, as a share of the fp32 peak
+# (tools/bench_attn.c), on the BENCH_PRESET model. BENCH_ARGS: e.g.
+# "--threads 2 --ctx 4096,65536 --rows 256".
+BINS += qwen35-bench-attn
+INTERNAL_BINS += qwen35-bench-attn
+qwen35-bench-attn_SRCS := tools/bench_attn.c
+qwen35-bench-attn_LIBS := -linih
+.PHONY: bench-attn
+bench-attn: $(BUILD)/bin/qwen35-bench-attn $(BUILD)/bin/qwen35-mkmodel
+	@$(BENCH_RESOLVE); echo "$(BUILD)/bin/qwen35-bench-attn -m $$m $(BENCH_ARGS)"; \
+	    $(BUILD)/bin/qwen35-bench-attn -m "$$m" $(BENCH_ARGS)
