@@ -110,6 +110,8 @@ for n in ${BENCH_STAGES:-1 2}; do
                 # the plain rate just before, on the same pipeline (the machine's load drifts)
                 streams "$s" plain --no-draft
                 base=$RATE
+                # only this run's files: a wider run before left more spec.* behind
+                rm -f "$P35_RUN"/spec.*
                 streams "$s" spec --draft "$k" --draft-alpha "$a"
                 acc=$(cat "$P35_RUN"/spec.* | grep '"event":"final"' |
                       awk '{ d = $0; sub(/.*"drafted":/, "", d); a = $0; sub(/.*"accepted":/, "", a)

@@ -11,6 +11,11 @@
 #     speedup would be if a warm token cost what a cold one does).
 #     Targets: turn 1 (nothing to reuse) >= 0.95x the cache-off TTFT; turn
 #     8's speedup >= 90% of its ceiling.
+#  1b. the chat's turn 1 is one sample, and each pipeline's first request:
+#     BENCH_FIRSTS (5) more first turns (a 40-token system message and a
+#     USER-token user message, each conversation its own tokens, so nothing
+#     is cached), off and on alternating which runs first: the median TTFT
+#     of each, and their ratio against the turn-1 target.
 #  2. 16 requests sharing a 1000-token system prompt, differing after it
 #     (one first, then 15 at once): prompt tokens computed, time. Target:
 #     the shared 1000 computed once.
@@ -40,7 +45,8 @@
 # generated when missing), BENCH_THREADS (1 per stage), BENCH_TURNS (8),
 # BENCH_USER (300), BENCH_ANSWER (64), BENCH_SHARED (1000), BENCH_REQS (16),
 # BENCH_LONG (23000), BENCH_LONG_TURN (2000), BENCH_BRANCH (2000), BENCH_BRANCH_TURNS (4),
-# BENCH_BRANCH_USER (100), BENCH_BRANCH_ANSWER (32).
+# BENCH_BRANCH_USER (100), BENCH_BRANCH_ANSWER (32), BENCH_FIRSTS (5), BENCH_TRACE (a file: the cache-on
+# coordinator's --trace).
 set -eu
 P35_ME=bench-prefix
 . "$(dirname "$0")/pipeline.sh"
@@ -56,6 +62,7 @@ REQS=${BENCH_REQS:-16}
 LONG=${BENCH_LONG-23000}
 LONG_TURN=${BENCH_LONG_TURN:-2000}
 BRANCH=${BENCH_BRANCH-2000}
+FIRSTS=${BENCH_FIRSTS:-5}
 BRANCH_TURNS=${BENCH_BRANCH_TURNS:-4}
 BRANCH_USER=${BENCH_BRANCH_USER:-100}
 BRANCH_ANSWER=${BENCH_BRANCH_ANSWER:-32}
@@ -94,7 +101,8 @@ EP_on="ipc://$P35_RUN/coord-on.sock"
 _l0=$P35_LAYERS_b0 _l1=$P35_LAYERS_b1
 # shellcheck disable=SC2086
 "$BIN/qwen35-coordinator" --model "$MODEL" --listen "$EP_on" --stage "ipc://$P35_RUN/b0.sock $_l0" \
-    --stage "ipc://$P35_RUN/b1.sock $_l1" $copts --prefix-cache on >>"$P35_RUN/coord-on.log" 2>&1 &
+    --stage "ipc://$P35_RUN/b1.sock $_l1" $copts --prefix-cache on ${BENCH_TRACE:+--trace "$BENCH_TRACE"} \
+    >>"$P35_RUN/coord-on.log" 2>&1 &
 P35_PID_coordon=$!
 P35_NAMES="$P35_NAMES coordon"
 p35_wait_ready 600
@@ -124,6 +132,25 @@ chat() {
             p=$(p35_field "$f" prompt_tokens) c=$(p35_field "$f" cached_tokens) tt=$(p35_field "$f" ttft_s)
             echo "$turn $p ${c:-0} $tt" >>"$T.$tag.rows"
             gen_ids "$T.$tag.$turn" >>"$T.$tag.prompt"
+        done
+    done
+}
+
+# firsts: FIRSTS first turns on both pipelines, the order alternating;
+# "TAG ttft" lines in $T.firsts
+firsts() {
+    : >"$T.firsts"
+    for i in $(seq 1 "$FIRSTS"); do
+        printf '%s %s %s %s ' "$IM" "$(ids 40 $((500 + i)))" "$IM" "$(ids $((USER - 1)) $((600 + i)))" >"$T.first.$i"
+        order="off on"
+        [ $((i % 2)) -eq 0 ] && order="on off"
+        for tag in $order; do
+            eval "ep=\$EP_$tag"
+            cli "$ep" --prompt-ids "$T.first.$i" -n 4 --ignore-eos --json --timeout 600000 >"$T.first.$tag.$i" ||
+                p35_die "$tag first turn $i failed: $(tail -n 1 "$T.first.$tag.$i")"
+            f=$(final "$T.first.$tag.$i")
+            [ "$(p35_field "$f" cached_tokens)" -gt 0 ] 2>/dev/null && p35_die "first turn $i: $tag restored a prefix"
+            echo "$tag $(p35_field "$f" ttft_s)" >>"$T.firsts"
         done
     done
 }
@@ -159,6 +186,7 @@ shared() {
 
 echo "bench-prefix: $MODEL, 2 pipelines (cache off, on) of 2 stages x $THREADS thread(s), cache-mb $CACHE_MB"
 chat
+[ "$FIRSTS" -gt 0 ] && firsts
 shared off
 shared on
 echo
@@ -178,6 +206,13 @@ echo "total time: $(cat "$T.off.total") s off, $(cat "$T.on.total") s on"
 read first ratio ceil <"$T.ratio"
 awk -v r="$first" 'BEGIN { exit !(r >= 0.95) }' && v=holds || v="does NOT hold"
 echo "turn 1 (nothing cached) at ${first}x the cache-off TTFT (target >= 0.95x): $v"
+if [ "$FIRSTS" -gt 0 ]; then
+    med() { grep "^$1 " "$T.firsts" | cut -d' ' -f2 | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+    m_off=$(med off) m_on=$(med on)
+    r1=$(awk -v a="$m_off" -v b="$m_on" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+    awk -v r="$r1" 'BEGIN { exit !(r >= 0.95) }' && v=holds || v="does NOT hold"
+    echo "first turns ($FIRSTS more, $((USER + 41)) tokens, order alternating): median TTFT $m_off s off, $m_on s on: ${r1}x (target >= 0.95x): $v"
+fi
 awk -v r="$ratio" -v c="$ceil" 'BEGIN { exit !(r >= 0.9 * c) }' && v=holds || v="does NOT hold"
 echo "turn $TURNS TTFT ${ratio}x lower with the cache, ceiling ${ceil}x (target >= 90% of it): $v"
 

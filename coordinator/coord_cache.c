@@ -369,14 +369,16 @@ static int next_stop(const coord *c, const req *r)
  * three (128+128+85) without the cache, and a step costs more than its
  * rows (every expert's weights are read once per step, whatever the rows).
  * So a chunk that would leave at most half a chunk before the stop takes
- * that remainder too (41+128+172): no more steps than without the cache. */
+ * that remainder too (41+128+172): no more steps than without the cache.
+ * The prompt's end is cut as without the cache (a prompt alone in the
+ * pipeline wants its last chunk small: coord_sched.c lone_chunk). */
 int cache_chunk_limit(const coord *c, const req *r, int n, int cap, bool *at_stop)
 {
     *at_stop = false;
     if (!cache_on(c) || r->n_sent >= r->n_prompt)
         return n;
-    int seg = next_stop(c, r) - r->n_sent;
-    if (seg <= n || (seg - n <= n / 2 && seg <= cap)) {
+    int stop = next_stop(c, r), seg = stop - r->n_sent;
+    if (seg <= n || (stop < r->n_prompt && seg - n <= n / 2 && seg <= cap)) {
         *at_stop = true;
         return seg;
     }

@@ -22,6 +22,8 @@
 #define COORD_STOP_LEN   256
 #define COORD_RID_LEN    128
 #define COORD_PREFILL_CHUNK 128
+/* the least a lone prompt's chunk is cut to (coord_sched.c lone_chunk) */
+#define COORD_LONE_CHUNK_MIN 16
 #define COORD_MAX_DRAFT  4      /* drafts a step verifies at most (SeqChunk.n_draft) */
 /* Prefix cache: a long prompt leaves a checkpoint every this many tokens
  * (besides message boundaries, its end, and a request's end). */

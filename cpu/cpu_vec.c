@@ -57,9 +57,13 @@ typedef float v8 __attribute__((vector_size(32)));
 typedef float v4 __attribute__((vector_size(16)));
 typedef float v2 __attribute__((vector_size(8)));
 
-/* The end of a head's dot: lanes past the last full 16, then the tree. */
-static inline __attribute__((always_inline)) float dot_finish(v16 acc, const float *q, const float *k, int i, int n)
+/* The end of a head's dot: lanes past the last full 16, then the tree.
+ * The accumulator comes by pointer: clang refuses a 64-byte vector
+ * argument in the baseline clone (its ABI differs without AVX-512). */
+static inline __attribute__((always_inline)) float dot_finish(const v16 *accp, const float *q, const float *k, int i,
+                                                              int n)
 {
+    v16 acc = *accp;
     if (i == n) {   /* the tree by halves: a[j] += a[j + w] for w = 8, 4, 2, 1 */
         v8 s8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7)
               + __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -97,7 +101,7 @@ CLONES void cpu_dot4x2(const float *restrict q, int64_t qs, const float *restric
     }
     for (int r = 0; r < 2; r++)
         for (int h = 0; h < 4; h++)
-            out[4 * r + h] = dot_finish(acc[r][h], q + h * qs, k + r * ks, i, n);
+            out[4 * r + h] = dot_finish(&acc[r][h], q + h * qs, k + r * ks, i, n);
 }
 
 /* Per 32 values of the output, eight chains (four heads x two halves). */
@@ -166,7 +170,7 @@ CLONES void cpu_dot4x4(const float *restrict q, int64_t qs, const float *restric
     if (i < n) {    /* a tail past the last 16: dot_finish one by one */
         for (int h = 0; h < 4; h++)
             for (int t = 0; t < 4; t++)
-                out[4 * h + t] = dot_finish(acc[4 * h + t], q + h * qs, k + t * ks, i, n);
+                out[4 * h + t] = dot_finish(&acc[4 * h + t], q + h * qs, k + t * ks, i, n);
         return;
     }
     v16 l8[8], l4[4], l2[2];
