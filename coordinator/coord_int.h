@@ -131,6 +131,7 @@ typedef struct req {
     int n_sent, n_chunks;
     int staged_upto;                /* the last checkpoint saved stage by stage (cache_staged_save) */
     bool at_head, ckpt_wait;
+    bool lone;                      /* its chunks in flight were cut by lone_chunk (coord_sched.c) */
     Q35__Code err_code;             /* an error waiting for the request's chunks to come back */
     char *err_msg;
     int max_ctx;                    /* the pipeline's, or less (request ctx_size) */

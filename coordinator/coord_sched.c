@@ -242,16 +242,22 @@ static int step_budget(const coord *c, int want, double dec_s)
  * it a quarter more). Computed afresh for each chunk, so the chunks
  * shrink towards the prompt's end, where a smaller one waits less. With
  * other requests in flight their steps fill the stages anyway, and
- * smaller chunks would only add fixed costs: n unchanged. */
-static int lone_chunk(const coord *c, const req *r, int live, int n)
+ * smaller chunks would only add fixed costs: n unchanged. Small chunks
+ * start only with none of the prompt's in flight: behind bigger ones,
+ * each would wait at stage 0 for a micro-batch to come back (the chunks
+ * in flight are at most the micro-batches, one a stage): 4 simulated
+ * dies lost 80 ms a chunk so. */
+static int lone_chunk(const coord *c, req *r, int live, int n)
 {
-    if (!c->o.prefill_pipeline || c->n_links < 2 || live != 1)
-        return n;
+    if (r->n_chunks == 0)
+        r->lone = true;
+    if (!r->lone || !c->o.prefill_pipeline || c->n_links < 2 || live != 1)
+        return r->lone = false, n;
     double f = 0, cr = 0;
     for (int k = 0; k < c->n_links; k++) {
         const link *l = &c->links[k];
         if (l->state != L_UP || l->step_row_s <= 0)
-            return n;   /* not measured yet */
+            return r->lone = false, n;   /* not measured yet */
         if (l->step_fixed_s + l->net_s > f)
             f = l->step_fixed_s + l->net_s;
         if (l->step_row_s > cr)
