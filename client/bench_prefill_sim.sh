@@ -121,34 +121,7 @@ stall_chain
 p35_client --prompt-ids "$P35_RUN/p$P.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/alone.json" ||
     p35_die "the long prompt alone failed"
 p35_stop
-alone=$(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$P35_RUN/alone.json")
 if [ -n "${BENCH_STALL_TRACE:-}" ]; then stall_chain --trace "$P35_RUN/stall.trace"; else stall_chain; fi
-p35_bg_client "$P35_RUN/b.json" --prompt-ids "$P35_RUN/short.ids" -n 100000 --ignore-eos --json --timeout 900000 \
-    2>/dev/null || true
-bpid=$P35_LAST
-i=0
-until [ "$(grep -c '"event":"piece"' "$P35_RUN/b.json" 2>/dev/null)" -ge 20 ] || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
-t0=$(date +%s.%N)
-p35_client --prompt-ids "$P35_RUN/p$P.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/a.json" ||
-    p35_die "the long prompt beside a decode stream failed"
-t1=$(date +%s.%N)
-kill "$bpid" 2>/dev/null || true
-wait "$bpid" 2>/dev/null || true
-p35_stop
+p35_stall_beside "$P35_RUN/short.ids" "$P35_RUN/p$P.ids" 20 600
 [ -n "${BENCH_STALL_TRACE:-}" ] && cp "$P35_RUN/stall.trace" "$BENCH_STALL_TRACE"
-a_ttft=$(awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$P35_RUN/a.json")
-# gaps between the stream's tokens: before the prompt came, and the largest while it was in flight
-awk -v a="$t0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
-                                     if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
-    "$P35_RUN/b.json" | sort -n >"$P35_RUN/pre.txt"
-med=$(awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }' "$P35_RUN/pre.txt")
-# the largest gap while it was in flight, and how many of them passed 2 step targets
-set -- $(awk -v a="$t0" -v b="$t1" -v st="$ST" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
-                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; v[++k] = g; o += g > 2 * st
-                                                                   if (g > m) m = g }
-                                 last = t }
-                                 END { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
-                                       printf "%.1f %d %d %.1f", m, o, k, k ? v[int((k + 1) / 2)] : 0 }' "$P35_RUN/b.json")
-awk -v st="$ST" -v p="$P" -v tt="$a_ttft" -v al="$alone" -v med="$med" -v mx="$1" -v o="$2" -v k="$3" -v md="$4" 'BEGIN {
-    printf "decode beside a %d-token prompt (4 dies, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
-           p, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'
+p35_stall_report "4 dies" "$ST" "$P" "$P35_RUN/alone.json"

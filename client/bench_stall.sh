@@ -46,7 +46,6 @@ chain() {
     p35_coord "$MODEL" s0 s1 -- --max-seqs 2 --max-ctx $CTX --step-target-ms "$ST" "$@"
     p35_wait_ready 120
 }
-ttft() { awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$1"; }
 
 echo "bench-stall: $(basename "$MODEL"), 2 CPU stages x $TH thread (0:$H, $H:$N_LAYER), --activations $ACT, step target $ST ms; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 chain
@@ -55,29 +54,6 @@ p35_client --prompt-ids "$P35_RUN/p.ids" -n 1 --ignore-eos --json --timeout 9000
 p35_stop
 p35_clear_logs
 if [ -n "${BENCH_STALL_TRACE:-}" ]; then chain --trace "$P35_RUN/stall.trace"; else chain; fi
-p35_bg_client "$P35_RUN/b.json" --prompt-ids "$P35_RUN/short.ids" -n 100000 --ignore-eos --json --timeout 900000 \
-    2>/dev/null || true
-bpid=$P35_LAST
-i=0
-until [ "$(grep -c '"event":"piece"' "$P35_RUN/b.json" 2>/dev/null)" -ge 10 ] || [ $i -ge 1200 ]; do sleep 0.1; i=$((i + 1)); done
-t0=$(date +%s.%N)
-p35_client --prompt-ids "$P35_RUN/p.ids" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/a.json" ||
-    p35_die "the prompt beside a decode stream failed"
-t1=$(date +%s.%N)
-kill "$bpid" 2>/dev/null || true
-wait "$bpid" 2>/dev/null || true
-p35_stop
+p35_stall_beside "$P35_RUN/short.ids" "$P35_RUN/p.ids" 10 1200
 [ -n "${BENCH_STALL_TRACE:-}" ] && cp "$P35_RUN/stall.trace" "$BENCH_STALL_TRACE"
-med=$(awk -v a="$t0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
-                                         if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
-      "$P35_RUN/b.json" | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
-set -- $(awk -v a="$t0" -v b="$t1" -v st="$ST" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
-                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; v[++k] = g; o += g > 2 * st
-                                                                   if (g > m) m = g }
-                                 last = t }
-                                 END { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
-                                       printf "%.1f %d %d %.1f", m, o, k, k ? v[int((k + 1) / 2)] : 0 }' "$P35_RUN/b.json")
-awk -v st="$ST" -v p="$P" -v tt="$(ttft "$P35_RUN/a.json")" -v al="$(ttft "$P35_RUN/alone.json")" -v med="$med" \
-    -v mx="$1" -v o="$2" -v k="$3" -v md="$4" 'BEGIN {
-    printf "decode beside a %d-token prompt (2 CPU stages, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
-           p, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'
+p35_stall_report "2 CPU stages" "$ST" "$P" "$P35_RUN/alone.json"

@@ -260,3 +260,51 @@ p35_result() {
     fi
     echo "$P35_ME: $*"
 }
+
+# The benches of a decode stream beside a long prompt (bench_stall.sh,
+# bench_prefill_sim.sh). p35_stall_beside SHORT_IDS PROMPT_IDS PIECES TICKS:
+# on the pipeline up now, a stream from SHORT_IDS in the background; once
+# it has PIECES pieces (or after TICKS tenths of a second) the PROMPT_IDS
+# request, timed; then the stream is killed and the pipeline stopped. The
+# stream's events in $P35_RUN/b.json, the prompt's in $P35_RUN/a.json, the
+# prompt's send and answer times in P35_T0 and P35_T1.
+p35_stall_beside() {
+    p35_bg_client "$P35_RUN/b.json" --prompt-ids "$1" -n 100000 --ignore-eos --json --timeout 900000 \
+        2>/dev/null || true
+    _bpid=$P35_LAST
+    _i=0
+    until [ "$(grep -c '"event":"piece"' "$P35_RUN/b.json" 2>/dev/null)" -ge "$3" ] || [ $_i -ge "$4" ]; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    P35_T0=$(date +%s.%N)
+    p35_client --prompt-ids "$2" -n 1 --ignore-eos --json --timeout 900000 >"$P35_RUN/a.json" ||
+        p35_die "the long prompt beside a decode stream failed"
+    P35_T1=$(date +%s.%N)
+    kill "$_bpid" 2>/dev/null || true
+    wait "$_bpid" 2>/dev/null || true
+    p35_stop
+}
+
+# p35_stall_report SETUP ST PROMPT_TOKENS ALONE_JSON: the line of
+# p35_stall_beside's run: the stream's median gap before the prompt, its
+# largest while the prompt was in flight in step targets of ST ms (the
+# target, issue #28: <= 2) and how many passed 2, the prompt's TTFT beside
+# the stream and alone (ALONE_JSON: its events from a run without it).
+p35_stall_report() {
+    _ttft() { awk '/"event":"final"/ { s = $0; sub(/.*"ttft_s":/, "", s); printf "%.3f", s + 0 }' "$1"; }
+    _med=$(awk -v a="$P35_T0" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                                   if (n++ && t < a) printf "%.3f\n", (t - last) * 1000; last = t }' \
+           "$P35_RUN/b.json" | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
+    # shellcheck disable=SC2046
+    set -- "$@" $(awk -v a="$P35_T0" -v b="$P35_T1" -v st="$2" '/"event":"piece"/ { t = $0; sub(/.*"t":/, "", t); t += 0
+                                 if (n++ && last >= a && t <= b) { g = (t - last) * 1000; v[++k] = g; o += g > 2 * st
+                                                                   if (g > m) m = g }
+                                 last = t }
+                                 END { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+                                       printf "%.1f %d %d %.1f", m, o, k, k ? v[int((k + 1) / 2)] : 0 }' "$P35_RUN/b.json")
+    awk -v setup="$1" -v st="$2" -v p="$3" -v tt="$(_ttft "$P35_RUN/a.json")" -v al="$(_ttft "$4")" -v med="$_med" \
+        -v mx="$5" -v o="$6" -v k="$7" -v md="$8" 'BEGIN {
+        printf "decode beside a %d-token prompt (%s, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
+               p, setup, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'
+}
