@@ -20,7 +20,8 @@
 # Env: BIN, QWEN35_GOLDEN, BENCH_PRESET (mini, 35b-a3b), BENCH_MODEL,
 # BENCH_TOKENS (32), BENCH_STREAMS ("1 4 16"), BENCH_ALPHAS ("0 0.5 0.8 1"),
 # BENCH_DRAFTS ("1 2 3"), BENCH_STAGES ("1 2"), BENCH_THREADS (1 per stage),
-# BENCH_ADAPT (0; 1: the adaptive draft length).
+# BENCH_ADAPT (0; 1: the adaptive draft length), BENCH_REPS (1: pairs of a
+# plain and a speculative run per row, their medians reported).
 set -eu
 P35_ME=bench-mtp
 . "$(dirname "$0")/pipeline.sh"
@@ -36,6 +37,7 @@ else
     [ "$rc" -eq 0 ] || p35_die "no model for BENCH_PRESET=$PRESET"
 fi
 TOKENS=${BENCH_TOKENS:-32}
+REPS=${BENCH_REPS:-1}
 # BENCH_ADAPT=1: the coordinator's adaptive draft length (k is then the most
 # a step may verify); default: every step verifies k drafts (the mechanics)
 ADAPT=--no-draft-adapt
@@ -107,21 +109,35 @@ for n in ${BENCH_STAGES:-1 2}; do
         for i in $(seq 1 "$s"); do ids_of "$P35_RUN/plain.$i" >"$P35_RUN/oracle.$i"; done
         for a in ${BENCH_ALPHAS:-0 0.5 0.8 1}; do
             for k in ${BENCH_DRAFTS:-1 2 3}; do
-                # the plain rate just before, on the same pipeline (the machine's load drifts)
-                streams "$s" plain --no-draft
-                base=$RATE
-                # only this run's files: a wider run before left more spec.* behind
-                rm -f "$P35_RUN"/spec.*
-                streams "$s" spec --draft "$k" --draft-alpha "$a"
-                acc=$(cat "$P35_RUN"/spec.* | grep '"event":"final"' |
-                      awk '{ d = $0; sub(/.*"drafted":/, "", d); a = $0; sub(/.*"accepted":/, "", a)
-                             ta += a + 0; td += d + 0 } END { printf "%d/%d", ta, td }')
-                for i in $(seq 1 "$s"); do
-                    ids_of "$P35_RUN/spec.$i" | cmp -s - "$P35_RUN/oracle.$i" ||
-                        p35_die "$n stage(s), $s streams, alpha $a, k $k: stream $i's tokens differ from the plain run's"
+                # BENCH_REPS pairs: the plain rate just before each, on the
+                # same pipeline (the machine's load drifts); the medians
+                : >"$P35_RUN/pairs"
+                ta=0 td=0
+                for rep in $(seq 1 "$REPS"); do
+                    streams "$s" plain --no-draft
+                    base=$RATE
+                    # only this run's files: a wider run before left more spec.* behind
+                    rm -f "$P35_RUN"/spec.*
+                    streams "$s" spec --draft "$k" --draft-alpha "$a"
+                    set -- $(cat "$P35_RUN"/spec.* | grep '"event":"final"' |
+                             awk '{ d = $0; sub(/.*"drafted":/, "", d); a = $0; sub(/.*"accepted":/, "", a)
+                                    ta += a + 0; td += d + 0 } END { printf "%d %d", ta, td }')
+                    ta=$((ta + $1)) td=$((td + $2))
+                    for i in $(seq 1 "$s"); do
+                        ids_of "$P35_RUN/spec.$i" | cmp -s - "$P35_RUN/oracle.$i" ||
+                            p35_die "$n stage(s), $s streams, alpha $a, k $k: stream $i's tokens differ from the plain run's"
+                    done
+                    echo "$RATE $base" >>"$P35_RUN/pairs"
                 done
-                sp=$(awk -v a="$RATE" -v b="$base" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
-                echo "bench-mtp: $n $s $a $k: $RATE ($base) ${sp}x, $acc"
+                set -- $(awk '{ r[NR] = $1; b[NR] = $2; q[NR] = $2 > 0 ? $1 / $2 : 0; all = all sprintf(" %.2f", q[NR]) }
+                              function med(v, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+                                                              return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+                              END { printf "%.2f %.2f %.2f%s", med(r, NR), med(b, NR), med(q, NR), all }' "$P35_RUN/pairs")
+                RATE=$1 base=$2 sp=$3
+                shift 3
+                reps=""
+                [ "$REPS" -gt 1 ] && reps=" (median of $REPS pairs:$(printf ' %sx' "$@"))"
+                echo "bench-mtp: $n $s $a $k: $RATE ($base) ${sp}x, $ta/$td$reps"
                 echo "RESULT mtp $n $s $a $k $RATE $base $sp"
             done
         done

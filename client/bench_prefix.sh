@@ -291,8 +291,10 @@ for i in 0 1; do
 done
 
 # ---- 5. long conversations -----------------------------------------------
-# The pipelines above are done with: their memory goes back first.
-for n in a0 a1 b0 b1 coord coordon; do p35_kill "$n"; done
+# The pipelines above are done with: their memory goes back first (a
+# stop, not a kill: the cache-on coordinator completes its BENCH_TRACE).
+P35_NAMES="a0 a1 b0 b1 coord coordon"
+p35_stop
 P35_NAMES=""
 LANS=32
 mem_avail_mb() { awk '/^MemAvailable/ { printf "%d", $2 / 1024 }' /proc/meminfo; }
@@ -358,7 +360,8 @@ long_case() {
     else
         echo "answer ids with the cache on and off: DIFFER"
     fi
-    for n in c0 c1 d0 d1 coc cod; do p35_kill "$n"; done
+    P35_NAMES="c0 c1 d0 d1 coc cod"
+    p35_stop
     P35_NAMES=""
 }
 for L in $LONG; do

@@ -155,13 +155,21 @@ if command -v script >/dev/null; then
         i=0
         while ! grep -aq -- "$1" "$T.pty" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
     }
+    # streaming: the pty has grown 64 bytes past SIZE (30 s at most), so a
+    # Ctrl-C lands in the answer, not at the prompt (where it quits)
+    streaming() {
+        i=0
+        while [ "$(wc -c <"$T.pty")" -lt $(($1 + 64)) ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    }
     waitfor '> '
+    sz=$(wc -c <"$T.pty")
     printf 'Hello\n' >&7
-    sleep 1
+    streaming "$sz"
     printf '\003' >&7
     waitfor 'interrupted'
+    sz=$(wc -c <"$T.pty")
     printf 'Again\n' >&7
-    sleep 1
+    streaming "$sz"
     printf '\003' >&7
     sleep 1
     printf '\004' >&7

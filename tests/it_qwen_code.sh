@@ -43,11 +43,11 @@ printf '%s\n' "$KEY" >"$T/keys"
 http_front http --api-key-file "$T/keys"
 
 # curl -N: a stream's headers, its role chunk and then keep-alive chunks
-# (an empty delta) come while a long prompt (~7K tokens of words, none
+# (an empty delta) come while a long prompt (~10K tokens of words, none
 # cached) prefills, long before its first token
 awk 'BEGIN { srand(7); n = split("the of and to in a is that for it as was with be by on not he this " \
     "are or his from at which but have an they you were her she there one all we can their has been", w, " ")
-    for (i = 0; i < 7000; i++) printf "%s ", w[int(rand() * n) + 1] }' >"$T/words"
+    for (i = 0; i < 10000; i++) printf "%s ", w[int(rand() * n) + 1] }' >"$T/words"
 printf '{"model":"qc.gguf","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"%s"}]}' \
     "$(cat "$T/words")" >"$T/long.json"
 curl -sN -w '%{time_starttransfer} %{time_total}\n' -o "$T/long.sse" -H "Authorization: Bearer $KEY" \

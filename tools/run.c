@@ -153,8 +153,7 @@ static int answer(session *s, char *err, size_t errsz)
     int rc = 0, n_done = 0;
     const char *why = "length";
     double t0 = q35_now();
-    g_interrupted = 0;
-    g_busy = 1;
+    g_busy = 1;   /* a Ctrl-C during the prompt (turn) stands: it ends this answer */
     for (int limit = o->n_gen < 0 ? 1 << 30 : o->n_gen; n_done < limit;) {
         if (g_interrupted) { why = "interrupted"; break; }
         if (s->n_seq >= s->ch.ctx) { why = "context full"; break; }
@@ -242,12 +241,18 @@ static int turn(session *s, const char *user, bool first, char *err, size_t errs
     tok_ids_free(&ids);
     double t0 = q35_now();
     int before = s->n_fed;
+    /* from here to the answer's end Ctrl-C ends the answer: set while the
+     * prompt is fed too, with no gap before answer() where it would quit */
+    g_interrupted = 0;
     g_busy = 1;
     if (!rc) rc = feed(s, s->n_seq, err, errsz);
-    g_busy = 0;
     s->prompt_n = s->n_fed - before;
     s->prompt_s = q35_now() - t0;
-    return rc ? rc : answer(s, err, errsz);
+    if (rc) {
+        g_busy = 0;
+        return rc;
+    }
+    return answer(s, err, errsz);
 }
 
 int run_text(const run_opts *o, const char *prompt)
