@@ -660,6 +660,10 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
         .spec = any_draft ? spec : NULL, .n_logit_rows = any_draft && s->last ? nlr : NULL,
     };
     char err[Q35_ERRSZ];
+    /* the step's time as the coordinator fits it: from here (the cuts of
+     * rejected drafts) to the last stage's draws, less its MTP head's
+     * drafting (ForwardResult.draft_s, weighed on its own) */
+    double t_step = q35_now();
     /* a sequence whose last chunk ended in drafts starts again after the
      * rows the last stage kept: cut the slot back there first */
     for (size_t i = 0; i < ns; i++) {
@@ -701,6 +705,12 @@ static int on_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out 
         o->fr.hidden.len = n * esz;
     } else if (last_reply(s, fb, o, rp, b.n_logit_rows ? nlr : NULL, all, lrows)) {
         return -1;
+    } else {
+        /* a verify step's cost is more than its forward: each row is drawn
+         * from, and a miss cuts the slot back (the next step's start) */
+        double all_s = q35_now() - t_step - o->fr.draft_s;
+        if (all_s > o->fr.compute_s)
+            o->fr.compute_s = all_s;
     }
     rp->r.body_case = Q35__STAGE_REPLY__BODY_FORWARD;
     rp->r.forward = &o->fr;
