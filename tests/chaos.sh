@@ -52,7 +52,10 @@ http() {
     P35_PID_http=$!
     case " $P35_NAMES " in *" http "*) ;; *) P35_NAMES="$P35_NAMES http" ;; esac
     wait_for "$P35_RUN/http.log" "serving http://127.0.0.1:" 30 || fail "qwen35-http did not come up"
-    sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1 >"$T.port"
+    # renamed into place: a client starting now reads the old port or the
+    # new one, never an empty file (an empty port: curl fails, 0 lines, lost)
+    sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$P35_RUN/http.log" | head -n 1 >"$T.port.new"
+    mv "$T.port.new" "$T.port"
 }
 for k in 0 1 2 3; do stage $k; done
 coord
@@ -149,7 +152,8 @@ client_loop() {
         fi
         v=$(verdict "$out" "$got" "$want" $ended $errored)
         if [ "$v" != ok ] && { [ -e "$T.killed$i.$(cat "$T.cpid$i")" ] ||
-                               { [ "$i" -gt $NC ] && [ "$(cat "$T.httpgen")" != "$gen" ]; }; }; then
+                               { [ "$i" -gt $NC ] && { [ "$(cat "$T.httpgen")" != "$gen" ] ||
+                                                       [ $((gen % 2)) -eq 1 ]; }; }; }; then
             v=killed
         fi
         case $v in
@@ -184,8 +188,9 @@ for f in $(seq 1 $NF); do
     8|9) nt=$((nt + 1)); fault "stage SIGTERM"; p35_kill s$k TERM; stage $k ;;
     10) nh=$((nh + 1)); fault "qwen35-http SIGKILL"; echo $(( $(cat "$T.httpgen") + 1 )) >"$T.httpgen"
         # the generation changes before the kill and again once the new one
-        # listens: a stream that began in between (refused, or on the old
-        # port) counts as killed with it
+        # listens (odd while it restarts): a stream that began in between
+        # (refused, or on the old port) counts as killed with it, even one
+        # refused at once, before the second change
         p35_kill http KILL; http; echo $(( $(cat "$T.httpgen") + 1 )) >"$T.httpgen" ;;
     *)  ncl=$((ncl + 1)); fault "client SIGKILL"; c=$((RANDOM % (NC + NH) + 1))
         pid=$(cat "$T.cpid$c" 2>/dev/null) && touch "$T.killed$c.$pid" && kill -KILL "$pid" 2>/dev/null ;;
