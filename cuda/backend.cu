@@ -99,6 +99,9 @@ struct q35_backend {
     /* the MTP head (w->has_mtp; model/README.md): its block is L[n_own] */
     bool has_mtp;
     dw m_eh, m_embd, m_head;                /* eh_proj [2E, E], its embedding and LM head */
+    const int32_t *dvocab;                  /* the draft vocabulary: n_dvocab pairs [a, b) of
+                                             * head rows (the engine's, outliving b); NULL: all */
+    int n_dvocab;
     float *m_enorm, *m_hnorm, *m_shnorm;
     float *m_keep, *m_chain;                /* [max_seqs][Q35_MTP_KEEP][E] main rows after
                                              * output_norm at p % KEEP; [max_seqs][E] chain rows */
@@ -337,6 +340,8 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
     b->LB = o->max_seqs > 16 ? o->max_seqs : 16;
     if (b->LB > b->B) b->LB = b->B;
     b->no_graphs = o->no_graphs;
+    b->dvocab = o->draft_vocab && o->n_draft_vocab > 0 ? o->draft_vocab : NULL;
+    b->n_dvocab = b->dvocab ? o->n_draft_vocab : 0;
     /* on failure the message is already in err; init returns NULL */
 #define TRY(x) do { if ((x) != 0) goto fail; } while (0)
 #define TRYCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -1007,6 +1012,27 @@ static uint64_t cuda_mem_free(const q35_backend *b)
 
 /* One MTP head row (backend.h mtp_row): the whole block on the head's
  * meta2 row, its output kept as the slot's chain row, logits = head · it. */
+/* The head's logits of chain row cr into b->logits: the draft
+ * vocabulary's rows only (a view of the LM head per pair; a row's bits do
+ * not depend on the rows beside it in a matmul), else every row. On a
+ * K80 the full q6_K head is ~250 MB of a draft's ~300 MB of reads. */
+static int mtp_logits(q35_backend *b, const float *cr, char *err, size_t errsz)
+{
+    const int E = b->cfg.n_embd, V = b->cfg.n_vocab;
+    if (!b->dvocab)
+        return mm(b, b->m_head, cr, E, 1, b->logits, V, 0, err, errsz);
+    for (int i = 0; i < b->n_dvocab; i++) {
+        int32_t a = b->dvocab[2 * i], e = b->dvocab[2 * i + 1];
+        dw v = b->m_head;
+        v.p += (size_t)a * v.row_bytes;
+        v.nrows = e - a;
+        int rc = mm(b, v, cr, E, 1, b->logits + a, V, 0, err, errsz);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int cuda_mtp_row(q35_backend *b, int slot, int pos, int32_t token, bool chain, float *logits,
                         char *err, size_t errsz)
 {
@@ -1031,16 +1057,22 @@ static int cuda_mtp_row(q35_backend *b, int slot, int pos, int32_t token, bool c
                          err, errsz)) ||
         (rc = moe_at(b, d, &p, b->m_x, err, errsz)) ||
         (rc = cu_rmsnorm(b->m_x, E, NULL, b->m_shnorm, c->rms_eps, E, 1, cr, E, b->st, err, errsz)) ||
-        (rc = mm(b, b->m_head, cr, E, 1, b->logits, V, 0, err, errsz)))
+        (rc = mtp_logits(b, cr, err, errsz)))
     {
         if (rc == Q35_EDEVICE) return rc;
         char m[Q35_ERRSZ];   /* kernels may have run: the slot's head state is not trusted */
         snprintf(m, sizeof m, "%s", err ? err : "");
         return q35_err(err, errsz, Q35_EDEVICE, "%s (MTP head row)", m);
     }
-    CU(cudaMemcpyAsync(b->h_out, b->logits, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
+    /* only the rows computed cross the bus (the others are unspecified) */
+    const int32_t full[2] = { 0, V };
+    const int32_t *pr = b->dvocab ? b->dvocab : full;
+    for (int i = 0; i < (b->dvocab ? b->n_dvocab : 1); i++)
+        CU(cudaMemcpyAsync(b->h_out + pr[2 * i], b->logits + pr[2 * i],
+                           (size_t)(pr[2 * i + 1] - pr[2 * i]) * sizeof(float), cudaMemcpyDeviceToHost, b->st));
     CU(cudaStreamSynchronize(b->st));
-    memcpy(logits, b->h_out, (size_t)V * sizeof(float));
+    for (int i = 0; i < (b->dvocab ? b->n_dvocab : 1); i++)
+        memcpy(logits + pr[2 * i], b->h_out + pr[2 * i], (size_t)(pr[2 * i + 1] - pr[2 * i]) * sizeof(float));
     return 0;
 }
 

@@ -273,8 +273,8 @@ static void test_draft_vocab(void **s)
         if (ds[i] != df[i])
             break;   /* the next rows embed different tokens */
     }
-    printf("# draft vocabulary of %d ids (%d special) of %d: %d head rows the full head's bits\n",
-           n_in, n_special, V, rows);
+    printf("# %s: draft vocabulary of %d ids (%d special) of %d: %d head rows the full head's bits\n",
+           q35_engine_backend(full), n_in, n_special, V, rows);
     free(lf); free(ls); free(in); free(types);
     q35_engine_close(&full);
     q35_engine_close(&sub);
@@ -457,6 +457,7 @@ static void test_emu(void **s)
     test_schedules(s);
     test_checkpoint(s);
     test_truncate(s);
+    test_draft_vocab(s);
     be_name = "cpu";
     be_device = 0;
 #else
