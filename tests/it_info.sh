@@ -220,4 +220,48 @@ grep -q "^qwen35-info: --measure needs --plan N$" "$T/err" || fail "--measure me
 "$BIN/qwen35-info" "$T/moe.gguf" --plan 2 --threads 2 > /dev/null 2> "$T/err" && fail "--threads without --measure accepted"
 grep -q "^qwen35-info: --threads applies to --measure only$" "$T/err" || fail "--threads message: $(cat "$T/err")"
 
+# --plan --draft K: the last stage also runs the MTP head (its block over
+# the step's rows, then one row per draft), so it takes fewer layers than
+# without drafts; the files turn mtp on there and set the coordinator's
+# draft, and the pipeline they start drafts
+"$BIN/qwen35-mkmodel" --preset micro --layers 8 --mtp -o "$T/mtp8.gguf" 2> /dev/null || fail "mkmodel micro 8 layers --mtp"
+plan_last() {   # DRAFT: layers of the last stage of --plan 2 --batch 4 --draft DRAFT
+    "$BIN/qwen35-info" "$T/mtp8.gguf" --plan 2 --batch 4 --draft "$1" > "$T/d$1.txt" 2> "$T/err" ||
+        { fail "--draft $1: exit $? $(cat "$T/err")"; echo 0; return; }
+    r=$(sed -n 's/^layers = //p' "$T/d$1.txt" | tail -n 1)
+    echo $(( ${r#*:} - ${r%:*} ))
+}
+d0=$(plan_last 0); d2=$(plan_last 2)
+[ "$d2" -lt "$d0" ] || fail "--plan 2 --draft 2: the last stage has $d2 layers, without drafts $d0: the head's drafting not counted"
+grep -q 'each verifying 2 drafts .*the last stage also runs the MTP head: [0-9.]* [kM]B a step$' "$T/d2.txt" ||
+    fail "--draft 2: plan header: $(grep '^# plan' "$T/d2.txt")"
+grep -q 'MTP head drafting' "$T/d2.txt" || fail "--draft 2: the last stage's line does not say it drafts"
+[ "$(grep -c '^mtp = on$' "$T/d2.txt")" = 1 ] && [ "$(grep -c '^draft = 2$' "$T/d2.txt")" = 1 ] ||
+    fail "--draft 2: files without one mtp = on and one draft = 2"
+grep -q '^mtp = on$' "$T/d0.txt" && fail "--draft 0: mtp = on written"
+port=$(free_ports 3 | cut -d' ' -f1)
+rm -rf "$T/dcfg"
+"$BIN/qwen35-info" "$T/mtp8.gguf" --plan 2 --batch 4 --draft 2 --max-seqs 2 --max-ctx 256 --backend cpu \
+    --port "$port" --write-configs "$T/dcfg" > /dev/null 2> "$T/err" || fail "--draft 2 --write-configs: $(cat "$T/err")"
+awk '/^\[stage\]/{on=1} on && /^mtp = on$/{print FILENAME}' "$T/dcfg/stage-1.conf" | grep -q . ||
+    fail "--draft 2: stage-1.conf without mtp = on"
+dp=""
+for s in 0 1; do
+    "$BIN/qwen35-stage" --config "$T/dcfg/stage-$s.conf" --threads 1 > "$T/ds$s.log" 2>&1 &
+    dp="$dp $!"
+done
+"$BIN/qwen35-coordinator" --config "$T/dcfg/coordinator.conf" > "$T/dc.log" 2>&1 &
+dp="$dp $!"
+out=""
+for _ in $(seq 1 150); do
+    out=$("$BIN/qwen35-client" --endpoint "tcp://127.0.0.1:$port" -n 8 --ignore-eos --json hello 2>/dev/null) && break
+    out=""
+    sleep 0.2
+done
+for p in $dp; do kill "$p" 2>/dev/null; done
+fin=$(printf '%s\n' "$out" | grep '"event":"final"')
+[ -n "$fin" ] || fail "--draft 2 pipeline: no answer: $(cat "$T"/ds*.log "$T/dc.log" | tail -n 5)"
+drafted=$(printf '%s\n' "$fin" | sed -n 's/.*"drafted":\([0-9]*\).*/\1/p')
+[ "${drafted:-0}" -gt 0 ] || fail "--draft 2 pipeline: no drafts verified: $fin"
+
 ok "models, plans, measures, bad input"

@@ -65,6 +65,9 @@ typedef struct usage {
     int batch;                         /* sequences per decode step (--batch) */
     double experts;                    /* distinct experts such a step reads */
     uint64_t embd_row, head;           /* first stage / last stage extras */
+    /* the MTP head's block (blk.n_layer.*): bytes one head row reads, and
+     * a row of each of the step's `batch` sequences at once */
+    uint64_t mtp_token, mtp_step;
     uint64_t type_n[GGML_TYPE_COUNT], type_bytes[GGML_TYPE_COUNT];
     uint64_t total, other;             /* all tensor bytes; bytes in no main layer */
     bool tied;
@@ -104,6 +107,14 @@ static void account(const gguf_file *f, const q35_config *c, int batch, usage *u
         if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer == c->n_layer &&
             c->n_nextn > 0) {
             u->pb.mtp += t->nbytes;   /* the MTP head's block (the last stage's, with mtp) */
+            uint64_t tok = t->nbytes, step = t->nbytes;
+            if (is_routed(t->name + n)) {
+                uint64_t expert = t->nbytes / c->n_expert;
+                tok = expert * c->n_expert_used;
+                step = batch == 1 ? tok : (uint64_t)llround((double)expert * u->experts);
+            }
+            u->mtp_token += tok;
+            u->mtp_step += step;
             continue;
         }
         if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0 && layer < c->n_layer) {
@@ -265,7 +276,22 @@ typedef struct plan_cost {
     bool timed;                                /* units: ns, not bytes */
 } plan_cost;
 
-static void cost_from_bytes(const q35_config *c, const usage *u, plan_cost *pc)
+/* Bytes the MTP head adds to the last stage's decode step of a
+ * micro-batch when each sequence drafts `draft` tokens (model/mtp.c):
+ * its block over the step's rows (their K/V), then per draft one row of
+ * one sequence: the block, the draft's embedding row and the LM head's
+ * rows of the draft vocabulary (the stage's mtp-vocab, default 32768
+ * ids, the special tokens aside). */
+static uint64_t mtp_step_bytes(const q35_config *c, const usage *u, int draft)
+{
+    if (!draft || !u->pb.mtp)
+        return 0;
+    double vshare = c->n_vocab > 32768 ? 32768.0 / c->n_vocab : 1.0;
+    uint64_t row = u->mtp_token + u->embd_row + (uint64_t)llround((double)u->head * vshare);
+    return u->mtp_step + (uint64_t)u->batch * (uint64_t)draft * row;
+}
+
+static void cost_from_bytes(const q35_config *c, const usage *u, int draft, plan_cost *pc)
 {
     memset(pc, 0, sizeof *pc);
     for (uint32_t i = 0; i < c->n_layer; i++) {
@@ -273,7 +299,7 @@ static void cost_from_bytes(const q35_config *c, const usage *u, plan_cost *pc)
         pc->prefix[2 * i + 2] = pc->prefix[2 * i + 1] + u->step_ffn[i];
     }
     pc->first = (uint64_t)u->batch * u->embd_row;
-    pc->last = u->head;
+    pc->last = u->head + mtp_step_bytes(c, u, draft);
 }
 
 /* Cost of the stage of cuts [a, b) of n layers. */
@@ -452,7 +478,7 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
             return 1;
         }
     } else {
-        cost_from_bytes(c, u, &pc);
+        cost_from_bytes(c, u, po->draft, &pc);
     }
     plan_fit fit = { c, u, po };
     int split = plan_split(&pc, n, k, po->half, &fit, cut);
@@ -477,6 +503,12 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
         }
         printf("# plan: %d stages, measured time per decode step of a micro-batch of %d sequences%s\n",
                k, u->batch, po->half ? ", cut at half-layers" : "");
+    } else if (po->draft) {
+        printf("# plan: %d stages, bytes read per decode step of a micro-batch of %d sequence%s, each "
+               "verifying %d draft%s (%.1f of %u experts per layer for its %d rows); the last stage "
+               "also runs the MTP head: %s a step\n", k, u->batch, u->batch == 1 ? "" : "s", po->draft,
+               po->draft == 1 ? "" : "s", u->experts, c->n_expert, u->batch * (1 + po->draft),
+               mb(mtp_step_bytes(c, u, po->draft), b1));
     } else if (u->batch > 1) {
         printf("# plan: %d stages, bytes read per decode step of a micro-batch of %d sequences "
                "(%.1f of %u experts per layer)%s\n", k, u->batch, u->experts, c->n_expert,
@@ -493,7 +525,8 @@ static int print_plan(const char *model, const q35_config *c, const usage *u, in
         if (pc.timed) snprintf(b1, sizeof b1, "%.1f ms", cost / 1e6);
         printf("#   stage %d: layers " Q35_CUT_FMT ":" Q35_CUT_FMT "  %s%s%s\n", s,
                Q35_CUT_ARGS(cut[s]), Q35_CUT_ARGS(cut[s + 1]), pc.timed ? b1 : mb(cost, b1),
-               cut[s] == 0 ? " (+ embedding)" : "", cut[s + 1] == 2 * n ? " (+ LM head)" : "");
+               cut[s] == 0 ? " (+ embedding)" : "",
+               cut[s + 1] != 2 * n ? "" : po->draft ? " (+ LM head, MTP head drafting)" : " (+ LM head)");
     }
     if (!po->model_path) po->model_path = path;
     return plan_configs(c, &u->pb, cut, k, po);
@@ -550,6 +583,13 @@ static const opt_def defs[] = {
       "times. Run it on a quiet machine"),
     OPT_TOOL_INT(info_cfg, "--threads", mo.threads, "T", 1, 1024,
                  "worker threads per layer for --measure (default 1; give the stages' --threads)"),
+    OPT_TOOL_INT(info_cfg, "--draft", po.draft, "K", 0, 4,
+      "plan for speculative decoding with the model's MTP head, K drafts a step (the "
+      "coordinator's draft): every stage's step verifies B x (1 + K) rows, and the last stage also "
+      "runs the head (its block over the step's rows, then per draft one row: the block, an "
+      "embedding row and the LM head's rows of the draft vocabulary), so it takes fewer layers. "
+      "The files then turn mtp on in the last stage's and set draft = K in the coordinator's. "
+      "Needs a model with the head (qwen35-mkmodel --mtp); bytes only (not with --measure)"),
     OPT_TOOL_FLAG(info_cfg, "--half-layers", po.half, true,
       "let stages end at half-layers too (L.5: after layer L's mixer, before its FFN), so the "
       "stages can be balanced more evenly; --measure then times each block. Only the cpu backend "
@@ -618,6 +658,15 @@ static int info(void *cfg)
                 : po.n_dev ? "--device-mem" : "--write-configs");
         return 2;
     }
+    if (po.draft && !plan) {
+        fprintf(stderr, "qwen35-info: --draft needs --plan N\n");
+        return 2;
+    }
+    if (po.draft && mo.on) {
+        fprintf(stderr, "qwen35-info: --draft: --measure does not time the MTP head; plan by bytes "
+                "(without --measure)\n");
+        return 2;
+    }
     if (po.half && !plan) {
         fprintf(stderr, "qwen35-info: --half-layers needs --plan N\n");
         return 2;
@@ -646,7 +695,17 @@ static int info(void *cfg)
     }
     usage *u = malloc(sizeof *u);
     if (!u) { gguf_close(&f); return 1; }
-    account(f, &c, mo.batch, u);
+    if (po.draft && !c.n_nextn) {
+        fprintf(stderr, "qwen35-info: --draft %d: %s has no MTP head (nextn_predict_layers is 0)\n",
+                po.draft, model);
+        gguf_close(&f);
+        free(u);
+        return 2;
+    }
+    /* a step verifies (1 + draft) rows a sequence: their experts' union;
+     * the head's own rows are one a sequence (account's batch) */
+    account(f, &c, mo.batch * (1 + po.draft), u);
+    u->batch = mo.batch;
     print_config(f, &c);
     print_usage(&c, u);
     fflush(stdout);

@@ -272,13 +272,14 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
                  "# qwen35-stage@%d, written by qwen35-info --plan %d: layers %s%s%s.\n"
                  "# Needs %s: weights %s, slot state %s, scratch %s (estimate).\n"
                  "[stage]\nmodel = %s\nlayers = %s\nbind = %s\nbackend = %s\ndevice = %d\n"
-                 "max-seqs = %d\nmax-ctx = %d\n%s",
+                 "max-seqs = %d\nmax-ctx = %d\n%s%s",
                  s, k, range, cut[s] == 0 ? ", the token embeddings" : "",
                  cut[s + 1] != 2 * n ? "" : pb->mtp ? ", the output norm, LM head and MTP head"
                  : ", the output norm and LM head", cli_size(m[s].total, t, sizeof t),
                  cli_size(m[s].weights, w, sizeof w), cli_size(m[s].state, st, sizeof st),
                  cli_size(m[s].scratch, sc, sizeof sc), po->model_path, range, ep, po->backend, s,
-                 po->max_seqs, po->max_ctx, po->port ? INSECURE_LINE : "");
+                 po->max_seqs, po->max_ctx, po->draft && cut[s + 1] == 2 * n ? "mtp = on\n" : "",
+                 po->port ? INSECURE_LINE : "");
         snprintf(name, sizeof name, "stage-%d.conf", s);
         if (emit(stdout, po->write_dir, name, text)) return 1;
     }
@@ -293,7 +294,9 @@ int plan_configs(const q35_config *c, const plan_bytes *pb, const int *cut, int 
         len += snprintf(text + len, sizeof text - (size_t)len, "stage = %s\n", ep);
     }
     if (len < (int)sizeof text)
-        snprintf(text + len, sizeof text - (size_t)len, "max-seqs = %d\nmax-ctx = %d\n", po->max_seqs,
-                 po->max_ctx);
+        len += snprintf(text + len, sizeof text - (size_t)len, "max-seqs = %d\nmax-ctx = %d\n",
+                        po->max_seqs, po->max_ctx);
+    if (po->draft && len < (int)sizeof text)
+        snprintf(text + len, sizeof text - (size_t)len, "draft = %d\n", po->draft);
     return emit(stdout, po->write_dir, "coordinator.conf", text) ? 1 : 0;
 }

@@ -23,6 +23,8 @@ typedef struct plan_opts {
     const char *host;                   /* stage and coordinator endpoints: tcp://host:port+... */
     int port;                           /* coordinator's; stage s listens on port + 1 + s; 0: ipc:// in /run/qwen35 */
     bool half;                          /* --half-layers: stages may end at half-layers */
+    int draft;                          /* --draft: drafts a step verifies (the MTP head on the
+                                         * last stage: mtp = on there, draft = K for the coordinator) */
 } plan_opts;
 
 /* Weight bytes as the GGUF stores them. */
