@@ -52,7 +52,7 @@ struct dlayer {
     size_t state_off;           /* floats into a slot's SSM state, or KV */
 };
 
-struct graph_ent { int rows, nout, flags; cudaGraphExec_t exec; };
+struct graph_ent { int rows, nout, flags, mrows; cudaGraphExec_t exec; };
 
 /* Host layout of the metadata block copied in per pass (ints). */
 enum { M_ROW_SLOT, M_ROW_POS, M_PC_SLOT, M_PC_POS, M_PC_N, M_PC_ROW0, M_TOK, M_OUT, M_PC_WIN0,
@@ -109,9 +109,11 @@ struct q35_backend {
                                              * embeddings; [B][2E] [e; h]; [B][E] the head's x */
     int *meta2, *h_meta2;                   /* the head rows' metadata (device, pinned host) */
     int m_rows;                             /* head rows of the pass being run */
-    int m_ncp;                              /* device-to-device row copies before / in it */
-    const float **m_cp_src;                 /* [2B] */
-    float **m_cp_dst;                       /* [2B]: the first m_rows gather h_p, the rest keep rows */
+    /* the pass's row copies (cu_copy_rows): [n_gather, n_keep, src[2B], dst[2B]]
+     * addresses, staged in pinned memory, copied to the device in the pass
+     * (so a decode graph replays each pass's own): the first m_rows gather
+     * h_p into m_in, the rest write the kept rows */
+    unsigned long long *h_cp, *d_cp;
 };
 
 /* ---- init helpers -------------------------------------------------------- */
@@ -199,7 +201,8 @@ static void free_all(q35_backend *b)
 {
     for (int i = 0; i < b->n_graphs; i++) cudaGraphExecDestroy(b->graphs[i].exec);
     cudaFree(b->warena); cudaFree(b->ssm); cudaFree(b->kv); cudaFree(b->m_keep);
-    free(b->m_cp_src); free(b->m_cp_dst);
+    if (b->h_cp) cudaFreeHost(b->h_cp);
+    if (b->d_cp) cudaFree(b->d_cp);
     cudaFree(b->x);            /* all float scratch is one allocation */
     cudaFree(b->meta);         /* all int scratch likewise */
     cudaFreeHost(b->h_meta);   /* pinned staging likewise */
@@ -392,9 +395,10 @@ static q35_backend *cuda_init(const q35_weights *w, const q35_backend_opts *o, c
             b->m_hnorm = fptr(tmp);
             TRY(bind(b, sg, ns, &w->mtp.shared_head_norm, &tmp, false, err, errsz));
             b->m_shnorm = fptr(tmp);
-            b->m_cp_src = (const float **)calloc(2 * (size_t)b->B, sizeof *b->m_cp_src);
-            b->m_cp_dst = (float **)calloc(2 * (size_t)b->B, sizeof *b->m_cp_dst);
-            if (!b->m_cp_src || !b->m_cp_dst) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail; }
+            const size_t ncp = 2 + 4 * (size_t)b->B;
+            TRYCU(cudaMallocHost((void **)&b->h_cp, ncp * sizeof *b->h_cp));
+            TRYCU(cudaMalloc((void **)&b->d_cp, ncp * sizeof *b->d_cp));
+            memset(b->h_cp, 0, ncp * sizeof *b->h_cp);
         }
         b->L = (dlayer *)calloc(b->n_own + b->has_mtp, sizeof *b->L);
         if (!b->L) { q35_err(err, errsz, Q35_ENOMEM, "cuda: out of host memory"); goto fail; }
@@ -656,10 +660,11 @@ static int mtp_input(q35_backend *b, int n, char *err, size_t errsz)
  * kept ones (after: a kept row p0 - 1 is read before it is replaced). */
 static int mtp_copies(q35_backend *b, char *err, size_t errsz)
 {
-    const size_t rb = (size_t)b->cfg.n_embd * sizeof(float);
-    for (int i = 0; i < b->m_ncp; i++)
-        CU(cudaMemcpyAsync(b->m_cp_dst[i], b->m_cp_src[i], rb, cudaMemcpyDeviceToDevice, b->st));
-    return 0;
+    const int cap = 2 * b->B;
+    CU(cudaMemcpyAsync(b->d_cp, b->h_cp, (2 + 2 * (size_t)cap) * sizeof *b->h_cp, cudaMemcpyHostToDevice,
+                       b->st));
+    int rc = cu_copy_rows(b->d_cp, cap, 0, b->cfg.n_embd, b->st, err, errsz);
+    return rc ? rc : cu_copy_rows(b->d_cp, cap, 1, b->cfg.n_embd, b->st, err, errsz);
 }
 
 static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
@@ -711,8 +716,10 @@ static int enqueue_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
 /* Runs one pass, through a cached graph for decode shapes. */
 static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
 {
-    /* the MTP head's row copies change with the slots: not in a graph */
-    const bool decode = p->n == p->np && p->n <= GRAPH_MAX_ROWS && !b->no_graphs && !b->has_mtp;
+    /* with the MTP head its head-row count keys the graph too (its row
+     * copies are staged on the device: mtp_copies) */
+    const bool decode = p->n == p->np && p->n <= GRAPH_MAX_ROWS && !b->no_graphs;
+    const int mrows = b->has_mtp ? b->m_rows : 0;
     if (!decode) {
         int rc = enqueue_pass(b, p, err, errsz);
         if (rc) return rc;
@@ -722,7 +729,8 @@ static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
     const int flags = p->x_in ? 1 : 0;
     cudaGraphExec_t ex = NULL;
     for (int i = 0; i < b->n_graphs; i++)
-        if (b->graphs[i].rows == p->n && b->graphs[i].nout == p->nout && b->graphs[i].flags == flags)
+        if (b->graphs[i].rows == p->n && b->graphs[i].nout == p->nout && b->graphs[i].flags == flags &&
+            b->graphs[i].mrows == mrows)
             ex = b->graphs[i].exec;
     if (!ex) {
         cudaGraph_t g = NULL;
@@ -743,7 +751,7 @@ static int run_pass(q35_backend *b, const pass *p, char *err, size_t errsz)
             memmove(b->graphs, b->graphs + 1, (GRAPH_CACHE - 1) * sizeof b->graphs[0]);
             b->n_graphs--;
         }
-        graph_ent ge = { p->n, p->nout, flags, ex };
+        graph_ent ge = { p->n, p->nout, flags, mrows, ex };
         b->graphs[b->n_graphs++] = ge;
     }
     CU(cudaGraphLaunch(ex, b->st));
@@ -842,6 +850,8 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *pla
             /* head row p0 - 1 + j of each piece: h from the kept row (j = 0) or
              * this pass's row j - 1, token = the piece's row j (backend.h) */
             int *h2 = b->h_meta2, nr = 0, nc = 0;
+            const int cap = 2 * B;
+            unsigned long long *src = b->h_cp + 2, *dst = b->h_cp + 2 + cap;
             for (int k = 0; k < P->n_seq; k++) {
                 const int sl = P->seq_slot[k], p0 = P->seq_pos[k], m = P->seq_n[k], r0 = P->seq_row0[k];
                 h2[M_PC_SLOT * B + k] = sl;
@@ -852,19 +862,20 @@ static int cuda_forward(q35_backend *b, const q35_batch *bt, const q35_plan *pla
                     h2[M_ROW_SLOT * B + nr] = sl;
                     h2[M_ROW_POS * B + nr] = p0 - 1 + j;
                     h2[M_TOK * B + nr] = bt->tokens[P->row0 + r0 + j];
-                    b->m_cp_src[nc] = j ? b->m_hn + (size_t)(r0 + j - 1) * E : keep_row(b, sl, p0 - 1);
-                    b->m_cp_dst[nc++] = b->m_in + (size_t)nr * E;
+                    src[nc] = (uintptr_t)(j ? b->m_hn + (size_t)(r0 + j - 1) * E : keep_row(b, sl, p0 - 1));
+                    dst[nc++] = (uintptr_t)(b->m_in + (size_t)nr * E);
                 }
             }
             for (int k = 0; k < P->n_seq; k++) {
                 const int sl = P->seq_slot[k], p0 = P->seq_pos[k], m = P->seq_n[k], r0 = P->seq_row0[k];
                 for (int j = m > Q35_MTP_KEEP ? m - Q35_MTP_KEEP : 0; j < m; j++) {
-                    b->m_cp_src[nc] = b->m_hn + (size_t)(r0 + j) * E;
-                    b->m_cp_dst[nc++] = keep_row(b, sl, p0 + j);
+                    src[nc] = (uintptr_t)(b->m_hn + (size_t)(r0 + j) * E);
+                    dst[nc++] = (uintptr_t)keep_row(b, sl, p0 + j);
                 }
             }
             b->m_rows = nr;
-            b->m_ncp = nc;
+            b->h_cp[0] = (unsigned long long)nr;         /* gathered into m_in, then */
+            b->h_cp[1] = (unsigned long long)(nc - nr);  /* written to the kept rows */
         }
         const pass p = { P->n, P->n_seq, P->n_out, !b->has_embd };
         int rc = run_pass(b, &p, err, errsz);

@@ -117,6 +117,12 @@ int cu_moe_route(const float *logits, int X, int K, int rows, const cu_route *r,
  * non-NULL); fixed k order: deterministic. */
 int cu_moe_combine_shared(const float *pair_out, const int *inv, int K, int E, int rows,
                           const float *shared, float *x, cudaStream_t st, char *err, size_t errsz);
+/* The row copies of a device table tab = [n0, n1, src[cap], dst[cap]]
+ * (E floats each): phase 0 the first n0, phase 1 the next n1 (a phase's
+ * entries must not overlap each other). Counts and addresses are read on
+ * the device: a graph replays the pass's own. */
+int cu_copy_rows(const unsigned long long *tab, int cap, int phase, int E, cudaStream_t st, char *err,
+                 size_t errsz);
 /* act = silu(g) ⊙ u, n floats (gate and up of different types). */
 int cu_swiglu(const float *g, const float *u, size_t n, float *act,
               cudaStream_t st, char *err, size_t errsz);

@@ -573,6 +573,30 @@ int cu_moe_combine_shared(const float *pair_out, const int *inv, int K, int E, i
     return 0;
 }
 
+/* ---- row copies listed on the device: tab = [n0, n1, src[cap], dst[cap]]
+ * (addresses); phase 0 copies entries [0, n0), phase 1 [n0, n0 + n1). The
+ * counts and addresses are read when the kernel runs, so a captured graph
+ * replays whatever the host staged for this pass (memcpy nodes would bake
+ * the addresses in). One block per entry, cap blocks. */
+__global__ void __launch_bounds__(256) k_copy_rows(const unsigned long long *tab, int cap, int phase, int E)
+{
+    const int n0 = (int)tab[0], n1 = (int)tab[1], i = (int)blockIdx.x;
+    if (i >= (phase ? n1 : n0)) return;
+    const int at = phase ? n0 + i : i;
+    const float *src = (const float *)tab[2 + at];
+    float *dst = (float *)tab[2 + cap + at];
+    for (int j = threadIdx.x; j < E; j += blockDim.x) dst[j] = src[j];
+}
+
+int cu_copy_rows(const unsigned long long *tab, int cap, int phase, int E, cudaStream_t st, char *err,
+                 size_t errsz)
+{
+    if (cap <= 0) return 0;
+    Q35_LAUNCH((unsigned)cap, 256, 0, st, k_copy_rows)(tab, cap, phase, E);
+    CU_LAUNCHED();
+    return 0;
+}
+
 __global__ void __launch_bounds__(256) k_swiglu(const float *g, const float *u, size_t n, float *act)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

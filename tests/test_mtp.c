@@ -445,8 +445,9 @@ static void test_errors(void **s)
     q35_engine_close(&e);
 }
 
-/* The same on the CUDA backend under the SIMT emulator (its MTP head
- * bypasses the decode graphs: the row copies follow the slots). */
+/* The same on the CUDA backend under the SIMT emulator: "one at a time"
+ * runs its decode shapes through captured graphs (the head's row copies
+ * staged on the device), the whole prompt without one, and they agree. */
 static void test_emu(void **s)
 {
     (void)s;
