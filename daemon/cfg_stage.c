@@ -51,7 +51,8 @@ static const opt_def stage_defs[] = {
       "(its kernels run on the CPU under memory and race checks: slow, for testing)."),
     OPT_INT_ROW(stage_cfg, "pass-rows", stage.eng.be.pass_rows, "N", "0", 0, 4096,
       "Rows the backend runs per pass (a longer prompt runs in chunks of this many; the "
-      "CUDA backend sizes its scratch for it); 0 = the backend's default, 256."),
+      "CUDA backend sizes its scratch for it); 0 = the backend's default (CPU: about 64 rows "
+      "per routed expert, 256..2048; CUDA: 256). A stage's step holds 256 rows at most."),
     OPT_ENUM_ROW(stage_cfg, "cuda-graphs", stage.eng.be.no_graphs, "on", "on|off",
       "CUDA: replay decode steps through captured CUDA graphs (off: launch every kernel "
       "each step, for profiling and comparison)."),

@@ -399,6 +399,7 @@ int q35_engine_cut_begin(const q35_engine *e) { return e->w.cut_begin; }
 int q35_engine_cut_end(const q35_engine *e) { return e->w.cut_end; }
 int q35_engine_layer_begin(const q35_engine *e) { return e->w.layer_begin; }
 int q35_engine_layer_end(const q35_engine *e) { return e->w.layer_end; }
+int q35_engine_pass_rows(const q35_engine *e) { return e->limits.rows; }
 bool q35_engine_has_embd(const q35_engine *e) { return e->w.has_embd; }
 bool q35_engine_has_head(const q35_engine *e) { return e->w.has_head; }
 bool q35_engine_has_mtp(const q35_engine *e) { return e->w.has_mtp; }

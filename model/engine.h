@@ -38,7 +38,8 @@ typedef struct q35_backend_opts {
                                    * engine makes 0 one */
     int device;                   /* CUDA device index, or Q35_DEVICE_EMU (the engine hands
                                    * the emulator's backend 0) */
-    int pass_rows;                /* rows per pass (prefill chunk); 0 = the backend's default (256) */
+    int pass_rows;                /* rows per pass (prefill chunk); 0 = the backend's default (CPU: ~64
+                                   * rows per routed expert, 256..2048; CUDA, sim: 256) */
     int no_graphs;                /* CUDA: 0 = decode passes through captured graphs, 1 =
                                    * launched directly (cuda-graphs = on|off, by index) */
     bool cpu_affinity;            /* CPU: pin thread i (the caller first) to the i-th
@@ -172,6 +173,9 @@ const char *q35_engine_backend(const q35_engine *e);   /* "cpu" / "cuda" */
 size_t q35_engine_state_bytes(const q35_engine *e);    /* slot pool memory */
 int q35_engine_max_seqs(const q35_engine *e);
 int q35_engine_max_ctx(const q35_engine *e);
+/* Rows the backend runs per pass (opts pass_rows, or its default): a
+ * batch of more rows runs in passes of this many. */
+int q35_engine_pass_rows(const q35_engine *e);
 /* Weight bytes one decoded token reads in this range: every attention /
  * SSM / router / shared-expert matrix, expert_used_count experts per
  * layer, the LM head, one embedding row (benchmarks, planning). */

@@ -23,6 +23,7 @@
 #include "common.h"
 #include "engine.h"
 #include "forward_util.h"
+#include "mkmodel.h"
 
 #define N_TOK 64
 
@@ -265,6 +266,61 @@ static void test_pass_rows(void **s)
     q35_engine_close(&one);
     q35_engine_close(&small);
     free(la); free(lb);
+}
+
+/* The CPU backend's default pass: about 64 rows per routed expert, in
+ * [256, 2048] (cpu_backend.c: a routed expert's weights are read once a
+ * pass). The tiny model (few experts) keeps 256; a generated one with 64
+ * experts runs a 300-row batch in one pass, the same bits as passes of
+ * 256 rows. */
+static void test_default_pass_rows(void **s)
+{
+    (void)s;
+    char err[Q35_ERRSZ] = "", dir[] = "/tmp/q35-test-passrows-XXXXXX", path[64];
+    q35_engine_opts o = { .model_path = model, .layer_begin = 0, .layer_end = -1, .be.max_seqs = 1,
+                          .be.max_ctx = 320, .be.n_threads = 2, .backend = "cpu" };
+    q35_engine *e = q35_engine_open(&o, err, sizeof err);
+    if (!e)
+        fail_msg("%s", err);
+    const q35_config *c = q35_engine_config(e);
+    int want = (int)(64 * c->n_expert / c->n_expert_used);
+    assert_int_equal(q35_engine_pass_rows(e), want < 256 ? 256 : want > 2048 ? 2048 : want);
+    q35_engine_close(&e);
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/x64.gguf", dir);
+    mkmodel_opts mo = { .preset = "tiny", .n_layer = 4, .n_expert = 64, .n_vocab = 1000, .seed = 3 };
+    if (mkmodel_write(&mo, path, err, sizeof err))
+        fail_msg("mkmodel: %s", err);
+    o.model_path = path;
+    q35_engine *big = q35_engine_open(&o, err, sizeof err);
+    o.be.pass_rows = 256;
+    q35_engine *cut = q35_engine_open(&o, err, sizeof err);
+    assert_non_null(big);
+    assert_non_null(cut);
+    c = q35_engine_config(big);
+    int rows = (int)(64 * c->n_expert / c->n_expert_used);
+    rows = rows > 2048 ? 2048 : rows;
+    assert_true(rows > 300);
+    assert_int_equal(q35_engine_pass_rows(big), rows);
+    enum { N = 300 };
+    const int V = (int)c->n_vocab;
+    int32_t tk[N];
+    for (int i = 0; i < N; i++)
+        tk[i] = (int32_t)((11 + 37 * i) % V);
+    float *la = fu_alloc((size_t)N * V * 4), *lb = fu_alloc((size_t)N * V * 4);
+    int slot = 0, pos = 0, nt = N;
+    q35_batch b = { .n_seq = 1, .slot = &slot, .pos = &pos, .n_tok = &nt, .n_total = N,
+                    .tokens = tk, .logits = la, .all_logits = 1 };
+    assert_int_equal(q35_engine_forward(big, &b, err, sizeof err), 0);
+    b.logits = lb;
+    assert_int_equal(q35_engine_forward(cut, &b, err, sizeof err), 0);
+    assert_memory_equal(la, lb, (size_t)N * V * 4);
+    q35_engine_close(&big);
+    q35_engine_close(&cut);
+    free(la); free(lb);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* VmLck of this process, in kB (/proc/self/status); -1 if unreadable. */
@@ -596,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_big_batch_chunks),
         cmocka_unit_test(test_pass_rows),
+        cmocka_unit_test(test_default_pass_rows),
         cmocka_unit_test(test_mlock),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bad_ranges),

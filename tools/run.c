@@ -115,7 +115,7 @@ typedef struct session {
     smp *sm;
     int32_t *seq;              /* every token fed or sampled, [ctx] */
     int n_fed, n_seq;          /* fed to the engines; held (fed + last sampled) */
-    float *logits;             /* [ubatch][n_vocab] */
+    float *logits;             /* [n_vocab]: the last fed row's */
     cli_out out;
     bool ends_turn;            /* the last sampled token is <|im_end|> (not fed) */
     int prompt_n;              /* the turn's prompt: tokens fed, seconds */
@@ -129,7 +129,7 @@ static int feed(session *s, int n, char *err, size_t errsz)
     if (n > s->ch.ctx)
         return q35_err(err, errsz, Q35_ERANGE, "the conversation needs %d positions, the context "
                        "holds %d (-c %d)", n, s->ch.ctx, s->ch.ctx);
-    int ub = s->o->ubatch ? s->o->ubatch : 512;
+    int ub = s->o->ubatch ? s->o->ubatch : RUN_UBATCH;
     while (s->n_fed < n) {
         int k = n - s->n_fed < ub ? n - s->n_fed : ub;
         int rc = chain_forward(&s->ch, s->seq + s->n_fed, k, s->n_fed, s->logits, 0, err, errsz);
@@ -278,8 +278,7 @@ int run_text(const run_opts *o, const char *prompt)
     if (!(s.seq = malloc((size_t)ctx * sizeof *s.seq)) || chain_open(&s.ch, o, ctx, err, sizeof err))
         goto out;
     if (!(s.sm = smp_new(&o->sp, s.ch.n_vocab, err, sizeof err))) goto out;
-    int ub = o->ubatch ? o->ubatch : 512;
-    if (!(s.logits = malloc((size_t)ub * s.ch.n_vocab * sizeof(float)))) {
+    if (!(s.logits = malloc((size_t)s.ch.n_vocab * sizeof(float)))) {
         q35_err(err, sizeof err, Q35_ENOMEM, "out of memory");
         goto out;
     }

@@ -12,6 +12,10 @@
 #include "sampler.h"
 
 #define RUN_MAX_STOP 8
+/* Prompt tokens per forward (-ub): llama.cpp's -b default. The CPU
+ * backend cuts them into its own passes (up to 2048 rows on 256-expert
+ * models, cpu_backend.c), so a smaller chunk would only shorten those. */
+#define RUN_UBATCH 2048
 
 typedef struct run_opts {
     opts_base base;            /* first: the option table's (run_opts.c) */

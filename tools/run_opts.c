@@ -52,7 +52,7 @@ static const opt_def defs[] = {
     OPT_HEADING_ROW("engine"),
     OPT_TOOL_INT(run_opts, "-t, --threads", eng.be.n_threads, "N", 1, 1024, "CPU threads (default: every online core)"),
     OPT_TOOL_INT(run_opts, "-ub, --ubatch-size, -b, --batch-size, --ubatch", ubatch, "N", 1, 1 << 20,
-      "prompt tokens per forward pass (default: 512; --tokens: all in one pass)"),
+      "prompt tokens per forward call (default: 2048; --tokens: all in one call)"),
     OPT_TOOL_INT(run_opts, "--split", split, "A", 1, 1 << 20, "run layers [0,A) and [A,n) as two engines (a two-stage check)"),
     OPT_TOOL_STR(run_opts, "--backend", eng.backend, "cpu|cuda", "default: cuda when built in and a device is present, else cpu"),
     OPT_TOOL_PARSE(run_opts, "--device", eng.be.device, int, "N|emu", parse_device,
