@@ -1,5 +1,5 @@
 /* quant_vnni.c — int8-activation matmuls with AVX-512 VNNI
- * (QUANT_ACT_Q8: q4_K and q6_K by vpmaddubsw + vpdpwssd), built with AVX-512 + VNNI
+ * (QUANT_ACT_Q8: q4_K by vpdpbusd, q6_K by vpmaddubsw + vpdpwssd), built with AVX-512 + VNNI
  * flags (quant.mk), called only after quant_act.c checked the CPU. The
  * exact mode's integer kernels are quant_vnni24.c's.
  *
@@ -50,26 +50,24 @@ INLINE __m256 k4_mins(const uint8_t *b, __m128i sm)
 
 /* --- q8 activations (QUANT_ACT_Q8): unsigned weights x int8 -------------- */
 
-/* Layouts of a block's 256 int8 values: where 32-value group j sits.
- *   q6_K: in order (one q6_bits vector is values 64c.., chunk c).
- *   q4_K: one 64-byte load of nibbles is 128 values: low nibbles = groups
- *         4q, 4q + 2 (chunk 2q), high nibbles = 4q + 1, 4q + 3 (chunk
- *         2q + 1), so group j is in chunk (j & 1) + 2 (j >> 2), half
- *         (j >> 1) & 1 (quant_vnni24.c's LAY_Q4 at one byte a value). */
+/* Layouts of a block's 256 int8 values.
+ *   q6_K: value 16 g + p (group g) at 64 (p / 4) + 4 g + p % 4: chunk k
+ *         holds the k-th 4 values of all 16 groups, dword g group g
+ *         (q6k8_row's weights the same way).
+ *   q4_K: value 32 g + p (group g) at 64 (p / 8) + 8 q4_slot(g) + p % 8:
+ *         chunk k holds the k-th 8 values of all 8 groups, one 8-byte slot
+ *         each, slot s group {0, 2, 4, 6, 1, 3, 5, 7}[s] (how q4k8_row
+ *         lays out the weights, see there). */
 enum { LAY_Q4, LAY_Q6 };
 
-INLINE int group_off8(int lay, int j)
-{
-    if (lay == LAY_Q6)
-        return 32 * j;
-    return 64 * q4_chunk_of(j) + 32 * ((j >> 1) & 1);
-}
+INLINE int q4_slot(int g) { return (g & 1) * 4 + (g >> 1); }
 
 /* x -> per block b: q[256 b ..] int8 (in the layout's order), d[b] =
- * max|x| / 127; b16[16 b + j] = sum of q over values 16j.. (int16), m[8 b
+ * max|x| / 127; b32[16 b + j] = -32 x the sum of q over values 16j..
+ * (q6_K's offset, int32), m[8 b
  * + j] = d * sum of q over values 32j.. (q4_K's minimums). Non-finite as
  * quant_x16. */
-static void quant_x8(int lay, const float *x, int64_t n, int8_t *xq, float *s, int16_t *b16,
+static void quant_x8(int lay, const float *x, int64_t n, int8_t *xq, float *s, int32_t *b32,
                      float *xm)
 {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
@@ -89,10 +87,19 @@ static void quant_x8(int lay, const float *x, int64_t n, int8_t *xq, float *s, i
         int sum32 = 0;
         for (int j = 0; j < 16; j++) {
             __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * j), inv));
-            _mm_storeu_si128((__m128i *)(q + group_off8(lay, j / 2) + 16 * (j & 1)),
-                             _mm512_cvtsepi32_epi8(qi));
+            __m128i q16 = _mm512_cvtsepi32_epi8(qi);   /* values 16 j .. 16 j + 15 */
+            if (lay == LAY_Q6) {
+                _Alignas(16) int32_t d4[4];
+                _mm_store_si128((__m128i *)d4, q16);
+                for (int k = 0; k < 4; k++)
+                    memcpy(q + 64 * k + 4 * j, &d4[k], 4);
+            } else {
+                int8_t *o = q + 8 * q4_slot(j / 2) + 64 * (2 * (j & 1));
+                _mm_storel_epi64((__m128i *)o, q16);
+                _mm_storel_epi64((__m128i *)(o + 64), _mm_unpackhi_epi64(q16, q16));
+            }
             int sj = _mm512_reduce_add_epi32(qi);
-            b16[16 * b + j] = (int16_t)sj;
+            b32[16 * b + j] = -32 * sj;
             sum32 += sj;
             if (j & 1) {
                 xm[8 * b + j / 2] = d * (float)sum32;
@@ -146,62 +153,58 @@ INLINE void store8(const __m512 *a, const __m256 *m, float *y, int64_t ldy)
     }
 }
 
-/* Integer sums per lane over a whole block: vpmaddubsw takes 64 unsigned
- * weights against 64 int8 x into 32 int16 pair sums (|.| <= 2 * 63 * 127,
- * no saturation), vpdpwssd multiplies them by the chunk's sub-block
- * scales (word pairs, lanes shared by every vector of a tile) into the
- * int32 lanes: 2 instructions per 64 weights and vector, and the block's
- * sum meets d * (the vector's d) once. The per-block integer total is
- * exact (|lane| < 2^24), so only the lane order of the float sums
- * depends on the layout. */
-INLINE __m512i dot8(__m512i acc, __m512i w, const int8_t *xp, __m512i scw)
-{
-    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(w, _mm512_loadu_si512(xp)), scw);
-}
-
-/* int32 lanes holding an 8-bit scale in both 16-bit halves */
-INLINE __m512i word_pairs(__m512i s32)
-{
-    return _mm512_or_si512(_mm512_and_si512(s32, _mm512_set1_epi32(0xFFFF)),
-                           _mm512_slli_epi32(s32, 16));
-}
-
-/* q6_K: the 6-bit values unsigned (0..63) meet the int8 x; the -32 comes
- * back through the sub-block sums: sum sc_j (q - 32) x = sum sc_j q x
- * - 32 sum_j sc_j X_j (one vpmaddwd per vector and block). Chunk c (values
- * 64c..) holds sub-blocks 4c..4c + 3, 4 lanes each. */
+/* q6_K by vpdpbusd, as q4k8_row: the 6-bit values unsigned (0..63) meet
+ * the int8 x, the -32 comes back through the groups' sums of x, which
+ * start each block's integer sums (-32 X_g, from quant_x8). The weights'
+ * 4 chunks are rearranged so that dword g of every chunk holds group g
+ * (its values 4k..4k + 3 in chunk k; LAY_Q6 puts x the same way): two
+ * dword permutes of two chunks each and two 128-bit shuffles per pair of
+ * chunks, shared by a tile's vectors. The 4 vpdpbusd then add into one
+ * register whose lane g sums group g (|lane| <= 16 x 95 x 127: exact in
+ * float), and one multiply-add by d x sc_g x (the vector's scale) takes
+ * the block into the float sums: per 256 weights and vector 4 vpdpbusd,
+ * a convert, a multiply and a multiply-add, where vpmaddubsw + vpdpwssd
+ * per chunk and a vpmaddwd for the -32 were 9 multiplies. */
 INLINE void q6k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t ldq,
-                     const float *xs, int64_t lds, const int16_t *xb, int64_t ldb,
+                     const float *xs, int64_t lds, const int32_t *xb, int64_t ldb,
                      const int NV, float *y, int64_t ldy)
 {
+    /* dword p of the permute of chunks (a, b): group p % 8 of the pair,
+     * its dword k (p < 8) or k + 1 (p >= 8), k = 0 (lo) or 2 (hi) */
+    const __m512i pick01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
     __m512 acc[NV_MAX];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++)
         acc[v] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *b = row + ib * 210;
-        __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
-        __m256i nsc = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_setzero_si256(),
-                                                         _mm256_cvtepi8_epi16(sc8)), 5);
-        __m512i scw = word_pairs(_mm512_cvtepi8_epi32(sc8));
-        __m512i ia[NV_MAX];
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; v++)      /* -32 sum_j sc_j X_j */
-            ia[v] = _mm512_zextsi256_si512(_mm256_madd_epi16(
-                        nsc, _mm256_loadu_si256((const __m256i *)(xb + v * ldb + 16 * ib))));
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            PREFETCH(b + 53 * c);
-            __m512i q = q6_chunk(b, c);
-            __m512i scv = _mm512_permutexvar_epi32(q6_quads(c), scw);
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; v++)
-                ia[v] = dot8(ia[v], q, xq + v * ldq + 256 * ib + 64 * c, scv);
+        PREFETCH(b);
+        PREFETCH(b + 64);
+        PREFETCH(b + 128);
+        PREFETCH(b + 192);
+        __m512 scd = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)),
+                                   _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                       _mm_loadu_si128((const __m128i *)(b + 192)))));
+        __m512i c0 = q6_chunk(b, 0), c1 = q6_chunk(b, 1), c2 = q6_chunk(b, 2), c3 = q6_chunk(b, 3);
+        __m512i w[4];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i lo = _mm512_permutex2var_epi32(c0, h ? pick23 : pick01, c1);   /* groups 0..7 */
+            __m512i hi = _mm512_permutex2var_epi32(c2, h ? pick23 : pick01, c3);   /* groups 8..15 */
+            w[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+            w[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
         }
-        float d = h2f(b + 208);
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++)
-            acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[v]), _mm512_set1_ps(d * xs[v * lds + ib]), acc[v]);
+        for (int v = 0; v < NV; v++) {
+            const int8_t *xv = xq + v * ldq + 256 * ib;
+            __m512i t = _mm512_loadu_si512(xb + v * ldb + 16 * ib);   /* -32 X_g */
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                t = _mm512_dpbusd_epi32(t, w[k], _mm512_loadu_si512(xv + 64 * k));
+            acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(scd, _mm512_set1_ps(xs[v * lds + ib])),
+                                     acc[v]);
+        }
     }
     if (NV == 8) {
         store8(acc, NULL, y, ldy);
@@ -212,13 +215,35 @@ INLINE void q6k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
         y[v * ldy] = _mm512_reduce_add_ps(acc[v]);
 }
 
-/* q4_K: half q of a block's nibbles (64 bytes) gives chunk 2q (low
- * nibbles: groups 4q, 4q + 2) and 2q + 1 (high: 4q + 1, 4q + 3), the
- * order LAY_Q4 put x in. */
+/* q4_K by vpdpbusd: the weights (0..15) are unsigned bytes already, so
+ * one vpdpbusd takes 64 of them against 64 int8 x, where vpmaddubsw +
+ * vpdpwssd took two instructions sharing the same pipes (one Zen 5 core:
+ * the pair 2.65 G/s, vpdpbusd alone 5.35 G/s). The sub-block scales then
+ * meet the sums once a block, not once a chunk: the weights are
+ * rearranged so that 8-byte slot s of each of the 4 chunks holds the same
+ * group (slot s: group {0, 2, 4, 6, 1, 3, 5, 7}[s], chunk k its values
+ * 8k..8k + 7; LAY_Q4 puts x the same way), so the 4 vpdpbusd add into
+ * one register whose lanes each sum one group's products (|lane| <= 16 x
+ * 15 x 127: exact in float), and one multiply-add by d x (lane's group
+ * scale) x (the vector's scale) takes the block into the float sums. Per
+ * 256 weights and vector: 4 vpdpbusd, a convert, a multiply and two
+ * multiply-adds (the minimums' too), against 8 multiplies and the same
+ * epilogue: 2048 x 4096 x 512 went 132 -> 156 GMAC/s, expert shapes
+ * (512 x 2048 and 2048 x 512, 64 vectors) 133 -> 160 and 116 -> 138 on
+ * one Zen 5 core. The rearranging is the weights' (shared by a tile's
+ * vectors): two qword permutes of the nibble bytes, the nibbles split,
+ * four 128-bit shuffles. */
 INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t ldq,
                      const float *xs, int64_t lds, const float *xm, int64_t ldm,
                      const int NV, float *y, int64_t ldy)
 {
+    /* raw qwords of the two nibble loads: [n0 k, n0 4+k, n1 k, n1 4+k] for
+     * k and k + 1: low nibbles groups 0, 2, 4, 6, high 1, 3, 5, 7 */
+    const __m512i pick01 = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0);
+    const __m512i pick23 = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
+    /* int32 lane l: slot l / 2's group */
+    const __m512i sc_of = _mm512_set_epi32(7, 7, 5, 5, 3, 3, 1, 1, 6, 6, 4, 4, 2, 2, 0, 0);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[NV_MAX];
     __m256 accm[NV_MAX];
 #pragma GCC unroll 8
@@ -232,28 +257,28 @@ INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
         PREFETCH(b + 48);
         PREFETCH(b + 96);
         __m128i sm = k4_bytes(b);
-        __m512i scw = word_pairs(_mm512_cvtepu8_epi32(sm));
+        /* d x the scale of lane l's group */
+        __m512 scd = _mm512_mul_ps(_mm512_set1_ps(h2f(b)),
+                                   _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(sc_of, _mm512_cvtepu8_epi32(sm))));
         __m256 mn = k4_mins(b, sm);
-        __m512i ia[NV_MAX];
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; v++)
-            ia[v] = _mm512_setzero_si512();
+        __m512i n0 = _mm512_loadu_si512(b + 16), n1 = _mm512_loadu_si512(b + 80);
+        __m512i w[4];
 #pragma GCC unroll 2
-        for (int q = 0; q < 2; q++) {
-            __m512i nib = _mm512_loadu_si512(b + 16 + 64 * q);
-#pragma GCC unroll 2
-            for (int hi = 0; hi < 2; hi++) {
-                __m512i w = q4_chunk(nib, hi);
-                __m512i scv = _mm512_permutexvar_epi32(q4_lanes(q, hi), scw);
-#pragma GCC unroll 8
-                for (int v = 0; v < NV; v++)
-                    ia[v] = dot8(ia[v], w, xq + v * ldq + 256 * ib + 64 * (2 * q + hi), scv);
-            }
+        for (int h = 0; h < 2; h++) {
+            __m512i r = _mm512_permutex2var_epi64(n0, h ? pick23 : pick01, n1);
+            __m512i lo = _mm512_and_si512(r, m4), hi = _mm512_and_si512(_mm512_srli_epi16(r, 4), m4);
+            w[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+            w[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
         }
-        float d = h2f(b);
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
-            acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[v]), _mm512_set1_ps(d * xs[v * lds + ib]), acc[v]);
+            const int8_t *xb = xq + v * ldq + 256 * ib;
+            __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_loadu_si512(xb));
+            t = _mm512_dpbusd_epi32(t, w[1], _mm512_loadu_si512(xb + 64));
+            t = _mm512_dpbusd_epi32(t, w[2], _mm512_loadu_si512(xb + 128));
+            t = _mm512_dpbusd_epi32(t, w[3], _mm512_loadu_si512(xb + 192));
+            acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(scd, _mm512_set1_ps(xs[v * lds + ib])),
+                                     acc[v]);
             accm[v] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(xm + v * ldm + 8 * ib), accm[v]);
         }
     }
@@ -266,15 +291,15 @@ INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
         y[v * ldy] = _mm512_reduce_add_ps(acc[v]) - hsum8(accm[v]);
 }
 
-/* per block: 256 int8, 1 scale, 8 q4_K sums, 16 int16 sums */
-static const xlay lay_q8 = { 1, 4, 32, 32 };
+/* per block: 256 int8, 1 scale, 8 q4_K sums, 16 int32 q6_K offsets */
+static const xlay lay_q8 = { 1, 4, 32, 64 };
 
 static void quant_vec(int mode, const float *x, int64_t n, const xact *a)
 {
     quant_x8(mode, x, n, a->q, a->s, a->b, a->m);      /* mode: the layout */
 }
 
-#define Q68_ARGS (const int8_t *)a->q, nc, a->s, nb, (const int16_t *)a->b, nc / 16
+#define Q68_ARGS (const int8_t *)a->q, nc, a->s, nb, (const int32_t *)a->b, nc / 16
 #define Q48_ARGS (const int8_t *)a->q, nc, a->s, nb, a->m, nc / 32
 ROWS_ALL(q6k8, Q68_ARGS)
 ROWS_ALL(q4k8, Q48_ARGS)
