@@ -60,8 +60,6 @@ INLINE __m256 k4_mins(const uint8_t *b, __m128i sm)
  *         lays out the weights, see there). */
 enum { LAY_Q4, LAY_Q6 };
 
-INLINE int q4_slot(int g) { return (g & 1) * 4 + (g >> 1); }
-
 /* x -> per block b: q[256 b ..] int8 (in the layout's order), d[b] =
  * max|x| / 127; b32[16 b + j] = -32 x the sum of q over values 16j..
  * (q6_K's offset, int32), m[8 b
@@ -230,20 +228,12 @@ INLINE void q6k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
  * multiply-adds (the minimums' too), against 8 multiplies and the same
  * epilogue: 2048 x 4096 x 512 went 132 -> 156 GMAC/s, expert shapes
  * (512 x 2048 and 2048 x 512, 64 vectors) 133 -> 160 and 116 -> 138 on
- * one Zen 5 core. The rearranging is the weights' (shared by a tile's
- * vectors): two qword permutes of the nibble bytes, the nibbles split,
- * four 128-bit shuffles. */
+ * one Zen 5 core. The rearranging (q4_slots) is shared by a tile's
+ * vectors. */
 INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t ldq,
                      const float *xs, int64_t lds, const float *xm, int64_t ldm,
                      const int NV, float *y, int64_t ldy)
 {
-    /* raw qwords of the two nibble loads: [n0 k, n0 4+k, n1 k, n1 4+k] for
-     * k and k + 1: low nibbles groups 0, 2, 4, 6, high 1, 3, 5, 7 */
-    const __m512i pick01 = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0);
-    const __m512i pick23 = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
-    /* int32 lane l: slot l / 2's group */
-    const __m512i sc_of = _mm512_set_epi32(7, 7, 5, 5, 3, 3, 1, 1, 6, 6, 4, 4, 2, 2, 0, 0);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[NV_MAX];
     __m256 accm[NV_MAX];
 #pragma GCC unroll 8
@@ -258,18 +248,11 @@ INLINE void q4k8_row(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t l
         PREFETCH(b + 96);
         __m128i sm = k4_bytes(b);
         /* d x the scale of lane l's group */
-        __m512 scd = _mm512_mul_ps(_mm512_set1_ps(h2f(b)),
-                                   _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(sc_of, _mm512_cvtepu8_epi32(sm))));
+        __m512 scd = _mm512_mul_ps(_mm512_set1_ps(h2f(b)), _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(
+                                       q4_slot_groups(), _mm512_cvtepu8_epi32(sm))));
         __m256 mn = k4_mins(b, sm);
-        __m512i n0 = _mm512_loadu_si512(b + 16), n1 = _mm512_loadu_si512(b + 80);
         __m512i w[4];
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512i r = _mm512_permutex2var_epi64(n0, h ? pick23 : pick01, n1);
-            __m512i lo = _mm512_and_si512(r, m4), hi = _mm512_and_si512(_mm512_srli_epi16(r, 4), m4);
-            w[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
-            w[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
-        }
+        q4_slots(b, w);
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
             const int8_t *xb = xq + v * ldq + 256 * ib;

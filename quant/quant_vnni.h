@@ -62,6 +62,37 @@ INLINE __m512i q4_lanes(int q, int hi)
 
 INLINE int q4_chunk_of(int j) { return (j & 1) + 2 * (j >> 2); }
 
+/* A q4_K block's 256 weights as 4 vpdpbusd operands that every group
+ * keeps to the same lanes: 8-byte slot s of each holds group
+ * {0, 2, 4, 6, 1, 3, 5, 7}[s] (q4_slot(g): group g's slot), operand k
+ * its values 8k..8k + 7. So one register can sum a whole block per lane
+ * and meet the sub-block scales once. Two qword permutes of the nibble
+ * bytes ([n0 k, n0 4+k, n1 k, n1 4+k] for k and k + 1: low nibbles are
+ * groups 0, 2, 4, 6, high 1, 3, 5, 7), the nibbles split, four 128-bit
+ * shuffles. */
+INLINE int q4_slot(int g) { return (g & 1) * 4 + (g >> 1); }
+
+INLINE void q4_slots(const uint8_t *b, __m512i w[4])
+{
+    const __m512i pick01 = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0);
+    const __m512i pick23 = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i n0 = _mm512_loadu_si512(b + 16), n1 = _mm512_loadu_si512(b + 80);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i r = _mm512_permutex2var_epi64(n0, h ? pick23 : pick01, n1);
+        __m512i lo = _mm512_and_si512(r, m4), hi = _mm512_and_si512(_mm512_srli_epi16(r, 4), m4);
+        w[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+        w[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+    }
+}
+
+/* vpermd index: int32 lane l of a q4_slots operand -> its group */
+INLINE __m512i q4_slot_groups(void)
+{
+    return _mm512_set_epi32(7, 7, 5, 5, 3, 3, 1, 1, 6, 6, 4, 4, 2, 2, 0, 0);
+}
+
 /* The 12 packed 6-bit fields of a q4_K / q5_K block as 16 bytes: scales
  * 0..7 then mins 0..7 (the masks of quant_avx512.c's k4_scales). */
 INLINE __m128i k4_bytes(const uint8_t *b)

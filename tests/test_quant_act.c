@@ -15,6 +15,7 @@
 
 #include "quant.h"
 #include "quant_act.h"
+#include "half.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void)             /* uniform in [-1, 1) */
@@ -115,6 +116,56 @@ static void within_bound_act(quant_act act, double worst_max)
 static void within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_EXACT, 2e-7); }
 /* measured ~1e-3 */
 static void q8_within_bound(void **state) { (void)state; within_bound_act(QUANT_ACT_Q8, 1e-2); }
+
+/* The largest sums the integer kernels meet: every weight at its top
+ * (q4_K nibbles 15 at scale 63, q6_K 63 at scale 127) against x all +1 or
+ * all -1, so every 24-bit value is +-8323072 and a q4_K lane of a block's
+ * 16 values sums 16 x 15 x 8323072 (within 7% of 2^31), and against
+ * alternating signs: within the bound of the float dot, in every mode. */
+static void largest_sums(void **state)
+{
+    (void)state;
+    enum { N = 1024, ROWS = 2, NX = 3 };
+    for (size_t ti = 0; ti < 2; ti++) {
+        int type = int_types[ti];
+        size_t rb = quant_row_bytes(type, N), bb = quant_row_bytes(type, 256);
+        uint8_t *W = malloc(rb * ROWS);
+        uint16_t one = half_f32_to_f16(1.0f), zero = half_f32_to_f16(0.0f);
+        for (size_t b = 0; b < ROWS * (N / 256); b++) {
+            uint8_t *p = W + b * bb;
+            if (type == GGML_TYPE_Q4_K) {           /* d, dmin, 12 scale bytes, 128 qs */
+                memcpy(p, &one, 2);
+                memcpy(p + 2, &zero, 2);
+                memset(p + 4, 0xFF, 140);
+            } else {                                /* ql 128, qh 64, scales 16, d */
+                memset(p, 0xFF, 192);
+                memset(p + 192, 127, 16);
+                memcpy(p + 208, &one, 2);
+            }
+        }
+        float X[NX * N], Y[ROWS * NX], w[N];
+        for (int i = 0; i < N; i++) {
+            X[i] = 1.0f;
+            X[N + i] = -1.0f;
+            X[2 * N + i] = (i & 1) ? 1.0f : -1.0f;
+        }
+        for (int act = QUANT_ACT_EXACT; act < QUANT_ACT_COUNT; act++) {
+            quant_matmul_act((quant_act)act, type, W, rb, N, 0, ROWS, X, N, NX, Y, ROWS);
+            for (int r = 0; r < ROWS; r++) {
+                assert_int_equal(quant_dequant(type, W + r * rb, w, N, NULL, 0), 0);
+                for (int v = 0; v < NX; v++) {
+                    double want = dot64(w, X + v * N, N), got = Y[v * ROWS + r];
+                    double bound = act_bound((quant_act)act, type, w, X + v * N, N);
+                    if (!(fabs(got - want) <= bound))
+                        fail_msg("%s %s row %d vec %d: %.9g, exact %.9g, bound %.3g",
+                                 quant_act_kernel((quant_act)act, type), quant_type_of(type)->name,
+                                 r, v, got, want, bound);
+                }
+            }
+        }
+        free(W);
+    }
+}
 
 /* Per (row, vector) the same bits for any nx, tile position and row range. */
 static void split_invariant_here(void)
@@ -279,6 +330,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(within_bound),
         cmocka_unit_test(q8_within_bound),
+        cmocka_unit_test(largest_sums),
         cmocka_unit_test(split_invariant),
         cmocka_unit_test(many_vectors),
         cmocka_unit_test(avxvnni_kernel),
