@@ -47,6 +47,16 @@
 #include <string.h>
 
 #define NV_MAX 4            /* vectors per tile */
+/* Prefill's batches do not fit a stack buffer, so each super-block of
+ * rows re-quantizes them (quant_x24: ~30 instructions a value), as in
+ * quant_vnni.c: 256-row super-blocks and 72 KB (5 vectors of 4096 at 3
+ * bytes a value, chunks that split a tile) put that beside the dot
+ * products; 2048 rows, 192 KB and chunks of whole tiles took 2048 x 2048
+ * x 512 from 60.5 to 69.5 GMAC/s and 2048 x 4096 x 512 from 53.8 to 58.8
+ * on one Zen 5 core. */
+#define SBLK 2048
+#define XQ_STACK_BYTES (192 * 1024)
+#define XQ_CHUNK_TILES
 
 #include "quant_act_mm.h"
 #include "quant_vnni.h"
