@@ -82,7 +82,7 @@ static void quant_x8(int lay, const float *x, int64_t n, int8_t *xq, float *s, i
         int8_t *q = xq + 256 * b;
         float d = !finite ? NAN : amax > 0 ? amax / 127.0f : 0.0f;
         __m512 inv = _mm512_set1_ps(amax > 0 && finite ? 127.0f / amax : 0.0f);
-        int sum32 = 0;
+        int64_t sum32 = 0;   /* a non-finite block's INT_MIN lanes must not overflow it */
         for (int j = 0; j < 16; j++) {
             __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * j), inv));
             __m128i q16 = _mm512_cvtsepi32_epi8(qi);   /* values 16 j .. 16 j + 15 */
@@ -97,7 +97,7 @@ static void quant_x8(int lay, const float *x, int64_t n, int8_t *xq, float *s, i
                 _mm_storel_epi64((__m128i *)(o + 64), _mm_unpackhi_epi64(q16, q16));
             }
             int sj = _mm512_reduce_add_epi32(qi);
-            b32[16 * b + j] = -32 * sj;
+            b32[16 * b + j] = (int32_t)(0u - 32u * (uint32_t)sj);   /* wraps: see sum32 */
             sum32 += sj;
             if (j & 1) {
                 xm[8 * b + j / 2] = d * (float)sum32;
