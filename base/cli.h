@@ -99,6 +99,11 @@ typedef struct cli_out {
 void cli_out_init(cli_out *o, FILE *f, enum cli_think mode);
 /* Prints one piece of text (reasoning or answer). */
 void cli_out_piece(cli_out *o, const char *text, size_t len, bool reasoning);
+/* After a Ctrl-C that ended an answer: a terminal that echoes control
+ * characters wrote "^C" where the cursor stood, so the line is not empty
+ * even when the answer's last piece ended one (the stats line that follows
+ * would share it). */
+void cli_out_interrupted(cli_out *o);
 /* Closes an open reasoning mark and ends the line if text is on it. */
 void cli_out_end(cli_out *o);
 

@@ -8,6 +8,7 @@
 #include <readline/readline.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 char *cli_readline(const char *prompt)
@@ -55,6 +56,13 @@ void cli_out_piece(cli_out *o, const char *text, size_t len, bool reasoning)
     fwrite(text, 1, len, o->f);
     o->at_bol = text[len - 1] == '\n';
     fflush(o->f);
+}
+
+void cli_out_interrupted(cli_out *o)
+{
+    struct termios t;
+    if (o->tty && tcgetattr(fileno(o->f), &t) == 0 && (t.c_lflag & ECHO) && (t.c_lflag & ECHOCTL))
+        o->at_bol = false;
 }
 
 void cli_out_end(cli_out *o)

@@ -128,8 +128,10 @@ static int on_event(const q35c_event *ev, void *user)
     case Q35C_EV_FINAL:
         if (c->ids || !c->shown)
             putchar('\n');
-        else
+        else {
+            if (ev->finish == Q35C_FINISH_CANCELLED) cli_out_interrupted(&c->out);
             cli_out_end(&c->out);
+        }
         fflush(stdout);
         if (ev->finish == Q35C_FINISH_DEADLINE)
             fprintf(stderr, "qwen35-client: request %llu: deadline passed after %d tokens\n",

@@ -187,6 +187,7 @@ static int answer(session *s, char *err, size_t errsz)
         for (int i = 0; i < np; i++) cli_out_piece(&s->out, pc[i].text, pc[i].len, pc[i].reasoning);
     if (ts && !rc && tok_stream_flush(ts, &t, &len) == 0)
         cli_out_piece(&s->out, t, len, false);
+    if (g_interrupted) cli_out_interrupted(&s->out);
     cli_out_end(&s->out);
     s->ends_turn = n_done && s->seq[s->n_seq - 1] == s->im_end;
     chat_stream_destroy(&cs);
