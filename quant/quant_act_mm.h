@@ -10,6 +10,7 @@
 #include "quant_act_impl.h"
 
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -113,10 +114,13 @@ static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, con
     /* a tile's quantized vectors stay in this core's L1 data cache: 48 KB
      * on Zen 5 gives the 24-bit kernels (3 bytes a value) tiles of 4
      * vectors of 4096 values, not 2: 54 -> 64 GMAC/s there */
-    static long l1;
+    /* read once; the threads that race to it store the same value */
+    static _Atomic long l1_cached;
+    long l1 = atomic_load_explicit(&l1_cached, memory_order_relaxed);
     if (!l1) {
         long v = sysconf(_SC_LEVEL1_DCACHE_SIZE);
         l1 = v >= 16384 && v <= 262144 ? v : TILE_L1;
+        atomic_store_explicit(&l1_cached, l1, memory_order_relaxed);
     }
     int tile = NV_MAX;
     while (tile > 1 && (int64_t)tile * nc * lay->qb > l1)

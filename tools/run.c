@@ -153,7 +153,8 @@ static int answer(session *s, char *err, size_t errsz)
     int rc = 0, n_done = 0;
     const char *why = "length";
     double t0 = q35_now();
-    g_busy = 1;   /* a Ctrl-C during the prompt (turn) stands: it ends this answer */
+    /* g_busy is already set by turn(): a Ctrl-C during the prompt stands and
+     * ends this answer */
     for (int limit = o->n_gen < 0 ? 1 << 30 : o->n_gen; n_done < limit;) {
         if (g_interrupted) { why = "interrupted"; break; }
         if (s->n_seq >= s->ch.ctx) { why = "context full"; break; }
