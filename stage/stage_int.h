@@ -1,5 +1,6 @@
 /* stage_int.h — what the stage's files share (stage.c: loading, the
- * handlers, the forward pass; stage_check.c: a forward request checked
+ * handlers and their dispatch; stage_forward.c: the forward pass;
+ * stage_ckpt.c: checkpoints; stage_check.c: a forward request checked
  * against the wire's and this stage's bounds; stage_serve.c: the socket
  * loop, CURVE, the lease's end on disconnect). Not a public header:
  * stage.h is. */
@@ -77,6 +78,41 @@ int stage_device_failed(const stage *s, char *err, size_t errsz);
 /* One request from the peer ident (NULL: a local caller): its packed reply in *out (the caller frees). */
 int stage_handle_from(stage *s, const uint8_t *ident, size_t idlen, const void *req, size_t len,
                       uint8_t **out, size_t *out_len);
+
+/* stage_forward.c */
+/* Per-batch scratch for the reply of a forward pass. */
+typedef struct fwd_out {
+    Q35__ForwardResult fr;
+    /* per sequence 1 + STAGE_MAX_DRAFT draws (the first, then `more`),
+     * each with Q35_WIRE_MAX_LOGPROBS alternatives, and its drafts */
+    Q35__Sampled *sm, **psm, **pdraw;
+    Q35__TopLogprob *tops, **ptops;
+    int32_t *drafts;
+    uint8_t *hidden;
+} fwd_out;
+
+/* One forward step: fb checked, run, and its reply in rp, pointing into
+ * o (which the caller zeroes before and frees after with
+ * stage_fwd_out_free, whatever the result): 0, or -1 with rp the error. */
+int stage_forward(stage *s, const Q35__ForwardBatch *fb, reply *rp, fwd_out *o);
+/* Frees what stage_forward allocated in o (not o itself). */
+void stage_fwd_out_free(fwd_out *o);
+
+/* stage_ckpt.c */
+#define MAX_EVICT_REPORTED 256   /* ids listed per save (more are counted by stats) */
+
+typedef struct ckpt_out {
+    Q35__CkptSaved saved;
+    Q35__CkptRestored restored;
+    Q35__CkptDropped dropped;
+    uint64_t evicted[MAX_EVICT_REPORTED];
+} ckpt_out;
+
+/* The checkpoint requests: each fills rp (pointing into o, caller-owned
+ * scratch that lives until the reply is packed); 0, or -1 with rp the error. */
+int stage_ckpt_save(stage *s, const Q35__CkptSave *m, reply *rp, ckpt_out *o);
+int stage_ckpt_restore(stage *s, const Q35__CkptRestore *m, reply *rp, ckpt_out *o);
+void stage_ckpt_drop(stage *s, const Q35__CkptDrop *m, reply *rp, ckpt_out *o);
 
 /* stage_check.c */
 /* Checks what belongs to the wire and to this stage's buffers of a
