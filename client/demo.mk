@@ -52,6 +52,13 @@ bench-prefill-sim:
 # CPU stages (the mini model, 1 thread each): its largest gap in step
 # targets, the prompt's TTFT beside it and alone (client/bench_stall.sh).
 .PHONY: bench-stall
+# make bench-prefill-rows: one 2,048-token prompt's TTFT on 2 real CPU
+# stages by the rows a step holds (stage --step-rows, coordinator
+# --prefill-chunk), beside qwen35-run's prefill (client/bench_prefill_rows.sh).
+.PHONY: bench-prefill-rows
+bench-prefill-rows:
+	@$(MAKE) --no-print-directory bins
+	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_prefill_rows.sh
 bench-stall:
 	@$(MAKE) --no-print-directory bins
 	QWEN35_GOLDEN=$(GOLDEN) QWEN35_BUILD=$(BUILD) sh client/bench_stall.sh

@@ -228,6 +228,9 @@ static int chain_first_up(coord *c, char *err, size_t errsz)
     c->max_ctx = ctx;
     c->max_batch = batch;
     cap_mismatch(c);
+    if (c->o.prefill_chunk > batch)
+        q35_log_warn("prefill-chunk %d: the stages' steps hold %d rows at most (their step-rows), "
+                     "so prompts go in chunks of %d", c->o.prefill_chunk, batch, batch);
     c->max_logit_rows = (int)c->links[c->n_links - 1].hs.max_logit_rows;
     c->slot_req = calloc((size_t)seqs, sizeof *c->slot_req);
     if (!c->slot_req)

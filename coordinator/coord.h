@@ -41,6 +41,7 @@ typedef struct coord_opts {
     const char *const *spare_where;
     int max_queue, max_seqs, max_ctx, micro_batches;
     int step_target_ms;     /* rows per step so the slowest stage's takes about this; 0: max batch */
+    int prefill_chunk;      /* a prompt's rows per step without a target (0: COORD_PREFILL_CHUNK) */
     bool prefill_pipeline;  /* a prompt's chunks back to back through the stages */
     int draft;              /* speculative decoding: drafts per step at most (0: off) */
     bool bench_draft_oracle;   /* Generate.draft_oracle accepted (benchmarks, tests) */

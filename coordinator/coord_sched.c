@@ -189,6 +189,12 @@ static double slowest_dec_s(const coord *c, int rows)
     return t;
 }
 
+/* A prompt's rows per step without a target (--prefill-chunk). */
+static int prefill_chunk(const coord *c)
+{
+    return c->o.prefill_chunk > 0 ? c->o.prefill_chunk : COORD_PREFILL_CHUNK;
+}
+
 /* Rows a step may hold so the slowest stage's takes about its time
  * budget, from each stage's fitted step time (0: no target). Without a
  * decode stream the budget is --step-target-ms. A decode token, though,
@@ -229,7 +235,7 @@ static int step_budget(const coord *c, int want, double dec_s)
         if (rows < budget)
             budget = rows < 1 ? 1 : (int)rows;
     }
-    return known ? budget : COORD_PREFILL_CHUNK;   /* nothing measured yet: a modest start */
+    return known ? budget : prefill_chunk(c);   /* nothing measured yet: a modest start */
 }
 
 /* A prompt that has the pipeline to itself reaches its first token sooner
@@ -383,7 +389,7 @@ static mbatch *form_mb(coord *c)
                 cap = limit - rows;
             if (r->want_logits && cap > c->max_logit_rows - lrows)
                 cap = c->max_logit_rows - lrows;
-            int n = budget > 0 ? budget : COORD_PREFILL_CHUNK;
+            int n = budget > 0 ? budget : prefill_chunk(c);
             if (!decode)
                 n = lone_chunk(c, r, live, n);
             if (n > cap)

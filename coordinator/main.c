@@ -80,6 +80,7 @@ int main(int argc, char **argv)
         .spare_where = where + n, .max_queue = cf.max_queue,
         .max_seqs = cf.max_seqs, .max_ctx = cf.max_ctx, .micro_batches = cf.micro_batches,
         .trace_path = cf.trace, .identity_cache = cf.identity_cache, .step_target_ms = cf.step_target_ms,
+        .prefill_chunk = cf.prefill_chunk,
         .prefill_pipeline = cf.prefill_pipeline, .draft = cf.draft,
         .bench_draft_oracle = cf.bench_draft_oracle, .draft_adapt = cf.draft_adapt,
         .no_prefix_cache = !strcmp(cf.prefix_cache, "off"),

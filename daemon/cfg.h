@@ -101,6 +101,7 @@ typedef struct coord_cfg {
     int max_ctx;
     int micro_batches;       /* in flight through the pipeline */
     int step_target_ms;      /* row budget per step from measured step times; 0 = off */
+    int prefill_chunk;       /* a prompt's rows per step without a target */
     bool prefill_pipeline;   /* a prompt's chunks back to back through the stages */
     int draft;               /* MTP drafts per step at most; 0 = off */
     bool bench_draft_oracle; /* Generate.draft_oracle allowed (benchmarks) */

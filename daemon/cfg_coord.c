@@ -97,7 +97,15 @@ static const opt_def coord_defs[] = {
       "targets (less 15% for jitter, the hops' round trips and the decode steps) that keeps "
       "that cycle within them: about 2 x this / the micro-batches in flight (this at most), "
       "and no decode stream waits longer than about 2 targets for a token. 0 = no target: "
-      "chunks of up to 128 rows per prompt, up to the stages' batch."),
+      "chunks of up to prefill-chunk rows per prompt, up to the stages' step-rows."),
+    OPT_INT_ROW(coord_cfg, "prefill-chunk", prefill_chunk, "N", "128", 1, 4096,
+      "Without step-target-ms: the most rows of one prompt a step takes (and, with a "
+      "target, the first steps' before any step time is measured); the stages' step-rows "
+      "bound it. On a single stage larger chunks read each routed expert's weights once "
+      "for more rows (make bench-prefill-rows: 2048 rows 7% faster than 128 on one CPU "
+      "stage, q8); across stages smaller ones keep every stage busy (there 128 was 1.4x "
+      "faster than 2048). While a prompt prefills, a stream decoding beside it waits for "
+      "the whole step."),
     OPT_BOOL_ROW(coord_cfg, "prefill-pipeline", prefill_pipeline, "true",
       "A prompt's chunks flow back to back through the stages: stage 0 starts chunk k+1 as "
       "soon as it has passed chunk k on, so a long prompt keeps every stage busy; a chunk "

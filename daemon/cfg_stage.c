@@ -52,7 +52,11 @@ static const opt_def stage_defs[] = {
     OPT_INT_ROW(stage_cfg, "pass-rows", stage.eng.be.pass_rows, "N", "0", 0, 4096,
       "Rows the backend runs per pass (a longer prompt runs in chunks of this many; the "
       "CUDA backend sizes its scratch for it); 0 = the backend's default (CPU: about 64 rows "
-      "per routed expert, 256..2048; CUDA: 256). A stage's step holds 256 rows at most."),
+      "per routed expert, 256..2048; CUDA: 256). A stage's step holds step-rows rows at most."),
+    OPT_INT_ROW(stage_cfg, "step-rows", stage.max_batch, "N", "256", 1, 4096,
+      "Rows one forward step holds at most (decode rows and prompt chunks together; the "
+      "chain's steps hold the least of its stages', and a spare must hold as many). It bounds "
+      "the coordinator's prefill-chunk: raise both together."),
     OPT_ENUM_ROW(stage_cfg, "cuda-graphs", stage.eng.be.no_graphs, "on", "on|off",
       "CUDA: replay decode steps through captured CUDA graphs (off: launch every kernel "
       "each step, for profiling and comparison)."),
@@ -216,7 +220,6 @@ static void complete_stage_opts(stage_cfg *c)
     }
     if (o->eng.cache_share == 0)
         o->eng.cache_share = host_stages_of(c->base.config_path);
-    o->max_batch = 256;
     o->max_msg = (size_t)c->max_msg_mb << 20;
     o->curve_secret = c->curve ? &c->curve_secret : NULL;
     o->curve_allowed = c->curve_allowed;
