@@ -18,18 +18,7 @@ set -eu
 P35_ME=bench-prefill-rows
 . "$(dirname "$0")/pipeline.sh"
 
-GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
-if [ -n "${BENCH_MODEL:-}" ]; then
-    MODEL=$BENCH_MODEL
-else
-    rc=0
-    MODEL=$(sh "$(dirname "$0")/../tools/bench_preset.sh" mini "$BIN" "$GOLDEN") || rc=$?
-    [ "$rc" -eq 3 ] && exit 0
-    [ "$rc" -eq 0 ] || p35_die "no model for the mini preset"
-fi
-[ -f "$MODEL" ] || p35_die "$MODEL: no such model (BENCH_MODEL)"
-N_LAYER=$("$BIN/qwen35-info" "$MODEL" | sed -n 's/^ *layers *\([0-9]*\) main.*/\1/p')
-[ -n "$N_LAYER" ] || p35_die "qwen35-info $MODEL: no layer count"
+p35_bench_model
 P=${BENCH_PREFILL_PROMPT:-2048}
 ROWS=${BENCH_PREFILL_ROWS:-256/128 512/512 2048/2048}
 ACT=${BENCH_ACTIVATIONS:-exact}

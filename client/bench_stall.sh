@@ -18,18 +18,7 @@ set -eu
 P35_ME=bench-stall
 . "$(dirname "$0")/pipeline.sh"
 
-GOLDEN=${QWEN35_GOLDEN:-../shared/golden}
-if [ -n "${BENCH_MODEL:-}" ]; then
-    MODEL=$BENCH_MODEL
-else
-    rc=0
-    MODEL=$(sh "$(dirname "$0")/../tools/bench_preset.sh" mini "$BIN" "$GOLDEN") || rc=$?
-    [ "$rc" -eq 3 ] && exit 0
-    [ "$rc" -eq 0 ] || p35_die "no model for the mini preset"
-fi
-[ -f "$MODEL" ] || p35_die "$MODEL: no such model (BENCH_MODEL)"
-N_LAYER=$("$BIN/qwen35-info" "$MODEL" | sed -n 's/^ *layers *\([0-9]*\) main.*/\1/p')
-[ -n "$N_LAYER" ] || p35_die "qwen35-info $MODEL: no layer count"
+p35_bench_model
 ST=${BENCH_STALL_TARGET_MS:-150}
 P=${BENCH_STALL_PROMPT:-2048}
 TH=${BENCH_THREADS:-1}

@@ -308,3 +308,20 @@ p35_stall_report() {
         printf "decode beside a %d-token prompt (%s, step target %d ms): gap before %.1f ms, largest while it prefills %.1f ms = %.2f step targets (target <= 2: %s; %d of %d gaps over 2, median %.1f ms); the prompt TTFT %.3f s beside the stream, %.3f s alone\n",
                p, setup, st, med, mx, mx / st, mx <= 2 * st ? "met" : "MISSED", o, k, md, tt, al }'
 }
+
+# p35_bench_model: MODEL and N_LAYER for a benchmark on real CPU stages:
+# BENCH_MODEL, else the make bench model (mini; tools/bench_preset.sh
+# writes it once). Exits 0 when the preset says there is no room for it.
+p35_bench_model() {
+    if [ -n "${BENCH_MODEL:-}" ]; then
+        MODEL=$BENCH_MODEL
+    else
+        _p_rc=0
+        MODEL=$(sh "$(dirname "$0")/../tools/bench_preset.sh" mini "$BIN" "${QWEN35_GOLDEN:-../shared/golden}") || _p_rc=$?
+        [ "$_p_rc" -eq 3 ] && exit 0
+        [ "$_p_rc" -eq 0 ] || p35_die "no model for the mini preset"
+    fi
+    [ -f "$MODEL" ] || p35_die "$MODEL: no such model (BENCH_MODEL)"
+    N_LAYER=$("$BIN/qwen35-info" "$MODEL" | sed -n 's/^ *layers *\([0-9]*\) main.*/\1/p')
+    [ -n "$N_LAYER" ] || p35_die "qwen35-info $MODEL: no layer count"
+}
