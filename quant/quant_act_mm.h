@@ -113,8 +113,8 @@ static void mm_act(int type, int mode, const xlay *lay, const rows_fn *rows, con
     int64_t sblk = chunk >= nx ? r1 - r0 : SBLK;
     /* a tile's quantized vectors stay in this core's L1 data cache: 48 KB
      * on Zen 5 gives the 24-bit kernels (3 bytes a value) tiles of 4
-     * vectors of 4096 values, not 2: 54 -> 64 GMAC/s there */
-    /* read once; the threads that race to it store the same value */
+     * vectors of 4096 values, not 2: 54 -> 64 GMAC/s there. Read once; the
+     * threads that race to it store the same value. */
     static _Atomic long l1_cached;
     long l1 = atomic_load_explicit(&l1_cached, memory_order_relaxed);
     if (!l1) {
