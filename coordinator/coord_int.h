@@ -91,6 +91,7 @@ typedef struct link {
      * to its recent steps (decaying sums of 1, r, r^2, t, r t) */
     double fit[5];
     double step_fixed_s, step_row_s;   /* the fit; 0 0: nothing measured yet */
+    double fit_rows;   /* the most rows of a step in the fit, decaying with the steps' weights */
     double dfit[5], dec_fixed_s, dec_row_s;   /* the same over decode-only steps */
     /* stats poll (also a liveness probe while idle) */
     uint64_t stats_id;
@@ -330,6 +331,11 @@ void sched_on_stage_error(coord *c, link *l, mbatch *m, const Q35__Error *e);
 void sched_on_stage_lost(coord *c, const char *why);
 /* Request deadlines, and requests that waited too long for a broken chain. */
 void sched_timers(coord *c, double now);
+/* The rows a step may hold under --step-target-ms so the slowest stage
+ * takes about the target (0: no target), from the links' step fits; want
+ * micro-batches in flight and dec_s of decode-only steps among them
+ * shrink it while a stream decodes. Reads c only. */
+int sched_step_budget(const coord *c, int want, double dec_s);
 
 /* ---- req_*: coord_req.c, a request's lifecycle ---------------------- */
 

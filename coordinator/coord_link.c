@@ -431,8 +431,10 @@ static void step_done(coord *c, link *l, const mbatch *m, const Q35__ForwardResu
         decode += m->pos[i] >= m->r[i]->n_prompt;
     }
     double now = q35_now(), dt = fr->compute_s > 0 && fr->compute_s < 3600 ? fr->compute_s : 0;
-    if (rows > 0 && dt > 0)
+    if (rows > 0 && dt > 0) {
         fit_step(l->fit, &l->step_fixed_s, &l->step_row_s, rows, dt);
+        l->fit_rows = rows > 0.97 * l->fit_rows ? rows : 0.97 * l->fit_rows;
+    }
     /* decode steps alone (their rows with drafts): what a draft's row
      * costs, which a prompt's rows (sharing their experts) would hide */
     if (rows > 0 && dt > 0 && decode == m->n)

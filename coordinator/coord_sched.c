@@ -208,7 +208,7 @@ static int prefill_chunk(const coord *c)
  * about 2 x target / want, a target at most. Prefill then runs in more,
  * smaller chunks (each pays a stage's fixed cost once more), only while
  * it must. */
-static int step_budget(const coord *c, int want, double dec_s)
+int sched_step_budget(const coord *c, int want, double dec_s)
 {
     if (c->o.step_target_ms <= 0)
         return 0;
@@ -232,6 +232,14 @@ static int step_budget(const coord *c, int want, double dec_s)
             continue;
         known = true;
         double rows = (t - l->step_fixed_s) / l->step_row_s;
+        /* the fit is a line through the row counts it has seen; far past
+         * them it is a guess: 1-row decode steps jittering on a loaded
+         * host once fitted ~0 s a row, and a whole 300-token prompt went
+         * in one step. So the budget grows at most by doublings of what
+         * was measured, from the chunk used before anything is. */
+        double most = 2 * l->fit_rows > prefill_chunk(c) ? 2 * l->fit_rows : prefill_chunk(c);
+        if (rows > most)
+            rows = most;
         if (rows < budget)
             budget = rows < 1 ? 1 : (int)rows;
     }
@@ -367,7 +375,7 @@ static mbatch *form_mb(coord *c)
         cap = 1;
     if (cap > 64)
         cap = 64;
-    int rows = 0, lrows = 0, budget = step_budget(c, want, dec_s), seq_cap = cap;
+    int rows = 0, lrows = 0, budget = sched_step_budget(c, want, dec_s), seq_cap = cap;
     m->n = 0;
     for (int pass = 0; pass < 2; pass++) {
         int limit = c->max_batch;   /* decode rows: always all of them */
