@@ -141,6 +141,70 @@ static void test_classes_and_repeats(void **st)
     fix_free(&f);
 }
 
+/* Repeats of repeats: "a"Q1Q2 (merged into one repeat by the parser when
+ * that is the same language) and ("a"Q1)Q2 (never merged; refused when the
+ * group may be empty and repeats unbounded) both match exactly a^n for
+ * the n the two counts can sum to. */
+#define NMAX 20
+static uint32_t lengths(int lo, int hi)          /* bit n: n is in lo..hi (hi < 0: unbounded) */
+{
+    uint32_t m = 0;
+    for (int n = lo; n <= NMAX && (hi < 0 || n <= hi); n++) m |= 1u << n;
+    return m;
+}
+
+static void test_nested_repeats(void **st)
+{
+    (void)st;
+    static const struct { const char *q; int lo, hi; } Q[] = {
+        { "?", 0, 1 }, { "*", 0, -1 }, { "+", 1, -1 }, { "{0}", 0, 0 }, { "{2}", 2, 2 }, { "{2,}", 2, -1 },
+        { "{0,3}", 0, 3 }, { "{1,3}", 1, 3 }, { "{2,3}", 2, 3 }, { "{3}", 3, 3 },
+    };
+    size_t nq = sizeof Q / sizeof *Q;
+    for (size_t i = 0; i < nq; i++)
+        for (size_t j = 0; j < nq; j++) {
+            uint32_t in = lengths(Q[i].lo, Q[i].hi), want = 0;
+            for (int k = Q[j].lo; k <= NMAX && (Q[j].hi < 0 || k <= Q[j].hi); k++) {
+                uint32_t sum = 1;                    /* the lengths k of x{a,b} add up to */
+                for (int t = 0; t < k; t++) {
+                    uint32_t next = 0;
+                    for (int n = 0; n <= NMAX; n++)
+                        if (sum >> n & 1) next |= (uint32_t)(((uint64_t)in << n) & ((1u << (NMAX + 1)) - 1));
+                    sum = next;
+                }
+                want |= sum;
+            }
+            for (int form = 0; form < 2; form++) {
+                char src[96], s[NMAX + 2];
+                snprintf(src, sizeof src, form ? "root ::= (\"a\"%s)%s \"b\"" : "root ::= \"a\"%s%s \"b\"", Q[i].q, Q[j].q);
+                if (form && Q[i].lo == 0 && Q[j].hi < 0) {   /* a group that may be empty, repeated */
+                    parse_fails(src, "left-recursive");
+                    continue;
+                }
+                fix f = fix_new(src);
+                for (int n = 0; n <= NMAX; n++) {
+                    memset(s, 'a', (size_t)n);
+                    s[n] = 'b';
+                    if (sentence(&f, s, (size_t)n + 1) != (bool)(want >> n & 1))
+                        fail_msg("%s: a^%d b %s", src, n, want >> n & 1 ? "refused" : "accepted");
+                }
+                fix_free(&f);
+            }
+        }
+    /* what the fuzzer found: 40 nested repeats held every split of a run
+     * of bytes between the levels (exponential); merged, it is one */
+    char src[160] = "root ::= ( [^<] | \"<\" [^/] )";
+    for (int i = 0; i < 40; i++) strcat(src, i % 3 ? "+" : "*");
+    strcat(src, " \"</x>\"");
+    fix f = fix_new(src);
+    char text[300];
+    for (int i = 0; i < 290; i++) text[i] = "ab<c"[i % 4];
+    memcpy(text + 290, "</x>", 4);
+    assert_true(sentence(&f, text, 294));
+    assert_false(sentence(&f, "a</b</x>", 8));
+    fix_free(&f);
+}
+
 /* A small vocabulary over JSON's alphabet: every 1..3-byte piece drawn
  * from the characters below, plus an end token and a never token. */
 static const char ALPHA[] = "{}[]\":, 0123456789.-eatrufnl\\";
@@ -304,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_json_bytes),
         cmocka_unit_test(test_classes_and_repeats),
+        cmocka_unit_test(test_nested_repeats),
         cmocka_unit_test(test_mask_brute),
         cmocka_unit_test(test_shared_masks),
     };

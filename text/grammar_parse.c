@@ -365,11 +365,14 @@ static int32_t wrap(P *p, elvec *seq, size_t from)
     return push(p, seq, GE_RULE, (uint32_t)r) ? -1 : r;
 }
 
-/* x{min,max} (max < 0: unbounded) of the item seq[from..). */
-static int repeat(P *p, elvec *seq, size_t from, int min, int max)
+/* x{min,max} (max < 0: unbounded) of the item seq[from..), or of rule
+ * *item when it is one already (seq[from..) is then dropped); *item is
+ * then x's rule. */
+static int repeat(P *p, elvec *seq, size_t from, int min, int max, int32_t *item)
 {
-    int32_t x = wrap(p, seq, from);
+    int32_t x = *item >= 0 ? *item : wrap(p, seq, from);
     if (x < 0) return -1;
+    *item = x;
     seq->n = from;
     for (int i = 0; i < min; i++)
         if (push(p, seq, GE_RULE, (uint32_t)x)) return -1;
@@ -405,8 +408,31 @@ static int read_int(P *p, int *out)
     return 0;
 }
 
+/* (x{a,b}){c,d} as one x{*min,*max} (max < 0: unbounded), when that is
+ * the same language: x{a,b}'s lengths, c to d times over, fill a range
+ * when a <= 1 (each k of them covers k a..k b, and the next starts by
+ * k b + 1 at the latest) or when both are unbounded. Nested this way the
+ * matcher would follow every split of a run of x's between the levels,
+ * as many stacks as compositions of the run: (x+)+ twelve deep held
+ * 45,000 of them and took seconds a byte. */
+static bool merge_repeat(int a, int b, int c, int d, int *min, int *max)
+{
+    if (b == 0 || d == 0) {                         /* the empty string */
+        *min = *max = 0;
+        return true;
+    }
+    if (a > 1 && !(b < 0 && c >= 1)) return false;
+    long lo = (long)a * c, hi = b < 0 || d < 0 ? -1 : (long)b * d;
+    if (lo > MAX_REPEAT || hi > MAX_REPEAT) return false;
+    *min = (int)lo;
+    *max = (int)hi;
+    return true;
+}
+
 static int parse_postfix(P *p, elvec *seq, size_t from)
 {
+    int32_t x = -1;                                  /* the last repeat: x{a,b} */
+    int a = 0, b = 0;
     for (;;) {
         skip_space(p);
         if (p->p >= p->end) return 0;
@@ -434,7 +460,16 @@ static int parse_postfix(P *p, elvec *seq, size_t from)
             return 0;
         }
         p->p++;
-        if (repeat(p, seq, from, min, max)) return -1;
+        int m0, m1;
+        if (x >= 0 && merge_repeat(a, b, min, max, &m0, &m1)) {
+            min = m0;                               /* x{a,b}'s rules stay, unused */
+            max = m1;
+        } else {
+            x = -1;
+        }
+        if (repeat(p, seq, from, min, max, &x)) return -1;
+        a = min;
+        b = max;
     }
 }
 
