@@ -95,9 +95,9 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
         char msg[Q35_ERRSZ];
         if (!(sg->g = gram_parse(c->grammar, glen, msg, sizeof msg)))
             return q35_err(err, errsz, Q35_EINVAL, "constraint.grammar: %s", msg);
-        if (!(sg->m = gram_match_new(sg->g, s->vocab))) {
+        if (!(sg->m = gram_match_new(sg->g, s->vocab, msg, sizeof msg))) {
             slot_grammar_clear(sg);
-            return q35_err(err, errsz, Q35_ENOMEM, "constraint: out of memory for the matcher");
+            return q35_err(err, errsz, Q35_EINVAL, "constraint.grammar: %s", msg);
         }
         sg->hash = h;
         gram_match_share(sg->m, s->masks, h);
@@ -141,6 +141,10 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
     rc = gram_match_mask(sg->m, logits);
     if (rc == 0)
         return q35_err(err, errsz, Q35_EINVAL, "constraint: the grammar allows no token after %zu tokens of the answer", n);
+    if (rc == Q35_ERANGE)
+        return q35_err(err, errsz, rc, "constraint.grammar: too ambiguous to match: the mask after %zu tokens of "
+                       "the answer took more than a million parse steps (alternatives or nested repeats that "
+                       "match the same text?)", n);
     return rc < 0 ? q35_err(err, errsz, rc, "constraint: out of memory for a mask") : 0;
 }
 

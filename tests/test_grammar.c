@@ -77,7 +77,7 @@ static fix fix_new(const char *src)
     for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[i] = &bytes[i], len[i] = 1;
     f.v = gram_vocab_new(256, piece, len, NULL);
     assert_non_null(f.v);
-    f.m = gram_match_new(f.g, f.v);
+    f.m = gram_match_new(f.g, f.v, NULL, 0);
     assert_non_null(f.m);
     return f;
 }
@@ -205,6 +205,42 @@ static void test_nested_repeats(void **st)
     fix_free(&f);
 }
 
+/* Ambiguity the parser cannot merge away, groups of groups: each level
+ * may end a run of a's or go on, so n levels hold 2^n stacks. 8 deep is
+ * matched; 24 deep is refused with Q35_ERANGE once the work bound is
+ * past (bounded time), and the matcher stays refused. */
+static void test_ambiguity_bound(void **st)
+{
+    (void)st;
+    for (int deep = 8; deep <= 24; deep += 16) {
+        char src[256] = "root ::= ", body[200] = "\"a\"";
+        for (int i = 0; i < deep; i++) {
+            char t[200];
+            snprintf(t, sizeof t, "(%s)+", body);
+            snprintf(body, sizeof body, "%s", t);
+        }
+        strcat(src, body);
+        strcat(src, " \"b\"");
+        fix f = fix_new(src);
+        char text[41];
+        memset(text, 'a', 40);
+        text[40] = 'b';
+        if (deep == 8) {
+            assert_true(sentence(&f, text, 41));
+            assert_false(sentence(&f, "b", 1));
+        } else {
+            gram_match_reset(f.m);
+            assert_int_equal(gram_match_bytes(f.m, text, 40), Q35_ERANGE);
+            char err[Q35_ERRSZ] = "";
+            assert_int_equal(gram_match_token(f.m, 'a', err, sizeof err), Q35_ERANGE);
+            if (!strstr(err, "grammar: too ambiguous to match")) fail_msg("%s", err);
+            float logits[256] = { 0 };
+            assert_int_equal(gram_match_mask(f.m, logits), Q35_ERANGE);
+        }
+        fix_free(&f);
+    }
+}
+
 /* A small vocabulary over JSON's alphabet: every 1..3-byte piece drawn
  * from the characters below, plus an end token and a never token. */
 static const char ALPHA[] = "{}[]\":, 0123456789.-eatrufnl\\";
@@ -230,7 +266,7 @@ static void test_mask_brute(void **st)
     kind[NV - 2] = GRAM_TOK_NEVER;
     gram *g = parse_ok(JSON_G);
     gram_vocab *v = gram_vocab_new(NV, piece, len, kind);
-    gram_match *m = gram_match_new(g, v), *ref = gram_match_new(g, v);
+    gram_match *m = gram_match_new(g, v, NULL, 0), *ref = gram_match_new(g, v, NULL, 0);
     assert_non_null(m);
     assert_non_null(ref);
     gram_cache *shared = gram_cache_new(NV, 8);   /* small: its evictions are exercised too */
@@ -309,7 +345,7 @@ static void test_shared_masks(void **st)
     gram *g = parse_ok(JSON_G);
     gram_vocab *v = gram_vocab_new(NV, piece, len, kind);
     gram_cache *c = gram_cache_new(NV, 64);
-    gram_match *a = gram_match_new(g, v), *b = gram_match_new(g, v), *o = gram_match_new(g, v);
+    gram_match *a = gram_match_new(g, v, NULL, 0), *b = gram_match_new(g, v, NULL, 0), *o = gram_match_new(g, v, NULL, 0);
     assert_non_null(c);
     gram_match_share(a, c, 7);
     gram_match_share(b, c, 7);
@@ -369,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_json_bytes),
         cmocka_unit_test(test_classes_and_repeats),
         cmocka_unit_test(test_nested_repeats),
+        cmocka_unit_test(test_ambiguity_bound),
         cmocka_unit_test(test_mask_brute),
         cmocka_unit_test(test_shared_masks),
     };

@@ -51,7 +51,7 @@ static void engine_check(const char *what, const char *text, const char *const *
         len[i] = 1;
     }
     gram_vocab *v = gram_vocab_new(256, piece, len, NULL);
-    gram_match *m = gram_match_new(g, v);
+    gram_match *m = gram_match_new(g, v, NULL, 0);
     assert_non_null(m);
     for (int pass = 0; pass < 2; pass++)
         for (const char *const *d = pass ? no : ok; *d; d++) {

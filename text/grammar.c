@@ -20,6 +20,14 @@
 #define MAX_NODES (1u << 21)
 #define MAX_POOL (1u << 23)
 #define MAX_STEPS (1u << 22)
+/* The work one call (a token's bytes, a mask, the start) may take: each
+ * frame expanded counts 1 (~0.1 us), each stack a step looks at 1/32. An
+ * ambiguous grammar (alternatives that match the same text, nested deep)
+ * holds a stack for every way to parse the answer so far, exponentially
+ * many; past this the call fails, after ~40 ms. A schema's JSON grammar
+ * takes 2% of it for its largest mask (qwen3's vocabulary), an enum of
+ * 20,000 values (near the wire's 256 KiB of grammar) 43%. */
+#define MAX_WORK (1u << 19)
 
 /* ---- a u64 -> u32 open-addressing map (keys stored + 1; 0 is empty) ---- */
 
@@ -237,7 +245,8 @@ struct gram_match {
     uint32_t *walk;                       /* [max_len + 1] states along a token */
     struct { uint32_t state; int32_t allowed; uint64_t tick; uint64_t *bits; } cache[N_CACHE];
     uint64_t tick, n_cached, n_shared, n_walked;
-    int oom;
+    int oom;                              /* 1: out of memory, 2: past MAX_WORK; it stays */
+    uint64_t work;                        /* this call's, in 1/32 (MAX_WORK) */
     gram_cache *shared;
     uint64_t gid;
     uint32_t *key;                        /* scratch: a state's canonical name */
@@ -327,6 +336,10 @@ static void add_out(gram_match *m, uint32_t node)
 static void expand(gram_match *m, uint32_t pos, uint32_t parent)
 {
     const gram *g = m->g;
+    if (m->oom || (m->work += 32) > 32ull * MAX_WORK) {
+        m->oom = m->oom ? m->oom : 2;
+        return;
+    }
     uint32_t node = intern_node(m, pos, parent);
     if (m->oom || m->visit[node] == m->gen) return;
     m->visit[node] = m->gen;
@@ -420,6 +433,7 @@ static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
     if (row ? row[b] != UNKNOWN : map_get(&m->steps, key, &r)) return row ? row[b] : r;
     m->gen++;
     m->n_out = 0;
+    m->work += m->slen[s];
     for (uint32_t i = 0; i < m->slen[s]; i++) {
         uint32_t node = m->pool[m->soff[s] + i];
         if (!node) continue;
@@ -427,6 +441,7 @@ static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
         if (gram_cls_has(m->g->cls[m->g->el[pos].v], b)) expand(m, pos + 1, m->npar[node]);
     }
     r = intern_state(m);
+    if (m->oom) return DEAD;                      /* cut short: not the step's answer */
     row = state_row(m, s);                        /* interning may have moved the rows' owner table */
     if (row) row[b] = r;
     else if (!m->oom && map_put(&m->steps, key, r)) m->oom = 1;
@@ -463,6 +478,15 @@ static void clear_tables(gram_match *m)
     m->gen = 0;
     for (int i = 0; i < N_CACHE; i++) m->cache[i].state = DEAD;
     intern_node(m, UINT32_MAX, 0);                 /* node 0: the empty stack */
+}
+
+/* Why m failed (it stays failed): the code, and the message into err. */
+static int failed(const gram_match *m, char *err, size_t errsz)
+{
+    if (m->oom == 2)
+        return q35_err(err, errsz, Q35_ERANGE, "grammar: too ambiguous to match: one token took more than %u "
+                       "parse steps (alternatives or nested repeats that match the same text?)", MAX_WORK);
+    return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
 }
 
 /* Rebuilds the tables from the current state alone (its stacks re-interned
@@ -502,13 +526,16 @@ static int compact(gram_match *m)
     m->cur = intern_state(m);
     free(out);
     free(chains);
-    return m->oom || m->cur == DEAD ? Q35_ENOMEM : 0;
+    return m->oom || m->cur == DEAD ? failed(m, NULL, 0) : 0;
 }
 
-gram_match *gram_match_new(const gram *g, const gram_vocab *v)
+gram_match *gram_match_new(const gram *g, const gram_vocab *v, char *err, size_t errsz)
 {
     gram_match *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
+    if (!m) {
+        q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
+        return NULL;
+    }
     m->g = g;
     m->v = v;
     size_t words = ((size_t)v->n + 63) / 64;
@@ -521,7 +548,11 @@ gram_match *gram_match_new(const gram *g, const gram_vocab *v)
         clear_tables(m);
         m->cur = m->start = start_state(m);
     }
-    if (!m->walk || m->oom || m->start == DEAD) gram_match_destroy(&m);
+    if (!m->walk || m->oom || m->start == DEAD) {
+        if (!m->walk) m->oom = 1;
+        failed(m, err, errsz);
+        gram_match_destroy(&m);
+    }
     return m;
 }
 
@@ -562,9 +593,10 @@ static uint32_t walk_bytes(gram_match *m, uint32_t s, const uint8_t *b, size_t n
 
 int gram_match_bytes(gram_match *m, const char *s, size_t n)
 {
-    if (compact(m)) return Q35_ENOMEM;
+    m->work = 0;
+    if (m->oom || compact(m)) return failed(m, NULL, 0);
     uint32_t r = m->ended ? DEAD : walk_bytes(m, m->cur, (const uint8_t *)s, n);
-    if (m->oom) return Q35_ENOMEM;
+    if (m->oom) return failed(m, NULL, 0);
     if (r == DEAD) return Q35_EINVAL;
     m->cur = r;
     return 0;
@@ -574,7 +606,8 @@ int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz)
 {
     const gram_vocab *v = m->v;
     if (id < 0 || id >= v->n) return q35_err(err, errsz, Q35_EINVAL, "grammar: token %d is not in the vocabulary", id);
-    if (compact(m)) return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
+    m->work = 0;
+    if (m->oom || compact(m)) return failed(m, err, errsz);
     const uint8_t *b = v->bytes + v->off[id];
     if (v->kind[id] == GRAM_TOK_END) {
         if (m->ended || state_can_end(m, m->cur)) {
@@ -583,7 +616,7 @@ int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz)
         }
     } else if (v->kind[id] == GRAM_TOK_TEXT && v->len[id] && !m->ended) {
         uint32_t r = walk_bytes(m, m->cur, b, v->len[id]);
-        if (m->oom) return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
+        if (m->oom) return failed(m, err, errsz);
         if (r != DEAD) {
             m->cur = r;
             return 0;
@@ -616,7 +649,7 @@ static int32_t walk_vocab(gram_match *m, uint32_t s, uint64_t *bits)
                 if (r == DEAD) break;
                 m->walk[++d] = r;
             }
-            if (m->oom) return Q35_ENOMEM;
+            if (m->oom) return failed(m, NULL, 0);
             valid = d;
             if (d == len) {
                 int32_t id = v->sorted[k];
@@ -721,7 +754,8 @@ static void shared_put(gram_match *m, const uint32_t *key, size_t n, uint64_t h,
 
 int gram_match_mask(gram_match *m, float *logits)
 {
-    if (compact(m)) return Q35_ENOMEM;
+    m->work = 0;
+    if (m->oom || compact(m)) return failed(m, NULL, 0);
     uint32_t key = m->ended ? DEAD - 1 : m->cur;
     int slot = -1, lru = 0;
     for (int i = 0; i < N_CACHE; i++) {

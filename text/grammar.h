@@ -76,20 +76,30 @@ struct tok;
 void gram_tok_pieces(const struct tok *t, int32_t n_vocab, const char **piece, size_t *len, uint8_t *kind);
 
 /* A matcher at the start of g's root, over v (both borrowed: they must
- * outlive it). NULL without memory. */
-gram_match *gram_match_new(const gram *g, const gram_vocab *v);
+ * outlive it). NULL with the reason in err: no memory, or Q35_ERANGE's
+ * below already at the start.
+ *
+ * Every call below is bounded in work: a grammar so ambiguous that a
+ * token's bytes or a mask would take more than ~0.1 s (about a million
+ * parse steps: alternatives, or nested repeats, that match the same
+ * text, which the matcher follows every way at once) fails it with
+ * Q35_ERANGE, "grammar: too ambiguous to match: …", and the matcher
+ * stays failed (every later call fails the same way). */
+gram_match *gram_match_new(const gram *g, const gram_vocab *v, char *err, size_t errsz);
 void gram_match_destroy(gram_match **m);
 
 /* Back to the start of the grammar (keeps the caches). */
 void gram_match_reset(gram_match *m);
 
 /* Feeds the bytes s[0..n) (not a token: for tests and prefixes). 0, or
- * Q35_EINVAL when they leave the language (the state is then unchanged). */
+ * Q35_EINVAL when they leave the language (the state is then unchanged),
+ * Q35_ERANGE or Q35_ENOMEM. */
 int gram_match_bytes(gram_match *m, const char *s, size_t n);
 
 /* Feeds token id: its bytes, or for an END token the end (accepted when
  * the grammar may end here; the matcher is then finished). 0 or Q35_EINVAL
- * ("token 17 ('abc') is not allowed here"), the state unchanged. */
+ * ("token 17 ('abc') is not allowed here"), the state unchanged; or
+ * Q35_ERANGE, Q35_ENOMEM (the reason in err). */
 int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz);
 
 /* True when the output so far is a whole sentence of the grammar. */
@@ -99,7 +109,7 @@ bool gram_match_ended(const gram_match *m);
 
 /* Sets logits[id] = -INFINITY for every token of the vocabulary not
  * allowed next; returns how many are allowed (0: the grammar is stuck, the
- * caller reports it), or Q35_ENOMEM. */
+ * caller reports it), or Q35_ERANGE (too ambiguous, above) or Q35_ENOMEM. */
 int gram_match_mask(gram_match *m, float *logits);
 
 /* Counters for benchmarks: masks answered from the matcher's own cache,

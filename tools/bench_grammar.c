@@ -162,7 +162,10 @@ static int bench(void *opts)
     double allowed_sum = 0;
     for (int r = 0; r < rounds; r++) {
         if (r == 0) {
-            if (!(m = gram_match_new(g, v))) goto out;
+            if (!(m = gram_match_new(g, v, err, sizeof err))) {
+                fprintf(stderr, "qwen35-bench-grammar: %s\n", err);
+                goto out;
+            }
             gram_match_share(m, shared, 1);
         }
         gram_match_reset(m);
@@ -185,7 +188,10 @@ static int bench(void *opts)
     }
     /* another slot's first answer under the same grammar: a new matcher
      * sharing the masks the first one walked */
-    if (!(m2 = gram_match_new(g, v))) goto out;
+    if (!(m2 = gram_match_new(g, v, err, sizeof err))) {
+        fprintf(stderr, "qwen35-bench-grammar: %s\n", err);
+        goto out;
+    }
     gram_match_share(m2, shared, 1);
     for (int i = 0; i < n; i++) {
         for (int32_t k = 0; k < nv; k++) logits[k] = 0;
