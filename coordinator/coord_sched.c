@@ -559,6 +559,8 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
         if (m->pos[i] + m->ntok[i] - m->ndraft[i] != m->r[i]->n_toks)
             continue;
         const Q35__Sampled *sm = fr->sampled[k++];
+        if (sm->error)
+            continue;   /* this one's draw failed: no token to check */
         int32_t bad = sm->token < 0 || (uint32_t)sm->token >= V ? sm->token : 0;
         for (size_t t = 0; !bad && t < sm->n_more; t++)
             if (sm->more[t]->token < 0 || (uint32_t)sm->more[t]->token >= V)
@@ -617,6 +619,14 @@ void sched_on_forward(coord *c, link *l, mbatch *m, const Q35__ForwardResult *fr
             if (pos[i] + ntok[i] > r->n_logit_rows_sent)
                 r->n_logit_rows_sent = pos[i] + ntok[i];
             lg += (size_t)ntok[i] * V;
+        }
+        if (sm && sm->error) {
+            /* its draw alone failed (its grammar allows no token, or is
+             * too ambiguous): it ends; the step ran for all, so the batch's
+             * other requests go on */
+            req_error(c, r, sm->error->code ? (Q35__Code)sm->error->code : Q35__CODE__INTERNAL,
+                      "stage %d (%s): %s", l->idx, l->endpoint, sm->error->message ? sm->error->message : "");
+            continue;
         }
         int stop = 0, stop_idx = -1;
         if (sm) {   /* the chunk reached the end: sampled */

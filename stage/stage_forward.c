@@ -21,6 +21,8 @@ void stage_fwd_out_free(fwd_out *o)
     free(o->ptops);
     free(o->drafts);
     free(o->hidden);
+    free(o->errs);
+    free(o->why);
 }
 
 /* The engine refused the batch: the wire field of the sequence at fault
@@ -66,7 +68,10 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
     o->ptops = calloc(ns * per * Q35_WIRE_MAX_LOGPROBS, sizeof *o->ptops);
     o->drafts = calloc(ns * STAGE_MAX_DRAFT, sizeof *o->drafts);
     o->hidden = lrows ? malloc((size_t)lrows * V * sizeof(float)) : NULL;
-    if (!o->sm || !o->psm || !o->pdraw || !o->tops || !o->ptops || !o->drafts || (lrows && !o->hidden))
+    o->errs = calloc(ns, sizeof *o->errs);
+    o->why = calloc(ns, sizeof *o->why);
+    if (!o->sm || !o->psm || !o->pdraw || !o->tops || !o->ptops || !o->drafts || (lrows && !o->hidden) ||
+        !o->errs || !o->why)
         return stage_fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
     for (size_t d = 0; d < ns * per; d++) {
         Q35__Sampled *sm = &o->sm[d];
@@ -113,12 +118,23 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
             if (!rc && !c->n_draft)
                 rc = stage_spec_propose(s->eng, c, draw[0]->token, 0, dr, &n_draft, &o->fr.draft_s,
                                         err, sizeof err);
-            if (rc == Q35_EDEVICE)
+            if (rc == Q35_EDEVICE) {
                 snprintf(s->device_err, sizeof s->device_err, "%s", err);
-            if (rc)
-                return stage_fail(rp, rc == Q35_EDEVICE ? Q35__CODE__INTERNAL : Q35__CODE__INVALID_ARGUMENT,
-                            "forward", "seqs[%zu]: %s", i, err);
+                return stage_fail(rp, Q35__CODE__INTERNAL, "forward", "seqs[%zu]: %s", i, err);
+            }
             Q35__Sampled *sm = draw[0];
+            if (rc) {
+                /* this sequence's draw alone failed (its grammar, its
+                 * sampling): the step ran for all, the others go on */
+                n_more = n_draft = 0;
+                sm->token = 0;
+                sm->n_top = 0;
+                q35__error__init(&o->errs[i]);
+                o->errs[i].code = rc == Q35_ENOMEM ? Q35__CODE__RESOURCE_EXHAUSTED : Q35__CODE__INVALID_ARGUMENT;
+                snprintf(o->why[i], sizeof o->why[i], "%s", err);
+                o->errs[i].message = o->why[i];
+                sm->error = &o->errs[i];
+            }
             sm->slot = c->slot;
             sm->n_more = (size_t)n_more;
             sm->more = draw + 1;

@@ -89,6 +89,8 @@ typedef struct fwd_out {
     Q35__TopLogprob *tops, **ptops;
     int32_t *drafts;
     uint8_t *hidden;
+    Q35__Error *errs;                    /* [n_seqs]: a sequence's failed draw */
+    char (*why)[Q35_ERRSZ];              /* [n_seqs]: its message */
 } fwd_out;
 
 /* One forward step: fb checked, run, and its reply in rp, pointing into

@@ -134,17 +134,21 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
             size_t at = from + sg->n_fed;
             gram_match_reset(sg->m);
             sg->n_fed = 0;
+            if (rc == Q35_ERANGE)
+                slot_grammar_clear(sg);   /* failed for good: the next request starts afresh */
             return q35_err(err, errsz, rc, "constraint.generated[%zu]: %s", at, msg);
         }
         sg->fed[sg->n_fed] = a[sg->n_fed];
     }
     rc = gram_match_mask(sg->m, logits);
+    if (rc == Q35_ERANGE)
+        slot_grammar_clear(sg);
     if (rc == 0)
         return q35_err(err, errsz, Q35_EINVAL, "constraint: the grammar allows no token after %zu tokens of the answer", n);
     if (rc == Q35_ERANGE)
         return q35_err(err, errsz, rc, "constraint.grammar: too ambiguous to match: the mask after %zu tokens of "
-                       "the answer took more than a million parse steps (alternatives or nested repeats that "
-                       "match the same text?)", n);
+                       "the answer took more than %u parse steps (alternatives or nested repeats that "
+                       "match the same text?)", n, GRAM_MAX_WORK);
     return rc < 0 ? q35_err(err, errsz, rc, "constraint: out of memory for a mask") : 0;
 }
 

@@ -54,7 +54,7 @@ static void handshake_names_the_range(void **state)
     (void)state;
     stage *s = open_stage(0, 4);
     Q35__Hello h = Q35__HELLO__INIT;
-    h.protocol_version = 1;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
     Q35__StageRequest r = Q35__STAGE_REQUEST__INIT;
     r.epoch = 9;
     r.id = 1;
@@ -78,12 +78,12 @@ static void handshake_names_the_range(void **state)
     assert_false(hs->begin_half);
     assert_false(hs->end_half);
     q35__stage_reply__free_unpacked(rep, NULL);
-    h.protocol_version = 2;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT + 1;
     su_expect_error(su_call(s, &r), Q35__CODE__FAILED_PRECONDITION, "hello.protocol_version");
     stage_destroy(&s);
     /* 2.5:8: from layer 2's FFN (layer_begin 2 + begin_half), with the head */
     s = su_open_stage(g_model, 2, -1, (stage_opts){ .eng.begin_half = true });
-    h.protocol_version = 1;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
     rep = su_call(s, &r);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
     hs = rep->handshake;

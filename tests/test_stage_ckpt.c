@@ -284,7 +284,7 @@ static void handshake_reports_the_store(void **state)
     (void)state;
     stage *a = open_stage(0, 4, 32 << 20);
     Q35__Hello h = Q35__HELLO__INIT;
-    h.protocol_version = 1;
+    h.protocol_version = Q35__PROTOCOL_VERSION__PROTOCOL_CURRENT;
     Q35__StageReply *rep = su_call_body(a, Q35__STAGE_REQUEST__BODY_HELLO, &h);
     assert_int_equal(rep->body_case, Q35__STAGE_REPLY__BODY_HANDSHAKE);
     assert_int_equal(rep->handshake->cache_budget, 32 << 20);

@@ -27,7 +27,7 @@
  * many; past this the call fails, after ~40 ms. A schema's JSON grammar
  * takes 2% of it for its largest mask (qwen3's vocabulary), an enum of
  * 20,000 values (near the wire's 256 KiB of grammar) 43%. */
-#define MAX_WORK (1u << 19)
+#define MAX_WORK GRAM_MAX_WORK
 
 /* ---- a u64 -> u32 open-addressing map (keys stored + 1; 0 is empty) ---- */
 
