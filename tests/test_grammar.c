@@ -207,7 +207,7 @@ static void test_nested_repeats(void **st)
 
 /* Ambiguity the parser cannot merge away, groups of groups: each level
  * may end a run of a's or go on, so n levels hold 2^n stacks. 8 deep is
- * matched; 24 deep is refused with Q35_ERANGE once the work bound is
+ * matched; 24 deep is refused with Q35_ERANGE once a call's work bound is
  * past (bounded time), and the matcher stays refused. */
 static void test_ambiguity_bound(void **st)
 {
@@ -239,6 +239,27 @@ static void test_ambiguity_bound(void **st)
         }
         fix_free(&f);
     }
+    /* nested bounded repeats (too long to merge): a few ms every byte, under
+     * the bound each time, refused on average after a few dozen bytes;
+     * a grammar as long but plain runs its 1000 bytes, masked each time */
+    fix f = fix_new("root ::= (\"a\"{0,1000}){0,1000} \"b\"");
+    int n = 0, rc = 0;
+    char err[Q35_ERRSZ] = "";
+    float logits[256] = { 0 };
+    while (n < 1000 && (rc = gram_match_mask(f.m, logits)) > 0 && (rc = gram_match_token(f.m, 'a', err, sizeof err)) == 0)
+        n++;
+    if (rc != Q35_ERANGE || n < 4 || n > 200) fail_msg("nested bounded repeats: rc %d after %d bytes", rc, n);
+    assert_int_equal(gram_match_token(f.m, 'a', err, sizeof err), Q35_ERANGE);
+    if (!strstr(err, "each on average")) fail_msg("%s", err);
+    fix_free(&f);
+    f = fix_new("root ::= [a-z ]{0,1000} \"b\"");
+    for (n = 0; n < 1000; n++) {
+        assert_true(gram_match_mask(f.m, logits) > 0);
+        assert_int_equal(gram_match_token(f.m, "abc "[n % 4], err, sizeof err), 0);
+    }
+    assert_int_equal(gram_match_token(f.m, 'b', err, sizeof err), 0);
+    assert_true(gram_match_can_end(f.m));
+    fix_free(&f);
 }
 
 /* A small vocabulary over JSON's alphabet: every 1..3-byte piece drawn

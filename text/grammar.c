@@ -26,8 +26,14 @@
  * holds a stack for every way to parse the answer so far, exponentially
  * many; past this the call fails, after ~40 ms. A schema's JSON grammar
  * takes 2% of it for its largest mask (qwen3's vocabulary), an enum of
- * 20,000 values (near the wire's 256 KiB of grammar) 43%. */
+ * 20,000 values (near the wire's 256 KiB of grammar) 43%.
+ * And on average: a call is paid from a credit that refills by REFILL a
+ * call up to BURST, so a grammar that costs a few ms every token (nested
+ * bounded repeats, ("a"{0,1000}){0,1000}) fails too, after a few dozen.
+ * The JSON grammar's calls average 860 units over an answer, REFILL's 5%. */
 #define MAX_WORK GRAM_MAX_WORK
+#define REFILL (32ll * MAX_WORK / 32)
+#define BURST (32ll * 2 * MAX_WORK)
 
 /* ---- a u64 -> u32 open-addressing map (keys stored + 1; 0 is empty) ---- */
 
@@ -245,8 +251,8 @@ struct gram_match {
     uint32_t *walk;                       /* [max_len + 1] states along a token */
     struct { uint32_t state; int32_t allowed; uint64_t tick; uint64_t *bits; } cache[N_CACHE];
     uint64_t tick, n_cached, n_shared, n_walked;
-    int oom;                              /* 1: out of memory, 2: past MAX_WORK; it stays */
-    uint64_t work;                        /* this call's, in 1/32 (MAX_WORK) */
+    int oom;                              /* 1: out of memory, 2: past MAX_WORK, 3: the credit; it stays */
+    int64_t work, limit, credit;          /* this call's, its most, what is left (MAX_WORK x 32) */
     gram_cache *shared;
     uint64_t gid;
     uint32_t *key;                        /* scratch: a state's canonical name */
@@ -295,6 +301,24 @@ void gram_cache_destroy(gram_cache **pc)
     *pc = NULL;
 }
 
+/* Adds w to this call's work: true (m failed) past its limit. */
+static bool over(gram_match *m, int64_t w)
+{
+    if ((m->work += w) <= m->limit) return false;
+    if (!m->oom) m->oom = m->limit < 32ll * MAX_WORK ? 3 : 2;
+    return true;
+}
+
+/* A public call starts: the last one's work is paid from the credit,
+ * which then refills; this one may spend MAX_WORK, or what is left. */
+static void begin_call(gram_match *m)
+{
+    m->credit -= m->work;
+    m->credit = m->credit + REFILL > BURST ? BURST : m->credit + REFILL;
+    m->limit = m->credit < 32ll * MAX_WORK ? (m->credit > 0 ? m->credit : 0) : 32ll * MAX_WORK;
+    m->work = 0;
+}
+
 static uint32_t intern_node(gram_match *m, uint32_t pos, uint32_t parent)
 {
     uint64_t key = (uint64_t)pos << 32 | parent;
@@ -336,10 +360,7 @@ static void add_out(gram_match *m, uint32_t node)
 static void expand(gram_match *m, uint32_t pos, uint32_t parent)
 {
     const gram *g = m->g;
-    if (m->oom || (m->work += 32) > 32ull * MAX_WORK) {
-        m->oom = m->oom ? m->oom : 2;
-        return;
-    }
+    if (m->oom || over(m, 32)) return;
     uint32_t node = intern_node(m, pos, parent);
     if (m->oom || m->visit[node] == m->gen) return;
     m->visit[node] = m->gen;
@@ -433,7 +454,7 @@ static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
     if (row ? row[b] != UNKNOWN : map_get(&m->steps, key, &r)) return row ? row[b] : r;
     m->gen++;
     m->n_out = 0;
-    m->work += m->slen[s];
+    if (over(m, m->slen[s])) return DEAD;
     for (uint32_t i = 0; i < m->slen[s]; i++) {
         uint32_t node = m->pool[m->soff[s] + i];
         if (!node) continue;
@@ -486,6 +507,10 @@ static int failed(const gram_match *m, char *err, size_t errsz)
     if (m->oom == 2)
         return q35_err(err, errsz, Q35_ERANGE, "grammar: too ambiguous to match: one token took more than %u "
                        "parse steps (alternatives or nested repeats that match the same text?)", MAX_WORK);
+    if (m->oom == 3)
+        return q35_err(err, errsz, Q35_ERANGE, "grammar: too ambiguous to match: its tokens took more than %u "
+                       "parse steps each on average (alternatives or nested repeats that match the same text?)",
+                       (unsigned)(REFILL / 32));
     return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
 }
 
@@ -545,6 +570,8 @@ gram_match *gram_match_new(const gram *g, const gram_vocab *v, char *err, size_t
         if (!(m->cache[i].bits = malloc(words * sizeof(uint64_t)))) m->oom = 1;
     }
     if (m->walk && !m->oom) {
+        m->credit = BURST - REFILL;
+        begin_call(m);
         clear_tables(m);
         m->cur = m->start = start_state(m);
     }
@@ -593,7 +620,7 @@ static uint32_t walk_bytes(gram_match *m, uint32_t s, const uint8_t *b, size_t n
 
 int gram_match_bytes(gram_match *m, const char *s, size_t n)
 {
-    m->work = 0;
+    begin_call(m);
     if (m->oom || compact(m)) return failed(m, NULL, 0);
     uint32_t r = m->ended ? DEAD : walk_bytes(m, m->cur, (const uint8_t *)s, n);
     if (m->oom) return failed(m, NULL, 0);
@@ -606,7 +633,7 @@ int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz)
 {
     const gram_vocab *v = m->v;
     if (id < 0 || id >= v->n) return q35_err(err, errsz, Q35_EINVAL, "grammar: token %d is not in the vocabulary", id);
-    m->work = 0;
+    begin_call(m);
     if (m->oom || compact(m)) return failed(m, err, errsz);
     const uint8_t *b = v->bytes + v->off[id];
     if (v->kind[id] == GRAM_TOK_END) {
@@ -754,7 +781,7 @@ static void shared_put(gram_match *m, const uint32_t *key, size_t n, uint64_t h,
 
 int gram_match_mask(gram_match *m, float *logits)
 {
-    m->work = 0;
+    begin_call(m);
     if (m->oom || compact(m)) return failed(m, NULL, 0);
     uint32_t key = m->ended ? DEAD - 1 : m->cur;
     int slot = -1, lru = 0;
