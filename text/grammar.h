@@ -80,11 +80,13 @@ void gram_tok_pieces(const struct tok *t, int32_t n_vocab, const char **piece, s
  * below already at the start.
  *
  * Every call below is bounded in work: a grammar so ambiguous that a
- * token's bytes or a mask would take more than ~40 ms (GRAM_MAX_WORK
+ * token's bytes or a mask would take more than ~0.1 s (GRAM_MAX_WORK
  * parse steps: alternatives, or nested repeats, that match the same
  * text, which the matcher follows every way at once) fails it with
- * Q35_ERANGE, "grammar: too ambiguous to match: …", and the matcher
- * stays failed (every later call fails the same way). */
+ * Q35_ERANGE, "grammar: too ambiguous to match: …"; so does one whose
+ * calls cost more than GRAM_MAX_WORK / 32 each on average (a credit,
+ * bursts of twice GRAM_MAX_WORK). The matcher then stays failed (every
+ * later call fails the same way). */
 #define GRAM_MAX_WORK (1u << 19)   /* the bound, in parse steps (text/grammar.c) */
 gram_match *gram_match_new(const gram *g, const gram_vocab *v, char *err, size_t errsz);
 void gram_match_destroy(gram_match **m);
