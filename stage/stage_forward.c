@@ -68,10 +68,7 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
     o->ptops = calloc(ns * per * Q35_WIRE_MAX_LOGPROBS, sizeof *o->ptops);
     o->drafts = calloc(ns * STAGE_MAX_DRAFT, sizeof *o->drafts);
     o->hidden = lrows ? malloc((size_t)lrows * V * sizeof(float)) : NULL;
-    o->errs = calloc(ns, sizeof *o->errs);
-    o->why = calloc(ns, sizeof *o->why);
-    if (!o->sm || !o->psm || !o->pdraw || !o->tops || !o->ptops || !o->drafts || (lrows && !o->hidden) ||
-        !o->errs || !o->why)
+    if (!o->sm || !o->psm || !o->pdraw || !o->tops || !o->ptops || !o->drafts || (lrows && !o->hidden))
         return stage_fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
     for (size_t d = 0; d < ns * per; d++) {
         Q35__Sampled *sm = &o->sm[d];
@@ -126,6 +123,8 @@ static int last_reply(stage *s, const Q35__ForwardBatch *fb, fwd_out *o, reply *
             if (rc) {
                 /* this sequence's draw alone failed (its grammar, its
                  * sampling): the step ran for all, the others go on */
+                if (!o->errs && (!(o->errs = calloc(ns, sizeof *o->errs)) || !(o->why = calloc(ns, sizeof *o->why))))
+                    return stage_fail(rp, Q35__CODE__RESOURCE_EXHAUSTED, "forward", "out of memory");
                 n_more = n_draft = 0;
                 sm->token = 0;
                 sm->n_top = 0;

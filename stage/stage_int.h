@@ -89,7 +89,7 @@ typedef struct fwd_out {
     Q35__TopLogprob *tops, **ptops;
     int32_t *drafts;
     uint8_t *hidden;
-    Q35__Error *errs;                    /* [n_seqs]: a sequence's failed draw */
+    Q35__Error *errs;                    /* [n_seqs] once a sequence's draw fails */
     char (*why)[Q35_ERRSZ];              /* [n_seqs]: its message */
 } fwd_out;
 

@@ -97,7 +97,7 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
             return q35_err(err, errsz, Q35_EINVAL, "constraint.grammar: %s", msg);
         if (!(sg->m = gram_match_new(sg->g, s->vocab, msg, sizeof msg))) {
             slot_grammar_clear(sg);
-            return q35_err(err, errsz, Q35_EINVAL, "constraint.grammar: %s", msg);
+            return q35_err(err, errsz, Q35_EINVAL, "constraint.%s", msg);
         }
         sg->hash = h;
         gram_match_share(sg->m, s->masks, h);
@@ -141,15 +141,16 @@ static int constrain(stage_sampler *s, int slot, const Q35__Constraint *c, float
         sg->fed[sg->n_fed] = a[sg->n_fed];
     }
     rc = gram_match_mask(sg->m, logits);
-    if (rc == Q35_ERANGE)
-        slot_grammar_clear(sg);
     if (rc == 0)
         return q35_err(err, errsz, Q35_EINVAL, "constraint: the grammar allows no token after %zu tokens of the answer", n);
-    if (rc == Q35_ERANGE)
-        return q35_err(err, errsz, rc, "constraint.grammar: too ambiguous to match: the mask after %zu tokens of "
-                       "the answer took more than %u parse steps (alternatives or nested repeats that "
-                       "match the same text?)", n, GRAM_MAX_WORK);
-    return rc < 0 ? q35_err(err, errsz, rc, "constraint: out of memory for a mask") : 0;
+    if (rc < 0) {
+        char msg[Q35_ERRSZ];
+        gram_match_error(sg->m, msg, sizeof msg);
+        if (rc == Q35_ERANGE)
+            slot_grammar_clear(sg);   /* failed for good: the next request starts afresh */
+        return q35_err(err, errsz, rc, "constraint.%s (the mask after %zu tokens of the answer)", msg, n);
+    }
+    return 0;
 }
 
 void stage_sampler_destroy(stage_sampler **ps)

@@ -252,7 +252,7 @@ struct gram_match {
     uint32_t *walk;                       /* [max_len + 1] states along a token */
     struct { uint32_t state; int32_t allowed; uint64_t tick; uint64_t *bits; } cache[N_CACHE];
     uint64_t tick, n_cached, n_shared, n_walked;
-    int oom;                              /* 1: out of memory, 2: past MAX_WORK, 3: the credit; it stays */
+    enum { FAIL_NONE, FAIL_NOMEM, FAIL_CALL, FAIL_CREDIT } fail;   /* why it stopped (it stays) */
     int64_t work, limit, credit;          /* this call's, its most, what is left (MAX_WORK x 32) */
     gram_cache *shared;
     uint64_t gid;
@@ -306,7 +306,7 @@ void gram_cache_destroy(gram_cache **pc)
 static bool over(gram_match *m, int64_t w)
 {
     if ((m->work += w) <= m->limit) return false;
-    if (!m->oom) m->oom = m->limit < 32ll * MAX_WORK ? 3 : 2;
+    if (!m->fail) m->fail = m->limit < 32ll * MAX_WORK ? FAIL_CREDIT : FAIL_CALL;
     return true;
 }
 
@@ -332,7 +332,7 @@ static uint32_t intern_node(gram_match *m, uint32_t pos, uint32_t parent)
         uint32_t *q = p ? realloc(m->npar, cap * sizeof *q) : NULL;
         if (q) m->npar = q;
         uint32_t *v = q ? realloc(m->visit, cap * sizeof *v) : NULL;
-        if (!v) goto oom;
+        if (!v) goto no_memory;
         memset(v + m->cap_nodes, 0, (cap - m->cap_nodes) * sizeof *v);
         m->visit = v;
         m->cap_nodes = cap;
@@ -340,17 +340,17 @@ static uint32_t intern_node(gram_match *m, uint32_t pos, uint32_t parent)
     id = (uint32_t)m->n_nodes++;
     m->npos[id] = pos;
     m->npar[id] = parent;
-    if (map_put(&m->nodes, key, id)) goto oom;
+    if (map_put(&m->nodes, key, id)) goto no_memory;
     return id;
-oom:
-    m->oom = 1;
+no_memory:
+    m->fail = FAIL_NOMEM;
     return 0;
 }
 
 static void add_out(gram_match *m, uint32_t node)
 {
     if (grow((void **)&m->out, &m->cap_out, m->n_out + 1, sizeof *m->out)) {
-        m->oom = 1;
+        m->fail = FAIL_NOMEM;
         return;
     }
     m->out[m->n_out++] = node;
@@ -361,9 +361,9 @@ static void add_out(gram_match *m, uint32_t node)
 static void expand(gram_match *m, uint32_t pos, uint32_t parent)
 {
     const gram *g = m->g;
-    if (m->oom || over(m, 32)) return;
+    if (m->fail || over(m, 32)) return;
     uint32_t node = intern_node(m, pos, parent);
-    if (m->oom || m->visit[node] == m->gen) return;
+    if (m->fail || m->visit[node] == m->gen) return;
     m->visit[node] = m->gen;
     gram_el e = g->el[pos];
     if (e.type == GE_CHAR) {
@@ -395,7 +395,7 @@ static int cmp_u32(const void *a, const void *b)
 /* The state of out[0..n_out) (sorted, deduplicated here), DEAD if empty. */
 static uint32_t intern_state(gram_match *m)
 {
-    if (!m->n_out || m->oom) return DEAD;
+    if (!m->n_out || m->fail) return DEAD;
     qsort(m->out, m->n_out, sizeof *m->out, cmp_u32);
     size_t k = 1;
     for (size_t i = 1; i < m->n_out; i++)
@@ -413,7 +413,7 @@ static uint32_t intern_state(gram_match *m)
     if (grow((void **)&m->pool, &m->cap_pool, m->n_pool + k, sizeof *m->pool)
         || grow((void **)&m->soff, &m->cap_states, m->n_states + 1, sizeof *m->soff)
         || grow((void **)&m->slen, &m->cap_slen, m->n_states + 1, sizeof *m->slen)) {
-        m->oom = 1;
+        m->fail = FAIL_NOMEM;
         return DEAD;
     }
     id = (uint32_t)m->n_states++;
@@ -421,7 +421,7 @@ static uint32_t intern_state(gram_match *m)
     m->slen[id] = (uint32_t)k;
     memcpy(m->pool + m->n_pool, m->out, k * sizeof *m->out);
     m->n_pool += k;
-    if (map_put(&m->states, h, id)) m->oom = 1;
+    if (map_put(&m->states, h, id)) m->fail = FAIL_NOMEM;
     return id;
 }
 
@@ -463,10 +463,10 @@ static uint32_t step(gram_match *m, uint32_t s, uint8_t b)
         if (gram_cls_has(m->g->cls[m->g->el[pos].v], b)) expand(m, pos + 1, m->npar[node]);
     }
     r = intern_state(m);
-    if (m->oom) return DEAD;                      /* cut short: not the step's answer */
+    if (m->fail) return DEAD;                      /* cut short: not the step's answer */
     row = state_row(m, s);                        /* interning may have moved the rows' owner table */
     if (row) row[b] = r;
-    else if (!m->oom && map_put(&m->steps, key, r)) m->oom = 1;
+    else if (!m->fail && map_put(&m->steps, key, r)) m->fail = FAIL_NOMEM;
     return r;
 }
 
@@ -505,14 +505,19 @@ static void clear_tables(gram_match *m)
 /* Why m failed (it stays failed): the code, and the message into err. */
 static int failed(const gram_match *m, char *err, size_t errsz)
 {
-    if (m->oom == 2)
+    if (m->fail == FAIL_CALL)
         return q35_err(err, errsz, Q35_ERANGE, "grammar: too ambiguous to match: one token took more than %u "
                        "parse steps (alternatives or nested repeats that match the same text?)", MAX_WORK);
-    if (m->oom == 3)
+    if (m->fail == FAIL_CREDIT)
         return q35_err(err, errsz, Q35_ERANGE, "grammar: too ambiguous to match: its tokens took more than %u "
                        "parse steps each on average (alternatives or nested repeats that match the same text?)",
                        (unsigned)(REFILL / 32));
     return q35_err(err, errsz, Q35_ENOMEM, "grammar: out of memory");
+}
+
+int gram_match_error(const gram_match *m, char *err, size_t errsz)
+{
+    return m->fail ? failed(m, err, errsz) : 0;
 }
 
 /* Rebuilds the tables from the current state alone (its stacks re-interned
@@ -552,7 +557,7 @@ static int compact(gram_match *m)
     m->cur = intern_state(m);
     free(out);
     free(chains);
-    return m->oom || m->cur == DEAD ? failed(m, NULL, 0) : 0;
+    return m->fail || m->cur == DEAD ? failed(m, NULL, 0) : 0;
 }
 
 gram_match *gram_match_new(const gram *g, const gram_vocab *v, char *err, size_t errsz)
@@ -568,16 +573,16 @@ gram_match *gram_match_new(const gram *g, const gram_vocab *v, char *err, size_t
     m->walk = malloc(((size_t)v->max_len + 1) * sizeof *m->walk);
     for (int i = 0; i < N_CACHE; i++) {
         m->cache[i].state = DEAD;
-        if (!(m->cache[i].bits = malloc(words * sizeof(uint64_t)))) m->oom = 1;
+        if (!(m->cache[i].bits = malloc(words * sizeof(uint64_t)))) m->fail = FAIL_NOMEM;
     }
-    if (m->walk && !m->oom) {
+    if (m->walk && !m->fail) {
         m->credit = BURST - REFILL;
         begin_call(m);
         clear_tables(m);
         m->cur = m->start = start_state(m);
     }
-    if (!m->walk || m->oom || m->start == DEAD) {
-        if (!m->walk) m->oom = 1;
+    if (!m->walk || m->fail || m->start == DEAD) {
+        if (!m->walk) m->fail = FAIL_NOMEM;
         failed(m, err, errsz);
         gram_match_destroy(&m);
     }
@@ -622,9 +627,9 @@ static uint32_t walk_bytes(gram_match *m, uint32_t s, const uint8_t *b, size_t n
 int gram_match_bytes(gram_match *m, const char *s, size_t n)
 {
     begin_call(m);
-    if (m->oom || compact(m)) return failed(m, NULL, 0);
+    if (m->fail || compact(m)) return failed(m, NULL, 0);
     uint32_t r = m->ended ? DEAD : walk_bytes(m, m->cur, (const uint8_t *)s, n);
-    if (m->oom) return failed(m, NULL, 0);
+    if (m->fail) return failed(m, NULL, 0);
     if (r == DEAD) return Q35_EINVAL;
     m->cur = r;
     return 0;
@@ -635,7 +640,7 @@ int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz)
     const gram_vocab *v = m->v;
     if (id < 0 || id >= v->n) return q35_err(err, errsz, Q35_EINVAL, "grammar: token %d is not in the vocabulary", id);
     begin_call(m);
-    if (m->oom || compact(m)) return failed(m, err, errsz);
+    if (m->fail || compact(m)) return failed(m, err, errsz);
     const uint8_t *b = v->bytes + v->off[id];
     if (v->kind[id] == GRAM_TOK_END) {
         if (m->ended || state_can_end(m, m->cur)) {
@@ -644,7 +649,7 @@ int gram_match_token(gram_match *m, int32_t id, char *err, size_t errsz)
         }
     } else if (v->kind[id] == GRAM_TOK_TEXT && v->len[id] && !m->ended) {
         uint32_t r = walk_bytes(m, m->cur, b, v->len[id]);
-        if (m->oom) return failed(m, err, errsz);
+        if (m->fail) return failed(m, err, errsz);
         if (r != DEAD) {
             m->cur = r;
             return 0;
@@ -677,7 +682,7 @@ static int32_t walk_vocab(gram_match *m, uint32_t s, uint64_t *bits)
                 if (r == DEAD) break;
                 m->walk[++d] = r;
             }
-            if (m->oom) return failed(m, NULL, 0);
+            if (m->fail) return failed(m, NULL, 0);
             valid = d;
             if (d == len) {
                 int32_t id = v->sorted[k];
@@ -783,7 +788,7 @@ static void shared_put(gram_match *m, const uint32_t *key, size_t n, uint64_t h,
 int gram_match_mask(gram_match *m, float *logits)
 {
     begin_call(m);
-    if (m->oom || compact(m)) return failed(m, NULL, 0);
+    if (m->fail || compact(m)) return failed(m, NULL, 0);
     uint32_t key = m->ended ? DEAD - 1 : m->cur;
     int slot = -1, lru = 0;
     for (int i = 0; i < N_CACHE; i++) {

@@ -115,6 +115,10 @@ bool gram_match_ended(const gram_match *m);
  * caller reports it), or Q35_ERANGE (too ambiguous, above) or Q35_ENOMEM. */
 int gram_match_mask(gram_match *m, float *logits);
 
+/* Why m failed: 0 while it has not, else the code its calls return
+ * (Q35_ERANGE, Q35_ENOMEM) with the message into err. */
+int gram_match_error(const gram_match *m, char *err, size_t errsz);
+
 /* Counters for benchmarks: masks answered from the matcher's own cache,
  * from a shared cache (gram_match_share; may be NULL) and walked. */
 void gram_match_stats(const gram_match *m, uint64_t *cached, uint64_t *shared, uint64_t *walked);
